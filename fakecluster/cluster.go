@@ -1,0 +1,307 @@
+// Package fakecluster simulates the active/passive cluster that caddy-ha
+// fronts: nodes on loopback sharing one lease with the seed's semantics
+// (TTL, renew ticks, an epoch per acquisition), followers that refuse
+// mutating requests with 503 and Retry-After: 30, and a control API to
+// crash, hang, stop and start nodes. Tests start it in-process; the
+// fakecluster command serves it for demos and benchmarks.
+package fakecluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Config sets the lease timing. Zero values take the seed's defaults.
+type Config struct {
+	// LeaseTTL is how long a lease lasts without a renew (seed: 30 s).
+	LeaseTTL time.Duration
+	// RenewInterval is each node's renew tick (seed: 10 s).
+	RenewInterval time.Duration
+	// BasePort, if set, puts node i on 127.0.0.1:BasePort+i; otherwise
+	// each node gets a free port.
+	BasePort int
+}
+
+// Acquisition records one lease acquisition: the moment a node became leader.
+type Acquisition struct {
+	Node  string    `json:"node"`
+	Epoch int64     `json:"epoch"`
+	At    time.Time `json:"at"`
+}
+
+// lease is the single-row ClusterLeader table of the seed.
+type lease struct {
+	owner       string
+	epoch       int64
+	expiresAt   time.Time
+	lastRenewAt time.Time
+	acquiredAt  time.Time
+}
+
+// Cluster is a set of nodes sharing one lease.
+type Cluster struct {
+	cfg Config
+
+	mu           sync.Mutex
+	lease        lease
+	dbDown       bool
+	acquisitions []Acquisition
+	nodes        []*Node
+}
+
+// New creates a cluster with n nodes named node-a, node-b, … on loopback.
+// Nodes are created stopped; call Start, or Start on each node.
+func New(cfg Config, n int) (*Cluster, error) {
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 30 * time.Second
+	}
+	if cfg.RenewInterval <= 0 {
+		cfg.RenewInterval = 10 * time.Second
+	}
+	if cfg.RenewInterval >= cfg.LeaseTTL {
+		return nil, fmt.Errorf("renew interval %v must be shorter than the lease TTL %v", cfg.RenewInterval, cfg.LeaseTTL)
+	}
+	c := &Cluster{cfg: cfg}
+	for i := range n {
+		addr := fmt.Sprintf("127.0.0.1:%d", cfg.BasePort+i)
+		if cfg.BasePort == 0 {
+			// Pick the port now so that a node keeps its address across restarts.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, err
+			}
+			addr = ln.Addr().String()
+			ln.Close()
+		}
+		c.nodes = append(c.nodes, newNode(c, fmt.Sprintf("node-%c", 'a'+i), addr))
+	}
+	return c, nil
+}
+
+// Start starts every node, the first one first so that it becomes leader.
+func (c *Cluster) Start() error {
+	for _, n := range c.nodes {
+		if err := n.start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops every node without releasing the lease.
+func (c *Cluster) Close() {
+	for _, n := range c.nodes {
+		n.halt(stateKilled)
+	}
+}
+
+// Nodes returns the nodes in creation order.
+func (c *Cluster) Nodes() []*Node { return c.nodes }
+
+// Node returns the node with the given id, or nil.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.nodes {
+		if n.id == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// SetDatabaseDown makes the database unreachable (true) or reachable again:
+// while it is down no node can renew or acquire, so every node is a follower.
+func (c *Cluster) SetDatabaseDown(down bool) {
+	c.mu.Lock()
+	c.dbDown = down
+	c.mu.Unlock()
+}
+
+// State is the control API's view of the cluster.
+type State struct {
+	Leader       string        `json:"leader"`
+	Epoch        int64         `json:"epoch"`
+	AcquiredAt   time.Time     `json:"acquiredAt"`
+	ExpiresAt    time.Time     `json:"expiresAt"`
+	DatabaseDown bool          `json:"databaseDown"`
+	Acquisitions []Acquisition `json:"acquisitions"`
+	Nodes        []NodeState   `json:"nodes"`
+}
+
+// State returns a snapshot of the lease, the acquisitions and the nodes.
+func (c *Cluster) State() State {
+	c.mu.Lock()
+	now := time.Now()
+	s := State{
+		Epoch:        c.lease.epoch,
+		AcquiredAt:   c.lease.acquiredAt,
+		ExpiresAt:    c.lease.expiresAt,
+		DatabaseDown: c.dbDown,
+		Acquisitions: append([]Acquisition(nil), c.acquisitions...),
+	}
+	if c.leaderLocked(c.lease.owner, now) {
+		s.Leader = c.lease.owner
+	}
+	c.mu.Unlock()
+	for _, n := range c.nodes {
+		s.Nodes = append(s.Nodes, n.State())
+	}
+	return s
+}
+
+// AcquisitionOf returns when the lease of the given epoch was acquired.
+func (c *Cluster) AcquisitionOf(epoch int64) (Acquisition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.acquisitions {
+		if a.Epoch == epoch {
+			return a, true
+		}
+	}
+	return Acquisition{}, false
+}
+
+// leaderLocked reports whether node id holds a live lease. c.mu must be held.
+func (c *Cluster) leaderLocked(id string, now time.Time) bool {
+	return !c.dbDown && id != "" && c.lease.owner == id && now.Before(c.lease.expiresAt)
+}
+
+// renew is a node's renew tick: an atomic renew of its own lease, or an
+// acquisition of an expired or released one (the seed's UPDATE … WHERE).
+func (c *Cluster) renew(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dbDown {
+		return
+	}
+	now := time.Now()
+	switch {
+	case c.lease.owner == id && now.Before(c.lease.expiresAt):
+		c.lease.expiresAt = now.Add(c.cfg.LeaseTTL)
+		c.lease.lastRenewAt = now
+	case c.lease.owner == "" || !now.Before(c.lease.expiresAt):
+		c.lease = lease{
+			owner:       id,
+			epoch:       c.lease.epoch + 1,
+			expiresAt:   now.Add(c.cfg.LeaseTTL),
+			lastRenewAt: now,
+			acquiredAt:  now,
+		}
+		c.acquisitions = append(c.acquisitions, Acquisition{Node: id, Epoch: c.lease.epoch, At: now})
+	}
+}
+
+// release gives up node id's lease, as the seed's leader does at shutdown.
+func (c *Cluster) release(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease.owner == id && !c.dbDown {
+		c.lease.owner = ""
+		c.lease.expiresAt = time.Now()
+	}
+}
+
+// leaseView is what a node sees of the lease when it answers a request.
+type leaseView struct {
+	leader      bool
+	epoch       int64
+	expiresAt   time.Time
+	lastRenewAt time.Time
+}
+
+func (c *Cluster) view(id string) leaseView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return leaseView{
+		leader:      c.leaderLocked(id, time.Now()),
+		epoch:       c.lease.epoch,
+		expiresAt:   c.lease.expiresAt,
+		lastRenewAt: c.lease.lastRenewAt,
+	}
+}
+
+// WaitLeader polls until some node leads, for at most timeout.
+func (c *Cluster) WaitLeader(timeout time.Duration) (State, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		s := c.State()
+		if s.Leader != "" {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			return s, errors.New("fakecluster: no leader within " + timeout.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ControlHandler serves the control API:
+//
+//	GET  /state
+//	POST /nodes/{id}/kill?mode=refuse|hang
+//	POST /nodes/{id}/stop
+//	POST /nodes/{id}/start
+//	POST /nodes/{id}/claim?epoch=N   (answer as a stale leader of epoch N)
+//	GET  /nodes/{id}/executed
+//	POST /database/down, POST /database/up
+func (c *Cluster) ControlHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.State())
+	})
+	mux.HandleFunc("POST /database/{updown}", func(w http.ResponseWriter, r *http.Request) {
+		switch r.PathValue("updown") {
+		case "down":
+			c.SetDatabaseDown(true)
+		case "up":
+			c.SetDatabaseDown(false)
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, http.StatusOK, c.State())
+	})
+	mux.HandleFunc("/nodes/{id}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		n := c.Node(r.PathValue("id"))
+		if n == nil {
+			http.Error(w, "no such node", http.StatusNotFound)
+			return
+		}
+		var err error
+		switch action := r.PathValue("action"); {
+		case action == "executed" && r.Method == http.MethodGet:
+			writeJSON(w, http.StatusOK, n.Executed())
+			return
+		case r.Method != http.MethodPost:
+			http.Error(w, "use POST", http.StatusMethodNotAllowed)
+			return
+		case action == "kill":
+			mode := KillRefuse
+			if r.URL.Query().Get("mode") == "hang" {
+				mode = KillHang
+			}
+			n.Kill(mode)
+		case action == "stop":
+			n.Stop()
+		case action == "start":
+			err = n.Start()
+		case action == "claim":
+			var epoch int64
+			if _, err = fmt.Sscan(r.URL.Query().Get("epoch"), &epoch); err == nil {
+				n.ClaimStale(epoch)
+			}
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, http.StatusOK, n.State())
+	})
+	return mux
+}

@@ -1,0 +1,305 @@
+package fakecluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// KillMode is how a killed node looks from the network.
+type KillMode int
+
+const (
+	// KillRefuse closes the node's port: connections are refused, as after a crash.
+	KillRefuse KillMode = iota
+	// KillHang keeps the port open but never answers, as a hung process does.
+	KillHang
+)
+
+type nodeState string
+
+const (
+	stateStopped nodeState = "stopped"
+	stateRunning nodeState = "running"
+	stateKilled  nodeState = "killed"
+	stateHung    nodeState = "hung"
+)
+
+// Execution is one mutating request that a node executed as leader.
+type Execution struct {
+	Node      string    `json:"node"`
+	Epoch     int64     `json:"epoch"`
+	Method    string    `json:"method"`
+	Path      string    `json:"path"`
+	RequestID string    `json:"requestId"`
+	BodyBytes int       `json:"bodyBytes"`
+	At        time.Time `json:"at"`
+}
+
+// NodeState is the control API's view of one node.
+type NodeState struct {
+	ID         string `json:"id"`
+	Addr       string `json:"addr"`
+	State      string `json:"state"`
+	Leader     bool   `json:"leader"`
+	StaleEpoch int64  `json:"staleEpoch,omitempty"`
+	Executed   int    `json:"executed"`
+}
+
+// Node is one server of the cluster.
+type Node struct {
+	cluster *Cluster
+	id      string
+	addr    string
+
+	mu         sync.Mutex
+	state      nodeState
+	server     *http.Server
+	stopRenew  chan struct{}
+	renewDone  chan struct{}
+	unhang     chan struct{} // closed when a hung node is started or halted again
+	staleEpoch int64         // > 0: answers as a leader of this epoch whatever the lease says
+	executed   []Execution
+}
+
+func newNode(c *Cluster, id, addr string) *Node {
+	return &Node{cluster: c, id: id, addr: addr, state: stateStopped, unhang: make(chan struct{})}
+}
+
+// ID returns the node's id (node-a, node-b, …).
+func (n *Node) ID() string { return n.id }
+
+// Addr returns the node's host:port on loopback.
+func (n *Node) Addr() string { return n.addr }
+
+// URL returns the node's base URL.
+func (n *Node) URL() string { return "http://" + n.addr }
+
+// Start starts a stopped or killed node: it listens again and takes part
+// in the lease from its first renew tick, which runs at once.
+func (n *Node) Start() error { return n.start() }
+
+func (n *Node) start() error {
+	n.halt(stateStopped)
+	var ln net.Listener
+	var err error
+	// The port of a node that was just closed can take a moment to free up.
+	for range 50 {
+		if ln, err = net.Listen("tcp", n.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: %w", n.id, err)
+	}
+	srv := &http.Server{Handler: n, ReadHeaderTimeout: 10 * time.Second}
+	stop, done := make(chan struct{}), make(chan struct{})
+	n.mu.Lock()
+	n.state, n.server, n.stopRenew, n.renewDone = stateRunning, srv, stop, done
+	n.unhang = make(chan struct{})
+	n.mu.Unlock()
+	n.cluster.renew(n.id)
+	go n.renewLoop(stop, done)
+	go srv.Serve(ln) //nolint:errcheck // returns when the node is halted
+	return nil
+}
+
+func (n *Node) renewLoop(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(n.cluster.cfg.RenewInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			n.cluster.renew(n.id)
+		}
+	}
+}
+
+// Kill stops the node's renewals without releasing its lease, which runs
+// out after the TTL. KillRefuse closes its port; KillHang leaves it open
+// and never answers.
+func (n *Node) Kill(mode KillMode) {
+	if mode == KillHang {
+		n.stopRenewing()
+		n.mu.Lock()
+		if n.state == stateRunning {
+			n.state = stateHung
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.halt(stateKilled)
+}
+
+// Stop is a planned stop: the node releases its lease, then shuts down.
+func (n *Node) Stop() {
+	n.stopRenewing()
+	n.cluster.release(n.id)
+	n.halt(stateStopped)
+}
+
+// ClaimStale makes the node answer as the leader of the given (old) epoch,
+// as a process that has not noticed its step-down would.
+func (n *Node) ClaimStale(epoch int64) {
+	n.mu.Lock()
+	n.staleEpoch = epoch
+	n.mu.Unlock()
+}
+
+func (n *Node) stopRenewing() {
+	n.mu.Lock()
+	stop, done := n.stopRenew, n.renewDone
+	n.stopRenew, n.renewDone = nil, nil
+	n.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// halt closes the node's server and ends any hang.
+func (n *Node) halt(to nodeState) {
+	n.stopRenewing()
+	n.mu.Lock()
+	srv := n.server
+	n.server = nil
+	n.state = to
+	n.staleEpoch = 0
+	select {
+	case <-n.unhang:
+	default:
+		close(n.unhang)
+	}
+	n.mu.Unlock()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if to == stateStopped {
+			_ = srv.Shutdown(ctx)
+		}
+		_ = srv.Close()
+	}
+}
+
+// State returns the node's view for the control API.
+func (n *Node) State() NodeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return NodeState{
+		ID: n.id, Addr: n.addr, State: string(n.state),
+		Leader:     n.state == stateRunning && n.cluster.view(n.id).leader,
+		StaleEpoch: n.staleEpoch, Executed: len(n.executed),
+	}
+}
+
+// Executed returns the mutating requests this node executed as leader.
+func (n *Node) Executed() []Execution {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]Execution(nil), n.executed...)
+}
+
+// role tells how the node answers right now: as leader (and of which epoch)
+// or as follower.
+func (n *Node) role() (leader bool, lv leaseView) {
+	lv = n.cluster.view(n.id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.staleEpoch > 0 {
+		lv.epoch = n.staleEpoch
+		return true, lv
+	}
+	return lv.leader, lv
+}
+
+// isMutating reports whether a request changes state: every unsafe method,
+// and the webhook ingress, which changes state through GET.
+func isMutating(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return strings.HasPrefix(r.URL.Path, "/webhooks/")
+	}
+	return true
+}
+
+func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n.mu.Lock()
+	hung, unhang := n.state == stateHung, n.unhang
+	n.mu.Unlock()
+	if hung {
+		select {
+		case <-unhang:
+		case <-r.Context().Done():
+		}
+		return
+	}
+
+	leader, lv := n.role()
+	w.Header().Set("X-Node-Id", n.id)
+	w.Header().Set("X-Lease-Epoch", strconv.FormatInt(lv.epoch, 10))
+	role := "follower"
+	if leader {
+		role = "leader"
+	}
+	w.Header().Set("X-Node-Role", role)
+
+	switch {
+	case r.URL.Path == "/healthz/leader":
+		if !leader {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "follower", "nodeId": n.id})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{
+			"status":         "leader",
+			"nodeId":         n.id,
+			"leaseExpiresAt": lv.expiresAt.UTC().Format(time.RFC3339Nano),
+			"leaseEpoch":     lv.epoch,
+			"lastRenewAt":    lv.lastRenewAt.UTC().Format(time.RFC3339Nano),
+		})
+	case strings.HasPrefix(r.URL.Path, "/healthz/"):
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "nodeId": n.id})
+	case isMutating(r):
+		if !leader {
+			// The seed's LeaderRequiredMiddleware: refuse before doing anything.
+			w.Header().Set("Retry-After", "30")
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "not the leader", "nodeId": n.id})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				writeJSON(w, http.StatusRequestEntityTooLarge, map[string]any{"error": "body too large"})
+			}
+			return // a client that went away mid-body: nothing executed
+		}
+		ex := Execution{
+			Node: n.id, Epoch: lv.epoch, Method: r.Method, Path: r.URL.Path,
+			RequestID: r.Header.Get("X-Request-Id"), BodyBytes: len(body), At: time.Now(),
+		}
+		n.mu.Lock()
+		n.executed = append(n.executed, ex)
+		n.mu.Unlock()
+		writeJSON(w, http.StatusOK, ex)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"node": n.id, "epoch": lv.epoch, "role": role, "path": r.URL.Path})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

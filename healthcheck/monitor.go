@@ -1,0 +1,454 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config is the timing of a Monitor.
+type Config struct {
+	// Interval between probes of each node while a leader is known.
+	Interval time.Duration
+	// FastInterval between probes of every node while there is no leader
+	// or the leader is in doubt.
+	FastInterval time.Duration
+	// Timeout of one probe.
+	Timeout time.Duration
+	// Fails is how many probes in a row must fail before a node is down.
+	// One failed probe already puts a leader in doubt.
+	Fails int
+	// Passes is how many leader answers in a row make a node the leader.
+	Passes int
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Interval <= 0:
+		return errors.New("interval must be positive")
+	case c.FastInterval <= 0:
+		return errors.New("fast interval must be positive")
+	case c.FastInterval > c.Interval:
+		return fmt.Errorf("fast interval %v is longer than interval %v", c.FastInterval, c.Interval)
+	case c.Timeout <= 0:
+		return errors.New("timeout must be positive")
+	case c.Fails < 1:
+		return errors.New("fails must be at least 1")
+	case c.Passes < 1:
+		return errors.New("passes must be at least 1")
+	}
+	return nil
+}
+
+// minProbeGap keeps a node that many requests report at once from being
+// probed back to back.
+const minProbeGap = 10 * time.Millisecond
+
+// Status is what a node is, as far as its probes tell.
+type Status string
+
+const (
+	StatusUnknown  Status = "unknown"  // never answered
+	StatusLeader   Status = "leader"   // answered 200 with the highest epoch
+	StatusStale    Status = "stale"    // answered 200 with an epoch lower than the highest seen
+	StatusFollower Status = "follower" // answered, but not 200
+	StatusDown     Status = "down"     // Fails probes in a row failed
+)
+
+// LeaderChange is reported whenever the pool's leader changes, including
+// to none.
+type LeaderChange struct {
+	Pool string
+	// From and To are node addresses; "" means no leader.
+	From, To string
+	Epoch    int64
+	Reason   string
+	// Failover is true when To is a different leader (node or epoch) than
+	// the last one the pool had.
+	Failover bool
+}
+
+// Observer receives a Monitor's events; it must not block.
+type Observer interface {
+	LeaderChanged(LeaderChange)
+	Probed(pool, addr string, r Result)
+}
+
+// Node is one upstream of a pool.
+type Node struct {
+	Addr string
+
+	kick chan struct{}
+	// validUntil is when the leader's lease is known to end (unix ns, 0:
+	// unknown), read without the lock on the request path.
+	validUntil atomic.Int64
+
+	// guarded by Monitor.mu
+	status    Status
+	fails     int
+	passes    int
+	epoch     int64
+	doubtedAt time.Time // a live request failed on it; cleared by a later probe
+	last      Result
+	answered  chan struct{} // closed and replaced after every probe
+}
+
+// Monitor keeps the leader view of one pool of nodes.
+type Monitor struct {
+	name   string
+	cfg    Config
+	prober Prober
+	obs    Observer
+	nodes  []*Node
+
+	leader   atomic.Pointer[Node]    // nil: none, or in doubt
+	readable atomic.Pointer[[]*Node] // nodes that answer probes and are not stale
+	rr       atomic.Uint64
+
+	mu           sync.Mutex
+	maxEpoch     int64
+	changed      chan struct{} // closed and replaced when a leader is found
+	lastLeader   string        // addr@epoch of the last leader, for failover counts
+	noLeaderFrom time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewMonitor creates a monitor of the nodes at addrs. It probes nothing
+// until Start.
+func NewMonitor(name string, addrs []string, cfg Config, prober Prober, obs Observer) (*Monitor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("no nodes to probe")
+	}
+	m := &Monitor{name: name, cfg: cfg, prober: prober, obs: obs, changed: make(chan struct{}), noLeaderFrom: time.Now()}
+	for _, a := range addrs {
+		m.nodes = append(m.nodes, &Node{Addr: a, kick: make(chan struct{}, 1), status: StatusUnknown, answered: make(chan struct{})})
+	}
+	m.readable.Store(&[]*Node{})
+	return m, nil
+}
+
+// Name returns the pool's name.
+func (m *Monitor) Name() string { return m.name }
+
+// Nodes returns the pool's nodes.
+func (m *Monitor) Nodes() []*Node { return m.nodes }
+
+// Start starts one probe loop per node.
+func (m *Monitor) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	for _, n := range m.nodes {
+		m.wg.Add(1)
+		go m.probeLoop(ctx, n)
+	}
+}
+
+// Stop stops the probe loops and waits for them.
+func (m *Monitor) Stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+}
+
+func (m *Monitor) probeLoop(ctx context.Context, n *Node) {
+	defer m.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+		r := m.prober.Probe(pctx, n.Addr)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		m.record(n, r)
+		if m.obs != nil {
+			m.obs.Probed(m.name, n.Addr, r)
+		}
+
+		wait := m.cfg.Interval
+		if m.Leader() == nil {
+			wait = m.cfg.FastInterval
+		}
+		wait = max(wait-r.Duration, minProbeGap)
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-n.kick:
+			timer.Stop()
+			// Even a kicked probe waits minProbeGap after the last one.
+			if r.Duration < minProbeGap {
+				timer.Reset(minProbeGap - r.Duration)
+				select {
+				case <-ctx.Done():
+					return
+				case <-timer.C:
+				}
+			}
+		}
+	}
+}
+
+func (n *Node) kickProbe() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// record takes in one probe result and updates the leader view.
+func (m *Monitor) record(n *Node, r Result) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.last = r
+	var reason string
+	switch {
+	case !r.Answered:
+		n.fails++
+		n.passes = 0
+		if n.fails >= m.cfg.Fails {
+			n.status = StatusDown
+		}
+		reason = fmt.Sprintf("%s: probe failed (%d in a row): %v", n.Addr, n.fails, r.Err)
+	case r.Leader:
+		n.fails = 0
+		m.maxEpoch = max(m.maxEpoch, r.Epoch)
+		if r.Epoch < m.maxEpoch {
+			n.status, n.passes = StatusStale, 0
+			reason = fmt.Sprintf("%s: answers as leader of epoch %d, lower than %d: stale", n.Addr, r.Epoch, m.maxEpoch)
+			break
+		}
+		if n.status != StatusLeader || n.epoch != r.Epoch {
+			n.passes = 0
+		}
+		n.status, n.epoch = StatusLeader, r.Epoch
+		n.passes++
+		var until int64
+		if r.LeaseLeft > 0 {
+			until = r.Started.Add(r.LeaseLeft).UnixNano()
+		}
+		n.validUntil.Store(until)
+		reason = fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
+	default:
+		n.fails, n.passes = 0, 0
+		n.status = StatusFollower
+		reason = fmt.Sprintf("%s: probe answered %d: follower", n.Addr, r.Status)
+	}
+	if !n.doubtedAt.IsZero() && r.Answered && !r.Started.Before(n.doubtedAt) {
+		n.doubtedAt = time.Time{}
+	}
+	close(n.answered)
+	n.answered = make(chan struct{})
+	m.recomputeLocked(reason)
+}
+
+// eligible reports whether n may lead. m.mu must be held.
+func (m *Monitor) eligible(n *Node, now time.Time) bool {
+	if n.status != StatusLeader || n.epoch != m.maxEpoch || n.passes < m.cfg.Passes || n.fails > 0 || !n.doubtedAt.IsZero() {
+		return false
+	}
+	until := n.validUntil.Load()
+	return until == 0 || now.UnixNano() < until
+}
+
+// recomputeLocked picks the leader: the node answering 200 with the highest
+// epoch, not in doubt; on a tie the current leader stays. m.mu must be held.
+func (m *Monitor) recomputeLocked(reason string) {
+	now := time.Now()
+	prev := m.leader.Load()
+	var next *Node
+	for _, n := range m.nodes {
+		if m.eligible(n, now) && (next == nil || n == prev) {
+			next = n
+		}
+	}
+	readable := make([]*Node, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if n.status != StatusStale && n.status != StatusUnknown && n.status != StatusDown && n.fails == 0 && n.doubtedAt.IsZero() {
+			readable = append(readable, n)
+		}
+	}
+	m.readable.Store(&readable)
+	if next == prev {
+		return
+	}
+	m.leader.Store(next)
+	change := LeaderChange{Pool: m.name, Reason: reason}
+	if prev != nil {
+		change.From = prev.Addr
+	}
+	if next == nil {
+		m.noLeaderFrom = now
+		// Every node goes to fast polling at once, not after its interval.
+		for _, n := range m.nodes {
+			n.kickProbe()
+		}
+	} else {
+		change.To, change.Epoch = next.Addr, next.epoch
+		id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
+		change.Failover = m.lastLeader != "" && m.lastLeader != id
+		m.lastLeader = id
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+	if m.obs != nil {
+		m.obs.LeaderChanged(change)
+	}
+}
+
+// Leader returns the leader, or nil while there is none or it is in doubt.
+// It does not allocate or lock.
+func (m *Monitor) Leader() *Node {
+	n := m.leader.Load()
+	if n == nil {
+		return nil
+	}
+	if until := n.validUntil.Load(); until != 0 && time.Now().UnixNano() >= until {
+		return nil
+	}
+	return n
+}
+
+// WaitLeader waits for a leader until ctx ends or the deadline passes and
+// returns it, or nil.
+func (m *Monitor) WaitLeader(ctx context.Context, deadline time.Time) *Node {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		if n := m.leader.Load(); n != nil && !m.eligible(n, time.Now()) {
+			// The lease ran out without a fresh answer.
+			m.recomputeLocked(fmt.Sprintf("%s: lease expired without a renewal seen", n.Addr))
+		}
+		changed := m.changed
+		m.mu.Unlock()
+		if n := m.Leader(); n != nil {
+			return n
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			return nil
+		}
+	}
+}
+
+// Readable returns a node for a read that any answering node may serve,
+// round robin, or nil if none answers.
+func (m *Monitor) Readable() *Node {
+	nodes := *m.readable.Load()
+	if len(nodes) == 0 {
+		return nil
+	}
+	return nodes[m.rr.Add(1)%uint64(len(nodes))]
+}
+
+// Doubt reports that a live request failed on n (it could not connect, or
+// n answered 503): n gets no traffic until a probe sent after now answers,
+// and that probe is sent at once.
+func (m *Monitor) Doubt(n *Node, why string) {
+	m.mu.Lock()
+	if n.doubtedAt.IsZero() {
+		n.doubtedAt = time.Now()
+		m.recomputeLocked(fmt.Sprintf("%s: %s", n.Addr, why))
+	}
+	m.mu.Unlock()
+	n.kickProbe()
+}
+
+// ConfirmFollower probes n (a probe sent after since) and reports whether
+// it answered as a follower or a stale leader, i.e. whether a request that
+// it refused at since was refused as a follower. It waits at most one probe
+// timeout plus one fast interval.
+func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time) bool {
+	timer := time.NewTimer(m.cfg.Timeout + m.cfg.FastInterval + minProbeGap)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		last, status, answered := n.last, n.status, n.answered
+		m.mu.Unlock()
+		if !last.Started.Before(since) {
+			return last.Answered && (status == StatusFollower || status == StatusStale)
+		}
+		n.kickProbe()
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// NodeView is one node in a PoolView.
+type NodeView struct {
+	Addr            string     `json:"addr"`
+	Status          Status     `json:"status"`
+	Epoch           int64      `json:"epoch,omitempty"`
+	Fails           int        `json:"fails"`
+	Passes          int        `json:"passes"`
+	InDoubt         bool       `json:"inDoubt"`
+	LastProbe       *time.Time `json:"lastProbe,omitempty"`
+	LastProbeMillis float64    `json:"lastProbeMs"`
+	LastError       string     `json:"lastError,omitempty"`
+	LeaseValidUntil *time.Time `json:"leaseValidUntil,omitempty"`
+}
+
+// PoolView is a pool's state, as the admin API shows it.
+type PoolView struct {
+	Pool         string     `json:"pool"`
+	Leader       string     `json:"leader"`
+	Epoch        int64      `json:"epoch"`
+	HighestEpoch int64      `json:"highestEpoch"`
+	NoLeaderFrom *time.Time `json:"noLeaderSince,omitempty"`
+	Nodes        []NodeView `json:"nodes"`
+}
+
+// View returns a snapshot of the pool.
+func (m *Monitor) View() PoolView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := PoolView{Pool: m.name, HighestEpoch: m.maxEpoch}
+	if l := m.Leader(); l != nil {
+		v.Leader, v.Epoch = l.Addr, l.epoch
+	} else {
+		t := m.noLeaderFrom
+		v.NoLeaderFrom = &t
+	}
+	for _, n := range m.nodes {
+		nv := NodeView{
+			Addr: n.Addr, Status: n.status, Epoch: n.epoch, Fails: n.fails, Passes: n.passes,
+			InDoubt:         !n.doubtedAt.IsZero(),
+			LastProbeMillis: float64(n.last.Duration.Microseconds()) / 1000,
+		}
+		if !n.last.Started.IsZero() {
+			t := n.last.Started
+			nv.LastProbe = &t
+		}
+		if n.last.Err != nil {
+			nv.LastError = n.last.Err.Error()
+		}
+		if u := n.validUntil.Load(); u != 0 && n.status == StatusLeader {
+			t := time.Unix(0, u)
+			nv.LeaseValidUntil = &t
+		}
+		v.Nodes = append(v.Nodes, nv)
+	}
+	return v
+}

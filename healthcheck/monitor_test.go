@@ -1,0 +1,348 @@
+package healthcheck
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scriptedProber answers each node's probes with what the test set last.
+type scriptedProber struct {
+	mu      sync.Mutex
+	answers map[string]Result
+	count   map[string]int
+}
+
+func newScripted() *scriptedProber {
+	return &scriptedProber{answers: map[string]Result{}, count: map[string]int{}}
+}
+
+func (p *scriptedProber) set(addr string, r Result) {
+	p.mu.Lock()
+	p.answers[addr] = r
+	p.mu.Unlock()
+}
+
+func (p *scriptedProber) probes(addr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.count[addr]
+}
+
+func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
+	p.mu.Lock()
+	r, ok := p.answers[addr]
+	p.count[addr]++
+	p.mu.Unlock()
+	r.Started = time.Now()
+	if !ok || r.Err == errHang {
+		<-ctx.Done()
+		return Result{Started: r.Started, Err: ctx.Err(), Duration: time.Since(r.Started)}
+	}
+	return r
+}
+
+var errHang = errors.New("hang")
+
+func leaderAt(epoch int64) Result { return Result{Answered: true, Status: 200, Leader: true, Epoch: epoch} }
+
+var (
+	follower = Result{Answered: true, Status: 503}
+	refused  = Result{Err: errors.New("connection refused")}
+	hang     = Result{Err: errHang}
+)
+
+// recorder is an Observer that keeps the leader changes.
+type recorder struct {
+	mu      sync.Mutex
+	changes []LeaderChange
+}
+
+func (r *recorder) LeaderChanged(c LeaderChange) {
+	r.mu.Lock()
+	r.changes = append(r.changes, c)
+	r.mu.Unlock()
+}
+func (r *recorder) Probed(string, string, Result) {}
+
+func testConfig() Config {
+	return Config{Interval: 40 * time.Millisecond, FastInterval: 5 * time.Millisecond, Timeout: 30 * time.Millisecond, Fails: 2, Passes: 1}
+}
+
+func startMonitor(t *testing.T, p Prober, cfg Config, addrs ...string) (*Monitor, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	m, err := NewMonitor("pool", addrs, cfg, p, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	t.Cleanup(m.Stop)
+	return m, rec
+}
+
+func leaderAddr(m *Monitor) string {
+	if n := m.Leader(); n != nil {
+		return n.Addr
+	}
+	return ""
+}
+
+// eventually polls cond until it holds or two seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestLeaderSelection(t *testing.T) {
+	tests := []struct {
+		name    string
+		answers map[string]Result
+		want    string
+	}{
+		{"one leader", map[string]Result{"a": leaderAt(3), "b": follower}, "a"},
+		{"two claim leadership: higher epoch wins", map[string]Result{"a": leaderAt(7), "b": leaderAt(8)}, "b"},
+		{"higher epoch first in order", map[string]Result{"a": leaderAt(9), "b": leaderAt(8)}, "a"},
+		{"leader and a dead node", map[string]Result{"a": refused, "b": leaderAt(2)}, "b"},
+		{"leader and a hung node", map[string]Result{"a": hang, "b": leaderAt(2)}, "b"},
+		{"all followers", map[string]Result{"a": follower, "b": follower}, ""},
+		{"all down", map[string]Result{"a": refused, "b": hang}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newScripted()
+			for a, r := range tc.answers {
+				p.set(a, r)
+			}
+			m, _ := startMonitor(t, p, testConfig(), "a", "b")
+			// Wait until both nodes have been probed at least twice.
+			eventually(t, "probes", func() bool { return p.probes("a") >= 2 && p.probes("b") >= 2 })
+			if got := leaderAddr(m); got != tc.want {
+				t.Fatalf("leader = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStaleLeaderAfterHigherEpochSeen(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(8))
+	p.set("b", follower)
+	m, _ := startMonitor(t, p, testConfig(), "a", "b")
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+
+	// a fails over to b (epoch 9), then a comes back claiming its old epoch.
+	p.set("b", leaderAt(9))
+	eventually(t, "b leads", func() bool { return leaderAddr(m) == "b" })
+	p.set("b", refused)
+	eventually(t, "no leader", func() bool { return leaderAddr(m) == "" })
+	p.set("a", leaderAt(8))
+	n0 := p.probes("a")
+	eventually(t, "a probed again", func() bool { return p.probes("a") > n0+3 })
+	if got := leaderAddr(m); got != "" {
+		t.Fatalf("stale leader of epoch 8 got traffic after epoch 9 was seen: leader %q", got)
+	}
+	if v := m.View(); v.Nodes[0].Status != StatusStale {
+		t.Fatalf("a's status = %s, want stale", v.Nodes[0].Status)
+	}
+}
+
+func TestFastPollingWhileNoLeader(t *testing.T) {
+	p := newScripted()
+	p.set("a", follower)
+	p.set("b", follower)
+	cfg := testConfig()
+	cfg.Interval = time.Hour // only fast polling can probe again
+	startMonitor(t, p, cfg, "a", "b")
+	eventually(t, "fast probes", func() bool { return p.probes("a") >= 5 && p.probes("b") >= 5 })
+}
+
+func TestLeaderFoundWakesWaiters(t *testing.T) {
+	p := newScripted()
+	p.set("a", follower)
+	p.set("b", follower)
+	m, _ := startMonitor(t, p, testConfig(), "a", "b")
+
+	got := make(chan string, 1)
+	go func() {
+		n := m.WaitLeader(context.Background(), time.Now().Add(5*time.Second))
+		if n == nil {
+			got <- ""
+			return
+		}
+		got <- n.Addr
+	}()
+	time.Sleep(20 * time.Millisecond) // let the waiter block (not synchronisation: either order passes)
+	p.set("b", leaderAt(1))
+	select {
+	case a := <-got:
+		if a != "b" {
+			t.Fatalf("waiter got %q, want b", a)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("waiter not woken by the new leader")
+	}
+}
+
+func TestWaitLeaderDeadlineAndCancel(t *testing.T) {
+	p := newScripted()
+	p.set("a", follower)
+	m, _ := startMonitor(t, p, testConfig(), "a")
+	start := time.Now()
+	if n := m.WaitLeader(context.Background(), start.Add(50*time.Millisecond)); n != nil {
+		t.Fatal("got a leader from followers only")
+	}
+	if el := time.Since(start); el < 50*time.Millisecond || el > time.Second {
+		t.Fatalf("WaitLeader returned after %v, want about 50ms", el)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n := m.WaitLeader(ctx, time.Now().Add(time.Hour)); n != nil {
+		t.Fatal("got a leader with a cancelled context")
+	}
+}
+
+func TestFlappingLeaderIsDoubtedOnEveryFailure(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(1))
+	m, rec := startMonitor(t, p, testConfig(), "a")
+	for i := range 3 {
+		eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+		p.set("a", refused)
+		// One failed probe is enough to stop traffic, although fails is 2.
+		eventually(t, "a in doubt", func() bool { return leaderAddr(m) == "" })
+		p.set("a", leaderAt(1))
+		_ = i
+	}
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.changes) < 7 {
+		t.Fatalf("%d leader changes logged, want at least 7", len(rec.changes))
+	}
+	for _, c := range rec.changes {
+		if c.Failover {
+			t.Fatalf("the same leader coming back was counted as a failover: %+v", c)
+		}
+	}
+}
+
+func TestPassesThreshold(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(1))
+	cfg := testConfig()
+	cfg.Passes = 3
+	m, _ := startMonitor(t, p, cfg, "a")
+	eventually(t, "first probe", func() bool { return p.probes("a") >= 1 })
+	if p.probes("a") < 3 && leaderAddr(m) != "" {
+		t.Fatal("leader before 3 passes")
+	}
+	eventually(t, "a leads after 3 passes", func() bool { return leaderAddr(m) == "a" })
+}
+
+func TestDoubtHoldsTrafficUntilAProbeAnswers(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(4))
+	cfg := testConfig()
+	cfg.Interval = time.Hour
+	m, _ := startMonitor(t, p, cfg, "a")
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	p.set("a", hang)
+	m.Doubt(m.Nodes()[0], "dial failed")
+	if leaderAddr(m) != "" {
+		t.Fatal("leader still routable right after a doubt")
+	}
+	p.set("a", leaderAt(4))
+	eventually(t, "a confirmed", func() bool { return leaderAddr(m) == "a" })
+}
+
+func TestConfirmFollower(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(4))
+	p.set("b", follower)
+	cfg := testConfig()
+	cfg.Interval = time.Hour
+	m, _ := startMonitor(t, p, cfg, "a", "b")
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	a := m.Nodes()[0]
+
+	// a still leads: a 503 it sent was not a follower's refusal.
+	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+		t.Fatal("leader confirmed as follower")
+	}
+	p.set("a", follower)
+	if !m.ConfirmFollower(context.Background(), a, time.Now()) {
+		t.Fatal("follower not confirmed")
+	}
+	p.set("a", hang)
+	start := time.Now()
+	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+		t.Fatal("a node that does not answer was confirmed as follower")
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("ConfirmFollower took %v", el)
+	}
+}
+
+func TestLeaseExpiryWithoutRenewalDropsLeader(t *testing.T) {
+	p := newScripted()
+	r := leaderAt(5)
+	r.LeaseLeft = 30 * time.Millisecond
+	p.set("a", r)
+	cfg := testConfig()
+	cfg.Interval = time.Hour
+	m, _ := startMonitor(t, p, cfg, "a")
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	p.set("a", hang)
+	eventually(t, "lease runs out", func() bool { return leaderAddr(m) == "" })
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := testConfig()
+	for name, mut := range map[string]func(*Config){
+		"negative interval": func(c *Config) { c.Interval = -time.Second },
+		"fast > interval":   func(c *Config) { c.FastInterval = time.Hour },
+		"zero timeout":      func(c *Config) { c.Timeout = 0 },
+		"zero fails":        func(c *Config) { c.Fails = 0 },
+		"zero passes":       func(c *Config) { c.Passes = 0 },
+	} {
+		c := good
+		mut(&c)
+		if c.Validate() == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkLeader(b *testing.B) {
+	p := newScripted()
+	p.set("a", leaderAt(1))
+	cfg := testConfig()
+	cfg.Interval = time.Hour
+	m, err := NewMonitor("pool", []string{"a"}, cfg, p, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Start()
+	defer m.Stop()
+	for m.Leader() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if m.Leader() == nil {
+			b.Fatal("no leader")
+		}
+	}
+}
