@@ -52,6 +52,7 @@ type NodeState struct {
 	Leader     bool   `json:"leader"`
 	StaleEpoch int64  `json:"staleEpoch,omitempty"`
 	Executed   int    `json:"executed"`
+	Received   int    `json:"received"`
 }
 
 // Node is one server of the cluster.
@@ -68,6 +69,7 @@ type Node struct {
 	unhang     chan struct{} // closed when a hung node is started or halted again
 	staleEpoch int64         // > 0: answers as a leader of this epoch whatever the lease says
 	executed   []Execution
+	received   int // requests other than probes, whatever the answer
 }
 
 func newNode(c *Cluster, id, addr string) *Node {
@@ -200,8 +202,15 @@ func (n *Node) State() NodeState {
 	return NodeState{
 		ID: n.id, Addr: n.addr, State: string(n.state),
 		Leader:     n.state == stateRunning && n.cluster.view(n.id).leader,
-		StaleEpoch: n.staleEpoch, Executed: len(n.executed),
+		StaleEpoch: n.staleEpoch, Executed: len(n.executed), Received: n.received,
 	}
+}
+
+// Received returns how many requests other than probes reached the node.
+func (n *Node) Received() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.received
 }
 
 // Executed returns the mutating requests this node executed as leader.
@@ -246,6 +255,11 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !strings.HasPrefix(r.URL.Path, "/healthz/") {
+		n.mu.Lock()
+		n.received++
+		n.mu.Unlock()
+	}
 	leader, lv := n.role()
 	w.Header().Set("X-Node-Id", n.id)
 	w.Header().Set("X-Lease-Epoch", strconv.FormatInt(lv.epoch, 10))

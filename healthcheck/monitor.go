@@ -63,7 +63,7 @@ const (
 // to none.
 type LeaderChange struct {
 	Pool string
-	// From and To are node addresses; "" means no leader.
+	// From is the last leader's address, To the new one's ("": none).
 	From, To string
 	Epoch    int64
 	Reason   string
@@ -113,6 +113,7 @@ type Monitor struct {
 	maxEpoch     int64
 	changed      chan struct{} // closed and replaced when a leader is found
 	lastLeader   string        // addr@epoch of the last leader, for failover counts
+	lastAddr     string        // address of the last leader, for logs
 	noLeaderFrom time.Time
 
 	cancel context.CancelFunc
@@ -286,10 +287,7 @@ func (m *Monitor) recomputeLocked(reason string) {
 		return
 	}
 	m.leader.Store(next)
-	change := LeaderChange{Pool: m.name, Reason: reason}
-	if prev != nil {
-		change.From = prev.Addr
-	}
+	change := LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason}
 	if next == nil {
 		m.noLeaderFrom = now
 		// Every node goes to fast polling at once, not after its interval.
@@ -300,7 +298,7 @@ func (m *Monitor) recomputeLocked(reason string) {
 		change.To, change.Epoch = next.Addr, next.epoch
 		id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
 		change.Failover = m.lastLeader != "" && m.lastLeader != id
-		m.lastLeader = id
+		m.lastLeader, m.lastAddr = id, next.Addr
 		close(m.changed)
 		m.changed = make(chan struct{})
 	}

@@ -1,10 +1,12 @@
-// Command caddy is Caddy with the standard modules and caddy-ha's modules.
+// Command caddy is Caddy with its standard modules and caddy-ha's.
 package main
 
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/caddy-ha/caddy-ha/caddymodule"
 )
 
 func main() {

@@ -1,0 +1,620 @@
+// Package caddymodule holds caddy-ha's Caddy modules: thin adapters from
+// Caddy's configuration and request flow to the domain packages.
+package caddymodule
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/dustin/go-humanize"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+)
+
+func init() {
+	caddy.RegisterModule(new(LeaderSelection))
+}
+
+// Defaults of the leader policy.
+const (
+	defaultProbeURI     = "/healthz/leader"
+	defaultInterval     = time.Second
+	defaultFastInterval = 100 * time.Millisecond
+	defaultTimeout      = 500 * time.Millisecond
+	defaultFails        = 2
+	defaultPasses       = 1
+	defaultHold         = 15 * time.Second
+	defaultRetryAfter   = 5 * time.Second
+	defaultReplayBuffer = 1 << 20
+	// retryInterval is the pause Caddy takes before a retry; the policy
+	// itself waits for a leader, so only a token pause is needed.
+	retryInterval = 5 * time.Millisecond
+)
+
+// LeaderSelection routes to the current leader of an active/passive
+// cluster. It probes every upstream's leader endpoint itself, keeps the
+// highest lease epoch as the only leader, holds requests while there is
+// none, and replays mutating requests that a node refused because it had
+// become a follower.
+//
+// It needs a reverse_proxy with static upstreams, and sets on it, unless
+// configured there: try_duration (to hold), try_interval (5ms),
+// request_buffers (to replay_buffer) and a retry_match entry for follower
+// refusals.
+type LeaderSelection struct {
+	// Path of the leader probe. Default: /healthz/leader.
+	URI string `json:"uri,omitempty"`
+	// Host header of probes. Default: the upstream address.
+	Host string `json:"host,omitempty"`
+	// Interval between probes while a leader is known. Default: 1s.
+	Interval caddy.Duration `json:"interval,omitempty"`
+	// Interval between probes of all nodes while there is no leader or
+	// the leader is in doubt. Default: 100ms.
+	FastInterval caddy.Duration `json:"fast_interval,omitempty"`
+	// Timeout of one probe. Default: 500ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Failed probes in a row before a node counts as down. One failed
+	// probe already stops traffic to a leader until a probe answers.
+	// Default: 2.
+	Fails int `json:"fails,omitempty"`
+	// Leader answers in a row before a node gets traffic. Default: 1.
+	Passes int `json:"passes,omitempty"`
+	// How long a request waits for a leader before it is answered with
+	// 503. Default: 15s.
+	Hold caddy.Duration `json:"hold,omitempty"`
+	// Retry-After sent with that 503. Default: 5s.
+	RetryAfter caddy.Duration `json:"retry_after,omitempty"`
+	// "leader" (default) sends every request to the leader; "any" sends
+	// safe methods (GET, HEAD, OPTIONS) to any node that answers probes.
+	Reads string `json:"reads,omitempty"`
+	// Paths that always go to the leader, even for safe methods (GET
+	// endpoints that change state, such as webhook ingress). Path
+	// matcher syntax: /webhooks/* .
+	LeaderPaths []string `json:"leader_paths,omitempty"`
+	// Largest request body that is buffered so that it can be replayed.
+	// Default: 1MiB. Sets reverse_proxy's request_buffers unless set there.
+	ReplayBuffer int64 `json:"replay_buffer,omitempty"`
+	// Take a 200 without a parsable leader body as a leader (of unknown
+	// epoch). Default: false.
+	AcceptBare200 bool `json:"accept_bare_200,omitempty"`
+	// TLS server name of probes, if the transport's is not right for them.
+	TLSServerName string `json:"tls_server_name,omitempty"`
+	// PEM file of the CA that signs the upstreams' certificates, for probes,
+	// if the transport's trust pool is not right for them.
+	TLSCA string `json:"tls_ca,omitempty"`
+
+	pool         *leaderPool
+	poolKey      string
+	triedKey     string
+	deadlineKey  string
+	leaderPaths  caddyhttp.MatchPath
+	replayLimit  int64 // the handler's request_buffers; -1: unlimited
+	retryAfter   string
+	readsAny     bool
+}
+
+// CaddyModule returns the Caddy module information.
+func (*LeaderSelection) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.selection_policies.leader",
+		New: func() caddy.Module { return new(LeaderSelection) },
+	}
+}
+
+// leaderPools shares one prober per upstream set and probe settings
+// across config reloads, so that a reload keeps the known leader.
+var leaderPools = caddy.NewUsagePool()
+
+// leaderPool is a running monitor in leaderPools.
+type leaderPool struct {
+	mon *healthcheck.Monitor
+}
+
+func (p *leaderPool) Destruct() error {
+	p.mon.Stop()
+	return nil
+}
+
+func (s *LeaderSelection) setDefaults() {
+	if s.URI == "" {
+		s.URI = defaultProbeURI
+	}
+	if s.Interval == 0 {
+		s.Interval = caddy.Duration(defaultInterval)
+	}
+	if s.FastInterval == 0 {
+		s.FastInterval = caddy.Duration(min(defaultFastInterval, time.Duration(s.Interval)))
+	}
+	if s.Timeout == 0 {
+		s.Timeout = caddy.Duration(defaultTimeout)
+	}
+	if s.Fails == 0 {
+		s.Fails = defaultFails
+	}
+	if s.Passes == 0 {
+		s.Passes = defaultPasses
+	}
+	if s.Hold == 0 {
+		s.Hold = caddy.Duration(defaultHold)
+	}
+	if s.RetryAfter == 0 {
+		s.RetryAfter = caddy.Duration(defaultRetryAfter)
+	}
+	if s.Reads == "" {
+		s.Reads = "leader"
+	}
+	if s.ReplayBuffer == 0 {
+		s.ReplayBuffer = defaultReplayBuffer
+	}
+}
+
+func (s *LeaderSelection) healthConfig() healthcheck.Config {
+	return healthcheck.Config{
+		Interval:     time.Duration(s.Interval),
+		FastInterval: time.Duration(s.FastInterval),
+		Timeout:      time.Duration(s.Timeout),
+		Fails:        s.Fails,
+		Passes:       s.Passes,
+	}
+}
+
+// Validate checks the settings that need no context, for caddy validate.
+func (s *LeaderSelection) Validate() error {
+	if err := s.healthConfig().Validate(); err != nil {
+		return fmt.Errorf("lb_policy leader: %w", err)
+	}
+	switch {
+	case !strings.HasPrefix(s.URI, "/"):
+		return fmt.Errorf("lb_policy leader: uri %q must start with /", s.URI)
+	case s.Hold < 0:
+		return errors.New("lb_policy leader: hold must not be negative")
+	case s.RetryAfter < 0:
+		return errors.New("lb_policy leader: retry_after must not be negative")
+	case s.Reads != "leader" && s.Reads != "any":
+		return fmt.Errorf("lb_policy leader: reads must be leader or any, not %q", s.Reads)
+	case s.ReplayBuffer < 0:
+		return errors.New("lb_policy leader: replay_buffer must not be negative")
+	}
+	return nil
+}
+
+// Provision starts (or joins) the pool's prober and sets the delivery
+// settings on the enclosing reverse_proxy.
+func (s *LeaderSelection) Provision(ctx caddy.Context) error {
+	s.setDefaults()
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	h := enclosingProxy(ctx)
+	if h == nil {
+		return errors.New("lb_policy leader: must be the selection policy of a reverse_proxy")
+	}
+	if h.DynamicUpstreamsRaw != nil {
+		return errors.New("lb_policy leader: needs static upstreams (dynamic upstreams cannot be probed ahead of requests)")
+	}
+	addrs := make([]string, 0, len(h.Upstreams))
+	for _, u := range h.Upstreams {
+		if strings.Contains(u.Dial, "{") {
+			return fmt.Errorf("lb_policy leader: upstream %q: placeholders cannot be probed ahead of requests", u.Dial)
+		}
+		if _, _, err := net.SplitHostPort(u.Dial); err != nil {
+			return fmt.Errorf("lb_policy leader: upstream %q: %v", u.Dial, err)
+		}
+		addrs = append(addrs, u.Dial)
+	}
+	if len(addrs) == 0 {
+		return errors.New("lb_policy leader: reverse_proxy has no upstreams")
+	}
+
+	prober, err := s.prober(h)
+	if err != nil {
+		return err
+	}
+	if len(s.LeaderPaths) > 0 {
+		s.leaderPaths = caddyhttp.MatchPath(s.LeaderPaths)
+		if err := s.leaderPaths.Provision(ctx); err != nil {
+			return fmt.Errorf("lb_policy leader: leader_paths: %v", err)
+		}
+	}
+	if err := registerLeaderMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
+
+	name := strings.Join(addrs, ",")
+	settings, _ := json.Marshal(struct {
+		Addrs  []string
+		Probe  healthcheck.HTTPProber
+		Health healthcheck.Config
+		TLS    [2]string
+	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), [2]string{s.TLSServerName, s.TLSCA}})
+	s.poolKey = string(settings)
+	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
+		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, &leaderObserver{})
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
+		}
+		mon.Start()
+		return &leaderPool{mon: mon}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("lb_policy leader: %v", err)
+	}
+	s.pool = val.(*leaderPool)
+	s.triedKey = "ha.leader.tried." + name
+	s.deadlineKey = "ha.leader.deadline." + name
+	s.readsAny = s.Reads == "any"
+	s.retryAfter = strconv.Itoa(int((time.Duration(s.RetryAfter) + time.Second - 1) / time.Second))
+
+	return s.configureDelivery(ctx, h)
+}
+
+// enclosingProxy finds the reverse_proxy handler being provisioned.
+func enclosingProxy(ctx caddy.Context) *reverseproxy.Handler {
+	mods := ctx.Modules()
+	for i := len(mods) - 1; i >= 0; i-- {
+		if h, ok := mods[i].(*reverseproxy.Handler); ok {
+			return h
+		}
+	}
+	return nil
+}
+
+// prober builds the probe client the way the proxy reaches the upstreams:
+// the transport's scheme and TLS settings, with the policy's overrides.
+func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProber, error) {
+	scheme := "http"
+	var tlsConf *tls.Config
+	if t, ok := h.Transport.(*reverseproxy.HTTPTransport); ok && t.TLS != nil {
+		scheme = "https"
+		if t.Transport != nil && t.Transport.TLSClientConfig != nil {
+			tlsConf = t.Transport.TLSClientConfig.Clone()
+		}
+	} else if h.Transport != nil {
+		if _, ok := h.Transport.(*reverseproxy.HTTPTransport); !ok {
+			return nil, fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
+		}
+	}
+	if s.TLSServerName != "" || s.TLSCA != "" {
+		if scheme != "https" {
+			return nil, errors.New("lb_policy leader: tls_server_name and tls_ca need a reverse_proxy transport with tls")
+		}
+		if tlsConf == nil {
+			tlsConf = new(tls.Config)
+		}
+	}
+	if s.TLSServerName != "" {
+		tlsConf.ServerName = s.TLSServerName
+	}
+	if s.TLSCA != "" {
+		pem, err := os.ReadFile(s.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("lb_policy leader: tls_ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("lb_policy leader: tls_ca %s: no PEM certificates", s.TLSCA)
+		}
+		tlsConf.RootCAs = pool
+	}
+	if tlsConf != nil && strings.Contains(tlsConf.ServerName, "{") {
+		return nil, errors.New("lb_policy leader: the transport's tls_server_name has placeholders; set tls_server_name for probes")
+	}
+	transport := &http.Transport{
+		TLSClientConfig:     tlsConf,
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return &healthcheck.HTTPProber{
+		Client:        &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		Scheme:        scheme,
+		URI:           s.URI,
+		Host:          s.Host,
+		AcceptBare200: s.AcceptBare200,
+	}, nil
+}
+
+// configureDelivery sets what the reverse_proxy needs so that held
+// requests wait and follower refusals are replayed, where the operator
+// did not set it: Caddy provisions these after the selection policy.
+func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.Handler) error {
+	lb := h.LoadBalancing
+	if lb.TryDuration == 0 {
+		lb.TryDuration = s.Hold
+	}
+	if lb.TryInterval == 0 {
+		lb.TryInterval = caddy.Duration(retryInterval)
+	}
+	if h.RequestBuffers == 0 {
+		h.RequestBuffers = s.ReplayBuffer
+	}
+	s.replayLimit = h.RequestBuffers
+	// The expression only makes Caddy evaluate this set on responses; the
+	// follower check decides.
+	expr := &caddyhttp.MatchExpression{Expr: "{rp.status_code} == 503"}
+	if err := expr.Provision(ctx); err != nil {
+		return fmt.Errorf("lb_policy leader: %v", err)
+	}
+	lb.RetryMatch = append(lb.RetryMatch, caddyhttp.MatcherSet{expr, followerRefusal{s}})
+	return nil
+}
+
+// Cleanup releases the pool's prober; the last user stops it.
+func (s *LeaderSelection) Cleanup() error {
+	if s.poolKey != "" {
+		_, err := leaderPools.Delete(s.poolKey)
+		return err
+	}
+	return nil
+}
+
+// Select returns the leader's upstream (or, with reads any, any node's for
+// a safe read). Without a leader it waits up to hold; on a retry it first
+// puts the node that failed in doubt.
+func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	ctx := r.Context()
+	mon := s.pool.mon
+	tried, _ := caddyhttp.GetVar(ctx, s.triedKey).(*healthcheck.Node)
+	if tried == nil {
+		if s.readsAny && s.isReadAnyRequest(r) {
+			if n := mon.Readable(); n != nil {
+				return s.pick(pool, n, r)
+			}
+		}
+		if n := mon.Leader(); n != nil {
+			return s.pick(pool, n, r)
+		}
+	} else {
+		// Caddy retries only after a dial error or a refusal that
+		// followerRefusal confirmed; either way the node is in doubt.
+		mon.Doubt(tried, "a request to it failed")
+	}
+
+	deadline, ok := caddyhttp.GetVar(ctx, s.deadlineKey).(time.Time)
+	if !ok {
+		deadline = time.Now().Add(time.Duration(s.Hold))
+		caddyhttp.SetVar(ctx, s.deadlineKey, deadline)
+	}
+	holding := leaderMetrics.holding.WithLabelValues(mon.Name())
+	leaderMetrics.held.WithLabelValues(mon.Name()).Inc()
+	holding.Inc()
+	n := mon.WaitLeader(ctx, deadline)
+	holding.Dec()
+	if ctx.Err() != nil {
+		// The client is gone. An upstream is returned only so that Caddy
+		// ends the request: its transport refuses to send on a cancelled
+		// context, so nothing reaches the node.
+		return pool[0]
+	}
+	if n == nil {
+		leaderMetrics.noLeader.WithLabelValues(mon.Name()).Inc()
+		w.Header().Set("Retry-After", s.retryAfter)
+		return nil
+	}
+	return s.pick(pool, n, r)
+}
+
+// pick returns the upstream of node n and remembers it for a retry.
+func (s *LeaderSelection) pick(pool reverseproxy.UpstreamPool, n *healthcheck.Node, r *http.Request) *reverseproxy.Upstream {
+	for _, u := range pool {
+		if u.Dial == n.Addr {
+			caddyhttp.SetVar(r.Context(), s.triedKey, n)
+			return u
+		}
+	}
+	return nil
+}
+
+func isSafeMethod(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// isReadAnyRequest: a safe method on a path not reserved for the leader.
+func (s *LeaderSelection) isReadAnyRequest(r *http.Request) bool {
+	return isSafeMethod(r.Method) && (s.leaderPaths == nil || !s.leaderPaths.Match(r))
+}
+
+// isReplayable: a request that changes state (an unsafe method, or a
+// leader path) whose body was buffered whole.
+func (s *LeaderSelection) isReplayable(r *http.Request) bool {
+	if isSafeMethod(r.Method) && (s.leaderPaths == nil || !s.leaderPaths.Match(r)) {
+		return false
+	}
+	if s.replayLimit < 0 {
+		return r.ContentLength >= 0
+	}
+	// Caddy sets ContentLength to the buffered size only when the whole
+	// body fit below the limit.
+	return r.ContentLength >= 0 && r.ContentLength < s.replayLimit
+}
+
+// followerRefusal is the retry_match entry that lets Caddy replay a
+// request: the node answered 503 with Retry-After and a probe sent after
+// that answer confirms it is a follower (or a stale leader), so the
+// request never executed.
+type followerRefusal struct{ s *LeaderSelection }
+
+func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return false, nil
+	}
+	if transportErr, _ := repl.Get("http.reverse_proxy.is_transport_error"); transportErr == true {
+		return false, nil
+	}
+	if status, _ := repl.Get("http.reverse_proxy.status_code"); status != http.StatusServiceUnavailable {
+		return false, nil
+	}
+	tried, _ := caddyhttp.GetVar(r.Context(), m.s.triedKey).(*healthcheck.Node)
+	if tried == nil {
+		return false, nil
+	}
+	since := time.Now()
+	mon := m.s.pool.mon
+	mon.Doubt(tried, "answered 503 to a request")
+	if !m.s.isReplayable(r) {
+		return false, nil
+	}
+	if _, hasRetryAfter := repl.Get("http.reverse_proxy.header.Retry-After"); !hasRetryAfter {
+		return false, nil
+	}
+	if !mon.ConfirmFollower(r.Context(), tried, since) {
+		return false, nil
+	}
+	leaderMetrics.replayed.WithLabelValues(mon.Name()).Inc()
+	return true, nil
+}
+
+// Match implements caddyhttp.RequestMatcher.
+func (m followerRefusal) Match(r *http.Request) bool {
+	ok, _ := m.MatchWithError(r)
+	return ok
+}
+
+// UnmarshalCaddyfile sets up the policy from Caddyfile tokens. Syntax:
+//
+//	lb_policy leader {
+//		uri             <path>
+//		host            <host>
+//		interval        <duration>
+//		fast_interval   <duration>
+//		timeout         <duration>
+//		fails           <n>
+//		passes          <n>
+//		hold            <duration>
+//		retry_after     <duration>
+//		reads           leader|any
+//		leader_paths    <paths...>
+//		replay_buffer   <size>
+//		accept_bare_200
+//		tls_server_name <name>
+//		tls_ca          <pem file>
+//	}
+func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the policy name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		durationArg := func(dst *caddy.Duration) error {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("%s: %v", opt, err)
+			}
+			if dur <= 0 {
+				return d.Errf("%s must be positive, got %s", opt, d.Val())
+			}
+			*dst = caddy.Duration(dur)
+			return nil
+		}
+		countArg := func(dst *int) error {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 {
+				return d.Errf("%s must be a whole number of at least 1, got %s", opt, d.Val())
+			}
+			*dst = n
+			return nil
+		}
+		stringArg := func(dst *string) error {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			*dst = d.Val()
+			return nil
+		}
+		var err error
+		switch opt {
+		case "uri":
+			err = stringArg(&s.URI)
+		case "host":
+			err = stringArg(&s.Host)
+		case "interval":
+			err = durationArg(&s.Interval)
+		case "fast_interval":
+			err = durationArg(&s.FastInterval)
+		case "timeout":
+			err = durationArg(&s.Timeout)
+		case "hold":
+			err = durationArg(&s.Hold)
+		case "retry_after":
+			err = durationArg(&s.RetryAfter)
+		case "fails":
+			err = countArg(&s.Fails)
+		case "passes":
+			err = countArg(&s.Passes)
+		case "reads":
+			if err = stringArg(&s.Reads); err == nil && s.Reads != "leader" && s.Reads != "any" {
+				err = d.Errf("reads must be leader or any, got %s", s.Reads)
+			}
+		case "leader_paths":
+			s.LeaderPaths = append(s.LeaderPaths, d.RemainingArgs()...)
+			if len(s.LeaderPaths) == 0 {
+				err = d.ArgErr()
+			}
+		case "replay_buffer":
+			var size string
+			if err = stringArg(&size); err == nil {
+				n, perr := humanize.ParseBytes(size)
+				if perr != nil || n == 0 || n > 1<<40 {
+					err = d.Errf("replay_buffer: bad size %s", size)
+				}
+				s.ReplayBuffer = int64(n)
+			}
+		case "accept_bare_200":
+			if d.NextArg() {
+				err = d.ArgErr()
+			}
+			s.AcceptBare200 = true
+		case "tls_server_name":
+			err = stringArg(&s.TLSServerName)
+		case "tls_ca":
+			err = stringArg(&s.TLSCA)
+		default:
+			err = d.Errf("unrecognized lb_policy leader option '%s'", opt)
+		}
+		if err != nil {
+			return err
+		}
+		if d.NextArg() {
+			return d.Errf("%s: too many arguments", opt)
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner                 = (*LeaderSelection)(nil)
+	_ caddy.Validator                   = (*LeaderSelection)(nil)
+	_ caddy.CleanerUpper                = (*LeaderSelection)(nil)
+	_ reverseproxy.Selector             = (*LeaderSelection)(nil)
+	_ caddyfile.Unmarshaler             = (*LeaderSelection)(nil)
+	_ caddyhttp.RequestMatcherWithError = followerRefusal{}
+)

@@ -1,0 +1,114 @@
+package caddymodule
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+)
+
+// leaderMetrics are process-wide: probers outlive a config, and each new
+// config's registry gets the same collectors.
+var leaderMetrics = struct {
+	leader     *prometheus.GaugeVec
+	epoch      *prometheus.GaugeVec
+	failovers  *prometheus.CounterVec
+	probe      *prometheus.HistogramVec
+	held       *prometheus.CounterVec
+	holding    *prometheus.GaugeVec
+	replayed   *prometheus.CounterVec
+	noLeader   *prometheus.CounterVec
+	collectors []prometheus.Collector
+}{}
+
+func init() {
+	const ns, sub = "caddy", "ha"
+	m := &leaderMetrics
+	m.leader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
+		Help: "1 for the upstream that is the pool's current leader, 0 for the others."}, []string{"pool", "upstream"})
+	m.epoch = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "lease_epoch",
+		Help: "Lease epoch of the pool's current leader (the last one while there is none)."}, []string{"pool"})
+	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failovers_total",
+		Help: "Times the pool found a leader other than the last one (another node or epoch)."}, []string{"pool"})
+	m.probe = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "probe_duration_seconds",
+		Help:    "Duration of leader probes, by outcome (leader, follower, failed).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"pool", "upstream", "outcome"})
+	m.held = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_requests_total",
+		Help: "Requests that waited for a leader."}, []string{"pool"})
+	m.holding = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "requests_holding",
+		Help: "Requests waiting for a leader right now."}, []string{"pool"})
+	m.replayed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replayed_requests_total",
+		Help: "Requests refused by a node confirmed to be a follower and replayed to the leader."}, []string{"pool"})
+	m.noLeader = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "no_leader_responses_total",
+		Help: "Requests answered with 503 because no leader was found within hold."}, []string{"pool"})
+	m.collectors = []prometheus.Collector{m.leader, m.epoch, m.failovers, m.probe, m.held, m.holding, m.replayed, m.noLeader}
+}
+
+// registerLeaderMetrics adds the collectors to a config's registry.
+func registerLeaderMetrics(reg *prometheus.Registry) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range leaderMetrics.collectors {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// leaderObserver turns a pool's events into logs and metrics.
+type leaderObserver struct {
+	// noLeaderLogged makes an outage one log line, not one per request.
+	mu             sync.Mutex
+	noLeaderLogged bool
+}
+
+func (o *leaderObserver) logger() *zap.Logger {
+	// Looked up per event: the pool outlives the config that created it.
+	return caddy.Log().Named("http.reverse_proxy.selection_policies.leader")
+}
+
+func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
+	if c.From != "" {
+		leaderMetrics.leader.WithLabelValues(c.Pool, c.From).Set(0)
+	}
+	if c.To == "" {
+		o.mu.Lock()
+		first := !o.noLeaderLogged
+		o.noLeaderLogged = true
+		o.mu.Unlock()
+		if first {
+			o.logger().Warn("no leader: holding requests", zap.String("pool", c.Pool), zap.String("previous", c.From), zap.String("reason", c.Reason))
+		}
+		return
+	}
+	o.mu.Lock()
+	o.noLeaderLogged = false
+	o.mu.Unlock()
+	leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
+	leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
+	if c.Failover {
+		leaderMetrics.failovers.WithLabelValues(c.Pool).Inc()
+	}
+	o.logger().Info("leader", zap.String("pool", c.Pool), zap.String("node", c.To), zap.Int64("epoch", c.Epoch),
+		zap.Bool("failover", c.Failover), zap.String("previous", c.From), zap.String("reason", c.Reason))
+}
+
+func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
+	outcome := "failed"
+	switch {
+	case r.Leader:
+		outcome = "leader"
+	case r.Answered:
+		outcome = "follower"
+	}
+	leaderMetrics.probe.WithLabelValues(pool, addr, outcome).Observe(r.Duration.Seconds())
+}
