@@ -121,6 +121,7 @@ var leaderPools = caddy.NewUsagePool()
 // leaderPool is a running monitor in leaderPools.
 type leaderPool struct {
 	mon *healthcheck.Monitor
+	obs *leaderObserver
 }
 
 func (p *leaderPool) Destruct() error {
@@ -242,7 +243,8 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), [2]string{s.TLSServerName, s.TLSCA}})
 	s.poolKey = string(settings)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
-		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, &leaderObserver{})
+		obs := &leaderObserver{}
+		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, obs)
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +252,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
 		}
 		mon.Start()
-		return &leaderPool{mon: mon}, nil
+		return &leaderPool{mon: mon, obs: obs}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
@@ -347,7 +349,7 @@ func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.H
 	s.replayLimit = h.RequestBuffers
 	// The expression only makes Caddy evaluate this set on responses; the
 	// follower check decides.
-	expr := &caddyhttp.MatchExpression{Expr: "{rp.status_code} == 503"}
+	expr := &caddyhttp.MatchExpression{Expr: "{http.reverse_proxy.status_code} == 503"}
 	if err := expr.Provision(ctx); err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
 	}
@@ -403,7 +405,7 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 		return pool[0]
 	}
 	if n == nil {
-		leaderMetrics.noLeader.WithLabelValues(mon.Name()).Inc()
+		s.pool.obs.answeredNoLeader(mon.Name(), time.Duration(s.Hold))
 		w.Header().Set("Retry-After", s.retryAfter)
 		return nil
 	}

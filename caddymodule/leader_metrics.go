@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,9 +67,24 @@ func registerLeaderMetrics(reg *prometheus.Registry) error {
 
 // leaderObserver turns a pool's events into logs and metrics.
 type leaderObserver struct {
-	// noLeaderLogged makes an outage one log line, not one per request.
+	// The flags make an outage one log line each, not one per request.
 	mu             sync.Mutex
 	noLeaderLogged bool
+	refusedLogged  bool
+}
+
+// answeredNoLeader logs, once per outage, that requests are being answered
+// with 503 because no leader was found within hold.
+func (o *leaderObserver) answeredNoLeader(pool string, hold time.Duration) {
+	leaderMetrics.noLeader.WithLabelValues(pool).Inc()
+	o.mu.Lock()
+	first := !o.refusedLogged
+	o.refusedLogged = true
+	o.mu.Unlock()
+	if first {
+		o.logger().Error("no leader within hold: answering 503 with Retry-After until a node leads",
+			zap.String("pool", pool), zap.Duration("hold", hold))
+	}
 }
 
 func (o *leaderObserver) logger() *zap.Logger {
@@ -91,7 +107,7 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 		return
 	}
 	o.mu.Lock()
-	o.noLeaderLogged = false
+	o.noLeaderLogged, o.refusedLogged = false, false
 	o.mu.Unlock()
 	leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
 	leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))

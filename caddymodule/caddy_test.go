@@ -1,0 +1,141 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+)
+
+// freeAddr returns a free loopback address.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// testCaddy is Caddy running in-process with a Caddyfile.
+type testCaddy struct {
+	t       testing.TB
+	admin   string // admin endpoint host:port
+	addr    string // the site's host:port
+	logFile string
+}
+
+// startCaddy adapts site (the body of one site block served on a free
+// port) with the given global options and loads it. {upstreams} in site
+// is replaced by the cluster's node addresses.
+func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *testCaddy {
+	t.Helper()
+	tc := &testCaddy{t: t, admin: freeAddr(t), addr: freeAddr(t), logFile: filepath.Join(t.TempDir(), "caddy.log")}
+	tc.load(c, globalOpts, site)
+	t.Cleanup(func() {
+		if err := caddy.Stop(); err != nil {
+			t.Errorf("stopping caddy: %v", err)
+		}
+	})
+	return tc
+}
+
+// load (re)loads the config, as caddy reload does.
+func (tc *testCaddy) load(c *fakecluster.Cluster, globalOpts, site string) {
+	tc.t.Helper()
+	var ups []string
+	if c != nil {
+		for _, n := range c.Nodes() {
+			ups = append(ups, n.Addr())
+		}
+	}
+	site = strings.ReplaceAll(site, "{upstreams}", strings.Join(ups, " "))
+	caddyfile := fmt.Sprintf(`{
+	admin %s
+	persist_config off
+	log {
+		output file %s
+		format json
+	}
+	%s
+}
+http://%s {
+	%s
+}
+`, tc.admin, tc.logFile, globalOpts, tc.addr, site)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		tc.t.Fatalf("adapting Caddyfile: %v\n%s", err, caddyfile)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		tc.t.Fatalf("loading config: %v", err)
+	}
+}
+
+func (tc *testCaddy) url(path string) string { return "http://" + tc.addr + path }
+
+// adminGet fetches a path from the admin endpoint.
+func (tc *testCaddy) adminGet(path string) string {
+	tc.t.Helper()
+	resp, err := http.Get("http://" + tc.admin + path)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// logLines returns the lines of Caddy's log that contain s.
+func (tc *testCaddy) logLines(s string) []string {
+	b, _ := os.ReadFile(tc.logFile)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// newCluster starts a fake cluster with a short lease.
+func newCluster(t testing.TB, nodes int, ttl, renew time.Duration) *fakecluster.Cluster {
+	t.Helper()
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: ttl, RenewInterval: renew}, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if _, err := c.WaitLeader(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -1,0 +1,560 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+)
+
+const leaderSite = `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 200ms
+			fast_interval 20ms
+			timeout 200ms
+			hold %s
+		}
+	}`
+
+// writeLoad sends POSTs with unique request ids at a steady rate, each
+// in its own goroutine (as independent clients do, so that a stuck request
+// does not slow the others), and records what each client saw.
+type writeLoad struct {
+	mu       sync.Mutex
+	statuses map[string]int       // id -> status
+	errs     map[string]error     // id -> transport error
+	sentAt   map[string]time.Time // id -> when it was sent
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func startWrites(url string, every, timeout time.Duration) *writeLoad {
+	l := &writeLoad{statuses: map[string]int{}, errs: map[string]error{}, sentAt: map[string]time.Time{}, stop: make(chan struct{})}
+	// A new connection per write: a config reload closes idle keep-alive
+	// connections, which a client may be reusing at that moment.
+	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+	inflight := make(chan struct{}, 256)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for seq := 0; ; seq++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			inflight <- struct{}{}
+			id := fmt.Sprintf("w%d", seq)
+			l.wg.Add(1)
+			go func() {
+				defer func() { <-inflight; l.wg.Done() }()
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"id":"`+id+`"}`))
+				req.Header.Set("X-Request-Id", id)
+				l.mu.Lock()
+				l.sentAt[id] = time.Now()
+				l.mu.Unlock()
+				resp, err := client.Do(req)
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				if err != nil {
+					l.errs[id] = err
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				l.statuses[id] = resp.StatusCode
+			}()
+		}
+	}()
+	return l
+}
+
+// errorsSentAfter returns the transport errors of writes sent after t.
+func (l *writeLoad) errorsSentAfter(t time.Time) []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []error
+	for id, err := range l.errs {
+		if l.sentAt[id].After(t) {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+func (l *writeLoad) finish() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+func (l *writeLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.statuses) + len(l.errs)
+}
+
+// executions counts, per request id, how often any node executed it.
+func executions(c *fakecluster.Cluster) map[string]int {
+	out := map[string]int{}
+	for _, n := range c.Nodes() {
+		for _, e := range n.Executed() {
+			out[e.RequestID]++
+		}
+	}
+	return out
+}
+
+// checkExactlyOnce fails for any 2xx write not executed exactly once and
+// any write executed twice.
+func checkExactlyOnce(t *testing.T, l *writeLoad, c *fakecluster.Cluster) {
+	t.Helper()
+	ex := executions(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, st := range l.statuses {
+		if st == http.StatusOK && ex[id] != 1 {
+			t.Errorf("write %s answered 200 but executed %d times", id, ex[id])
+		}
+	}
+	for id, n := range ex {
+		if n > 1 {
+			t.Errorf("write %s executed %d times", id, n)
+		}
+	}
+}
+
+func (l *writeLoad) failures() (non200 map[int]int, errs []error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	non200 = map[int]int{}
+	for _, st := range l.statuses {
+		if st != http.StatusOK {
+			non200[st]++
+		}
+	}
+	for _, err := range l.errs {
+		errs = append(errs, err)
+	}
+	return non200, errs
+}
+
+// Every request reaches the leader only: right after start (before the
+// first probe answered) and across config reloads under load.
+func TestLeaderOnlyAcrossStartAndReload(t *testing.T) {
+	c := newCluster(t, 2, 3*time.Second, time.Second)
+	follower := c.Node("node-b")
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
+	load := startWrites(tc.url("/api/orders"), 2*time.Millisecond, 5*time.Second)
+	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 50 })
+	for i := range 3 {
+		// A new hold changes the config but not the probe settings.
+		tc.load(c, "", fmt.Sprintf(leaderSite, fmt.Sprintf("%ds", 9-i)))
+		n := load.count()
+		eventually(t, 5*time.Second, "writes after reload", func() bool { return load.count() > n+50 })
+	}
+	load.finish()
+
+	if got := follower.Received(); got != 0 {
+		t.Errorf("the follower received %d requests", got)
+	}
+	non200, errs := load.failures()
+	if len(non200) > 0 {
+		t.Errorf("statuses other than 200: %v", non200)
+	}
+	checkExactlyOnce(t, load, c)
+	// Caddy itself may drop a connection that its old server accepted as a
+	// reload stops it; that is Caddy's reload, not routing.
+	t.Logf("%d writes, all on the leader; %d connections dropped by the reloads: %v", load.count(), len(errs), errs)
+}
+
+// Killing the leader: the new leader gets the traffic; requests the dead
+// leader never accepted are held and delivered, none twice.
+func TestLeaderCrash(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		kill fakecluster.KillMode
+	}{{"refuse", fakecluster.KillRefuse}, {"hang", fakecluster.KillHang}} {
+		t.Run(mode.name, func(t *testing.T) {
+			c := newCluster(t, 2, 1500*time.Millisecond, 300*time.Millisecond)
+			tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
+			load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 3*time.Second)
+			eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 20 })
+
+			killed := time.Now()
+			c.Node("node-a").Kill(mode.kill)
+			newLeader := c.Node("node-b")
+			eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(newLeader.Executed()) > 20 })
+			load.finish()
+
+			first := newLeader.Executed()[0]
+			acq, _ := c.AcquisitionOf(first.Epoch)
+			delay := first.At.Sub(acq.At)
+			t.Logf("routing delay (new leader's lease acquisition -> first write it served): %v", delay)
+			if delay > time.Second {
+				t.Errorf("routing delay %v", delay)
+			}
+			checkExactlyOnce(t, load, c)
+			non200, errs := load.failures()
+			if len(non200) > 0 {
+				t.Errorf("statuses other than 200: %v", non200)
+			}
+			// Only writes that the dying leader accepted may fail: those in
+			// flight when it was killed and, for a hung leader, those sent
+			// before a probe timed out (interval + timeout).
+			window := 50 * time.Millisecond
+			if mode.kill == fakecluster.KillHang {
+				window += 400 * time.Millisecond
+			}
+			if late := load.errorsSentAfter(killed.Add(window)); len(late) > 0 {
+				t.Errorf("%d writes sent after the dead leader was known failed: %v", len(late), late)
+			}
+			t.Logf("%d writes, %d failed (accepted by the dying leader)", load.count(), len(errs))
+		})
+	}
+}
+
+// A planned stop under a steady stream of POSTs: no client sees an error
+// and every POST executes exactly once.
+func TestPlannedStopIsInvisible(t *testing.T) {
+	c := newCluster(t, 2, 2*time.Second, 400*time.Millisecond)
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
+	load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 5*time.Second)
+	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 20 })
+	c.Node("node-a").Stop()
+	eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(c.Node("node-b").Executed()) > 20 })
+	load.finish()
+
+	non200, errs := load.failures()
+	if len(non200) > 0 || len(errs) > 0 {
+		t.Errorf("client-visible failures in a planned stop: statuses %v, errors %v", non200, errs)
+	}
+	checkExactlyOnce(t, load, c)
+	first := c.Node("node-b").Executed()[0]
+	acq, _ := c.AcquisitionOf(first.Epoch)
+	t.Logf("%d writes; routing delay %v", load.count(), first.At.Sub(acq.At))
+}
+
+// A mutating request refused by a node that has just become a follower is
+// replayed to the leader, body included, once a probe confirms it; one
+// with a body too large to buffer is not, and the client gets the 503.
+func TestFollowerRefusalReplay(t *testing.T) {
+	c := newCluster(t, 1, 3*time.Second, 100*time.Millisecond)
+	tc := startCaddy(t, c, "", `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 1h
+			fast_interval 20ms
+			hold 5s
+			replay_buffer 64KiB
+		}
+	}`)
+	get := func() {
+		resp, err := http.Get(tc.url("/api/warmup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	get() // held until the first probe answers
+
+	// The node becomes a follower; the proxy only learns it from the 503.
+	c.SetDatabaseDown(true)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		c.SetDatabaseDown(false)
+	}()
+	body := bytes.Repeat([]byte("x"), 1000)
+	req, _ := http.NewRequest(http.MethodPost, tc.url("/api/orders"), bytes.NewReader(body))
+	req.Header.Set("X-Request-Id", "replayed")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200 after the replay", resp.StatusCode)
+	}
+	ex := c.Node("node-a").Executed()
+	last := ex[len(ex)-1]
+	if last.RequestID != "replayed" || last.BodyBytes != len(body) {
+		t.Fatalf("executed %+v, want the replayed request with its %d-byte body", last, len(body))
+	}
+	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_replayed_requests_total") {
+		t.Error("replayed requests metric missing")
+	}
+
+	// Too large to buffer: the follower's own 503 reaches the client.
+	c.SetDatabaseDown(true)
+	defer c.SetDatabaseDown(false)
+	req, _ = http.NewRequest(http.MethodPost, tc.url("/api/orders"), bytes.NewReader(bytes.Repeat([]byte("y"), 128<<10)))
+	req.Header.Set("X-Request-Id", "too-large")
+	// Interval is 1h: only a live request can show the proxy the follower.
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "30" {
+		t.Fatalf("status %d Retry-After %q, want the follower's 503 with Retry-After 30", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if executions(c)["too-large"] != 0 {
+		t.Fatal("the unbuffered request executed")
+	}
+}
+
+// All nodes followers: 503 with Retry-After after hold, logged once.
+func TestAllFollowers(t *testing.T) {
+	c := newCluster(t, 2, time.Second, 200*time.Millisecond)
+	c.SetDatabaseDown(true)
+	tc := startCaddy(t, c, "", `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 200ms
+			fast_interval 20ms
+			hold 300ms
+			retry_after 7s
+		}
+	}`)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			req, _ := http.NewRequest(http.MethodPost, tc.url("/api/orders"), strings.NewReader("{}"))
+			req.Header.Set("X-Request-Id", fmt.Sprint("f", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "7" {
+				t.Errorf("status %d Retry-After %q, want 503 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if el := time.Since(start); el < 300*time.Millisecond {
+				t.Errorf("answered after %v, before hold", el)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range c.Nodes() {
+		if n.Received() != 0 {
+			t.Errorf("%s received %d requests while no node led", n.ID(), n.Received())
+		}
+	}
+	if lines := tc.logLines("no leader within hold"); len(lines) != 1 {
+		t.Errorf("%d 'no leader within hold' log lines for 10 requests, want 1", len(lines))
+	}
+	var views []healthcheck.PoolView
+	if err := json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &views); err != nil || len(views) != 1 || views[0].Leader != "" {
+		t.Errorf("admin view %+v (%v), want one pool without leader", views, err)
+	}
+}
+
+// A held request whose client has gone is never sent.
+func TestHeldRequestOfGoneClientIsNotSent(t *testing.T) {
+	c := newCluster(t, 1, time.Second, 100*time.Millisecond)
+	c.SetDatabaseDown(true)
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	for i := range 5 {
+		req, _ := http.NewRequest(http.MethodPost, tc.url("/api/orders"), strings.NewReader(`{"x":1}`))
+		req.Header.Set("X-Request-Id", fmt.Sprint("gone", i))
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("answered %d while no node led", resp.StatusCode)
+		}
+	}
+	c.SetDatabaseDown(false)
+	eventually(t, 5*time.Second, "a leader", func() bool {
+		resp, err := http.Get(tc.url("/api/x"))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	if got := c.Node("node-a").Received(); got != 1 {
+		t.Fatalf("node received %d requests, want only the 1 GET: held requests of gone clients were sent", got)
+	}
+}
+
+// reads any spreads GETs over the nodes; leader_paths go to the leader.
+func TestReadsAnyAndLeaderPaths(t *testing.T) {
+	c := newCluster(t, 2, 3*time.Second, time.Second)
+	tc := startCaddy(t, c, "", `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 100ms
+			reads any
+			leader_paths /webhooks/*
+		}
+	}`)
+	eventually(t, 5*time.Second, "both nodes readable", func() bool {
+		var v []healthcheck.PoolView
+		json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
+		return len(v) == 1 && v[0].Leader != "" && v[0].Nodes[0].Status != "unknown" && v[0].Nodes[1].Status != "unknown"
+	})
+	served := map[string]int{}
+	for range 40 {
+		resp, err := http.Get(tc.url("/api/items"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		served[resp.Header.Get("X-Node-Id")]++
+	}
+	if served["node-a"] == 0 || served["node-b"] == 0 {
+		t.Errorf("GETs served %v, want both nodes", served)
+	}
+	for i := range 10 {
+		req, _ := http.NewRequest(http.MethodGet, tc.url("/webhooks/github"), nil)
+		req.Header.Set("X-Request-Id", fmt.Sprint("hook", i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Node-Role") != "leader" {
+			t.Errorf("webhook GET: status %d from %s (%s)", resp.StatusCode, resp.Header.Get("X-Node-Id"), resp.Header.Get("X-Node-Role"))
+		}
+	}
+}
+
+// Two nodes claiming leadership: only the higher epoch gets traffic.
+func TestStaleLeaderGetsNoTraffic(t *testing.T) {
+	c := newCluster(t, 2, 2*time.Second, 200*time.Millisecond)
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "5s"))
+	a, b := c.Node("node-a"), c.Node("node-b")
+	post := func(id string) string {
+		req, _ := http.NewRequest(http.MethodPost, tc.url("/api/orders"), strings.NewReader("{}"))
+		req.Header.Set("X-Request-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Node-Id")
+	}
+	post("before")
+	a.Stop()
+	eventually(t, 5*time.Second, "b leads", func() bool { return post(fmt.Sprint("x", time.Now().UnixNano())) == "node-b" })
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a.ClaimStale(1) // a believes it still leads epoch 1; b leads epoch 2
+	eventually(t, 5*time.Second, "a probed as stale", func() bool {
+		var v []healthcheck.PoolView
+		json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
+		return len(v) == 1 && v[0].Nodes[0].Status == healthcheck.StatusStale
+	})
+	before := a.Received()
+	for i := range 30 {
+		if node := post(fmt.Sprint("s", i)); node != "node-b" {
+			t.Fatalf("write served by %s, want node-b (epoch 2)", node)
+		}
+	}
+	if a.Received() != before {
+		t.Fatalf("the stale leader received %d requests", a.Received()-before)
+	}
+	_ = b
+}
+
+// caddy adapt of Caddyfile.example succeeds; bad config fails clearly.
+func TestCaddyfileConfig(t *testing.T) {
+	example, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(example, map[string]any{"filename": "Caddyfile.example"}); err != nil {
+		t.Fatalf("Caddyfile.example: %v", err)
+	}
+	bad := []struct{ block, want string }{
+		{"frobnicate 1", "unrecognized lb_policy leader option 'frobnicate'"},
+		{"interval -1s", "interval must be positive"},
+		{"interval", "wrong argument count"},
+		{"fails 0", "fails must be a whole number of at least 1"},
+		{"reads some", "reads must be leader or any"},
+		{"replay_buffer lots", "replay_buffer: bad size lots"},
+		{"hold 1s 2s", "hold: too many arguments"},
+	}
+	for _, tc := range bad {
+		cf := "http://127.0.0.1:1 {\n\treverse_proxy 127.0.0.1:2 {\n\t\tlb_policy leader {\n\t\t\t" + tc.block + "\n\t\t}\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Caddyfile:4") {
+			t.Errorf("%q: error %v, want %q at Caddyfile:4", tc.block, err, tc.want)
+		}
+	}
+	// JSON config is checked at load time too.
+	for _, tc := range []struct{ policy, want string }{
+		{`{"policy":"leader","interval":-1000000000}`, "interval must be positive"},
+		{`{"policy":"leader","reads":"some"}`, "reads must be leader or any"},
+		{`{"policy":"leader","fast_interval":5000000000,"interval":1000000000}`, "fast interval"},
+	} {
+		cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","upstreams":[{"dial":"127.0.0.1:2"}],"load_balancing":{"selection_policy":` + tc.policy + `}}]}]}}}}}`
+		err := caddy.Validate(mustConfig(t, cfg))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.policy, err, tc.want)
+		}
+	}
+}
+
+func mustConfig(t *testing.T, s string) *caddy.Config {
+	t.Helper()
+	var cfg caddy.Config
+	if err := json.Unmarshal([]byte(s), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return &cfg
+}
+
+// BenchmarkSelect measures the request path of Select with a known leader.
+func BenchmarkSelect(b *testing.B) {
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 30 * time.Second, RenewInterval: 10 * time.Second}, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	addrs := []string{c.Nodes()[0].Addr(), c.Nodes()[1].Addr()}
+	mon, err := healthcheck.NewMonitor("bench", addrs, healthcheck.Config{Interval: time.Second, FastInterval: 10 * time.Millisecond, Timeout: time.Second, Fails: 2, Passes: 1},
+		&healthcheck.HTTPProber{Client: &http.Client{}, Scheme: "http", URI: "/healthz/leader"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mon.Start()
+	defer mon.Stop()
+	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench", deadlineKey: "ha.leader.deadline.bench"}
+	pool := reverseproxy.UpstreamPool{{Dial: addrs[0]}, {Dial: addrs[1]}}
+	if mon.WaitLeader(context.Background(), time.Now().Add(5*time.Second)) == nil {
+		b.Fatal("no leader")
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://x/api", nil)
+	vars := map[string]any{"client_ip": "127.0.0.1"}
+	req = req.WithContext(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, vars))
+	b.ReportAllocs()
+	for b.Loop() {
+		delete(vars, s.triedKey)
+		if s.Select(pool, req, nil) == nil {
+			b.Fatal(errors.New("no upstream"))
+		}
+	}
+}
