@@ -1,0 +1,39 @@
+# caddy-ha: `make demo` to try it, `make test` to run every test.
+GO      ?= go
+BIN     := bin
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all build demo test test-deps bench bench-deps clean FORCE
+
+all: build
+
+build: $(BIN)/caddy $(BIN)/fakecluster
+
+$(BIN)/caddy: FORCE
+	$(GO) build -o $@ ./cmd/caddy
+
+$(BIN)/fakecluster: FORCE
+	$(GO) build -o $@ ./cmd/fakecluster
+
+# The main job: the custom Caddy in front of the fake cluster on loopback.
+demo: build
+	./demo/run.sh
+
+# Installs what the tests need if it is missing, then runs every test.
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+test-deps:
+	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
+
+# Go benchmarks of the hot paths, then the side-by-side failover benchmark.
+bench: build bench-deps
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./bench/failover
+
+bench-deps:
+	@command -v haproxy >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+
+clean:
+	rm -rf $(BIN)

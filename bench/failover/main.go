@@ -1,0 +1,475 @@
+// Command failover measures, side by side in one run, how proxies in front
+// of the fake cluster handle a leader crash and a planned stop, and how many
+// writes each sends to the follower right after start and after a reload:
+//
+//	(i)   stock Caddy configured like the seed's HAProxy (5s health checks)
+//	(ii)  stock Caddy tuned (1s health checks, lb_try_duration, retry on 503)
+//	(iii) HAProxy with the seed's configuration over plain HTTP
+//	(iv)  caddy-ha's lb_policy leader
+//
+// It drives a steady stream of POSTs (each its own client with a timeout)
+// through each proxy and reports the routing delay (the new leader's lease
+// acquisition to the first write it serves), the write outage seen by
+// clients, the client-visible errors by kind, and the ghosts: writes that
+// a node executed although their client had already given up (a client
+// that retries then creates a duplicate). Everything runs on loopback and
+// stops by itself.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+)
+
+var (
+	caddyBin   = flag.String("caddy", "bin/caddy", "the custom Caddy binary (also used as stock Caddy: its stock modules)")
+	haproxyBin = flag.String("haproxy", "haproxy", "HAProxy binary; skipped if not found")
+	runs       = flag.Int("runs", 3, "runs per proxy and mode")
+	rate       = flag.Int("rate", 200, "writes per second")
+	ttl        = flag.Duration("lease-ttl", 6*time.Second, "lease TTL of the fake cluster")
+	renew      = flag.Duration("renew", 2*time.Second, "renew interval of the fake cluster")
+	timeout    = flag.Duration("client-timeout", 2*time.Second, "timeout of each write")
+	only       = flag.String("only", "", "comma-separated proxies to run (seed,tuned,haproxy,ours)")
+)
+
+// proxy is one contender: how to write its config and start it.
+type proxy struct {
+	name   string
+	config func(listen, admin string, nodes []string) string
+	start  func(dir, cfg string) (*exec.Cmd, error)
+	reload func(dir, cfg, admin string) error // nil: not measured
+}
+
+func caddyConfig(site string) func(listen, admin string, nodes []string) string {
+	return func(listen, admin string, nodes []string) string {
+		return fmt.Sprintf("{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n}\nhttp://%s {\n\treverse_proxy %s {\n%s\n\t}\n}\n",
+			admin, listen, strings.Join(nodes, " "), site)
+	}
+}
+
+func startCaddy(dir, cfg string) (*exec.Cmd, error) {
+	path := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(*caddyBin, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Stderr = mustCreate(filepath.Join(dir, "caddy.log"))
+	return cmd, cmd.Start()
+}
+
+func reloadCaddy(dir, cfg, admin string) error {
+	path := filepath.Join(dir, "Caddyfile")
+	// A changed config, as an operator's reload would be.
+	if err := os.WriteFile(path, []byte(cfg+"\n# reloaded\n"), 0o644); err != nil {
+		return err
+	}
+	out, err := exec.Command(*caddyBin, "reload", "--config", path, "--adapter", "caddyfile", "--address", admin, "--force").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("caddy reload: %v: %s", err, out)
+	}
+	return nil
+}
+
+func proxies() []proxy {
+	return []proxy{
+		{name: "seed", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 5s\n\t\thealth_fails 2\n\t\thealth_passes 1"),
+			start: startCaddy, reload: reloadCaddy},
+		{name: "tuned", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1\n\t\tlb_try_duration 15s\n\t\tlb_retry_match {\n\t\t\texpression `{rp.status_code} in [503]`\n\t\t}"),
+			start: startCaddy, reload: reloadCaddy},
+		{name: "haproxy", config: haproxyConfig, start: startHAProxy},
+		{name: "ours", config: caddyConfig("\t\tlb_policy leader {\n\t\t\thold 15s\n\t\t}"),
+			start: startCaddy, reload: reloadCaddy},
+	}
+}
+
+// haproxyConfig is the seed's configuration, over plain HTTP on loopback.
+func haproxyConfig(listen, _ string, nodes []string) string {
+	return fmt.Sprintf(`global
+    maxconn 4096
+defaults
+    mode http
+    option http-keep-alive
+    timeout http-keep-alive 60s
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend nodepilot_frontend
+    bind %s
+    http-request del-header Forwarded
+    http-request del-header X-Forwarded-For
+    http-request del-header X-Forwarded-Proto
+    option forwardfor header X-Forwarded-For
+    http-request set-header X-Forwarded-Proto https
+    default_backend nodepilot_active
+backend nodepilot_active
+    option httpchk
+    http-check send meth GET uri /healthz/leader hdr Host nodepilot.internal.example
+    http-check expect status 200
+    default-server inter 5s fall 2 rise 1
+    http-reuse never
+    balance source
+    hash-type consistent
+    server node-a %s check
+    server node-b %s check backup
+`, listen, nodes[0], nodes[1])
+}
+
+func startHAProxy(dir, cfg string) (*exec.Cmd, error) {
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(*haproxyBin, "-db", "-f", path)
+	cmd.Stderr = mustCreate(filepath.Join(dir, "haproxy.log"))
+	return cmd, cmd.Start()
+}
+
+func mustCreate(path string) *os.File {
+	f, err := os.Create(path)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// load is an open-loop stream of writes.
+type load struct {
+	mu      sync.Mutex
+	results []result
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type result struct {
+	id         string
+	sent, done time.Time
+	status     int
+	err        error
+}
+
+func startLoad(url string) *load {
+	l := &load{stop: make(chan struct{})}
+	client := &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	every := time.Second / time.Duration(*rate)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for seq := 0; ; seq++ {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				r := result{id: fmt.Sprint(seq), sent: time.Now()}
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
+				req.Header.Set("X-Request-Id", r.id)
+				resp, err := client.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					r.status = resp.StatusCode
+				}
+				r.err, r.done = err, time.Now()
+				l.mu.Lock()
+				l.results = append(l.results, r)
+				l.mu.Unlock()
+			}()
+		}
+	}()
+	return l
+}
+
+func (l *load) finish() []result {
+	close(l.stop)
+	l.wg.Wait()
+	return l.results
+}
+
+func errorKind(r result) string {
+	var ne net.Error
+	switch {
+	case r.err == nil && r.status == 200:
+		return ""
+	case r.err == nil:
+		return fmt.Sprint(r.status)
+	case errors.As(r.err, &ne) && ne.Timeout():
+		return "timeout"
+	default:
+		return "conn-error"
+	}
+}
+
+// measurement is one run of one proxy in one mode.
+type measurement struct {
+	routingDelay time.Duration
+	outage       time.Duration
+	errors       map[string]int
+	errorsLate   int // errors of writes sent 50ms or more after the kill/stop
+	ghosts       int // writes executed although their client had given up
+	followerHits int // writes that reached the follower at start (start mode)
+	err          error
+}
+
+// runFailover starts a cluster and a proxy, kills or stops the leader
+// under load, and measures.
+func runFailover(p proxy, mode string) (m measurement) {
+	dir, _ := os.MkdirTemp("", "failover-"+p.name)
+	defer os.RemoveAll(dir)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew}, 2)
+	if err != nil {
+		return measurement{err: err}
+	}
+	defer c.Close()
+	if err := c.Start(); err != nil {
+		return measurement{err: err}
+	}
+	if _, err := c.WaitLeader(5 * time.Second); err != nil {
+		return measurement{err: err}
+	}
+	follower := c.Node("node-b")
+	if mode == "start" || mode == "reload" {
+		// The first-listed node is the follower, as after any failover:
+		// a proxy that routes before it knows sends writes there.
+		c.Node("node-a").Stop()
+		if _, err := c.WaitLeader(*ttl + *renew); err != nil {
+			return measurement{err: err}
+		}
+		if err := c.Node("node-a").Start(); err != nil {
+			return measurement{err: err}
+		}
+		follower = c.Node("node-a")
+	}
+	nodes := []string{c.Nodes()[0].Addr(), c.Nodes()[1].Addr()}
+	listen, admin := freeAddr(), freeAddr()
+	cfg := p.config(listen, admin, nodes)
+	url := "http://" + listen + "/api/orders"
+
+	var l *load
+	if mode == "start" || mode == "reload" {
+		l = startLoad(url) // writes already arrive while the proxy starts
+	}
+	cmd, err := p.start(dir, cfg)
+	if err != nil {
+		return measurement{err: err}
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+	if err := waitReady(url); err != nil {
+		if l != nil {
+			l.finish()
+		}
+		return measurement{err: err}
+	}
+	switch mode {
+	case "start":
+		time.Sleep(2 * time.Second)
+		l.finish()
+		return measurement{followerHits: follower.Received()}
+	case "reload":
+		time.Sleep(time.Second)
+		before := follower.Received()
+		if err := p.reload(dir, cfg, admin); err != nil {
+			l.finish()
+			return measurement{err: err}
+		}
+		time.Sleep(2 * time.Second)
+		l.finish()
+		return measurement{followerHits: follower.Received() - before}
+	}
+
+	l = startLoad(url)
+	time.Sleep(2 * time.Second)
+	at := time.Now()
+	if mode == "kill" {
+		c.Node("node-a").Kill(fakecluster.KillRefuse)
+	} else {
+		c.Node("node-a").Stop()
+	}
+	// Run until the new leader has served writes for 2 s, at most 30 s.
+	newLeader := c.Node("node-b")
+	deadline := at.Add(30 * time.Second)
+	var firstOnNew time.Time
+	for time.Now().Before(deadline) {
+		if ex := newLeader.Executed(); len(ex) > 0 {
+			firstOnNew = ex[0].At
+			if time.Since(firstOnNew) > 2*time.Second {
+				break
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	results := l.finish()
+	if firstOnNew.IsZero() {
+		return measurement{err: errors.New("the new leader served no write within 30s")}
+	}
+	acq, _ := c.AcquisitionOf(2)
+	m = measurement{routingDelay: firstOnNew.Sub(acq.At), errors: map[string]int{}}
+	executed := map[string]bool{}
+	for _, n := range c.Nodes() {
+		for _, e := range n.Executed() {
+			executed[e.RequestID] = true
+		}
+	}
+	var firstOK time.Time
+	for _, r := range results {
+		if k := errorKind(r); k != "" {
+			m.errors[k]++
+			if executed[r.id] {
+				m.ghosts++
+			}
+			if r.sent.After(at.Add(50 * time.Millisecond)) {
+				m.errorsLate++
+			}
+		} else if r.sent.After(at) && (firstOK.IsZero() || r.done.Before(firstOK)) {
+			firstOK = r.done
+		}
+	}
+	m.outage = firstOK.Sub(at)
+	return m
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(strings.Replace(url, "/api/orders", "/api/ping", 1))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("proxy not ready within 15s")
+}
+
+func main() {
+	flag.Parse()
+	if _, err := os.Stat(*caddyBin); err != nil {
+		fmt.Fprintln(os.Stderr, "build the custom Caddy first (make build):", err)
+		os.Exit(1)
+	}
+	var selected []proxy
+	for _, p := range proxies() {
+		if *only != "" && !slices.Contains(strings.Split(*only, ","), p.name) {
+			continue
+		}
+		if p.name == "haproxy" {
+			if _, err := exec.LookPath(*haproxyBin); err != nil {
+				fmt.Println("haproxy not found: skipped")
+				continue
+			}
+		}
+		selected = append(selected, p)
+	}
+	fmt.Printf("fake cluster: lease TTL %v, renew %v; %d writes/s, client timeout %v, %d runs each\n\n", *ttl, *renew, *rate, *timeout, *runs)
+
+	fmt.Println("writes that reached the follower (sum over runs)")
+	fmt.Printf("%-8s %12s %12s\n", "proxy", "after start", "after reload")
+	for _, p := range selected {
+		var start, reload int
+		reloadCol := "n/a"
+		for range *runs {
+			start += runFailover(p, "start").followerHits
+			if p.reload != nil {
+				m := runFailover(p, "reload")
+				if m.err != nil {
+					fmt.Println(p.name, "reload:", m.err)
+				}
+				reload += m.followerHits
+			}
+		}
+		if p.reload != nil {
+			reloadCol = fmt.Sprint(reload)
+		}
+		fmt.Printf("%-8s %12d %12s\n", p.name, start, reloadCol)
+	}
+
+	for _, mode := range []string{"kill", "stop"} {
+		fmt.Printf("\nleader %s (%s)\n", mode, map[string]string{"kill": "crash: port refuses, lease runs out", "stop": "planned: lease released, then stop"}[mode])
+		fmt.Printf("%-8s %24s %24s %7s %s\n", "proxy", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
+		for _, p := range selected {
+			var delays, outages []time.Duration
+			errs := map[string]int{}
+			late, ghosts := 0, 0
+			for range *runs {
+				m := runFailover(p, mode)
+				if m.err != nil {
+					fmt.Printf("%-8s run failed: %v\n", p.name, m.err)
+					continue
+				}
+				delays = append(delays, m.routingDelay)
+				outages = append(outages, m.outage)
+				for k, v := range m.errors {
+					errs[k] += v
+				}
+				late += m.errorsLate
+				ghosts += m.ghosts
+			}
+			fmt.Printf("%-8s %24s %24s %7d %s\n", p.name, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
+		}
+	}
+}
+
+func medMax(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("%v / %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+func formatErrors(errs map[string]int, late int) string {
+	if len(errs) == 0 {
+		return "none"
+	}
+	var keys []string
+	for k := range errs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, errs[k]))
+	}
+	return strings.Join(parts, " ") + fmt.Sprintf(" (late %d)", late)
+}
+

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Starts the fake cluster (two nodes, a 10 s lease renewed every 3 s) and
+# the custom Caddy with demo/Caddyfile on 127.0.0.1, says what to try, and
+# stops both on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for port in 8080 2019 9000 9001 9002; do
+	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+		echo "port $port on 127.0.0.1 is in use; stop what uses it first" >&2
+		exit 1
+	fi
+done
+
+logs=$(mktemp -d)
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	echo; echo "stopped; logs were in $logs"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+./bin/fakecluster -nodes 2 -base-port 9001 -control 127.0.0.1:9000 -lease-ttl 10s -renew 3s >"$logs/fakecluster.log" 2>&1 &
+pids+=($!)
+./bin/caddy run --config demo/Caddyfile --adapter caddyfile >"$logs/caddy.log" 2>&1 &
+pids+=($!)
+
+for _ in $(seq 1 100); do
+	curl -fsS -o /dev/null http://127.0.0.1:8080/api/hello 2>/dev/null && break
+	sleep 0.1
+done
+
+cat <<MSG
+
+caddy-ha demo is running
+  Caddy (lb_policy leader)   http://127.0.0.1:8080   -> node-a 127.0.0.1:9001, node-b 127.0.0.1:9002
+  fake cluster control API   http://127.0.0.1:9000   (lease TTL 10s, renew 3s)
+  Caddy admin API            http://127.0.0.1:2019
+  logs                       $logs
+
+Try:
+  # a write; the X-Node-Id and X-Lease-Epoch headers say who served it
+  curl -si -X POST http://127.0.0.1:8080/api/orders | grep -E 'HTTP|X-Node|X-Lease'
+
+  # writes in a loop in another terminal, then fail the leader over
+  while sleep 0.2; do curl -s -X POST http://127.0.0.1:8080/api/orders; echo; done
+
+  # planned stop (lease released): the writes pause ~3s and none fails
+  curl -s -X POST http://127.0.0.1:9000/nodes/node-a/stop
+  # crash (the lease runs out after 10s): writes wait and then go to the new leader
+  curl -s -X POST http://127.0.0.1:9000/nodes/node-b/kill
+  # hung process: accepts connections, never answers
+  curl -s -X POST 'http://127.0.0.1:9000/nodes/node-a/kill?mode=hang'
+  # bring a node back (it comes back as follower)
+  curl -s -X POST http://127.0.0.1:9000/nodes/node-a/start
+  # the database unreachable: both nodes followers; requests wait 15s, then 503
+  curl -s -X POST http://127.0.0.1:9000/database/down ; curl -s -X POST http://127.0.0.1:9000/database/up
+
+  # what Caddy sees, and what the cluster says
+  curl -s http://127.0.0.1:2019/ha/leader
+  curl -s http://127.0.0.1:9000/state
+  curl -s http://127.0.0.1:2019/metrics | grep caddy_ha_
+
+Ctrl-C stops everything.
+MSG
+
+wait -n "${pids[@]}"
