@@ -32,7 +32,7 @@ func init() {
 const (
 	defaultProbeURI     = "/healthz/leader"
 	defaultInterval     = time.Second
-	defaultFastInterval = 100 * time.Millisecond
+	defaultFastInterval = 50 * time.Millisecond
 	defaultTimeout      = 500 * time.Millisecond
 	defaultFails        = 2
 	defaultPasses       = 1
@@ -96,14 +96,14 @@ type LeaderSelection struct {
 	// if the transport's trust pool is not right for them.
 	TLSCA string `json:"tls_ca,omitempty"`
 
-	pool         *leaderPool
-	poolKey      string
-	triedKey     string
-	deadlineKey  string
-	leaderPaths  caddyhttp.MatchPath
-	replayLimit  int64 // the handler's request_buffers; -1: unlimited
-	retryAfter   string
-	readsAny     bool
+	pool        *leaderPool
+	poolKey     string
+	triedKey    string
+	deadlineKey string
+	leaderPaths caddyhttp.MatchPath
+	replayLimit int64 // the handler's request_buffers; -1: unlimited
+	retryAfter  string
+	readsAny    bool
 }
 
 // CaddyModule returns the Caddy module information.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -32,106 +31,27 @@ const leaderSite = `reverse_proxy {upstreams} {
 		}
 	}`
 
-// writeLoad sends POSTs with unique request ids at a steady rate, each
-// in its own goroutine (as independent clients do, so that a stuck request
-// does not slow the others), and records what each client saw.
-type writeLoad struct {
-	mu       sync.Mutex
-	statuses map[string]int       // id -> status
-	errs     map[string]error     // id -> transport error
-	sentAt   map[string]time.Time // id -> when it was sent
-	stop     chan struct{}
-	wg       sync.WaitGroup
+// startWrites streams POSTs through the proxy, a new connection per write:
+// a config reload closes idle keep-alive connections, which a client may be
+// reusing at that moment.
+func startWrites(url string, every, timeout time.Duration) *fakecluster.Writes {
+	return fakecluster.StartWrites(url, every, timeout, &http.Transport{DisableKeepAlives: true})
 }
 
-func startWrites(url string, every, timeout time.Duration) *writeLoad {
-	l := &writeLoad{statuses: map[string]int{}, errs: map[string]error{}, sentAt: map[string]time.Time{}, stop: make(chan struct{})}
-	// A new connection per write: a config reload closes idle keep-alive
-	// connections, which a client may be reusing at that moment.
-	client := &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
-	inflight := make(chan struct{}, 256)
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for seq := 0; ; seq++ {
-			select {
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			inflight <- struct{}{}
-			id := fmt.Sprintf("w%d", seq)
-			l.wg.Add(1)
-			go func() {
-				defer func() { <-inflight; l.wg.Done() }()
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"id":"`+id+`"}`))
-				req.Header.Set("X-Request-Id", id)
-				l.mu.Lock()
-				l.sentAt[id] = time.Now()
-				l.mu.Unlock()
-				resp, err := client.Do(req)
-				l.mu.Lock()
-				defer l.mu.Unlock()
-				if err != nil {
-					l.errs[id] = err
-					return
-				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				l.statuses[id] = resp.StatusCode
-			}()
-		}
-	}()
-	return l
-}
-
-// errorsSentAfter returns the transport errors of writes sent after t.
-func (l *writeLoad) errorsSentAfter(t time.Time) []error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []error
-	for id, err := range l.errs {
-		if l.sentAt[id].After(t) {
-			out = append(out, err)
-		}
-	}
-	return out
-}
-
-func (l *writeLoad) finish() {
-	close(l.stop)
-	l.wg.Wait()
-}
-
-func (l *writeLoad) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.statuses) + len(l.errs)
-}
-
-// executions counts, per request id, how often any node executed it.
-func executions(c *fakecluster.Cluster) map[string]int {
-	out := map[string]int{}
-	for _, n := range c.Nodes() {
-		for _, e := range n.Executed() {
-			out[e.RequestID]++
-		}
-	}
-	return out
-}
-
-// checkExactlyOnce fails for any 2xx write not executed exactly once and
-// any write executed twice.
-func checkExactlyOnce(t *testing.T, l *writeLoad, c *fakecluster.Cluster) {
+// checkWrites fails for any 2xx write not executed exactly once, any write
+// executed twice, and any answer other than 200; it returns the writes
+// that failed in transport.
+func checkWrites(t *testing.T, results []fakecluster.WriteResult, c *fakecluster.Cluster) (failed []fakecluster.WriteResult) {
 	t.Helper()
-	ex := executions(c)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id, st := range l.statuses {
-		if st == http.StatusOK && ex[id] != 1 {
-			t.Errorf("write %s answered 200 but executed %d times", id, ex[id])
+	ex := c.ExecutedIDs()
+	for _, r := range results {
+		switch {
+		case r.Err != nil:
+			failed = append(failed, r)
+		case r.Status != http.StatusOK:
+			t.Errorf("write %s answered %d", r.ID, r.Status)
+		case ex[r.ID] != 1:
+			t.Errorf("write %s answered 200 but executed %d times", r.ID, ex[r.ID])
 		}
 	}
 	for id, n := range ex {
@@ -139,21 +59,7 @@ func checkExactlyOnce(t *testing.T, l *writeLoad, c *fakecluster.Cluster) {
 			t.Errorf("write %s executed %d times", id, n)
 		}
 	}
-}
-
-func (l *writeLoad) failures() (non200 map[int]int, errs []error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	non200 = map[int]int{}
-	for _, st := range l.statuses {
-		if st != http.StatusOK {
-			non200[st]++
-		}
-	}
-	for _, err := range l.errs {
-		errs = append(errs, err)
-	}
-	return non200, errs
+	return failed
 }
 
 // Every request reaches the leader only: right after start (before the
@@ -163,26 +69,22 @@ func TestLeaderOnlyAcrossStartAndReload(t *testing.T) {
 	follower := c.Node("node-b")
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 	load := startWrites(tc.url("/api/orders"), 2*time.Millisecond, 5*time.Second)
-	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 50 })
+	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 50 })
 	for i := range 3 {
 		// A new hold changes the config but not the probe settings.
 		tc.load(c, "", fmt.Sprintf(leaderSite, fmt.Sprintf("%ds", 9-i)))
-		n := load.count()
-		eventually(t, 5*time.Second, "writes after reload", func() bool { return load.count() > n+50 })
+		n := load.Count()
+		eventually(t, 5*time.Second, "writes after reload", func() bool { return load.Count() > n+50 })
 	}
-	load.finish()
+	results := load.Stop()
 
 	if got := follower.Received(); got != 0 {
 		t.Errorf("the follower received %d requests", got)
 	}
-	non200, errs := load.failures()
-	if len(non200) > 0 {
-		t.Errorf("statuses other than 200: %v", non200)
-	}
-	checkExactlyOnce(t, load, c)
+	failed := checkWrites(t, results, c)
 	// Caddy itself may drop a connection that its old server accepted as a
 	// reload stops it; that is Caddy's reload, not routing.
-	t.Logf("%d writes, all on the leader; %d connections dropped by the reloads: %v", load.count(), len(errs), errs)
+	t.Logf("%d writes, all on the leader; %d connections dropped by the reloads", len(results), len(failed))
 }
 
 // Killing the leader: the new leader gets the traffic; requests the dead
@@ -196,13 +98,13 @@ func TestLeaderCrash(t *testing.T) {
 			c := newCluster(t, 2, 1500*time.Millisecond, 300*time.Millisecond)
 			tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 			load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 3*time.Second)
-			eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 20 })
+			eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 
 			killed := time.Now()
 			c.Node("node-a").Kill(mode.kill)
 			newLeader := c.Node("node-b")
 			eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(newLeader.Executed()) > 20 })
-			load.finish()
+			results := load.Stop()
 
 			first := newLeader.Executed()[0]
 			acq, _ := c.AcquisitionOf(first.Epoch)
@@ -211,11 +113,7 @@ func TestLeaderCrash(t *testing.T) {
 			if delay > time.Second {
 				t.Errorf("routing delay %v", delay)
 			}
-			checkExactlyOnce(t, load, c)
-			non200, errs := load.failures()
-			if len(non200) > 0 {
-				t.Errorf("statuses other than 200: %v", non200)
-			}
+			failed := checkWrites(t, results, c)
 			// Only writes that the dying leader accepted may fail: those in
 			// flight when it was killed and, for a hung leader, those sent
 			// before a probe timed out (interval + timeout).
@@ -223,10 +121,12 @@ func TestLeaderCrash(t *testing.T) {
 			if mode.kill == fakecluster.KillHang {
 				window += 400 * time.Millisecond
 			}
-			if late := load.errorsSentAfter(killed.Add(window)); len(late) > 0 {
-				t.Errorf("%d writes sent after the dead leader was known failed: %v", len(late), late)
+			for _, r := range failed {
+				if r.Sent.After(killed.Add(window)) {
+					t.Errorf("write %s sent %v after the kill failed: %v", r.ID, r.Sent.Sub(killed), r.Err)
+				}
 			}
-			t.Logf("%d writes, %d failed (accepted by the dying leader)", load.count(), len(errs))
+			t.Logf("%d writes, %d failed (accepted by the dying leader)", len(results), len(failed))
 		})
 	}
 }
@@ -237,19 +137,70 @@ func TestPlannedStopIsInvisible(t *testing.T) {
 	c := newCluster(t, 2, 2*time.Second, 400*time.Millisecond)
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 	load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 5*time.Second)
-	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.count() > 20 })
+	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 	c.Node("node-a").Stop()
 	eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(c.Node("node-b").Executed()) > 20 })
-	load.finish()
+	results := load.Stop()
 
-	non200, errs := load.failures()
-	if len(non200) > 0 || len(errs) > 0 {
-		t.Errorf("client-visible failures in a planned stop: statuses %v, errors %v", non200, errs)
+	for _, r := range checkWrites(t, results, c) {
+		t.Errorf("write %s failed in a planned stop: %v", r.ID, r.Err)
 	}
-	checkExactlyOnce(t, load, c)
 	first := c.Node("node-b").Executed()[0]
 	acq, _ := c.AcquisitionOf(first.Epoch)
-	t.Logf("%d writes; routing delay %v", load.count(), first.At.Sub(acq.At))
+	t.Logf("%d writes; routing delay %v", len(results), first.At.Sub(acq.At))
+
+	// The leader change is logged and counted.
+	b := c.Node("node-b").Addr()
+	if lines := tc.logLines(`"msg":"leader"`); len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"node":"`+b+`","epoch":2,"failover":true`) {
+		t.Errorf("no log line for the new leader %s at epoch 2: %v", b, lines)
+	}
+	metrics := tc.adminGet("/metrics")
+	for _, want := range []string{
+		`caddy_ha_leader{pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"} 1`,
+		`caddy_ha_lease_epoch{pool="` + c.Node("node-a").Addr() + "," + b + `"} 2`,
+		`caddy_ha_failovers_total{pool="` + c.Node("node-a").Addr() + "," + b + `"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// Every prober stops when the config that uses it is unloaded.
+func TestProbersStopWithTheirConfig(t *testing.T) {
+	c := newCluster(t, 2, 3*time.Second, time.Second)
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "5s"))
+	resp, err := http.Get(tc.url("/api/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := countPools(); n != 1 {
+		t.Fatalf("%d probers running, want 1", n)
+	}
+	// A reload with the same probe settings keeps the prober.
+	tc.load(c, "", fmt.Sprintf(leaderSite, "6s"))
+	if n := countPools(); n != 1 {
+		t.Fatalf("%d probers after reload, want 1", n)
+	}
+	// Other probe settings replace it.
+	tc.load(c, "", strings.Replace(fmt.Sprintf(leaderSite, "6s"), "interval 200ms", "interval 300ms", 1))
+	if n := countPools(); n != 1 {
+		t.Fatalf("%d probers after a reload with new settings, want 1", n)
+	}
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Destruct stops the prober and waits for its goroutines.
+	if n := countPools(); n != 0 {
+		t.Fatalf("%d probers left after stop", n)
+	}
+}
+
+func countPools() int {
+	n := 0
+	leaderPools.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
 
 // A mutating request refused by a node that has just become a follower is
@@ -314,7 +265,7 @@ func TestFollowerRefusalReplay(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "30" {
 		t.Fatalf("status %d Retry-After %q, want the follower's 503 with Retry-After 30", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
-	if executions(c)["too-large"] != 0 {
+	if c.ExecutedIDs()["too-large"] != 0 {
 		t.Fatal("the unbuffered request executed")
 	}
 }

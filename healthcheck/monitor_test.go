@@ -46,7 +46,9 @@ func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
 
 var errHang = errors.New("hang")
 
-func leaderAt(epoch int64) Result { return Result{Answered: true, Status: 200, Leader: true, Epoch: epoch} }
+func leaderAt(epoch int64) Result {
+	return Result{Answered: true, Status: 200, Leader: true, Epoch: epoch}
+}
 
 var (
 	follower = Result{Answered: true, Status: 503}

@@ -20,7 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -29,7 +29,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -156,72 +155,18 @@ func freeAddr() string {
 	return ln.Addr().String()
 }
 
-// load is an open-loop stream of writes.
-type load struct {
-	mu      sync.Mutex
-	results []result
-	stop    chan struct{}
-	wg      sync.WaitGroup
+func startLoad(url string) *fakecluster.Writes {
+	return fakecluster.StartWrites(url, time.Second/time.Duration(*rate), *timeout, &http.Transport{MaxIdleConnsPerHost: 512})
 }
 
-type result struct {
-	id         string
-	sent, done time.Time
-	status     int
-	err        error
-}
-
-func startLoad(url string) *load {
-	l := &load{stop: make(chan struct{})}
-	client := &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
-	every := time.Second / time.Duration(*rate)
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for seq := 0; ; seq++ {
-			select {
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
-				r := result{id: fmt.Sprint(seq), sent: time.Now()}
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{}`))
-				req.Header.Set("X-Request-Id", r.id)
-				resp, err := client.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					r.status = resp.StatusCode
-				}
-				r.err, r.done = err, time.Now()
-				l.mu.Lock()
-				l.results = append(l.results, r)
-				l.mu.Unlock()
-			}()
-		}
-	}()
-	return l
-}
-
-func (l *load) finish() []result {
-	close(l.stop)
-	l.wg.Wait()
-	return l.results
-}
-
-func errorKind(r result) string {
+func errorKind(r fakecluster.WriteResult) string {
 	var ne net.Error
 	switch {
-	case r.err == nil && r.status == 200:
+	case r.Err == nil && r.Status == 200:
 		return ""
-	case r.err == nil:
-		return fmt.Sprint(r.status)
-	case errors.As(r.err, &ne) && ne.Timeout():
+	case r.Err == nil:
+		return fmt.Sprint(r.Status)
+	case errors.As(r.Err, &ne) && ne.Timeout():
 		return "timeout"
 	default:
 		return "conn-error"
@@ -273,7 +218,7 @@ func runFailover(p proxy, mode string) (m measurement) {
 	cfg := p.config(listen, admin, nodes)
 	url := "http://" + listen + "/api/orders"
 
-	var l *load
+	var l *fakecluster.Writes
 	if mode == "start" || mode == "reload" {
 		l = startLoad(url) // writes already arrive while the proxy starts
 	}
@@ -294,29 +239,31 @@ func runFailover(p proxy, mode string) (m measurement) {
 	}()
 	if err := waitReady(url); err != nil {
 		if l != nil {
-			l.finish()
+			l.Stop()
 		}
 		return measurement{err: err}
 	}
 	switch mode {
 	case "start":
 		time.Sleep(2 * time.Second)
-		l.finish()
+		l.Stop()
 		return measurement{followerHits: follower.Received()}
 	case "reload":
 		time.Sleep(time.Second)
 		before := follower.Received()
 		if err := p.reload(dir, cfg, admin); err != nil {
-			l.finish()
+			l.Stop()
 			return measurement{err: err}
 		}
 		time.Sleep(2 * time.Second)
-		l.finish()
+		l.Stop()
 		return measurement{followerHits: follower.Received() - before}
 	}
 
 	l = startLoad(url)
-	time.Sleep(2 * time.Second)
+	// The event falls at a random point of the renew cycle, as in life
+	// (the nodes' ticks started with the cluster).
+	time.Sleep(2*time.Second + rand.N(*renew))
 	at := time.Now()
 	if mode == "kill" {
 		c.Node("node-a").Kill(fakecluster.KillRefuse)
@@ -336,30 +283,25 @@ func runFailover(p proxy, mode string) (m measurement) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	results := l.finish()
+	results := l.Stop()
 	if firstOnNew.IsZero() {
 		return measurement{err: errors.New("the new leader served no write within 30s")}
 	}
 	acq, _ := c.AcquisitionOf(2)
 	m = measurement{routingDelay: firstOnNew.Sub(acq.At), errors: map[string]int{}}
-	executed := map[string]bool{}
-	for _, n := range c.Nodes() {
-		for _, e := range n.Executed() {
-			executed[e.RequestID] = true
-		}
-	}
+	executed := c.ExecutedIDs()
 	var firstOK time.Time
 	for _, r := range results {
 		if k := errorKind(r); k != "" {
 			m.errors[k]++
-			if executed[r.id] {
+			if executed[r.ID] > 0 {
 				m.ghosts++
 			}
-			if r.sent.After(at.Add(50 * time.Millisecond)) {
+			if r.Sent.After(at.Add(50 * time.Millisecond)) {
 				m.errorsLate++
 			}
-		} else if r.sent.After(at) && (firstOK.IsZero() || r.done.Before(firstOK)) {
-			firstOK = r.done
+		} else if r.Sent.After(at) && (firstOK.IsZero() || r.Done.Before(firstOK)) {
+			firstOK = r.Done
 		}
 	}
 	m.outage = firstOK.Sub(at)
@@ -472,4 +414,3 @@ func formatErrors(errs map[string]int, late int) string {
 	}
 	return strings.Join(parts, " ") + fmt.Sprintf(" (late %d)", late)
 }
-
