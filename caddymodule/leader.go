@@ -442,6 +442,9 @@ func (s *LeaderSelection) isReplayable(r *http.Request) bool {
 	if isSafeMethod(r.Method) && (s.leaderPaths == nil || !s.leaderPaths.Match(r)) {
 		return false
 	}
+	if caddyhttp.IsIncremental(r.Header) {
+		return false // streamed, never buffered
+	}
 	if s.replayLimit < 0 {
 		return r.ContentLength >= 0
 	}

@@ -44,6 +44,7 @@ var (
 	renew      = flag.Duration("renew", 2*time.Second, "renew interval of the fake cluster")
 	timeout    = flag.Duration("client-timeout", 2*time.Second, "timeout of each write")
 	only       = flag.String("only", "", "comma-separated proxies to run (seed,tuned,haproxy,ours)")
+	modes      = flag.String("modes", "start,kill,stop", "comma-separated measurements: start (start and reload), kill, stop")
 )
 
 // proxy is one contender: how to write its config and start it.
@@ -51,7 +52,9 @@ type proxy struct {
 	name   string
 	config func(listen, admin string, nodes []string) string
 	start  func(dir, cfg string) (*exec.Cmd, error)
-	reload func(dir, cfg, admin string) error // nil: not measured
+	// reload reloads the config; it returns the process that serves from
+	// then on if that is a new one.
+	reload func(dir, cfg, admin string, running *exec.Cmd) (*exec.Cmd, error)
 }
 
 func caddyConfig(site string) func(listen, admin string, nodes []string) string {
@@ -71,17 +74,17 @@ func startCaddy(dir, cfg string) (*exec.Cmd, error) {
 	return cmd, cmd.Start()
 }
 
-func reloadCaddy(dir, cfg, admin string) error {
+func reloadCaddy(dir, cfg, admin string, _ *exec.Cmd) (*exec.Cmd, error) {
 	path := filepath.Join(dir, "Caddyfile")
 	// A changed config, as an operator's reload would be.
 	if err := os.WriteFile(path, []byte(cfg+"\n# reloaded\n"), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	out, err := exec.Command(*caddyBin, "reload", "--config", path, "--adapter", "caddyfile", "--address", admin, "--force").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("caddy reload: %v: %s", err, out)
+		return nil, fmt.Errorf("caddy reload: %v: %s", err, out)
 	}
-	return nil
+	return nil, nil
 }
 
 func proxies() []proxy {
@@ -90,7 +93,7 @@ func proxies() []proxy {
 			start: startCaddy, reload: reloadCaddy},
 		{name: "tuned", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1\n\t\tlb_try_duration 15s\n\t\tlb_retry_match {\n\t\t\texpression `{rp.status_code} in [503]`\n\t\t}"),
 			start: startCaddy, reload: reloadCaddy},
-		{name: "haproxy", config: haproxyConfig, start: startHAProxy},
+		{name: "haproxy", config: haproxyConfig, start: startHAProxy, reload: reloadHAProxy},
 		{name: "ours", config: caddyConfig("\t\tlb_policy leader {\n\t\t\thold 15s\n\t\t}"),
 			start: startCaddy, reload: reloadCaddy},
 	}
@@ -136,6 +139,22 @@ func startHAProxy(dir, cfg string) (*exec.Cmd, error) {
 	cmd := exec.Command(*haproxyBin, "-db", "-f", path)
 	cmd.Stderr = mustCreate(filepath.Join(dir, "haproxy.log"))
 	return cmd, cmd.Start()
+}
+
+// reloadHAProxy does HAProxy's soft reload: a new process takes over the
+// listener and the old one (-sf) finishes what it has.
+func reloadHAProxy(dir, cfg, _ string, running *exec.Cmd) (*exec.Cmd, error) {
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg+"\n# reloaded\n"), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(*haproxyBin, "-db", "-f", path, "-sf", fmt.Sprint(running.Process.Pid))
+	cmd.Stderr = mustCreate(filepath.Join(dir, "haproxy-reloaded.log"))
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go running.Wait()
+	return cmd, nil
 }
 
 func mustCreate(path string) *os.File {
@@ -227,6 +246,7 @@ func runFailover(p proxy, mode string) (m measurement) {
 		return measurement{err: err}
 	}
 	defer func() {
+		// cmd is the process serving at the end (a reload may replace it).
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -251,9 +271,13 @@ func runFailover(p proxy, mode string) (m measurement) {
 	case "reload":
 		time.Sleep(time.Second)
 		before := follower.Received()
-		if err := p.reload(dir, cfg, admin); err != nil {
+		next, err := p.reload(dir, cfg, admin, cmd)
+		if err != nil {
 			l.Stop()
 			return measurement{err: err}
+		}
+		if next != nil {
+			cmd = next
 		}
 		time.Sleep(2 * time.Second)
 		l.Stop()
@@ -344,6 +368,18 @@ func main() {
 	}
 	fmt.Printf("fake cluster: lease TTL %v, renew %v; %d writes/s, client timeout %v, %d runs each\n\n", *ttl, *renew, *rate, *timeout, *runs)
 
+	want := strings.Split(*modes, ",")
+	if slices.Contains(want, "start") {
+		measureStartAndReload(selected)
+	}
+	for _, mode := range []string{"kill", "stop"} {
+		if slices.Contains(want, mode) {
+			measureFailover(selected, mode)
+		}
+	}
+}
+
+func measureStartAndReload(selected []proxy) {
 	fmt.Println("writes that reached the follower (sum over runs)")
 	fmt.Printf("%-8s %12s %12s\n", "proxy", "after start", "after reload")
 	for _, p := range selected {
@@ -364,30 +400,30 @@ func main() {
 		}
 		fmt.Printf("%-8s %12d %12s\n", p.name, start, reloadCol)
 	}
+}
 
-	for _, mode := range []string{"kill", "stop"} {
-		fmt.Printf("\nleader %s (%s)\n", mode, map[string]string{"kill": "crash: port refuses, lease runs out", "stop": "planned: lease released, then stop"}[mode])
-		fmt.Printf("%-8s %24s %24s %7s %s\n", "proxy", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
-		for _, p := range selected {
-			var delays, outages []time.Duration
-			errs := map[string]int{}
-			late, ghosts := 0, 0
-			for range *runs {
-				m := runFailover(p, mode)
-				if m.err != nil {
-					fmt.Printf("%-8s run failed: %v\n", p.name, m.err)
-					continue
-				}
-				delays = append(delays, m.routingDelay)
-				outages = append(outages, m.outage)
-				for k, v := range m.errors {
-					errs[k] += v
-				}
-				late += m.errorsLate
-				ghosts += m.ghosts
+func measureFailover(selected []proxy, mode string) {
+	fmt.Printf("\nleader %s (%s)\n", mode, map[string]string{"kill": "crash: port refuses, lease runs out", "stop": "planned: lease released, then stop"}[mode])
+	fmt.Printf("%-8s %24s %24s %7s %s\n", "proxy", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
+	for _, p := range selected {
+		var delays, outages []time.Duration
+		errs := map[string]int{}
+		late, ghosts := 0, 0
+		for range *runs {
+			m := runFailover(p, mode)
+			if m.err != nil {
+				fmt.Printf("%-8s run failed: %v\n", p.name, m.err)
+				continue
 			}
-			fmt.Printf("%-8s %24s %24s %7d %s\n", p.name, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
+			delays = append(delays, m.routingDelay)
+			outages = append(outages, m.outage)
+			for k, v := range m.errors {
+				errs[k] += v
+			}
+			late += m.errorsLate
+			ghosts += m.ghosts
 		}
+		fmt.Printf("%-8s %24s %24s %7d %s\n", p.name, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
 	}
 }
 
