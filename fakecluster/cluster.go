@@ -7,6 +7,7 @@
 package fakecluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +25,8 @@ type Config struct {
 	// BasePort, if set, puts node i on 127.0.0.1:BasePort+i; otherwise
 	// each node gets a free port.
 	BasePort int
+	// TLS, if set, makes the nodes serve HTTPS with it.
+	TLS *tls.Config
 }
 
 // Acquisition records one lease acquisition: the moment a node became leader.

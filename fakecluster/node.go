@@ -2,6 +2,7 @@ package fakecluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +70,8 @@ type Node struct {
 	unhang     chan struct{} // closed when a hung node is started or halted again
 	staleEpoch int64         // > 0: answers as a leader of this epoch whatever the lease says
 	executed   []Execution
-	received   int // requests other than probes, whatever the answer
+	received   int    // requests other than probes, whatever the answer
+	probeHost  string // Host header of the last leader probe
 }
 
 func newNode(c *Cluster, id, addr string) *Node {
@@ -83,7 +85,19 @@ func (n *Node) ID() string { return n.id }
 func (n *Node) Addr() string { return n.addr }
 
 // URL returns the node's base URL.
-func (n *Node) URL() string { return "http://" + n.addr }
+func (n *Node) URL() string {
+	if n.cluster.cfg.TLS != nil {
+		return "https://" + n.addr
+	}
+	return "http://" + n.addr
+}
+
+// ProbeHost returns the Host header of the last /healthz/leader request.
+func (n *Node) ProbeHost() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.probeHost
+}
 
 // Start starts a stopped or killed node: it listens again and takes part
 // in the lease from its first renew tick, which runs at once.
@@ -102,6 +116,9 @@ func (n *Node) start() error {
 	}
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
+	}
+	if n.cluster.cfg.TLS != nil {
+		ln = tls.NewListener(ln, n.cluster.cfg.TLS)
 	}
 	srv := &http.Server{Handler: n, ReadHeaderTimeout: 10 * time.Second}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -255,11 +272,14 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if !strings.HasPrefix(r.URL.Path, "/healthz/") {
-		n.mu.Lock()
+	n.mu.Lock()
+	switch {
+	case r.URL.Path == "/healthz/leader":
+		n.probeHost = r.Host
+	case !strings.HasPrefix(r.URL.Path, "/healthz/"):
 		n.received++
-		n.mu.Unlock()
 	}
+	n.mu.Unlock()
 	leader, lv := n.role()
 	w.Header().Set("X-Node-Id", n.id)
 	w.Header().Set("X-Lease-Epoch", strconv.FormatInt(lv.epoch, 10))

@@ -1,0 +1,106 @@
+package caddymodule
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+)
+
+// testPKI makes a CA (written to a PEM file) and a server certificate it
+// signs for nodepilot.internal.example.
+func testPKI(t *testing.T) (caFile string, server *tls.Config) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "caddy-ha test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "nodepilot.internal.example"},
+		DNSNames:  []string{"nodepilot.internal.example"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+}
+
+// Probes reach TLS nodes the way proxied requests do (server name, trust
+// pool) with the configured Host header, as the seed's HAProxy checks do
+// with verify required; a node whose certificate does not verify is never
+// taken for the leader.
+func TestProbesOverTLS(t *testing.T) {
+	caFile, serverTLS := testPKI(t)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	site := `reverse_proxy {upstreams} {
+		lb_policy leader {
+			host nodepilot.internal.example
+			interval 100ms
+			hold 500ms
+			%s
+		}
+		transport http {
+			tls
+			tls_server_name nodepilot.internal.example
+			tls_trust_pool file ` + caFile + `
+		}
+	}`
+	tc := startCaddy(t, c, "", fmt.Sprintf(site, ""))
+	post := func() *http.Response {
+		resp, err := http.Post(tc.url("/api/orders"), "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post(); resp.StatusCode != 200 || resp.Header.Get("X-Node-Id") != "node-a" {
+		t.Fatalf("status %d from %q, want 200 from node-a", resp.StatusCode, resp.Header.Get("X-Node-Id"))
+	}
+	if h := c.Node("node-a").ProbeHost(); h != "nodepilot.internal.example" {
+		t.Fatalf("probe Host %q", h)
+	}
+
+	// Probes that trust another CA cannot verify the nodes: no leader.
+	otherCA, _ := testPKI(t)
+	tc.load(c, "", fmt.Sprintf(site, "tls_ca "+otherCA))
+	if resp := post(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d Retry-After %q with unverifiable nodes, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
