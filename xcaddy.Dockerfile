@@ -4,7 +4,8 @@ FROM golang:1.26 AS build
 RUN go install github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5
 WORKDIR /src
 COPY . .
-RUN xcaddy build v2.11.9 --with github.com/caddy-ha/caddy-ha=/src --output /usr/bin/caddy
+# @v0.0.0 pins the local checkout without asking the module proxy for it.
+RUN xcaddy build v2.11.9 --with github.com/caddy-ha/caddy-ha@v0.0.0=/src --output /usr/bin/caddy
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/*

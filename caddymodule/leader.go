@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -117,6 +118,20 @@ func (*LeaderSelection) CaddyModule() caddy.ModuleInfo {
 // leaderPools shares one prober per upstream set and probe settings
 // across config reloads, so that a reload keeps the known leader.
 var leaderPools = caddy.NewUsagePool()
+
+// epochFloors keeps the highest epoch led per pool name, so that a prober
+// that replaces another (new probe settings) never takes an older epoch
+// for the leader.
+var epochFloors sync.Map // pool name -> int64
+
+func raiseEpochFloor(pool string, epoch int64) {
+	for {
+		old, loaded := epochFloors.LoadOrStore(pool, epoch)
+		if !loaded || old.(int64) >= epoch || epochFloors.CompareAndSwap(pool, old, epoch) {
+			return
+		}
+	}
+}
 
 // leaderPool is a running monitor in leaderPools.
 type leaderPool struct {
@@ -251,6 +266,9 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		for _, a := range addrs {
 			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
 		}
+		if floor, ok := epochFloors.Load(name); ok {
+			mon.RaiseEpochFloor(floor.(int64))
+		}
 		mon.Start()
 		return &leaderPool{mon: mon, obs: obs}, nil
 	})
@@ -374,7 +392,7 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 	mon := s.pool.mon
 	tried, _ := caddyhttp.GetVar(ctx, s.triedKey).(*healthcheck.Node)
 	if tried == nil {
-		if s.readsAny && s.isReadAnyRequest(r) {
+		if s.readsAny && !s.changesState(r) {
 			if n := mon.Readable(); n != nil {
 				return s.pick(pool, n, r)
 			}
@@ -431,15 +449,15 @@ func isSafeMethod(method string) bool {
 	return false
 }
 
-// isReadAnyRequest: a safe method on a path not reserved for the leader.
-func (s *LeaderSelection) isReadAnyRequest(r *http.Request) bool {
-	return isSafeMethod(r.Method) && (s.leaderPaths == nil || !s.leaderPaths.Match(r))
+// changesState: an unsafe method, or any method on a leader path. Only
+// the leader may serve it.
+func (s *LeaderSelection) changesState(r *http.Request) bool {
+	return !isSafeMethod(r.Method) || (s.leaderPaths != nil && s.leaderPaths.Match(r))
 }
 
-// isReplayable: a request that changes state (an unsafe method, or a
-// leader path) whose body was buffered whole.
+// isReplayable: a request that changes state whose body was buffered whole.
 func (s *LeaderSelection) isReplayable(r *http.Request) bool {
-	if isSafeMethod(r.Method) && (s.leaderPaths == nil || !s.leaderPaths.Match(r)) {
+	if !s.changesState(r) {
 		return false
 	}
 	if caddyhttp.IsIncremental(r.Header) {

@@ -110,6 +110,7 @@ type Monitor struct {
 	rr       atomic.Uint64
 
 	mu           sync.Mutex
+	allProbed    bool // every node has been probed once: claims can be compared
 	maxEpoch     int64
 	changed      chan struct{} // closed and replaced when a leader is found
 	lastLeader   string        // addr@epoch of the last leader, for failover counts
@@ -135,6 +136,21 @@ func NewMonitor(name string, addrs []string, cfg Config, prober Prober, obs Obse
 	}
 	m.readable.Store(&[]*Node{})
 	return m, nil
+}
+
+// RaiseEpochFloor makes epochs below e stale from the start, e.g. the
+// highest epoch an earlier monitor of the same nodes saw.
+func (m *Monitor) RaiseEpochFloor(e int64) {
+	m.mu.Lock()
+	m.maxEpoch = max(m.maxEpoch, e)
+	m.mu.Unlock()
+}
+
+// HighestEpoch returns the highest epoch any node has claimed.
+func (m *Monitor) HighestEpoch() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.maxEpoch
 }
 
 // Name returns the pool's name.
@@ -270,9 +286,17 @@ func (m *Monitor) eligible(n *Node, now time.Time) bool {
 func (m *Monitor) recomputeLocked(reason string) {
 	now := time.Now()
 	prev := m.leader.Load()
+	if !m.allProbed {
+		// A stale leader may answer before the real one: no leader until
+		// every node has had its say once (answered or failed).
+		m.allProbed = true
+		for _, n := range m.nodes {
+			m.allProbed = m.allProbed && !n.last.Started.IsZero()
+		}
+	}
 	var next *Node
 	for _, n := range m.nodes {
-		if m.eligible(n, now) && (next == nil || n == prev) {
+		if m.allProbed && m.eligible(n, now) && (next == nil || n == prev) {
 			next = n
 		}
 	}

@@ -12,11 +12,12 @@ import (
 type scriptedProber struct {
 	mu      sync.Mutex
 	answers map[string]Result
+	delays  map[string]time.Duration
 	count   map[string]int
 }
 
 func newScripted() *scriptedProber {
-	return &scriptedProber{answers: map[string]Result{}, count: map[string]int{}}
+	return &scriptedProber{answers: map[string]Result{}, delays: map[string]time.Duration{}, count: map[string]int{}}
 }
 
 func (p *scriptedProber) set(addr string, r Result) {
@@ -34,9 +35,16 @@ func (p *scriptedProber) probes(addr string) int {
 func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
 	p.mu.Lock()
 	r, ok := p.answers[addr]
+	delay := p.delays[addr]
 	p.count[addr]++
 	p.mu.Unlock()
 	r.Started = time.Now()
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
+	}
 	if !ok || r.Err == errHang {
 		<-ctx.Done()
 		return Result{Started: r.Started, Err: ctx.Err(), Duration: time.Since(r.Started)}
@@ -349,5 +357,43 @@ func BenchmarkLeader(b *testing.B) {
 		if m.Leader() == nil {
 			b.Fatal("no leader")
 		}
+	}
+}
+
+// At start a stale leader may answer first: nobody leads until every node
+// has been probed once.
+func TestNoLeaderBeforeEveryNodeWasProbed(t *testing.T) {
+	p := newScripted()
+	p.set("stale", leaderAt(7))
+	p.set("slow", leaderAt(8))
+	p.delays["slow"] = 20 * time.Millisecond // within the 30ms timeout
+	m, rec := startMonitor(t, p, testConfig(), "stale", "slow")
+	eventually(t, "the real leader", func() bool { return leaderAddr(m) == "slow" })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, c := range rec.changes {
+		if c.To == "stale" {
+			t.Fatalf("the stale node led before the other node answered: %+v", rec.changes)
+		}
+	}
+}
+
+func TestEpochFloorFromAnEarlierMonitor(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(7))
+	rec := &recorder{}
+	m, err := NewMonitor("pool", []string{"a"}, testConfig(), p, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.RaiseEpochFloor(8)
+	m.Start()
+	t.Cleanup(m.Stop)
+	eventually(t, "a probed", func() bool { return p.probes("a") >= 3 })
+	if got := leaderAddr(m); got != "" {
+		t.Fatalf("epoch 7 leads although epoch 8 was seen before: %q", got)
+	}
+	if m.HighestEpoch() != 8 {
+		t.Fatalf("highest epoch %d", m.HighestEpoch())
 	}
 }

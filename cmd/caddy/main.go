@@ -6,7 +6,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/caddy-ha/caddy-ha/caddymodule"
+	_ "github.com/caddy-ha/caddy-ha"
 )
 
 func main() {
