@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -119,18 +118,18 @@ func (*LeaderSelection) CaddyModule() caddy.ModuleInfo {
 // across config reloads, so that a reload keeps the known leader.
 var leaderPools = caddy.NewUsagePool()
 
-// epochFloors keeps the highest epoch led per pool name, so that a prober
-// that replaces another (new probe settings) never takes an older epoch
-// for the leader.
-var epochFloors sync.Map // pool name -> int64
-
-func raiseEpochFloor(pool string, epoch int64) {
-	for {
-		old, loaded := epochFloors.LoadOrStore(pool, epoch)
-		if !loaded || old.(int64) >= epoch || epochFloors.CompareAndSwap(pool, old, epoch) {
-			return
+// epochFloor is the highest epoch that the running probers of the same
+// nodes have seen: a prober that replaces another (new probe settings, in
+// a reload) must not take an older epoch for the leader.
+func epochFloor(name string) int64 {
+	var floor int64
+	leaderPools.Range(func(_, value any) bool {
+		if p, ok := value.(*leaderPool); ok && p.mon.Name() == name {
+			floor = max(floor, p.mon.HighestEpoch())
 		}
-	}
+		return true
+	})
+	return floor
 }
 
 // leaderPool is a running monitor in leaderPools.
@@ -257,6 +256,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		TLS    [2]string
 	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), [2]string{s.TLSServerName, s.TLSCA}})
 	s.poolKey = string(settings)
+	floor := epochFloor(name)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
 		obs := &leaderObserver{}
 		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, obs)
@@ -266,9 +266,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		for _, a := range addrs {
 			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
 		}
-		if floor, ok := epochFloors.Load(name); ok {
-			mon.RaiseEpochFloor(floor.(int64))
-		}
+		mon.RaiseEpochFloor(floor)
 		mon.Start()
 		return &leaderPool{mon: mon, obs: obs}, nil
 	})

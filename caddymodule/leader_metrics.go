@@ -109,7 +109,6 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	o.mu.Lock()
 	o.noLeaderLogged, o.refusedLogged = false, false
 	o.mu.Unlock()
-	raiseEpochFloor(c.Pool, c.Epoch)
 	leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
 	leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
 	if c.Failover {

@@ -424,7 +424,20 @@ func TestStaleLeaderGetsNoTraffic(t *testing.T) {
 	if a.Received() != before {
 		t.Fatalf("the stale leader received %d requests", a.Received()-before)
 	}
-	_ = b
+
+	// The real leader dies and a reload brings new probe settings, hence a
+	// new prober: it still knows epoch 2 and never takes a for the leader.
+	b.Kill(fakecluster.KillRefuse)
+	tc.load(c, "", strings.Replace(fmt.Sprintf(leaderSite, "300ms"), "interval 200ms", "interval 250ms", 1))
+	req, _ := http.NewRequest(http.MethodPost, tc.url("/api/orders"), strings.NewReader("{}"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || a.Received() != before {
+		t.Fatalf("status %d, stale leader received %d: want 503 and nothing sent to it", resp.StatusCode, a.Received()-before)
+	}
 }
 
 // caddy adapt of Caddyfile.example succeeds; bad config fails clearly.
