@@ -111,10 +111,11 @@ func (tc *testCaddy) logLines(s string) []string {
 	return out
 }
 
-// newCluster starts a fake cluster with a short lease.
+// newCluster starts a fake cluster with a short lease, whose planned stops
+// serve as followers for 250ms before closing the port.
 func newCluster(t testing.TB, nodes int, ttl, renew time.Duration) *fakecluster.Cluster {
 	t.Helper()
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: ttl, RenewInterval: renew}, nodes)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: ttl, RenewInterval: renew, StopDrain: 250 * time.Millisecond}, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}

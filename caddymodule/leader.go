@@ -3,8 +3,10 @@
 package caddymodule
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/healthcheck"
 )
@@ -99,7 +102,7 @@ type LeaderSelection struct {
 	pool        *leaderPool
 	poolKey     string
 	triedKey    string
-	deadlineKey string
+	holdFor     time.Duration // hold, or the reverse_proxy's longer try_duration
 	leaderPaths caddyhttp.MatchPath
 	replayLimit int64 // the handler's request_buffers; -1: unlimited
 	retryAfter  string
@@ -134,12 +137,14 @@ func epochFloor(name string) int64 {
 
 // leaderPool is a running monitor in leaderPools.
 type leaderPool struct {
-	mon *healthcheck.Monitor
-	obs *leaderObserver
+	mon    *healthcheck.Monitor
+	obs    *leaderObserver
+	prober *healthcheck.HTTPProber
 }
 
 func (p *leaderPool) Destruct() error {
 	p.mon.Stop()
+	p.prober.Client.CloseIdleConnections()
 	return nil
 }
 
@@ -203,6 +208,11 @@ func (s *LeaderSelection) Validate() error {
 	case s.ReplayBuffer < 0:
 		return errors.New("lb_policy leader: replay_buffer must not be negative")
 	}
+	for _, p := range s.LeaderPaths {
+		if !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "*") {
+			return fmt.Errorf("lb_policy leader: leader_paths: %q must start with / (or *)", p)
+		}
+	}
 	return nil
 }
 
@@ -234,7 +244,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		return errors.New("lb_policy leader: reverse_proxy has no upstreams")
 	}
 
-	prober, err := s.prober(h)
+	prober, tlsKey, err := s.prober(h)
 	if err != nil {
 		return err
 	}
@@ -253,8 +263,8 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		Addrs  []string
 		Probe  healthcheck.HTTPProber
 		Health healthcheck.Config
-		TLS    [2]string
-	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), [2]string{s.TLSServerName, s.TLSCA}})
+		TLS    string
+	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), tlsKey})
 	s.poolKey = string(settings)
 	floor := epochFloor(name)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
@@ -268,14 +278,13 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		}
 		mon.RaiseEpochFloor(floor)
 		mon.Start()
-		return &leaderPool{mon: mon, obs: obs}, nil
+		return &leaderPool{mon: mon, obs: obs, prober: prober}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
 	}
 	s.pool = val.(*leaderPool)
 	s.triedKey = "ha.leader.tried." + name
-	s.deadlineKey = "ha.leader.deadline." + name
 	s.readsAny = s.Reads == "any"
 	s.retryAfter = strconv.Itoa(int((time.Duration(s.RetryAfter) + time.Second - 1) / time.Second))
 
@@ -294,23 +303,27 @@ func enclosingProxy(ctx caddy.Context) *reverseproxy.Handler {
 }
 
 // prober builds the probe client the way the proxy reaches the upstreams:
-// the transport's scheme and TLS settings, with the policy's overrides.
-func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProber, error) {
+// the transport's scheme and TLS settings, with the policy's overrides. It
+// also returns a key of those TLS settings, so that changing them (or the
+// tls_ca file) gives a new prober.
+func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProber, string, error) {
 	scheme := "http"
 	var tlsConf *tls.Config
+	var tlsKey []byte
 	if t, ok := h.Transport.(*reverseproxy.HTTPTransport); ok && t.TLS != nil {
 		scheme = "https"
+		tlsKey, _ = json.Marshal(t.TLS)
 		if t.Transport != nil && t.Transport.TLSClientConfig != nil {
 			tlsConf = t.Transport.TLSClientConfig.Clone()
 		}
 	} else if h.Transport != nil {
 		if _, ok := h.Transport.(*reverseproxy.HTTPTransport); !ok {
-			return nil, fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
+			return nil, "", fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
 		}
 	}
 	if s.TLSServerName != "" || s.TLSCA != "" {
 		if scheme != "https" {
-			return nil, errors.New("lb_policy leader: tls_server_name and tls_ca need a reverse_proxy transport with tls")
+			return nil, "", errors.New("lb_policy leader: tls_server_name and tls_ca need a reverse_proxy transport with tls")
 		}
 		if tlsConf == nil {
 			tlsConf = new(tls.Config)
@@ -318,21 +331,29 @@ func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProb
 	}
 	if s.TLSServerName != "" {
 		tlsConf.ServerName = s.TLSServerName
+		tlsKey = append(tlsKey, "\x00server_name="+s.TLSServerName...)
 	}
 	if s.TLSCA != "" {
 		pem, err := os.ReadFile(s.TLSCA)
 		if err != nil {
-			return nil, fmt.Errorf("lb_policy leader: tls_ca: %v", err)
+			return nil, "", fmt.Errorf("lb_policy leader: tls_ca: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("lb_policy leader: tls_ca %s: no PEM certificates", s.TLSCA)
+			return nil, "", fmt.Errorf("lb_policy leader: tls_ca %s: no PEM certificates", s.TLSCA)
 		}
 		tlsConf.RootCAs = pool
+		tlsKey = append(tlsKey, "\x00ca="...)
+		tlsKey = append(tlsKey, pem...)
 	}
-	if tlsConf != nil && strings.Contains(tlsConf.ServerName, "{") {
-		return nil, errors.New("lb_policy leader: the transport's tls_server_name has placeholders; set tls_server_name for probes")
+	if tlsConf != nil {
+		if strings.Contains(tlsConf.ServerName, "{") {
+			return nil, "", errors.New("lb_policy leader: the transport's tls_server_name has placeholders; set tls_server_name for probes")
+		}
+		// Probes speak HTTP/1.1: an upstream that offers h2 must not pick it.
+		tlsConf.NextProtos = []string{"http/1.1"}
 	}
+	sum := sha256.Sum256(tlsKey)
 	transport := &http.Transport{
 		TLSClientConfig:     tlsConf,
 		MaxIdleConnsPerHost: 1,
@@ -345,7 +366,7 @@ func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProb
 		URI:           s.URI,
 		Host:          s.Host,
 		AcceptBare200: s.AcceptBare200,
-	}, nil
+	}, hex.EncodeToString(sum[:]), nil
 }
 
 // configureDelivery sets what the reverse_proxy needs so that held
@@ -355,6 +376,12 @@ func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.H
 	lb := h.LoadBalancing
 	if lb.TryDuration == 0 {
 		lb.TryDuration = s.Hold
+	}
+	// Select waits as long as Caddy's retry loop may run, or it would spin.
+	s.holdFor = max(time.Duration(s.Hold), time.Duration(lb.TryDuration))
+	if len(lb.RetryMatchRaw) > 0 {
+		ctx.Logger().Warn("lb_retry_match entries of this reverse_proxy replay what they match without lb_policy leader's follower check",
+			zap.Int("entries", len(lb.RetryMatchRaw)))
 	}
 	if lb.TryInterval == 0 {
 		lb.TryInterval = caddy.Duration(retryInterval)
@@ -398,16 +425,24 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 		if n := mon.Leader(); n != nil {
 			return s.pick(pool, n, r)
 		}
-	} else {
+	}
+	// hold counts from the request's arrival (Caddy's start_time), not
+	// from this attempt, so that a failed attempt does not extend it.
+	start, ok := caddyhttp.GetVar(ctx, "start_time").(time.Time)
+	if !ok {
+		start = time.Now()
+	}
+	deadline := start.Add(s.holdFor)
+	if !time.Now().Before(deadline) {
+		// Spent: Caddy's retry loop, which started after the body was
+		// read, may ask again until its own try_duration ends.
+		w.Header().Set("Retry-After", s.retryAfter)
+		return nil
+	}
+	if tried != nil {
 		// Caddy retries only after a dial error or a refusal that
 		// followerRefusal confirmed; either way the node is in doubt.
 		mon.Doubt(tried, "a request to it failed")
-	}
-
-	deadline, ok := caddyhttp.GetVar(ctx, s.deadlineKey).(time.Time)
-	if !ok {
-		deadline = time.Now().Add(time.Duration(s.Hold))
-		caddyhttp.SetVar(ctx, s.deadlineKey, deadline)
 	}
 	holding := leaderMetrics.holding.WithLabelValues(mon.Name())
 	leaderMetrics.held.WithLabelValues(mon.Name()).Inc()
@@ -421,7 +456,7 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 		return pool[0]
 	}
 	if n == nil {
-		s.pool.obs.answeredNoLeader(mon.Name(), time.Duration(s.Hold))
+		s.pool.obs.answeredNoLeader(mon.Name(), s.holdFor)
 		w.Header().Set("Retry-After", s.retryAfter)
 		return nil
 	}
@@ -455,18 +490,22 @@ func (s *LeaderSelection) changesState(r *http.Request) bool {
 
 // isReplayable: a request that changes state whose body was buffered whole.
 func (s *LeaderSelection) isReplayable(r *http.Request) bool {
-	if !s.changesState(r) {
-		return false
-	}
-	if caddyhttp.IsIncremental(r.Header) {
-		return false // streamed, never buffered
-	}
-	if s.replayLimit < 0 {
-		return r.ContentLength >= 0
+	return s.changesState(r) && s.bodyBuffered(r)
+}
+
+// bodyBuffered: the request has no body, or Caddy buffered all of it.
+func (s *LeaderSelection) bodyBuffered(r *http.Request) bool {
+	switch {
+	case r.ContentLength == 0:
+		return true
+	case r.ContentLength < 0 || caddyhttp.IsIncremental(r.Header):
+		return false // streamed, never buffered whole
+	case s.replayLimit < 0:
+		return true
 	}
 	// Caddy sets ContentLength to the buffered size only when the whole
 	// body fit below the limit.
-	return r.ContentLength >= 0 && r.ContentLength < s.replayLimit
+	return r.ContentLength < s.replayLimit
 }
 
 // followerRefusal is the retry_match entry that lets Caddy replay a

@@ -36,7 +36,7 @@ func init() {
 	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failovers_total",
 		Help: "Times the pool found a leader other than the last one (another node or epoch)."}, []string{"pool"})
 	m.probe = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "probe_duration_seconds",
-		Help:    "Duration of leader probes, by outcome (leader, follower, failed).",
+		Help:    "Duration of leader probes, by outcome (leader, follower: 503, failed: no answer or another status).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"pool", "upstream", "outcome"})
 	m.held = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_requests_total",
 		Help: "Requests that waited for a leader."}, []string{"pool"})
@@ -96,7 +96,18 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	if c.From != "" {
 		leaderMetrics.leader.WithLabelValues(c.Pool, c.From).Set(0)
 	}
-	if c.To == "" {
+	if c.To != "" {
+		leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
+	}
+	o.mu.Lock()
+	outage := o.noLeaderLogged
+	o.mu.Unlock()
+	switch {
+	case c.InDoubt || c.Confirmed && !outage:
+		// A doubt that the next probe settles is not a change of leader.
+		o.logger().Debug("leader in doubt or confirmed", zap.String("pool", c.Pool), zap.String("node", c.To),
+			zap.Bool("in_doubt", c.InDoubt), zap.String("reason", c.Reason))
+	case c.To == "":
 		o.mu.Lock()
 		first := !o.noLeaderLogged
 		o.noLeaderLogged = true
@@ -104,18 +115,17 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 		if first {
 			o.logger().Warn("no leader: holding requests", zap.String("pool", c.Pool), zap.String("previous", c.From), zap.String("reason", c.Reason))
 		}
-		return
+	default:
+		o.mu.Lock()
+		o.noLeaderLogged, o.refusedLogged = false, false
+		o.mu.Unlock()
+		leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
+		if c.Failover {
+			leaderMetrics.failovers.WithLabelValues(c.Pool).Inc()
+		}
+		o.logger().Info("leader", zap.String("pool", c.Pool), zap.String("node", c.To), zap.Int64("epoch", c.Epoch),
+			zap.Bool("failover", c.Failover), zap.String("previous", c.From), zap.String("reason", c.Reason))
 	}
-	o.mu.Lock()
-	o.noLeaderLogged, o.refusedLogged = false, false
-	o.mu.Unlock()
-	leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
-	leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
-	if c.Failover {
-		leaderMetrics.failovers.WithLabelValues(c.Pool).Inc()
-	}
-	o.logger().Info("leader", zap.String("pool", c.Pool), zap.String("node", c.To), zap.Int64("epoch", c.Epoch),
-		zap.Bool("failover", c.Failover), zap.String("previous", c.From), zap.String("reason", c.Reason))
 }
 
 func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
@@ -123,7 +133,7 @@ func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
 	switch {
 	case r.Leader:
 		outcome = "leader"
-	case r.Answered:
+	case r.Answered && r.Status == 503:
 		outcome = "follower"
 	}
 	leaderMetrics.probe.WithLabelValues(pool, addr, outcome).Observe(r.Duration.Seconds())

@@ -26,7 +26,7 @@ const leaderSite = `reverse_proxy {upstreams} {
 		lb_policy leader {
 			interval 200ms
 			fast_interval 20ms
-			timeout 200ms
+			timeout 500ms
 			hold %s
 		}
 	}`
@@ -117,9 +117,9 @@ func TestLeaderCrash(t *testing.T) {
 			// Only writes that the dying leader accepted may fail: those in
 			// flight when it was killed and, for a hung leader, those sent
 			// before a probe timed out (interval + timeout).
-			window := 50 * time.Millisecond
+			window := 200 * time.Millisecond
 			if mode.kill == fakecluster.KillHang {
-				window += 400 * time.Millisecond
+				window += 800 * time.Millisecond
 			}
 			for _, r := range failed {
 				if r.Sent.After(killed.Add(window)) {
@@ -151,8 +151,8 @@ func TestPlannedStopIsInvisible(t *testing.T) {
 
 	// The leader change is logged and counted.
 	b := c.Node("node-b").Addr()
-	if lines := tc.logLines(`"msg":"leader"`); len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"node":"`+b+`","epoch":2,"failover":true`) {
-		t.Errorf("no log line for the new leader %s at epoch 2: %v", b, lines)
+	if lines := tc.logLines(`"node":"` + b + `","epoch":2,"failover":true`); len(lines) != 1 {
+		t.Errorf("%d log lines for the new leader %s at epoch 2, want 1", len(lines), b)
 	}
 	metrics := tc.adminGet("/metrics")
 	for _, want := range []string{
@@ -342,8 +342,46 @@ func TestHeldRequestOfGoneClientIsNotSent(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if got := c.Node("node-a").Received(); got != 1 {
-		t.Fatalf("node received %d requests, want only the 1 GET: held requests of gone clients were sent", got)
+	// Held requests would have been released with the GET; give them the
+	// time a released request takes, then look.
+	time.Sleep(300 * time.Millisecond)
+	for id, n := range c.ExecutedIDs() {
+		t.Errorf("write %s of a gone client executed %d times", id, n)
+	}
+	if got := c.Node("node-a").Received(); got < 1 || got > 2 {
+		t.Fatalf("node received %d requests, want the GETs only", got)
+	}
+}
+
+// A crashed leader with hold shorter than the takeover: the client gets an
+// error with Retry-After after about hold, not hold plus the failed attempt.
+func TestHoldExpiresAfterCrash(t *testing.T) {
+	c := newCluster(t, 2, 10*time.Second, time.Second)
+	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "500ms"))
+	resp, err := http.Get(tc.url("/api/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	c.Node("node-a").Kill(fakecluster.KillRefuse)
+	start := time.Now()
+	resp, err = http.Post(tc.url("/api/orders"), "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	el := time.Since(start)
+	// The first attempt could not connect, and Caddy reports the last
+	// error of its retry loop: 502 here, 503 for requests that found no
+	// leader at all. Both say when to come back.
+	if (resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusServiceUnavailable) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if el < 400*time.Millisecond || el > 2*time.Second {
+		t.Fatalf("answered after %v, want about hold (500ms)", el)
+	}
+	if c.Node("node-b").Received() != 0 {
+		t.Fatal("the follower received the write")
 	}
 }
 
@@ -506,7 +544,7 @@ func BenchmarkSelect(b *testing.B) {
 	}
 	mon.Start()
 	defer mon.Stop()
-	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench", deadlineKey: "ha.leader.deadline.bench"}
+	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench"}
 	pool := reverseproxy.UpstreamPool{{Dial: addrs[0]}, {Dial: addrs[1]}}
 	if mon.WaitLeader(context.Background(), time.Now().Add(5*time.Second)) == nil {
 		b.Fatal("no leader")

@@ -51,7 +51,8 @@ func testPKI(t *testing.T) (caFile string, server *tls.Config) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+	// The nodes offer HTTP/2 as Kestrel does; probes must still work.
+	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}, NextProtos: []string{"h2", "http/1.1"}}
 }
 
 // Probes reach TLS nodes the way proxied requests do (server name, trust
@@ -92,6 +93,10 @@ func TestProbesOverTLS(t *testing.T) {
 	}
 	if resp := post(); resp.StatusCode != 200 || resp.Header.Get("X-Node-Id") != "node-a" {
 		t.Fatalf("status %d from %q, want 200 from node-a", resp.StatusCode, resp.Header.Get("X-Node-Id"))
+	}
+	// The proxied request itself went over HTTP/2.
+	if got := c.Node("node-a").Executed(); len(got) != 1 || got[0].Proto != "HTTP/2.0" {
+		t.Fatalf("executed %+v, want one write over HTTP/2", got)
 	}
 	if h := c.Node("node-a").ProbeHost(); h != "nodepilot.internal.example" {
 		t.Fatalf("probe Host %q", h)

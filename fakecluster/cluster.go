@@ -27,6 +27,10 @@ type Config struct {
 	BasePort int
 	// TLS, if set, makes the nodes serve HTTPS with it.
 	TLS *tls.Config
+	// StopDrain is how long a planned stop keeps serving, as a follower,
+	// between releasing the lease and closing its port: an ASP.NET Core
+	// node releases it in a hosted service before Kestrel stops. 0: none.
+	StopDrain time.Duration
 }
 
 // Acquisition records one lease acquisition: the moment a node became leader.

@@ -41,6 +41,7 @@ type Execution struct {
 	Method    string    `json:"method"`
 	Path      string    `json:"path"`
 	RequestID string    `json:"requestId"`
+	Proto     string    `json:"proto"`
 	BodyBytes int       `json:"bodyBytes"`
 	At        time.Time `json:"at"`
 }
@@ -162,10 +163,12 @@ func (n *Node) Kill(mode KillMode) {
 	n.halt(stateKilled)
 }
 
-// Stop is a planned stop: the node releases its lease, then shuts down.
+// Stop is a planned stop: the node releases its lease, serves as a
+// follower for the cluster's StopDrain, then shuts down.
 func (n *Node) Stop() {
 	n.stopRenewing()
 	n.cluster.release(n.id)
+	time.Sleep(n.cluster.cfg.StopDrain)
 	n.halt(stateStopped)
 }
 
@@ -321,7 +324,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ex := Execution{
 			Node: n.id, Epoch: lv.epoch, Method: r.Method, Path: r.URL.Path,
-			RequestID: r.Header.Get("X-Request-Id"), BodyBytes: len(body), At: time.Now(),
+			RequestID: r.Header.Get("X-Request-Id"), Proto: r.Proto, BodyBytes: len(body), At: time.Now(),
 		}
 		n.mu.Lock()
 		n.executed = append(n.executed, ex)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,8 @@ const (
 	StatusUnknown  Status = "unknown"  // never answered
 	StatusLeader   Status = "leader"   // answered 200 with the highest epoch
 	StatusStale    Status = "stale"    // answered 200 with an epoch lower than the highest seen
-	StatusFollower Status = "follower" // answered, but not 200
-	StatusDown     Status = "down"     // Fails probes in a row failed
+	StatusFollower Status = "follower" // answered 503
+	StatusDown     Status = "down"     // Fails probes in a row failed (no answer, or neither 200 nor 503)
 )
 
 // LeaderChange is reported whenever the pool's leader changes, including
@@ -70,6 +71,11 @@ type LeaderChange struct {
 	// Failover is true when To is a different leader (node or epoch) than
 	// the last one the pool had.
 	Failover bool
+	// InDoubt is true when To is "" only because the leader is in doubt
+	// (one failed probe, or a request that failed on it), and Confirmed
+	// when To is the last leader again after a doubt: neither is a change
+	// of leader yet.
+	InDoubt, Confirmed bool
 }
 
 // Observer receives a Monitor's events; it must not block.
@@ -93,6 +99,7 @@ type Node struct {
 	passes    int
 	epoch     int64
 	doubtedAt time.Time // a live request failed on it; cleared by a later probe
+	renewedAt time.Time // lastRenewAt of its last leader answer
 	last      Result
 	answered  chan struct{} // closed and replaced after every probe
 }
@@ -233,13 +240,18 @@ func (m *Monitor) record(n *Node, r Result) {
 	n.last = r
 	var reason string
 	switch {
-	case !r.Answered:
+	case !r.Answered || (!r.Leader && r.Status != http.StatusServiceUnavailable):
+		// Only 200 and 503 are answers of the seed's leader endpoint.
 		n.fails++
 		n.passes = 0
 		if n.fails >= m.cfg.Fails {
 			n.status = StatusDown
 		}
-		reason = fmt.Sprintf("%s: probe failed (%d in a row): %v", n.Addr, n.fails, r.Err)
+		why := fmt.Sprint(r.Err)
+		if r.Answered {
+			why = fmt.Sprintf("answered %d", r.Status)
+		}
+		reason = fmt.Sprintf("%s: probe failed (%d in a row): %s", n.Addr, n.fails, why)
 	case r.Leader:
 		n.fails = 0
 		m.maxEpoch = max(m.maxEpoch, r.Epoch)
@@ -253,11 +265,17 @@ func (m *Monitor) record(n *Node, r Result) {
 		}
 		n.status, n.epoch = StatusLeader, r.Epoch
 		n.passes++
-		var until int64
-		if r.LeaseLeft > 0 {
-			until = r.Started.Add(r.LeaseLeft).UnixNano()
+		// The lease lasts LeaseLeft after the renewal the answer reports; a
+		// renewal is first seen no earlier than it happened, so this is an
+		// upper bound in our own clock. The same renewal seen again extends
+		// nothing.
+		switch {
+		case r.LeaseLeft <= 0:
+			n.validUntil.Store(0)
+		case !r.LastRenewAt.Equal(n.renewedAt) || n.validUntil.Load() == 0:
+			n.renewedAt = r.LastRenewAt
+			n.validUntil.Store(r.Started.Add(r.LeaseLeft).UnixNano())
 		}
-		n.validUntil.Store(until)
 		reason = fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
 	default:
 		n.fails, n.passes = 0, 0
@@ -314,6 +332,7 @@ func (m *Monitor) recomputeLocked(reason string) {
 	change := LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason}
 	if next == nil {
 		m.noLeaderFrom = now
+		change.InDoubt = prev != nil && prev.status == StatusLeader && prev.epoch == m.maxEpoch && prev.fails < m.cfg.Fails
 		// Every node goes to fast polling at once, not after its interval.
 		for _, n := range m.nodes {
 			n.kickProbe()
@@ -322,6 +341,7 @@ func (m *Monitor) recomputeLocked(reason string) {
 		change.To, change.Epoch = next.Addr, next.epoch
 		id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
 		change.Failover = m.lastLeader != "" && m.lastLeader != id
+		change.Confirmed = m.lastLeader == id
 		m.lastLeader, m.lastAddr = id, next.Addr
 		close(m.changed)
 		m.changed = make(chan struct{})
@@ -394,9 +414,10 @@ func (m *Monitor) Doubt(n *Node, why string) {
 }
 
 // ConfirmFollower probes n (a probe sent after since) and reports whether
-// it answered as a follower or a stale leader, i.e. whether a request that
-// it refused at since was refused as a follower. It waits at most one probe
-// timeout plus one fast interval.
+// it answered 503 as a follower, i.e. whether a request that it refused at
+// since was refused as a follower. (A stale leader believes it leads, so
+// its refusals prove nothing.) It waits at most one probe timeout plus one
+// fast interval.
 func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time) bool {
 	timer := time.NewTimer(m.cfg.Timeout + m.cfg.FastInterval + minProbeGap)
 	defer timer.Stop()
@@ -405,7 +426,7 @@ func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time)
 		last, status, answered := n.last, n.status, n.answered
 		m.mu.Unlock()
 		if !last.Started.Before(since) {
-			return last.Answered && (status == StatusFollower || status == StatusStale)
+			return status == StatusFollower && last.Status == http.StatusServiceUnavailable
 		}
 		n.kickProbe()
 		select {

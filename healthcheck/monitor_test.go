@@ -238,9 +238,14 @@ func TestFlappingLeaderIsDoubtedOnEveryFailure(t *testing.T) {
 	if len(rec.changes) < 7 {
 		t.Fatalf("%d leader changes logged, want at least 7", len(rec.changes))
 	}
-	for _, c := range rec.changes {
+	for i, c := range rec.changes {
 		if c.Failover {
 			t.Fatalf("the same leader coming back was counted as a failover: %+v", c)
+		}
+		// One failed probe (fails is 2) is a doubt, and the way back a
+		// confirmation, not a new leader.
+		if i > 0 && c.To == "" && !c.InDoubt || i > 0 && c.To == "a" && !c.Confirmed {
+			t.Fatalf("change %d: %+v, want a doubt or a confirmation", i, c)
 		}
 	}
 }
@@ -295,6 +300,18 @@ func TestConfirmFollower(t *testing.T) {
 	if !m.ConfirmFollower(context.Background(), a, time.Now()) {
 		t.Fatal("follower not confirmed")
 	}
+	// Only a 503 is a follower's answer; a 500 or a stale leader's 200
+	// proves nothing about a refused request.
+	p.set("a", Result{Answered: true, Status: 500})
+	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+		t.Fatal("a node answering 500 was confirmed as follower")
+	}
+	p.set("b", leaderAt(5))
+	eventually(t, "b leads", func() bool { return leaderAddr(m) == "b" })
+	p.set("a", leaderAt(4))
+	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+		t.Fatal("a stale leader was confirmed as follower")
+	}
 	p.set("a", hang)
 	start := time.Now()
 	if m.ConfirmFollower(context.Background(), a, time.Now()) {
@@ -306,16 +323,50 @@ func TestConfirmFollower(t *testing.T) {
 }
 
 func TestLeaseExpiryWithoutRenewalDropsLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after Result
+	}{
+		{"node goes silent", hang},
+		// Still answers leader, but reports the same old renewal: its lease
+		// ran out all the same.
+		{"node repeats the same renewal", func() Result {
+			r := leaderAt(5)
+			r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, 0)
+			return r
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newScripted()
+			r := leaderAt(5)
+			r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, 0)
+			p.set("a", r)
+			cfg := testConfig()
+			cfg.Interval = 10 * time.Millisecond
+			cfg.FastInterval = 10 * time.Millisecond
+			m, _ := startMonitor(t, p, cfg, "a")
+			eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+			p.set("a", tc.after)
+			eventually(t, "lease runs out", func() bool { return leaderAddr(m) == "" })
+		})
+	}
+}
+
+func TestLeaseRenewalsKeepTheLeader(t *testing.T) {
 	p := newScripted()
-	r := leaderAt(5)
-	r.LeaseLeft = 30 * time.Millisecond
-	p.set("a", r)
 	cfg := testConfig()
-	cfg.Interval = time.Hour
+	cfg.Interval = 10 * time.Millisecond
 	m, _ := startMonitor(t, p, cfg, "a")
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
-	p.set("a", hang)
-	eventually(t, "lease runs out", func() bool { return leaderAddr(m) == "" })
+	start := time.Now()
+	for i := 0; time.Since(start) < 300*time.Millisecond; i++ {
+		r := leaderAt(5)
+		r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, int64(i))
+		p.set("a", r)
+		time.Sleep(20 * time.Millisecond) // renews every 20ms, as a leader would
+		if i > 3 && leaderAddr(m) == "" {
+			t.Fatal("a renewing leader lost its lease")
+		}
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

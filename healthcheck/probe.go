@@ -37,9 +37,12 @@ type Result struct {
 	// NodeID is the answer's nodeId.
 	NodeID string
 	// LeaseLeft is leaseExpiresAt − lastRenewAt from the answer: how long
-	// at most the lease stays valid from the probe on, measured in the
-	// cluster's own clock so that clock skew does not matter. 0 if unknown.
+	// the lease lasts after that renewal, in the cluster's own clock, so
+	// that clock skew does not matter. 0 if unknown.
 	LeaseLeft time.Duration
+	// LastRenewAt is the answer's lastRenewAt, which tells one renewal
+	// from the next.
+	LastRenewAt time.Time
 	// Err says why a probe failed, or why a 200 was not taken as a leader.
 	Err error
 }
@@ -101,13 +104,13 @@ func (p *HTTPProber) Probe(ctx context.Context, addr string) Result {
 	if resp.StatusCode != http.StatusOK {
 		return res
 	}
-	res.Leader, res.Epoch, res.NodeID, res.LeaseLeft, res.Err = parseLeaderBody(body, p.AcceptBare200)
+	res.Leader, res.Epoch, res.NodeID, res.LeaseLeft, res.LastRenewAt, res.Err = parseLeaderBody(body, p.AcceptBare200)
 	return res
 }
 
 // parseLeaderBody reads a 200 answer. A body that is not the seed's leader
 // JSON is a leader only if bare 200s are accepted.
-func parseLeaderBody(body []byte, acceptBare bool) (leader bool, epoch int64, nodeID string, leaseLeft time.Duration, err error) {
+func parseLeaderBody(body []byte, acceptBare bool) (leader bool, epoch int64, nodeID string, leaseLeft time.Duration, renewedAt time.Time, err error) {
 	var b leaderBody
 	switch {
 	case len(body) > maxBodyBytes:
@@ -122,10 +125,10 @@ func parseLeaderBody(body []byte, acceptBare bool) (leader bool, epoch int64, no
 		err = errors.New("probe answer has a negative leaseEpoch")
 	}
 	if err != nil {
-		return acceptBare, 0, "", 0, err
+		return acceptBare, 0, "", 0, time.Time{}, err
 	}
 	if !b.LeaseExpiresAt.IsZero() && !b.LastRenewAt.IsZero() && b.LeaseExpiresAt.After(b.LastRenewAt) {
 		leaseLeft = b.LeaseExpiresAt.Sub(b.LastRenewAt)
 	}
-	return true, *b.LeaseEpoch, b.NodeID, leaseLeft, nil
+	return true, *b.LeaseEpoch, b.NodeID, leaseLeft, b.LastRenewAt, nil
 }

@@ -43,6 +43,7 @@ var (
 	ttl        = flag.Duration("lease-ttl", 6*time.Second, "lease TTL of the fake cluster")
 	renew      = flag.Duration("renew", 2*time.Second, "renew interval of the fake cluster")
 	timeout    = flag.Duration("client-timeout", 2*time.Second, "timeout of each write")
+	drain      = flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease")
 	only       = flag.String("only", "", "comma-separated proxies to run (seed,tuned,haproxy,ours)")
 	modes      = flag.String("modes", "start,kill,stop", "comma-separated measurements: start (start and reload), kill, stop")
 )
@@ -208,7 +209,7 @@ type measurement struct {
 func runFailover(p proxy, mode string) (m measurement) {
 	dir, _ := os.MkdirTemp("", "failover-"+p.name)
 	defer os.RemoveAll(dir)
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew}, 2)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, StopDrain: *drain}, 2)
 	if err != nil {
 		return measurement{err: err}
 	}
@@ -366,7 +367,7 @@ func main() {
 		}
 		selected = append(selected, p)
 	}
-	fmt.Printf("fake cluster: lease TTL %v, renew %v; %d writes/s, client timeout %v, %d runs each\n\n", *ttl, *renew, *rate, *timeout, *runs)
+	fmt.Printf("fake cluster: lease TTL %v, renew %v, stop drain %v; %d writes/s, client timeout %v, %d runs each\n\n", *ttl, *renew, *drain, *rate, *timeout, *runs)
 
 	want := strings.Split(*modes, ",")
 	if slices.Contains(want, "start") {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 )
@@ -20,9 +21,10 @@ func main() {
 	control := flag.String("control", "127.0.0.1:9000", "address of the control API")
 	ttl := flag.Duration("lease-ttl", 0, "lease TTL (default 30s)")
 	renew := flag.Duration("renew", 0, "renew interval (default 10s)")
+	drain := flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease")
 	flag.Parse()
 
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, BasePort: *basePort}, *nodes)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, BasePort: *basePort, StopDrain: *drain}, *nodes)
 	if err != nil {
 		log.Fatal(err)
 	}
