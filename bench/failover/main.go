@@ -66,19 +66,13 @@ func caddyConfig(site string) func(listen, admin string, nodes []string) string 
 }
 
 func startCaddy(dir, cfg string) (*exec.Cmd, error) {
-	path := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(*caddyBin, "run", "--config", path, "--adapter", "caddyfile")
-	cmd.Stderr = mustCreate(filepath.Join(dir, "caddy.log"))
-	return cmd, cmd.Start()
+	return startWithConfig(dir, "Caddyfile", cfg, "caddy.log", *caddyBin, "run", "--config", "{config}", "--adapter", "caddyfile")
 }
 
 func reloadCaddy(dir, cfg, admin string, _ *exec.Cmd) (*exec.Cmd, error) {
-	path := filepath.Join(dir, "Caddyfile")
 	// A changed config, as an operator's reload would be.
-	if err := os.WriteFile(path, []byte(cfg+"\n# reloaded\n"), 0o644); err != nil {
+	path, err := writeConfig(dir, "Caddyfile", cfg+"\n# reloaded\n")
+	if err != nil {
 		return nil, err
 	}
 	out, err := exec.Command(*caddyBin, "reload", "--config", path, "--adapter", "caddyfile", "--address", admin, "--force").CombinedOutput()
@@ -86,6 +80,28 @@ func reloadCaddy(dir, cfg, admin string, _ *exec.Cmd) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("caddy reload: %v: %s", err, out)
 	}
 	return nil, nil
+}
+
+func writeConfig(dir, name, cfg string) (string, error) {
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// startWithConfig writes cfg to dir/name and starts bin with args, where
+// "{config}" stands for that file, logging its stderr to dir/logName.
+func startWithConfig(dir, name, cfg, logName, bin string, args ...string) (*exec.Cmd, error) {
+	path, err := writeConfig(dir, name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range args {
+		if a == "{config}" {
+			args[i] = path
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = mustCreate(filepath.Join(dir, logName))
+	return cmd, cmd.Start()
 }
 
 func proxies() []proxy {
@@ -133,25 +149,15 @@ backend nodepilot_active
 }
 
 func startHAProxy(dir, cfg string) (*exec.Cmd, error) {
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(*haproxyBin, "-db", "-f", path)
-	cmd.Stderr = mustCreate(filepath.Join(dir, "haproxy.log"))
-	return cmd, cmd.Start()
+	return startWithConfig(dir, "haproxy.cfg", cfg, "haproxy.log", *haproxyBin, "-db", "-f", "{config}")
 }
 
 // reloadHAProxy does HAProxy's soft reload: a new process takes over the
 // listener and the old one (-sf) finishes what it has.
 func reloadHAProxy(dir, cfg, _ string, running *exec.Cmd) (*exec.Cmd, error) {
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(cfg+"\n# reloaded\n"), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(*haproxyBin, "-db", "-f", path, "-sf", fmt.Sprint(running.Process.Pid))
-	cmd.Stderr = mustCreate(filepath.Join(dir, "haproxy-reloaded.log"))
-	if err := cmd.Start(); err != nil {
+	cmd, err := startWithConfig(dir, "haproxy.cfg", cfg+"\n# reloaded\n", "haproxy-reloaded.log",
+		*haproxyBin, "-db", "-f", "{config}", "-sf", fmt.Sprint(running.Process.Pid))
+	if err != nil {
 		return nil, err
 	}
 	go running.Wait()
