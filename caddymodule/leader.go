@@ -3,6 +3,7 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -101,7 +102,8 @@ type LeaderSelection struct {
 
 	pool        *leaderPool
 	poolKey     string
-	triedKey    string
+	triedKey    string        // per instance: another proxy in the same request has its own
+	answeredKey string        // set once this request was answered "no leader"
 	holdFor     time.Duration // hold, or the reverse_proxy's longer try_duration
 	leaderPaths caddyhttp.MatchPath
 	replayLimit int64 // the handler's request_buffers; -1: unlimited
@@ -284,7 +286,8 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("lb_policy leader: %v", err)
 	}
 	s.pool = val.(*leaderPool)
-	s.triedKey = "ha.leader.tried." + name
+	s.triedKey = fmt.Sprintf("ha.leader.tried.%p", s)
+	s.answeredKey = fmt.Sprintf("ha.leader.answered.%p", s)
 	s.readsAny = s.Reads == "any"
 	s.retryAfter = strconv.Itoa(int((time.Duration(s.RetryAfter) + time.Second - 1) / time.Second))
 
@@ -426,23 +429,23 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 			return s.pick(pool, n, r)
 		}
 	}
-	// hold counts from the request's arrival (Caddy's start_time), not
-	// from this attempt, so that a failed attempt does not extend it.
-	start, ok := caddyhttp.GetVar(ctx, "start_time").(time.Time)
-	if !ok {
-		start = time.Now()
-	}
-	deadline := start.Add(s.holdFor)
-	if !time.Now().Before(deadline) {
-		// Spent: Caddy's retry loop, which started after the body was
-		// read, may ask again until its own try_duration ends.
-		w.Header().Set("Retry-After", s.retryAfter)
-		return nil
-	}
+	// The first wait starts when Caddy's retry loop does (now), so that
+	// both end together. A retry's wait counts from the request's arrival
+	// (Caddy's start_time), so that a failed attempt does not extend hold.
+	now := time.Now()
+	deadline := now.Add(s.holdFor)
 	if tried != nil {
 		// Caddy retries only after a dial error or a refusal that
 		// followerRefusal confirmed; either way the node is in doubt.
 		mon.Doubt(tried, "a request to it failed")
+		if start, ok := caddyhttp.GetVar(ctx, "start_time").(time.Time); ok {
+			deadline = start.Add(s.holdFor)
+		}
+		if !now.Before(deadline) {
+			// Spent; Caddy's loop, which started after the body was read,
+			// may ask again until its own try_duration ends.
+			return s.noLeader(ctx, w)
+		}
 	}
 	holding := leaderMetrics.holding.WithLabelValues(mon.Name())
 	leaderMetrics.held.WithLabelValues(mon.Name()).Inc()
@@ -456,11 +459,20 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 		return pool[0]
 	}
 	if n == nil {
-		s.pool.obs.answeredNoLeader(mon.Name(), s.holdFor)
-		w.Header().Set("Retry-After", s.retryAfter)
-		return nil
+		return s.noLeader(ctx, w)
 	}
 	return s.pick(pool, n, r)
+}
+
+// noLeader makes Caddy answer 503 (no upstream) with Retry-After, counted
+// and logged once per request however often Caddy's loop asks again.
+func (s *LeaderSelection) noLeader(ctx context.Context, w http.ResponseWriter) *reverseproxy.Upstream {
+	if answered, _ := caddyhttp.GetVar(ctx, s.answeredKey).(bool); !answered {
+		caddyhttp.SetVar(ctx, s.answeredKey, true)
+		s.pool.obs.answeredNoLeader(s.pool.mon.Name(), s.holdFor)
+	}
+	w.Header().Set("Retry-After", s.retryAfter)
+	return nil
 }
 
 // pick returns the upstream of node n and remembers it for a retry.

@@ -101,6 +101,10 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 	o.mu.Lock()
 	outage := o.noLeaderLogged
+	if c.To != "" {
+		// A leader again: the next outage is logged anew.
+		o.noLeaderLogged, o.refusedLogged = false, false
+	}
 	o.mu.Unlock()
 	switch {
 	case c.InDoubt || c.Confirmed && !outage:
@@ -116,9 +120,6 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 			o.logger().Warn("no leader: holding requests", zap.String("pool", c.Pool), zap.String("previous", c.From), zap.String("reason", c.Reason))
 		}
 	default:
-		o.mu.Lock()
-		o.noLeaderLogged, o.refusedLogged = false, false
-		o.mu.Unlock()
 		leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
 		if c.Failover {
 			leaderMetrics.failovers.WithLabelValues(c.Pool).Inc()

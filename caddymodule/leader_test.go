@@ -549,7 +549,7 @@ func BenchmarkSelect(b *testing.B) {
 	}
 	mon.Start()
 	defer mon.Stop()
-	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench"}
+	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench", answeredKey: "ha.leader.answered.bench"}
 	pool := reverseproxy.UpstreamPool{{Dial: addrs[0]}, {Dial: addrs[1]}}
 	if mon.WaitLeader(context.Background(), time.Now().Add(5*time.Second)) == nil {
 		b.Fatal("no leader")
@@ -563,5 +563,52 @@ func BenchmarkSelect(b *testing.B) {
 		if s.Select(pool, req, nil) == nil {
 			b.Fatal(errors.New("no upstream"))
 		}
+	}
+}
+
+// Two proxies to the same nodes in one request (forward_auth, then
+// reverse_proxy) each route by themselves: the second does not take the
+// first one's attempt for a failed one and hold.
+func TestTwoProxiesInOneRequest(t *testing.T) {
+	c := newCluster(t, 2, 3*time.Second, time.Second)
+	tc := startCaddy(t, c, "", `forward_auth {upstreams} {
+		uri /auth
+		lb_policy leader {
+			interval 200ms
+		}
+	}
+	reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 200ms
+		}
+	}`)
+	post := func() {
+		resp, err := http.Post(tc.url("/api/orders"), "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	post() // held until the first probes answer
+	held := func() string {
+		for _, l := range strings.Split(tc.adminGet("/metrics"), "\n") {
+			if strings.HasPrefix(l, "caddy_ha_held_requests_total") {
+				return l
+			}
+		}
+		return ""
+	}
+	before := held()
+	for range 20 {
+		post()
+	}
+	if after := held(); after != before {
+		t.Fatalf("requests were held with a known leader: %q -> %q", before, after)
+	}
+	if n := len(c.Node("node-a").Executed()); n != 21 {
+		t.Fatalf("leader executed %d writes, want 21", n)
 	}
 }

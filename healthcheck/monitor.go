@@ -122,6 +122,7 @@ type Monitor struct {
 	changed      chan struct{} // closed and replaced when a leader is found
 	lastLeader   string        // addr@epoch of the last leader, for failover counts
 	lastAddr     string        // address of the last leader, for logs
+	lossReported bool          // the last leader's loss (not just a doubt) was reported
 	noLeaderFrom time.Time
 
 	cancel context.CancelFunc
@@ -265,16 +266,21 @@ func (m *Monitor) record(n *Node, r Result) {
 		}
 		n.status, n.epoch = StatusLeader, r.Epoch
 		n.passes++
-		// The lease lasts LeaseLeft after the renewal the answer reports; a
-		// renewal is first seen no earlier than it happened, so this is an
-		// upper bound in our own clock. The same renewal seen again extends
-		// nothing.
+		// The lease lasts LeaseLeft after the renewal the answer reports,
+		// less the renewal's age by the node's own Date header (which,
+		// in whole seconds, errs on the long side). Both are the cluster's
+		// times, so clock skew does not matter. The same renewal seen
+		// again extends nothing.
 		switch {
 		case r.LeaseLeft <= 0:
 			n.validUntil.Store(0)
 		case !r.LastRenewAt.Equal(n.renewedAt) || n.validUntil.Load() == 0:
 			n.renewedAt = r.LastRenewAt
-			n.validUntil.Store(r.Started.Add(r.LeaseLeft).UnixNano())
+			left := r.LeaseLeft
+			if age := r.ServerTime.Sub(r.LastRenewAt); !r.ServerTime.IsZero() && age > 0 {
+				left -= age
+			}
+			n.validUntil.Store(r.Started.Add(left).UnixNano())
 		}
 		reason = fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
 	default:
@@ -326,13 +332,22 @@ func (m *Monitor) recomputeLocked(reason string) {
 	}
 	m.readable.Store(&readable)
 	if next == prev {
+		// A doubt that turns into a loss (Fails failed probes, a follower
+		// or stale answer, an expired lease) is reported once.
+		if next == nil && m.lastAddr != "" && !m.lossReported && !m.lastLeaderInDoubt(now) {
+			m.lossReported = true
+			if m.obs != nil {
+				m.obs.LeaderChanged(LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason})
+			}
+		}
 		return
 	}
 	m.leader.Store(next)
 	change := LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason}
 	if next == nil {
 		m.noLeaderFrom = now
-		change.InDoubt = prev != nil && prev.status == StatusLeader && prev.epoch == m.maxEpoch && prev.fails < m.cfg.Fails
+		change.InDoubt = m.lastLeaderInDoubt(now)
+		m.lossReported = !change.InDoubt
 		// Every node goes to fast polling at once, not after its interval.
 		for _, n := range m.nodes {
 			n.kickProbe()
@@ -343,12 +358,26 @@ func (m *Monitor) recomputeLocked(reason string) {
 		change.Failover = m.lastLeader != "" && m.lastLeader != id
 		change.Confirmed = m.lastLeader == id
 		m.lastLeader, m.lastAddr = id, next.Addr
+		m.lossReported = false
 		close(m.changed)
 		m.changed = make(chan struct{})
 	}
 	if m.obs != nil {
 		m.obs.LeaderChanged(change)
 	}
+}
+
+// lastLeaderInDoubt reports whether the last leader may still lead: it
+// still claims the highest epoch, has failed fewer than Fails probes, and
+// its lease is not known to have run out. m.mu must be held.
+func (m *Monitor) lastLeaderInDoubt(now time.Time) bool {
+	for _, n := range m.nodes {
+		if n.Addr == m.lastAddr {
+			until := n.validUntil.Load()
+			return n.status == StatusLeader && n.epoch == m.maxEpoch && n.fails < m.cfg.Fails && (until == 0 || now.UnixNano() < until)
+		}
+	}
+	return false
 }
 
 // Leader returns the leader, or nil while there is none or it is in doubt.

@@ -242,10 +242,9 @@ func TestFlappingLeaderIsDoubtedOnEveryFailure(t *testing.T) {
 		if c.Failover {
 			t.Fatalf("the same leader coming back was counted as a failover: %+v", c)
 		}
-		// One failed probe (fails is 2) is a doubt, and the way back a
-		// confirmation, not a new leader.
-		if i > 0 && c.To == "" && !c.InDoubt || i > 0 && c.To == "a" && !c.Confirmed {
-			t.Fatalf("change %d: %+v, want a doubt or a confirmation", i, c)
+		// The way back is a confirmation of the same leader, not a new one.
+		if i > 0 && c.To == "a" && !c.Confirmed {
+			t.Fatalf("change %d: %+v, want a confirmation", i, c)
 		}
 	}
 }
@@ -447,4 +446,55 @@ func TestEpochFloorFromAnEarlierMonitor(t *testing.T) {
 	if m.HighestEpoch() != 8 {
 		t.Fatalf("highest epoch %d", m.HighestEpoch())
 	}
+}
+
+// A leader that fails one probe is in doubt; once it fails Fails probes it
+// is lost, which is reported once however long it stays down.
+func TestLossReportedOnceAfterDoubt(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(1))
+	m, rec := startMonitor(t, p, testConfig(), "a")
+	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	p.set("a", refused)
+	n0 := p.probes("a")
+	eventually(t, "many failed probes", func() bool { return p.probes("a") > n0+10 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var doubts, losses int
+	for _, c := range rec.changes {
+		switch {
+		case c.To == "" && c.InDoubt:
+			doubts++
+		case c.To == "":
+			losses++
+			if c.From != "a" {
+				t.Errorf("loss reported from %q, want a", c.From)
+			}
+		}
+	}
+	if doubts != 1 || losses != 1 {
+		t.Fatalf("%d doubts and %d losses reported, want 1 each: %+v", doubts, losses, rec.changes)
+	}
+}
+
+// A node that stopped renewing long ago but still answers leader, seen by
+// a new monitor: the node's Date header shows the renewal is older than
+// the lease, so it gets no traffic.
+func TestOldRenewalSeenFirstIsNotALease(t *testing.T) {
+	p := newScripted()
+	r := leaderAt(3)
+	r.LastRenewAt = time.Unix(1000, 0)
+	r.LeaseLeft = 30 * time.Second
+	r.ServerTime = r.LastRenewAt.Add(45 * time.Second)
+	p.set("a", r)
+	m, _ := startMonitor(t, p, testConfig(), "a")
+	eventually(t, "a probed", func() bool { return p.probes("a") >= 3 })
+	if got := leaderAddr(m); got != "" {
+		t.Fatalf("a node whose lease ran out 15s ago leads: %q", got)
+	}
+	// The same node renewing (a fresh renewal, Date just after it) leads.
+	r.LastRenewAt = time.Unix(2000, 0)
+	r.ServerTime = r.LastRenewAt.Add(time.Second)
+	p.set("a", r)
+	eventually(t, "a leads after renewing", func() bool { return leaderAddr(m) == "a" })
 }

@@ -43,6 +43,9 @@ type Result struct {
 	// LastRenewAt is the answer's lastRenewAt, which tells one renewal
 	// from the next.
 	LastRenewAt time.Time
+	// ServerTime is the answer's Date header (whole seconds), which tells
+	// how old that renewal already is.
+	ServerTime time.Time
 	// Err says why a probe failed, or why a 200 was not taken as a leader.
 	Err error
 }
@@ -101,6 +104,7 @@ func (p *HTTPProber) Probe(ctx context.Context, addr string) Result {
 		return res
 	}
 	res.Answered, res.Status = true, resp.StatusCode
+	res.ServerTime, _ = http.ParseTime(resp.Header.Get("Date"))
 	if resp.StatusCode != http.StatusOK {
 		return res
 	}
