@@ -612,3 +612,28 @@ func TestTwoProxiesInOneRequest(t *testing.T) {
 		t.Fatalf("leader executed %d writes, want 21", n)
 	}
 }
+
+// With an lb_try_duration longer than hold, requests wait that long (and
+// Caddy's retry loop does not spin past a shorter hold).
+func TestTryDurationLongerThanHold(t *testing.T) {
+	c := newCluster(t, 1, time.Second, 200*time.Millisecond)
+	c.SetDatabaseDown(true)
+	tc := startCaddy(t, c, "", `reverse_proxy {upstreams} {
+		lb_try_duration 800ms
+		lb_policy leader {
+			hold 200ms
+		}
+	}`)
+	start := time.Now()
+	resp, err := http.Post(tc.url("/api/orders"), "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if el := time.Since(start); resp.StatusCode != http.StatusServiceUnavailable || el < 700*time.Millisecond || el > 3*time.Second {
+		t.Fatalf("status %d after %v, want 503 after about 800ms", resp.StatusCode, el)
+	}
+	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_no_leader_responses_total{pool=\""+c.Nodes()[0].Addr()+"\"} 1") {
+		t.Fatal("the no-leader answer was not counted exactly once")
+	}
+}

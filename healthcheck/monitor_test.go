@@ -33,12 +33,15 @@ func (p *scriptedProber) probes(addr string) int {
 }
 
 func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
+	// Stamped before the answer is read, as a real probe is sent before
+	// its answer exists.
+	started := time.Now()
 	p.mu.Lock()
 	r, ok := p.answers[addr]
 	delay := p.delays[addr]
 	p.count[addr]++
 	p.mu.Unlock()
-	r.Started = time.Now()
+	r.Started = started
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
