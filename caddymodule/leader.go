@@ -123,6 +123,40 @@ func (*LeaderSelection) CaddyModule() caddy.ModuleInfo {
 // across config reloads, so that a reload keeps the known leader.
 var leaderPools = caddy.NewUsagePool()
 
+// poolKey returns the key of the prober to share: base, unless the running
+// probers with these settings trust other CAs than this one does (a trust
+// pool file rotated in place shows only in the loaded pool).
+func poolKey(base string, prober *healthcheck.HTTPProber) string {
+	same, other := "", false
+	leaderPools.Range(func(k, v any) bool {
+		key, _ := k.(string)
+		p, ok := v.(*leaderPool)
+		if !ok || !strings.HasPrefix(key, base) {
+			return true
+		}
+		if rootCAs(p.prober).Equal(rootCAs(prober)) {
+			same = key
+			return false
+		}
+		other = true
+		return true
+	})
+	switch {
+	case same != "":
+		return same
+	case other:
+		return fmt.Sprintf("%s#%p", base, prober)
+	}
+	return base
+}
+
+func rootCAs(p *healthcheck.HTTPProber) *x509.CertPool {
+	if t, ok := p.Client.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+		return t.TLSClientConfig.RootCAs
+	}
+	return nil
+}
+
 // epochFloor is the highest epoch that the running probers of the same
 // nodes have seen: a prober that replaces another (new probe settings, in
 // a reload) must not take an older epoch for the leader.
@@ -267,7 +301,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		Health healthcheck.Config
 		TLS    string
 	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), tlsKey})
-	s.poolKey = string(settings)
+	s.poolKey = poolKey(string(settings), prober)
 	floor := epochFloor(name)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
 		obs := &leaderObserver{}

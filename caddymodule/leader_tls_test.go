@@ -109,3 +109,59 @@ func TestProbesOverTLS(t *testing.T) {
 		t.Fatalf("status %d Retry-After %q with unverifiable nodes, want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 }
+
+// A CA file rotated in place under the transport's tls_trust_pool gives
+// the probes the new CA at the next reload, as the proxied requests get it.
+func TestRotatedTrustPoolReachesProbes(t *testing.T) {
+	oldCA, _ := testPKI(t)
+	newCA, serverTLS := testPKI(t)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	caFile := filepath.Join(t.TempDir(), "backend-ca.pem")
+	copyFile := func(from string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(caFile, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(oldCA) // the nodes' certificates do not verify with it yet
+	site := `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 100ms
+			hold 300ms
+		}
+		transport http {
+			tls
+			tls_server_name nodepilot.internal.example
+			tls_trust_pool file ` + caFile + `
+		}
+	}`
+	tc := startCaddy(t, c, "", site)
+	// A new connection each time: the reload closes idle ones.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	post := func() int {
+		resp, err := client.Post(tc.url("/api/orders"), "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := post(); st != http.StatusServiceUnavailable {
+		t.Fatalf("status %d with an untrusted CA, want 503", st)
+	}
+	copyFile(newCA)
+	tc.load(c, "", site)
+	if st := post(); st != http.StatusOK {
+		t.Fatalf("status %d after the CA file was rotated and Caddy reloaded, want 200", st)
+	}
+}
