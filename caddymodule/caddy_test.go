@@ -115,7 +115,13 @@ func (tc *testCaddy) logLines(s string) []string {
 // serve as followers for 250ms before closing the port.
 func newCluster(t testing.TB, nodes int, ttl, renew time.Duration) *fakecluster.Cluster {
 	t.Helper()
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: ttl, RenewInterval: renew, StopDrain: 250 * time.Millisecond}, nodes)
+	return newClusterWith(t, fakecluster.Config{LeaseTTL: ttl, RenewInterval: renew, StopDrain: 250 * time.Millisecond}, nodes)
+}
+
+// newClusterWith starts a fake cluster and waits for its first leader.
+func newClusterWith(t testing.TB, cfg fakecluster.Config, nodes int) *fakecluster.Cluster {
+	t.Helper()
+	c, err := fakecluster.New(cfg, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,14 +61,7 @@ func testPKI(t *testing.T) (caFile string, server *tls.Config) {
 // taken for the leader.
 func TestProbesOverTLS(t *testing.T) {
 	caFile, serverTLS := testPKI(t)
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
 	site := `reverse_proxy {upstreams} {
 		lb_policy leader {
 			host nodepilot.internal.example
@@ -115,14 +108,7 @@ func TestProbesOverTLS(t *testing.T) {
 func TestRotatedTrustPoolReachesProbes(t *testing.T) {
 	oldCA, _ := testPKI(t)
 	newCA, serverTLS := testPKI(t)
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 1)
 	caFile := filepath.Join(t.TempDir(), "backend-ca.pem")
 	copyFile := func(from string) {
 		b, err := os.ReadFile(from)
