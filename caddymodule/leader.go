@@ -123,31 +123,38 @@ func (*LeaderSelection) CaddyModule() caddy.ModuleInfo {
 // across config reloads, so that a reload keeps the known leader.
 var leaderPools = caddy.NewUsagePool()
 
-// poolKey returns the key of the prober to share: base, unless the running
-// probers with these settings trust other CAs than this one does (a trust
-// pool file rotated in place shows only in the loaded pool).
-func poolKey(base string, prober *healthcheck.HTTPProber) string {
+// sharedProber looks at the running probers once. It returns the key of
+// the prober to share: base, unless the running probers with these
+// settings trust other CAs than this one does (a trust pool file rotated in
+// place shows only in the loaded pool). It also returns the highest epoch
+// that the running probers of the same nodes have seen: a prober that
+// replaces another (in a reload) must not take an older epoch for the leader.
+func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string, epochFloor int64) {
 	same, other := "", false
 	leaderPools.Range(func(k, v any) bool {
-		key, _ := k.(string)
 		p, ok := v.(*leaderPool)
-		if !ok || !strings.HasPrefix(key, base) {
+		if !ok {
 			return true
 		}
-		if rootCAs(p.prober).Equal(rootCAs(prober)) {
-			same = key
-			return false
+		if p.mon.Name() == name {
+			epochFloor = max(epochFloor, p.mon.HighestEpoch())
 		}
-		other = true
+		if k, _ := k.(string); strings.HasPrefix(k, base) {
+			if rootCAs(p.prober).Equal(rootCAs(prober)) {
+				same = k
+			} else {
+				other = true
+			}
+		}
 		return true
 	})
 	switch {
 	case same != "":
-		return same
+		return same, epochFloor
 	case other:
-		return fmt.Sprintf("%s#%p", base, prober)
+		return fmt.Sprintf("%s#%p", base, prober), epochFloor
 	}
-	return base
+	return base, epochFloor
 }
 
 func rootCAs(p *healthcheck.HTTPProber) *x509.CertPool {
@@ -155,20 +162,6 @@ func rootCAs(p *healthcheck.HTTPProber) *x509.CertPool {
 		return t.TLSClientConfig.RootCAs
 	}
 	return nil
-}
-
-// epochFloor is the highest epoch that the running probers of the same
-// nodes have seen: a prober that replaces another (new probe settings, in
-// a reload) must not take an older epoch for the leader.
-func epochFloor(name string) int64 {
-	var floor int64
-	leaderPools.Range(func(_, value any) bool {
-		if p, ok := value.(*leaderPool); ok && p.mon.Name() == name {
-			floor = max(floor, p.mon.HighestEpoch())
-		}
-		return true
-	})
-	return floor
 }
 
 // leaderPool is a running monitor in leaderPools.
@@ -301,10 +294,10 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 		Health healthcheck.Config
 		TLS    string
 	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), tlsKey})
-	s.poolKey = poolKey(string(settings), prober)
-	floor := epochFloor(name)
+	var floor int64
+	s.poolKey, floor = sharedProber(string(settings), name, prober)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
-		obs := &leaderObserver{}
+		obs := newLeaderObserver(name)
 		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, obs)
 		if err != nil {
 			return nil, err
@@ -481,11 +474,11 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 			return s.noLeader(ctx, w)
 		}
 	}
-	holding := leaderMetrics.holding.WithLabelValues(mon.Name())
-	leaderMetrics.held.WithLabelValues(mon.Name()).Inc()
-	holding.Inc()
+	obs := s.pool.obs
+	obs.held.Inc()
+	obs.holding.Inc()
 	n := mon.WaitLeader(ctx, deadline)
-	holding.Dec()
+	obs.holding.Dec()
 	if ctx.Err() != nil {
 		// The client is gone. An upstream is returned only so that Caddy
 		// ends the request: its transport refuses to send on a cancelled
@@ -503,7 +496,7 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 func (s *LeaderSelection) noLeader(ctx context.Context, w http.ResponseWriter) *reverseproxy.Upstream {
 	if answered, _ := caddyhttp.GetVar(ctx, s.answeredKey).(bool); !answered {
 		caddyhttp.SetVar(ctx, s.answeredKey, true)
-		s.pool.obs.answeredNoLeader(s.pool.mon.Name(), s.holdFor)
+		s.pool.obs.answeredNoLeader(s.holdFor)
 	}
 	w.Header().Set("Retry-After", s.retryAfter)
 	return nil
@@ -587,7 +580,7 @@ func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
 	if !mon.ConfirmFollower(r.Context(), tried, since) {
 		return false, nil
 	}
-	leaderMetrics.replayed.WithLabelValues(mon.Name()).Inc()
+	m.s.pool.obs.replayed.Inc()
 	return true, nil
 }
 

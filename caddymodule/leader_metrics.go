@@ -67,23 +67,38 @@ func registerLeaderMetrics(reg *prometheus.Registry) error {
 
 // leaderObserver turns a pool's events into logs and metrics.
 type leaderObserver struct {
+	pool string
+	// The pool's request metrics, looked up once.
+	held, replayed, noLeader prometheus.Counter
+	holding                  prometheus.Gauge
+
 	// The flags make an outage one log line each, not one per request.
 	mu             sync.Mutex
 	noLeaderLogged bool
 	refusedLogged  bool
 }
 
+func newLeaderObserver(pool string) *leaderObserver {
+	return &leaderObserver{
+		pool:     pool,
+		held:     leaderMetrics.held.WithLabelValues(pool),
+		replayed: leaderMetrics.replayed.WithLabelValues(pool),
+		noLeader: leaderMetrics.noLeader.WithLabelValues(pool),
+		holding:  leaderMetrics.holding.WithLabelValues(pool),
+	}
+}
+
 // answeredNoLeader logs, once per outage, that requests are being answered
 // with 503 because no leader was found within hold.
-func (o *leaderObserver) answeredNoLeader(pool string, hold time.Duration) {
-	leaderMetrics.noLeader.WithLabelValues(pool).Inc()
+func (o *leaderObserver) answeredNoLeader(hold time.Duration) {
+	o.noLeader.Inc()
 	o.mu.Lock()
 	first := !o.refusedLogged
 	o.refusedLogged = true
 	o.mu.Unlock()
 	if first {
 		o.logger().Error("no leader within hold: answering 503 with Retry-After until a node leads",
-			zap.String("pool", pool), zap.Duration("hold", hold))
+			zap.String("pool", o.pool), zap.Duration("hold", hold))
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 const leaderSite = `reverse_proxy {upstreams} {
@@ -67,12 +68,12 @@ func TestLeaderOnlyAcrossStartAndReload(t *testing.T) {
 	follower := c.Node("node-b")
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 	load := startWrites(tc.url("/api/orders"), 2*time.Millisecond, 5*time.Second)
-	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 50 })
+	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 50 })
 	for i := range 3 {
 		// A new hold changes the config but not the probe settings.
 		tc.load(c, "", fmt.Sprintf(leaderSite, fmt.Sprintf("%ds", 9-i)))
 		n := load.Count()
-		eventually(t, 5*time.Second, "writes after reload", func() bool { return load.Count() > n+50 })
+		poll.Until(t, 5*time.Second, "writes after reload", func() bool { return load.Count() > n+50 })
 	}
 	results := load.Stop()
 
@@ -101,12 +102,12 @@ func TestLeaderCrash(t *testing.T) {
 			c := newCluster(t, 2, 1500*time.Millisecond, 300*time.Millisecond)
 			tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 			load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 10*time.Second)
-			eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
+			poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 
 			killed := time.Now()
 			c.Node("node-a").Kill(mode.kill)
 			newLeader := c.Node("node-b")
-			eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(newLeader.Executed()) > 20 })
+			poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(newLeader.Executed()) > 20 })
 			results := load.Stop()
 
 			first := newLeader.Executed()[0]
@@ -140,9 +141,9 @@ func TestPlannedStopIsInvisible(t *testing.T) {
 	c := newCluster(t, 2, 2*time.Second, 400*time.Millisecond)
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 	load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 5*time.Second)
-	eventually(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
+	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 	c.Node("node-a").Stop()
-	eventually(t, 10*time.Second, "writes on the new leader", func() bool { return len(c.Node("node-b").Executed()) > 20 })
+	poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(c.Node("node-b").Executed()) > 20 })
 	results := load.Stop()
 
 	for _, r := range checkWrites(t, results, c) {
@@ -337,7 +338,7 @@ func TestHeldRequestOfGoneClientIsNotSent(t *testing.T) {
 		}
 	}
 	c.SetDatabaseDown(false)
-	eventually(t, 5*time.Second, "a leader", func() bool {
+	poll.Until(t, 5*time.Second, "a leader", func() bool {
 		resp, err := http.Get(tc.url("/api/x"))
 		if err != nil {
 			return false
@@ -363,7 +364,7 @@ func TestHoldExpiresAfterCrash(t *testing.T) {
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "500ms"))
 	// Wait through the admin API, so that the proxy has no pooled
 	// connection to the leader and the write's attempt is a fresh dial.
-	eventually(t, 5*time.Second, "a leader", func() bool {
+	poll.Until(t, 5*time.Second, "a leader", func() bool {
 		var v []healthcheck.PoolView
 		json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
 		return len(v) == 1 && v[0].Leader != ""
@@ -400,7 +401,7 @@ func TestReadsAnyAndLeaderPaths(t *testing.T) {
 			leader_paths /webhooks/*
 		}
 	}`)
-	eventually(t, 5*time.Second, "both nodes readable", func() bool {
+	poll.Until(t, 5*time.Second, "both nodes readable", func() bool {
 		var v []healthcheck.PoolView
 		json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
 		return len(v) == 1 && v[0].Leader != "" && v[0].Nodes[0].Status != "unknown" && v[0].Nodes[1].Status != "unknown"
@@ -448,12 +449,12 @@ func TestStaleLeaderGetsNoTraffic(t *testing.T) {
 	}
 	post("before")
 	a.Stop()
-	eventually(t, 5*time.Second, "b leads", func() bool { return post(fmt.Sprint("x", time.Now().UnixNano())) == "node-b" })
+	poll.Until(t, 5*time.Second, "b leads", func() bool { return post(fmt.Sprint("x", time.Now().UnixNano())) == "node-b" })
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}
 	a.ClaimStale(1) // a believes it still leads epoch 1; b leads epoch 2
-	eventually(t, 5*time.Second, "a probed as stale", func() bool {
+	poll.Until(t, 5*time.Second, "a probed as stale", func() bool {
 		var v []healthcheck.PoolView
 		json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
 		return len(v) == 1 && v[0].Nodes[0].Status == healthcheck.StatusStale

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 func startCluster(t *testing.T, n int, ttl, renew time.Duration) *Cluster {
@@ -33,17 +35,6 @@ func get(t *testing.T, client *http.Client, method, url string) (*http.Response,
 	var body map[string]any
 	json.NewDecoder(resp.Body).Decode(&body)
 	return resp, body
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestLeaseAndEndpoints(t *testing.T) {
@@ -89,7 +80,7 @@ func TestPlannedStopHandsOverOnRenewTick(t *testing.T) {
 	c := startCluster(t, 2, 2*time.Second, 200*time.Millisecond)
 	c.WaitLeader(time.Second)
 	c.Node("node-a").Stop()
-	waitFor(t, "node-b leads", func() bool { return c.State().Leader == "node-b" })
+	poll.Until(t, 5*time.Second, "node-b leads", func() bool { return c.State().Leader == "node-b" })
 	s := c.State()
 	if s.Epoch != 2 || len(s.Acquisitions) != 2 {
 		t.Fatalf("state %+v, want epoch 2 after one failover", s)
@@ -120,7 +111,7 @@ func TestKillModes(t *testing.T) {
 		t.Fatalf("hung node answered: %v", err)
 	}
 	// Its lease runs out after the TTL; the standby takes over.
-	waitFor(t, "node-b leads", func() bool { return c.State().Leader == "node-b" })
+	poll.Until(t, 5*time.Second, "node-b leads", func() bool { return c.State().Leader == "node-b" })
 	a.Kill(KillRefuse)
 	if _, err := client.Get(a.URL() + "/healthz/leader"); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("killed node: %v", err)

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 // scriptedProber answers each node's probes with what the test set last.
@@ -103,18 +105,6 @@ func leaderAddr(m *Monitor) string {
 	return ""
 }
 
-// eventually polls cond until it holds or two seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestLeaderSelection(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -137,7 +127,7 @@ func TestLeaderSelection(t *testing.T) {
 			}
 			m, _ := startMonitor(t, p, testConfig(), "a", "b")
 			// Wait until both nodes have been probed at least twice.
-			eventually(t, "probes", func() bool { return p.probes("a") >= 2 && p.probes("b") >= 2 })
+			poll.Until(t, 2*time.Second, "probes", func() bool { return p.probes("a") >= 2 && p.probes("b") >= 2 })
 			if got := leaderAddr(m); got != tc.want {
 				t.Fatalf("leader = %q, want %q", got, tc.want)
 			}
@@ -150,16 +140,16 @@ func TestStaleLeaderAfterHigherEpochSeen(t *testing.T) {
 	p.set("a", leaderAt(8))
 	p.set("b", follower)
 	m, _ := startMonitor(t, p, testConfig(), "a", "b")
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 
 	// a fails over to b (epoch 9), then a comes back claiming its old epoch.
 	p.set("b", leaderAt(9))
-	eventually(t, "b leads", func() bool { return leaderAddr(m) == "b" })
+	poll.Until(t, 2*time.Second, "b leads", func() bool { return leaderAddr(m) == "b" })
 	p.set("b", refused)
-	eventually(t, "no leader", func() bool { return leaderAddr(m) == "" })
+	poll.Until(t, 2*time.Second, "no leader", func() bool { return leaderAddr(m) == "" })
 	p.set("a", leaderAt(8))
 	n0 := p.probes("a")
-	eventually(t, "a probed again", func() bool { return p.probes("a") > n0+3 })
+	poll.Until(t, 2*time.Second, "a probed again", func() bool { return p.probes("a") > n0+3 })
 	if got := leaderAddr(m); got != "" {
 		t.Fatalf("stale leader of epoch 8 got traffic after epoch 9 was seen: leader %q", got)
 	}
@@ -175,7 +165,7 @@ func TestFastPollingWhileNoLeader(t *testing.T) {
 	cfg := testConfig()
 	cfg.Interval = time.Hour // only fast polling can probe again
 	startMonitor(t, p, cfg, "a", "b")
-	eventually(t, "fast probes", func() bool { return p.probes("a") >= 5 && p.probes("b") >= 5 })
+	poll.Until(t, 2*time.Second, "fast probes", func() bool { return p.probes("a") >= 5 && p.probes("b") >= 5 })
 }
 
 func TestLeaderFoundWakesWaiters(t *testing.T) {
@@ -228,14 +218,14 @@ func TestFlappingLeaderIsDoubtedOnEveryFailure(t *testing.T) {
 	p.set("a", leaderAt(1))
 	m, rec := startMonitor(t, p, testConfig(), "a")
 	for i := range 3 {
-		eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+		poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 		p.set("a", refused)
 		// One failed probe is enough to stop traffic, although fails is 2.
-		eventually(t, "a in doubt", func() bool { return leaderAddr(m) == "" })
+		poll.Until(t, 2*time.Second, "a in doubt", func() bool { return leaderAddr(m) == "" })
 		p.set("a", leaderAt(1))
 		_ = i
 	}
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.changes) < 7 {
@@ -258,7 +248,7 @@ func TestPassesThreshold(t *testing.T) {
 	cfg := testConfig()
 	cfg.Passes = 3
 	m, _ := startMonitor(t, p, cfg, "a")
-	eventually(t, "a leads", func() bool {
+	poll.Until(t, 2*time.Second, "a leads", func() bool {
 		// Read the leader first: probes only grow in between.
 		leader := leaderAddr(m)
 		if leader != "" && p.probes("a") < 3 {
@@ -274,14 +264,14 @@ func TestDoubtHoldsTrafficUntilAProbeAnswers(t *testing.T) {
 	cfg := testConfig()
 	cfg.Interval = time.Hour
 	m, _ := startMonitor(t, p, cfg, "a")
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 	p.set("a", hang)
 	m.Doubt(m.Nodes()[0], "dial failed")
 	if leaderAddr(m) != "" {
 		t.Fatal("leader still routable right after a doubt")
 	}
 	p.set("a", leaderAt(4))
-	eventually(t, "a confirmed", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a confirmed", func() bool { return leaderAddr(m) == "a" })
 }
 
 func TestConfirmFollower(t *testing.T) {
@@ -291,7 +281,7 @@ func TestConfirmFollower(t *testing.T) {
 	cfg := testConfig()
 	cfg.Interval = time.Hour
 	m, _ := startMonitor(t, p, cfg, "a", "b")
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 	a := m.Nodes()[0]
 
 	// a still leads: a 503 it sent was not a follower's refusal.
@@ -309,7 +299,7 @@ func TestConfirmFollower(t *testing.T) {
 		t.Fatal("a node answering 500 was confirmed as follower")
 	}
 	p.set("b", leaderAt(5))
-	eventually(t, "b leads", func() bool { return leaderAddr(m) == "b" })
+	poll.Until(t, 2*time.Second, "b leads", func() bool { return leaderAddr(m) == "b" })
 	p.set("a", leaderAt(4))
 	if m.ConfirmFollower(context.Background(), a, time.Now()) {
 		t.Fatal("a stale leader was confirmed as follower")
@@ -347,9 +337,9 @@ func TestLeaseExpiryWithoutRenewalDropsLeader(t *testing.T) {
 			cfg.Interval = 10 * time.Millisecond
 			cfg.FastInterval = 10 * time.Millisecond
 			m, _ := startMonitor(t, p, cfg, "a")
-			eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 			p.set("a", tc.after)
-			eventually(t, "lease runs out", func() bool { return leaderAddr(m) == "" })
+			poll.Until(t, 2*time.Second, "lease runs out", func() bool { return leaderAddr(m) == "" })
 		})
 	}
 }
@@ -421,7 +411,7 @@ func TestNoLeaderBeforeEveryNodeWasProbed(t *testing.T) {
 	p.set("slow", leaderAt(8))
 	p.delays["slow"] = 20 * time.Millisecond // within the 30ms timeout
 	m, rec := startMonitor(t, p, testConfig(), "stale", "slow")
-	eventually(t, "the real leader", func() bool { return leaderAddr(m) == "slow" })
+	poll.Until(t, 2*time.Second, "the real leader", func() bool { return leaderAddr(m) == "slow" })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, c := range rec.changes {
@@ -442,7 +432,7 @@ func TestEpochFloorFromAnEarlierMonitor(t *testing.T) {
 	m.RaiseEpochFloor(8)
 	m.Start()
 	t.Cleanup(m.Stop)
-	eventually(t, "a probed", func() bool { return p.probes("a") >= 3 })
+	poll.Until(t, 2*time.Second, "a probed", func() bool { return p.probes("a") >= 3 })
 	if got := leaderAddr(m); got != "" {
 		t.Fatalf("epoch 7 leads although epoch 8 was seen before: %q", got)
 	}
@@ -457,10 +447,10 @@ func TestLossReportedOnceAfterDoubt(t *testing.T) {
 	p := newScripted()
 	p.set("a", leaderAt(1))
 	m, rec := startMonitor(t, p, testConfig(), "a")
-	eventually(t, "a leads", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 	p.set("a", refused)
 	n0 := p.probes("a")
-	eventually(t, "many failed probes", func() bool { return p.probes("a") > n0+10 })
+	poll.Until(t, 2*time.Second, "many failed probes", func() bool { return p.probes("a") > n0+10 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	var doubts, losses int
@@ -491,7 +481,7 @@ func TestOldRenewalSeenFirstIsNotALease(t *testing.T) {
 	r.ServerTime = r.LastRenewAt.Add(45 * time.Second)
 	p.set("a", r)
 	m, _ := startMonitor(t, p, testConfig(), "a")
-	eventually(t, "a probed", func() bool { return p.probes("a") >= 3 })
+	poll.Until(t, 2*time.Second, "a probed", func() bool { return p.probes("a") >= 3 })
 	if got := leaderAddr(m); got != "" {
 		t.Fatalf("a node whose lease ran out 15s ago leads: %q", got)
 	}
@@ -499,5 +489,5 @@ func TestOldRenewalSeenFirstIsNotALease(t *testing.T) {
 	r.LastRenewAt = time.Unix(2000, 0)
 	r.ServerTime = r.LastRenewAt.Add(time.Second)
 	p.set("a", r)
-	eventually(t, "a leads after renewing", func() bool { return leaderAddr(m) == "a" })
+	poll.Until(t, 2*time.Second, "a leads after renewing", func() bool { return leaderAddr(m) == "a" })
 }
