@@ -288,12 +288,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	}
 
 	name := strings.Join(addrs, ",")
-	settings, _ := json.Marshal(struct {
-		Addrs  []string
-		Probe  healthcheck.HTTPProber
-		Health healthcheck.Config
-		TLS    string
-	}{addrs, healthcheck.HTTPProber{Scheme: prober.Scheme, URI: prober.URI, Host: prober.Host, AcceptBare200: prober.AcceptBare200}, s.healthConfig(), tlsKey})
+	settings, _ := json.Marshal([]any{addrs, prober.Scheme, s.URI, s.Host, s.AcceptBare200, s.healthConfig(), tlsKey})
 	var floor int64
 	s.poolKey, floor = sharedProber(string(settings), name, prober)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
@@ -549,8 +544,8 @@ func (s *LeaderSelection) bodyBuffered(r *http.Request) bool {
 
 // followerRefusal is the retry_match entry that lets Caddy replay a
 // request: the node answered 503 with Retry-After and a probe sent after
-// that answer confirms it is a follower (or a stale leader), so the
-// request never executed.
+// that answer gets 503 too (the node is a follower), so the request never
+// executed.
 type followerRefusal struct{ s *LeaderSelection }
 
 func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
