@@ -64,8 +64,26 @@ func checkWrites(t *testing.T, results []fakecluster.WriteResult, c *fakecluster
 // Every request reaches the leader only: right after start (before the
 // first probe answered) and across config reloads under load.
 func TestLeaderOnlyAcrossStartAndReload(t *testing.T) {
-	c := newCluster(t, 2, 3*time.Second, time.Second)
-	follower := c.Node("node-b")
+	c := newCluster(t, 3, 3*time.Second, time.Second)
+	// Fail over first, so that the first-listed node is the follower: a
+	// proxy that sends anything before its first probes answered sends it
+	// there. A third node hangs, so the first round of probes takes a probe
+	// timeout (500ms) while writes already arrive.
+	follower := c.Node("node-a")
+	follower.Stop()
+	var leader string
+	poll.Until(t, 5*time.Second, "another node leads", func() bool {
+		leader = c.State().Leader
+		return leader != "" && leader != "node-a"
+	})
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := c.Node("node-b")
+	if leader == "node-b" {
+		hung = c.Node("node-c")
+	}
+	hung.Kill(fakecluster.KillHang)
 	tc := startCaddy(t, c, "", fmt.Sprintf(leaderSite, "10s"))
 	load := startWrites(tc.url("/api/orders"), 2*time.Millisecond, 5*time.Second)
 	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 50 })
@@ -163,6 +181,7 @@ func TestPlannedStopIsInvisible(t *testing.T) {
 		`caddy_ha_leader{pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"} 1`,
 		`caddy_ha_lease_epoch{pool="` + c.Node("node-a").Addr() + "," + b + `"} 2`,
 		`caddy_ha_failovers_total{pool="` + c.Node("node-a").Addr() + "," + b + `"} 1`,
+		`caddy_ha_probe_duration_seconds_count{outcome="leader",pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
@@ -484,6 +503,84 @@ func TestStaleLeaderGetsNoTraffic(t *testing.T) {
 	}
 }
 
+// Every subdirective reaches the JSON config, and the defaults are the
+// documented ones.
+func TestCaddyfileSubdirectives(t *testing.T) {
+	cf := `http://127.0.0.1:1 {
+	reverse_proxy 127.0.0.1:2 {
+		lb_policy leader {
+			uri /health/lead
+			host cluster.internal
+			interval 2s
+			fast_interval 20ms
+			timeout 300ms
+			fails 3
+			passes 2
+			hold 9s
+			retry_after 7s
+			reads any
+			leader_paths /webhooks/* /hooks
+			replay_buffer 64KiB
+			accept_bare_200
+			tls_server_name nodes.internal
+			tls_ca /etc/ca.pem
+		}
+	}
+}
+`
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes []struct {
+						Handle []struct {
+							Routes []struct {
+								Handle []struct {
+									LoadBalancing struct {
+										SelectionPolicy LeaderSelection `json:"selection_policy"`
+									} `json:"load_balancing"`
+								} `json:"handle"`
+							} `json:"routes"`
+						} `json:"handle"`
+					} `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var got LeaderSelection
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		got = srv.Routes[0].Handle[0].Routes[0].Handle[0].LoadBalancing.SelectionPolicy
+	}
+	want := LeaderSelection{
+		URI: "/health/lead", Host: "cluster.internal",
+		Interval: caddy.Duration(2 * time.Second), FastInterval: caddy.Duration(20 * time.Millisecond), Timeout: caddy.Duration(300 * time.Millisecond),
+		Fails: 3, Passes: 2, Hold: caddy.Duration(9 * time.Second), RetryAfter: caddy.Duration(7 * time.Second),
+		Reads: "any", LeaderPaths: []string{"/webhooks/*", "/hooks"}, ReplayBuffer: 64 << 10, AcceptBare200: true,
+		TLSServerName: "nodes.internal", TLSCA: "/etc/ca.pem",
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("adapted policy\n%+v\nwant\n%+v\n(JSON %s)", got, want, out)
+	}
+
+	var defaults LeaderSelection
+	defaults.setDefaults()
+	wantDefaults := LeaderSelection{
+		URI: "/healthz/leader", Interval: caddy.Duration(time.Second), FastInterval: caddy.Duration(50 * time.Millisecond),
+		Timeout: caddy.Duration(500 * time.Millisecond), Fails: 2, Passes: 1, Hold: caddy.Duration(15 * time.Second),
+		RetryAfter: caddy.Duration(5 * time.Second), Reads: "leader", ReplayBuffer: 1 << 20,
+	}
+	if fmt.Sprintf("%+v", defaults) != fmt.Sprintf("%+v", wantDefaults) {
+		t.Fatalf("defaults\n%+v\nwant\n%+v", defaults, wantDefaults)
+	}
+}
+
 // caddy adapt of Caddyfile.example succeeds; bad config fails clearly.
 func TestCaddyfileConfig(t *testing.T) {
 	example, err := os.ReadFile("../Caddyfile.example")
@@ -532,38 +629,49 @@ func mustConfig(t *testing.T, s string) *caddy.Config {
 	return &cfg
 }
 
-// BenchmarkSelect measures the request path of Select with a known leader.
-func BenchmarkSelect(b *testing.B) {
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: 30 * time.Second, RenewInterval: 10 * time.Second}, 2)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+// selectFixture is a policy with a known leader and a request as Caddy
+// hands it to Select; selectOnce runs the request path once.
+func selectFixture(tb testing.TB) (selectOnce func()) {
+	tb.Helper()
+	c := newClusterWith(tb, fakecluster.Config{LeaseTTL: 30 * time.Second, RenewInterval: 10 * time.Second}, 2)
 	addrs := []string{c.Nodes()[0].Addr(), c.Nodes()[1].Addr()}
 	mon, err := healthcheck.NewMonitor("bench", addrs, healthcheck.Config{Interval: time.Second, FastInterval: 10 * time.Millisecond, Timeout: time.Second, Fails: 2, Passes: 1},
 		&healthcheck.HTTPProber{Client: &http.Client{}, Scheme: "http", URI: "/healthz/leader"}, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	mon.Start()
-	defer mon.Stop()
+	tb.Cleanup(mon.Stop)
 	s := &LeaderSelection{pool: &leaderPool{mon: mon}, triedKey: "ha.leader.tried.bench", answeredKey: "ha.leader.answered.bench"}
 	pool := reverseproxy.UpstreamPool{{Dial: addrs[0]}, {Dial: addrs[1]}}
 	if mon.WaitLeader(context.Background(), time.Now().Add(5*time.Second)) == nil {
-		b.Fatal("no leader")
+		tb.Fatal("no leader")
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://x/api", nil)
 	vars := map[string]any{"client_ip": "127.0.0.1"}
 	req = req.WithContext(context.WithValue(req.Context(), caddyhttp.VarsCtxKey, vars))
+	return func() {
+		delete(vars, s.triedKey) // a new request
+		if s.Select(pool, req, nil) == nil {
+			tb.Fatal(errors.New("no upstream"))
+		}
+	}
+}
+
+// BenchmarkSelect measures the request path of Select with a known leader.
+func BenchmarkSelect(b *testing.B) {
+	selectOnce := selectFixture(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		delete(vars, s.triedKey)
-		if s.Select(pool, req, nil) == nil {
-			b.Fatal(errors.New("no upstream"))
-		}
+		selectOnce()
+	}
+}
+
+// Select allocates nothing per request once a leader is known.
+func TestSelectDoesNotAllocate(t *testing.T) {
+	selectOnce := selectFixture(t)
+	if n := testing.AllocsPerRun(1000, selectOnce); n != 0 {
+		t.Fatalf("Select allocates %v times per request, want 0", n)
 	}
 }
 
