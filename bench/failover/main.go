@@ -412,6 +412,7 @@ func measureStartAndReload(selected []proxy) {
 func measureFailover(selected []proxy, mode string) {
 	fmt.Printf("\nleader %s (%s)\n", mode, map[string]string{"kill": "crash: port refuses, lease runs out", "stop": "planned: lease released, then stop"}[mode])
 	fmt.Printf("%-8s %24s %24s %7s %s\n", "proxy", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
+	medians := map[string]time.Duration{}
 	for _, p := range selected {
 		var delays, outages []time.Duration
 		errs := map[string]int{}
@@ -430,16 +431,34 @@ func measureFailover(selected []proxy, mode string) {
 			late += m.errorsLate
 			ghosts += m.ghosts
 		}
+		if len(delays) > 0 {
+			medians[p.name] = median(delays)
+		}
 		fmt.Printf("%-8s %24s %24s %7d %s\n", p.name, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
 	}
+	// Ratios within this run: absolute times on a shared machine are noise.
+	if ours, ok := medians["ours"]; ok && ours > 0 {
+		fmt.Print("median routing delay / ours:")
+		for _, p := range selected {
+			if d, ok := medians[p.name]; ok && p.name != "ours" {
+				fmt.Printf("  %s %.1fx", p.name, float64(d)/float64(ours))
+			}
+		}
+		fmt.Println()
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
 }
 
 func medMax(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	slices.Sort(ds)
-	return fmt.Sprintf("%v / %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	return fmt.Sprintf("%v / %v", median(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
 }
 
 func formatErrors(errs map[string]int, late int) string {
