@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is the store shared by every Caddy instance (and the cluster's app)
+// through go-redis's UniversalClient: one node, Sentinel or Cluster. Each
+// operation is one round trip: SET PX NX, GET, GETDEL (Redis 6.2+), DEL,
+// and MULTI INCRBY PEXPIRE EXEC. Every key is put under prefix.
+type Redis struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+// NewRedis returns a store on client with keys under prefix. Closing the
+// store closes the client.
+func NewRedis(client redis.UniversalClient, prefix string) *Redis {
+	return &Redis{client: client, prefix: prefix}
+}
+
+func (s *Redis) TryAdd(ctx context.Context, key, value string, lifetime time.Duration) (bool, error) {
+	if err := checkLifetime(lifetime); err != nil {
+		return false, err
+	}
+	return s.client.SetNX(ctx, s.prefix+key, value, lifetime).Result()
+}
+
+func (s *Redis) Get(ctx context.Context, key string) (string, bool, error) {
+	return found(s.client.Get(ctx, s.prefix+key).Result())
+}
+
+func (s *Redis) Take(ctx context.Context, key string) (string, bool, error) {
+	return found(s.client.GetDel(ctx, s.prefix+key).Result())
+}
+
+func (s *Redis) Remove(ctx context.Context, key string) error {
+	return s.client.Del(ctx, s.prefix+key).Err()
+}
+
+func (s *Redis) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
+	return s.IncrementAndCount(ctx, key, amount, lifetime, nil, nil)
+}
+
+// IncrementAndCount sends MULTI INCRBY PEXPIRE [MGET others] EXEC. Keys
+// sharing a {hash tag} may be read together on Redis Cluster.
+func (s *Redis) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
+	if err := checkLifetime(lifetime); err != nil {
+		return 0, err
+	}
+	full := s.prefix + key
+	var incr *redis.IntCmd
+	var mget *redis.SliceCmd
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		incr = p.IncrBy(ctx, full, amount)
+		p.PExpire(ctx, full, lifetime)
+		if len(others) > 0 {
+			keys := make([]string, len(others))
+			for i, o := range others {
+				keys[i] = s.prefix + o
+			}
+			mget = p.MGet(ctx, keys...)
+		}
+		return nil
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "not an integer") {
+			return 0, ErrNotCounter
+		}
+		return 0, err
+	}
+	if mget != nil {
+		for i, v := range mget.Val() {
+			counts[i] = 0
+			if text, ok := v.(string); ok {
+				counts[i], _ = parseCount(text)
+			}
+		}
+	}
+	return incr.Val(), nil
+}
+
+func (s *Redis) Ping(ctx context.Context) error { return s.client.Ping(ctx).Err() }
+
+func (s *Redis) Close() error { return s.client.Close() }
+
+// found maps redis.Nil, Redis's "no such key", to absent.
+func found(v string, err error) (string, bool, error) {
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return v, true, nil
+}
