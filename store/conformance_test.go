@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,6 +99,22 @@ func conformance(t *testing.T, newStore func(*testing.T) store.Store) {
 		if _, err := s.Increment(ctx, "word", 1, time.Minute); !errors.Is(err, store.ErrNotCounter) {
 			t.Fatalf("Increment of a word: err = %v, want ErrNotCounter", err)
 		}
+	})
+	t.Run("CallersMayReuseKeyMemory", func(t *testing.T) {
+		s := newStore(t)
+		buf := []byte("reused:1")
+		for _, op := range []func(string) error{
+			func(k string) error { _, err := s.Increment(ctx, k, 1, time.Minute); return err },
+			func(k string) error { _, err := s.Increment(ctx, k, 1, time.Minute); return err }, // updates in place
+			func(k string) error { _, err := s.TryAdd(ctx, k+"x", "v", time.Minute); return err },
+		} {
+			if err := op(unsafe.String(&buf[0], len(buf))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		copy(buf, "XXXXXXXX")
+		wantValue(t, s, "reused:1", "2")
+		wantValue(t, s, "reused:1x", "v")
 	})
 	t.Run("IncrementAndCountReadsOthers", func(t *testing.T) {
 		s := newStore(t)

@@ -36,7 +36,9 @@ type Memory struct {
 
 type memoryShard struct {
 	mu sync.Mutex
-	m  map[string]memoryEntry
+	// Entries are pointers and updated in place: assigning to a present key
+	// would store the caller's key string, whose memory it may reuse.
+	m map[string]*memoryEntry
 	_  [40]byte // keeps shards on separate cache lines
 }
 
@@ -62,7 +64,7 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 	s := &Memory{maxKeys: int64(maxKeys), seed: maphash.MakeSeed(), epoch: time.Now(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range s.shards {
-		s.shards[i].m = make(map[string]memoryEntry)
+		s.shards[i].m = make(map[string]*memoryEntry)
 	}
 	go s.sweepEvery(sweep)
 	return s
@@ -81,10 +83,10 @@ func (s *Memory) shard(key string) *memoryShard {
 func (s *Memory) Len() int { return int(s.keys.Load()) }
 
 // live returns key's entry if it has one that has not expired.
-func (sh *memoryShard) live(key string, now int64) (memoryEntry, bool) {
+func (sh *memoryShard) live(key string, now int64) (*memoryEntry, bool) {
 	e, ok := sh.m[key]
 	if !ok || e.expires <= now {
-		return memoryEntry{}, false
+		return nil, false
 	}
 	return e, true
 }
@@ -92,8 +94,8 @@ func (sh *memoryShard) live(key string, now int64) (memoryEntry, bool) {
 // insert stores a new key, making room or failing with ErrFull. The key is
 // copied: the caller's memory may be reused.
 func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) error {
-	if _, ok := sh.m[key]; ok { // an expired entry, replaced in place
-		sh.m[key] = e
+	if old, ok := sh.m[key]; ok { // an expired entry, replaced in place
+		*old = e
 		return nil
 	}
 	if s.keys.Load() >= s.maxKeys {
@@ -106,7 +108,7 @@ func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) e
 			return ErrFull
 		}
 	}
-	sh.m[strings.Clone(key)] = e
+	sh.m[strings.Clone(key)] = &e
 	s.keys.Add(1)
 	return nil
 }
@@ -131,8 +133,12 @@ func (s *Memory) Get(_ context.Context, key string) (string, bool, error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	e, ok := sh.live(key, s.now())
+	var v string
+	if ok {
+		v = e.text()
+	}
 	sh.mu.Unlock()
-	return e.text(), ok, nil
+	return v, ok, nil
 }
 
 func (s *Memory) Take(_ context.Context, key string) (string, bool, error) {
@@ -140,10 +146,11 @@ func (s *Memory) Take(_ context.Context, key string) (string, bool, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ok := sh.live(key, s.now())
-	if ok {
-		s.delete(sh, key)
+	if !ok {
+		return "", false, nil
 	}
-	return e.text(), ok, nil
+	s.delete(sh, key)
+	return e.text(), true, nil
 }
 
 func (s *Memory) Remove(_ context.Context, key string) error {
@@ -164,28 +171,26 @@ func (s *Memory) IncrementAndCount(_ context.Context, key string, amount int64, 
 	}
 	sh, now := s.shard(key), s.now()
 	sh.mu.Lock()
-	e, ok := sh.live(key, now)
-	if ok && !e.isCount {
-		n, err := parseCount(e.value)
-		if err != nil {
-			sh.mu.Unlock()
-			return 0, ErrNotCounter
+	var count int64
+	if e, ok := sh.live(key, now); ok {
+		if !e.isCount {
+			n, err := parseCount(e.value)
+			if err != nil {
+				sh.mu.Unlock()
+				return 0, ErrNotCounter
+			}
+			*e = memoryEntry{count: n, isCount: true}
 		}
-		e = memoryEntry{count: n, isCount: true}
-	}
-	e.isCount, e.value = true, ""
-	e.count += amount
-	e.expires = now + int64(lifetime)
-	var err error
-	if ok {
-		sh.m[key] = e
+		e.count += amount
+		e.expires = now + int64(lifetime)
+		count = e.count
+	} else if err := s.insert(sh, key, memoryEntry{count: amount, isCount: true, expires: now + int64(lifetime)}, now); err != nil {
+		sh.mu.Unlock()
+		return 0, err
 	} else {
-		err = s.insert(sh, key, e, now)
+		count = amount
 	}
 	sh.mu.Unlock()
-	if err != nil {
-		return 0, err
-	}
 	for i, other := range others {
 		o := s.shard(other)
 		o.mu.Lock()
@@ -196,7 +201,7 @@ func (s *Memory) IncrementAndCount(_ context.Context, key string, amount int64, 
 			counts[i] = oe.number()
 		}
 	}
-	return e.count, nil
+	return count, nil
 }
 
 func (s *Memory) Ping(context.Context) error { return nil }
@@ -250,7 +255,7 @@ func (s *Memory) sweepShard(sh *memoryShard, now int64) {
 	}
 }
 
-func (e memoryEntry) text() string {
+func (e *memoryEntry) text() string {
 	if e.isCount {
 		return strconv.FormatInt(e.count, 10)
 	}
@@ -258,7 +263,7 @@ func (e memoryEntry) text() string {
 }
 
 // number reads an entry as a count; a value that is not one counts as 0.
-func (e memoryEntry) number() int64 {
+func (e *memoryEntry) number() int64 {
 	if e.isCount {
 		return e.count
 	}
