@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrUnavailable is returned without asking the store while a Guard has
+// found it down.
+var ErrUnavailable = errors.New("store: unavailable")
+
+// Guard wraps a remote store with a circuit: the first failure (an error
+// or a missed deadline) opens it, and while it is open calls fail at once
+// with ErrUnavailable instead of waiting on a dead store. After a pause
+// (doubling from MinPause to MaxPause while failures go on) one call is let
+// through to try the store; its success closes the circuit.
+type Guard struct {
+	Store
+	minPause, maxPause time.Duration
+	// onChange is called outside the lock when the store goes down (with
+	// the error) or comes back (with nil): once per outage each.
+	onChange func(err error)
+
+	mu     sync.Mutex
+	down   bool
+	pause  time.Duration
+	retry  time.Time // when the next trial may go
+	trying bool
+}
+
+// NewGuard guards s; onChange (may be nil) hears of outages and recoveries.
+func NewGuard(s Store, minPause, maxPause time.Duration, onChange func(err error)) *Guard {
+	return &Guard{Store: s, minPause: minPause, maxPause: maxPause, onChange: onChange}
+}
+
+// Up reports whether the store is taken to be working.
+func (g *Guard) Up() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.down
+}
+
+// RetryIn returns how long until the store is tried again (0 when up).
+func (g *Guard) RetryIn() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down {
+		return 0
+	}
+	return max(time.Until(g.retry), 0)
+}
+
+// enter reports whether a call may go to the store, and whether it is the
+// trial of an open circuit.
+func (g *Guard) enter() (ok, trial bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down {
+		return true, false
+	}
+	if g.trying || time.Now().Before(g.retry) {
+		return false, false
+	}
+	g.trying = true
+	return true, true
+}
+
+// leave records a call's outcome.
+func (g *Guard) leave(ctx context.Context, trial bool, err error) {
+	switch {
+	case err == nil, errors.Is(err, ErrFull), errors.Is(err, ErrNotCounter), errors.Is(err, ErrLifetime):
+		if trial {
+			g.recovered()
+		}
+		return
+	case errors.Is(ctx.Err(), context.Canceled): // the caller left: says nothing of the store
+		if trial {
+			g.mu.Lock()
+			g.trying = false
+			g.mu.Unlock()
+		}
+		return
+	}
+	g.mu.Lock()
+	wasDown := g.down
+	g.trying = false
+	if !wasDown {
+		g.down, g.pause = true, g.minPause
+	} else if trial {
+		g.pause = min(2*g.pause, g.maxPause)
+	}
+	g.retry = time.Now().Add(g.pause)
+	g.mu.Unlock()
+	if !wasDown && g.onChange != nil {
+		g.onChange(err)
+	}
+}
+
+func (g *Guard) recovered() {
+	g.mu.Lock()
+	wasDown := g.down
+	g.down, g.trying = false, false
+	g.mu.Unlock()
+	if wasDown && g.onChange != nil {
+		g.onChange(nil)
+	}
+}
+
+func guarded[T any](g *Guard, ctx context.Context, call func() (T, error)) (T, error) {
+	ok, trial := g.enter()
+	if !ok {
+		var zero T
+		return zero, ErrUnavailable
+	}
+	v, err := call()
+	g.leave(ctx, trial, err)
+	return v, err
+}
+
+func (g *Guard) TryAdd(ctx context.Context, key, value string, lifetime time.Duration) (bool, error) {
+	return guarded(g, ctx, func() (bool, error) { return g.Store.TryAdd(ctx, key, value, lifetime) })
+}
+
+func (g *Guard) Get(ctx context.Context, key string) (string, bool, error) {
+	var found bool
+	v, err := guarded(g, ctx, func() (v string, err error) { v, found, err = g.Store.Get(ctx, key); return })
+	return v, found, err
+}
+
+func (g *Guard) Take(ctx context.Context, key string) (string, bool, error) {
+	var found bool
+	v, err := guarded(g, ctx, func() (v string, err error) { v, found, err = g.Store.Take(ctx, key); return })
+	return v, found, err
+}
+
+func (g *Guard) Remove(ctx context.Context, key string) error {
+	_, err := guarded(g, ctx, func() (struct{}, error) { return struct{}{}, g.Store.Remove(ctx, key) })
+	return err
+}
+
+func (g *Guard) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
+	return guarded(g, ctx, func() (int64, error) { return g.Store.Increment(ctx, key, amount, lifetime) })
+}
+
+func (g *Guard) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
+	return guarded(g, ctx, func() (int64, error) {
+		return g.Store.IncrementAndCount(ctx, key, amount, lifetime, others, counts)
+	})
+}
+
+// Ping always asks the store, closing or opening the circuit by its answer,
+// so a health check finds a recovery without waiting for traffic.
+func (g *Guard) Ping(ctx context.Context) error {
+	err := g.Store.Ping(ctx)
+	g.mu.Lock()
+	trial := g.down
+	g.mu.Unlock()
+	g.leave(ctx, trial, err)
+	return err
+}
