@@ -283,7 +283,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("lb_policy leader: leader_paths: %v", err)
 		}
 	}
-	if err := registerLeaderMetrics(ctx.GetMetricsRegistry()); err != nil {
+	if err := registerCollectors(ctx.GetMetricsRegistry(), leaderMetrics.collectors...); err != nil {
 		return err
 	}
 
@@ -611,60 +611,28 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for d.NextBlock(0) {
 		opt := d.Val()
-		durationArg := func(dst *caddy.Duration) error {
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return d.Errf("%s: %v", opt, err)
-			}
-			if dur <= 0 {
-				return d.Errf("%s must be positive, got %s", opt, d.Val())
-			}
-			*dst = caddy.Duration(dur)
-			return nil
-		}
-		countArg := func(dst *int) error {
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("%s must be a whole number of at least 1, got %s", opt, d.Val())
-			}
-			*dst = n
-			return nil
-		}
-		stringArg := func(dst *string) error {
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			*dst = d.Val()
-			return nil
-		}
 		var err error
 		switch opt {
 		case "uri":
-			err = stringArg(&s.URI)
+			err = stringArg(d, &s.URI)
 		case "host":
-			err = stringArg(&s.Host)
+			err = stringArg(d, &s.Host)
 		case "interval":
-			err = durationArg(&s.Interval)
+			err = durationArg(d, opt, &s.Interval)
 		case "fast_interval":
-			err = durationArg(&s.FastInterval)
+			err = durationArg(d, opt, &s.FastInterval)
 		case "timeout":
-			err = durationArg(&s.Timeout)
+			err = durationArg(d, opt, &s.Timeout)
 		case "hold":
-			err = durationArg(&s.Hold)
+			err = durationArg(d, opt, &s.Hold)
 		case "retry_after":
-			err = durationArg(&s.RetryAfter)
+			err = durationArg(d, opt, &s.RetryAfter)
 		case "fails":
-			err = countArg(&s.Fails)
+			err = countArg(d, opt, &s.Fails)
 		case "passes":
-			err = countArg(&s.Passes)
+			err = countArg(d, opt, &s.Passes)
 		case "reads":
-			if err = stringArg(&s.Reads); err == nil && s.Reads != "leader" && s.Reads != "any" {
+			if err = stringArg(d, &s.Reads); err == nil && s.Reads != "leader" && s.Reads != "any" {
 				err = d.Errf("reads must be leader or any, got %s", s.Reads)
 			}
 		case "leader_paths":
@@ -674,7 +642,7 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "replay_buffer":
 			var size string
-			if err = stringArg(&size); err == nil {
+			if err = stringArg(d, &size); err == nil {
 				n, perr := humanize.ParseBytes(size)
 				if perr != nil || n == 0 || n > 1<<40 {
 					err = d.Errf("replay_buffer: bad size %s", size)
@@ -687,17 +655,17 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			s.AcceptBare200 = true
 		case "tls_server_name":
-			err = stringArg(&s.TLSServerName)
+			err = stringArg(d, &s.TLSServerName)
 		case "tls_ca":
-			err = stringArg(&s.TLSCA)
+			err = stringArg(d, &s.TLSCA)
 		default:
 			err = d.Errf("unrecognized lb_policy leader option '%s'", opt)
 		}
 		if err != nil {
 			return err
 		}
-		if d.NextArg() {
-			return d.Errf("%s: too many arguments", opt)
+		if err := noMoreArgs(d, opt); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -49,12 +49,13 @@ func init() {
 	m.collectors = []prometheus.Collector{m.leader, m.epoch, m.failovers, m.probe, m.held, m.holding, m.replayed, m.noLeader}
 }
 
-// registerLeaderMetrics adds the collectors to a config's registry.
-func registerLeaderMetrics(reg *prometheus.Registry) error {
+// registerCollectors adds process-wide collectors to a config's registry;
+// the collectors outlive configs, so a later config finds them there.
+func registerCollectors(reg *prometheus.Registry, collectors ...prometheus.Collector) error {
 	if reg == nil {
 		return nil
 	}
-	for _, c := range leaderMetrics.collectors {
+	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if !errors.As(err, &already) {

@@ -1,0 +1,551 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-ha/caddy-ha/ratelimit"
+	"github.com/caddy-ha/caddy-ha/store"
+)
+
+func init() {
+	caddy.RegisterModule(EdgeRateLimit{})
+	httpcaddyfile.RegisterHandlerDirective("edge_rate_limit", parseEdgeRateLimit)
+	httpcaddyfile.RegisterDirectiveOrder("edge_rate_limit", httpcaddyfile.Before, "basic_auth")
+}
+
+// EdgeRateLimit limits requests per key in zones counted in the ha app's
+// store, so the limits hold exactly across every Caddy instance sharing a
+// Redis. Windows are aligned to the clock (a window's start is in its
+// counter's key), so instances and the cluster's app agree on them.
+//
+// Over a limit a request is answered 429 with Retry-After and the IETF
+// RateLimit-Policy and RateLimit fields; under it, the request goes on
+// with those fields on its response.
+type EdgeRateLimit struct {
+	// The limits. A request counts in every zone it matches, and is refused
+	// if any of them is over its limit.
+	Zones []*RateLimitZone `json:"zones,omitempty"`
+
+	// What to do when the store does not answer within store_timeout (or
+	// is known to be down): "local" counts in this instance's memory until
+	// the store is back (the limit then holds per instance), "allow" lets
+	// requests through, "deny" answers 503 with Retry-After. Default: local.
+	OnStoreError string `json:"on_store_error,omitempty"`
+
+	// How long a request waits for the store before on_store_error
+	// decides. Default: 50ms.
+	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
+
+	// Leave the RateLimit-Policy and RateLimit fields off responses under
+	// the limit (refusals always carry them).
+	HideHeaders bool `json:"hide_headers,omitempty"`
+
+	// How many keys over the limit each zone remembers, so a flood from
+	// them is answered here without asking the store. Default: 100000.
+	RememberLimited int `json:"remember_limited,omitempty"`
+
+	zones    []*rateZone
+	store    store.Store
+	local    store.Store // on_store_error local; nil for the memory store
+	remote   bool
+	timeout  time.Duration
+	retryIn  func() time.Duration
+}
+
+// RateLimitZone is one limit: events requests per window for each key.
+type RateLimitZone struct {
+	// The zone's name: letters, digits, '_' and '-'. Zones of the same
+	// name share their counts, in every site and instance.
+	Name string `json:"name,omitempty"`
+	// Which requests count in the zone; all when empty.
+	MatcherSetsRaw caddyhttp.RawMatcherSets `json:"match,omitempty" caddy:"namespace=http.matchers"`
+	// What a count is kept per: any placeholder, typically the client IP
+	// ({http.request.client_ip}, resolved through trusted_proxies) or
+	// {http.request.remote.host}. Requests whose key is empty share one
+	// count. Keys over 256 bytes are counted by their SHA-256.
+	Key string `json:"key,omitempty"`
+	// Requests allowed per window and key.
+	Events int64 `json:"events,omitempty"`
+	// The window: windows start at multiples of it since the Unix epoch.
+	Window caddy.Duration `json:"window,omitempty"`
+	// Limit any window-long span instead of the clock's windows: counted
+	// in tenths of the window, the oldest tenth in whole, so never more
+	// than events pass in any window-long span (no 2x bursts at window
+	// edges). Costs a read of ten counters in the same round trip.
+	Sliding bool `json:"sliding,omitempty"`
+}
+
+// rateZone is a zone ready to decide.
+type rateZone struct {
+	name     string
+	matchers caddyhttp.MatcherSets
+	key      keyTemplate
+	limiter  *ratelimit.Limiter
+	policy   string // its RateLimit-Policy item
+	metrics  zoneMetrics
+}
+
+const (
+	onStoreErrorLocal   = "local"
+	onStoreErrorAllow   = "allow"
+	onStoreErrorDeny    = "deny"
+	defaultStoreTimeout = 50 * time.Millisecond
+	defaultRemembered   = 100_000
+)
+
+func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.edge_rate_limit", New: func() caddy.Module { return new(EdgeRateLimit) }}
+}
+
+func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
+	if err := registerCollectors(ctx.GetMetricsRegistry(), rateLimitMetrics.collectors...); err != nil {
+		return err
+	}
+	if h.OnStoreError == "" {
+		h.OnStoreError = onStoreErrorLocal
+	}
+	h.timeout = durationOr(h.StoreTimeout, defaultStoreTimeout)
+	if h.RememberLimited == 0 {
+		h.RememberLimited = defaultRemembered
+	}
+	if err := h.validate(); err != nil {
+		return err
+	}
+	app, err := haApp(ctx)
+	if err != nil {
+		return err
+	}
+	h.store, h.retryIn = app.Store(), app.StoreRetryIn
+	h.remote = !store.IsLocal(h.store)
+	if fallback := app.LocalFallback(); fallback != nil {
+		h.local = fallback
+	}
+	for i, zc := range h.Zones {
+		z := &rateZone{name: zc.Name, key: compileKey(zc.Key)}
+		matchers, err := ctx.LoadModule(zc, "MatcherSetsRaw")
+		if err != nil {
+			return fmt.Errorf("zone %s: loading matchers: %v", zc.Name, err)
+		}
+		if err := z.matchers.FromInterface(matchers); err != nil {
+			return fmt.Errorf("zone %s: %v", zc.Name, err)
+		}
+		z.limiter, err = ratelimit.NewLimiter(ratelimit.Zone{Name: zc.Name, Events: zc.Events,
+			Window: time.Duration(zc.Window), Sliding: zc.Sliding}, h.RememberLimited)
+		if err != nil {
+			return fmt.Errorf("zone %d: %v", i, err)
+		}
+		z.policy = fmt.Sprintf("%q;q=%d;w=%d", zc.Name, zc.Events, ceilSeconds(time.Duration(zc.Window)))
+		z.metrics = newZoneMetrics(zc.Name)
+		h.zones = append(h.zones, z)
+	}
+	return nil
+}
+
+// validate checks what Provision cannot fix up; Caddy's validate step and
+// the Caddyfile adapter both end up here.
+func (h *EdgeRateLimit) validate() error {
+	if len(h.Zones) == 0 {
+		return errors.New("edge_rate_limit: at least one zone is required")
+	}
+	if err := checkZones(h.Zones); err != nil {
+		return fmt.Errorf("edge_rate_limit: %v", err)
+	}
+	if err := checkOnStoreError(h.OnStoreError); err != nil {
+		return fmt.Errorf("edge_rate_limit: %v", err)
+	}
+	if h.StoreTimeout < 0 || h.RememberLimited < 0 {
+		return errors.New("edge_rate_limit: store_timeout and remember_limited must be positive")
+	}
+	return nil
+}
+
+// checkZones reports the first zone that is wrong, or named twice.
+func checkZones(zones []*RateLimitZone) error {
+	seen := map[string]bool{}
+	for _, z := range zones {
+		if err := (ratelimit.Zone{Name: z.Name, Events: z.Events, Window: time.Duration(z.Window), Sliding: z.Sliding}).Validate(); err != nil {
+			return err
+		}
+		if seen[z.Name] {
+			return fmt.Errorf("zone %s is defined twice", z.Name)
+		}
+		seen[z.Name] = true
+		if z.Key == "" {
+			return fmt.Errorf("zone %s needs a key, e.g. {http.request.client_ip}", z.Name)
+		}
+	}
+	return nil
+}
+
+func checkOnStoreError(policy string) error {
+	switch policy {
+	case onStoreErrorLocal, onStoreErrorAllow, onStoreErrorDeny:
+		return nil
+	}
+	return fmt.Errorf("on_store_error must be local, allow or deny, got %q", policy)
+}
+
+// zoneDecision is one zone's decision for a request.
+type zoneDecision struct {
+	zone *rateZone
+	ratelimit.Decision
+	// unknown: the store failed and on_store_error allow or deny decided,
+	// so there is no count to report.
+	unknown bool
+}
+
+func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	now := time.Now()
+	var buf [4]zoneDecision
+	decisions := buf[:0]
+	limited, denied := false, false
+	for _, z := range h.zones {
+		match, err := z.matchers.AnyMatchWithError(r)
+		if err != nil {
+			return caddyhttp.Error(http.StatusInternalServerError, err)
+		}
+		if !match {
+			continue
+		}
+		d := h.decide(r, z, now)
+		switch {
+		case d.unknown && !d.Allowed:
+			denied = true
+			z.metrics.denied.Inc()
+		case d.Allowed:
+			z.metrics.allowed.Inc()
+		default:
+			limited = true
+			z.metrics.limited.Inc()
+		}
+		decisions = append(decisions, d)
+	}
+	if len(decisions) == 0 {
+		return next.ServeHTTP(w, r)
+	}
+	if limited || !h.HideHeaders {
+		h.setFields(w.Header(), decisions)
+	}
+	switch {
+	case limited:
+		var wait time.Duration
+		var zone string
+		for _, d := range decisions {
+			if !d.Allowed && !d.unknown && d.RetryAfter >= wait {
+				wait, zone = d.RetryAfter, d.zone.name
+			}
+		}
+		return refuse(w, r, http.StatusTooManyRequests, wait,
+			fmt.Sprintf("429 Too Many Requests: the rate limit of zone %q is reached; retry in %d s", zone, ceilSeconds(wait)))
+	case denied:
+		wait := h.retryIn()
+		return refuse(w, r, http.StatusServiceUnavailable, wait,
+			fmt.Sprintf("503 Service Unavailable: the rate limit store does not answer; retry in %d s", ceilSeconds(wait)))
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// decide asks the store within the timeout, and the fallback policy when
+// it does not answer.
+func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, now time.Time) zoneDecision {
+	key := z.key.resolve(r)
+	ctx := r.Context()
+	if h.remote {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	d, err := z.limiter.Decide(ctx, h.store, key, now)
+	if err == nil {
+		if !d.Cached {
+			z.metrics.latency.Observe(time.Since(start).Seconds())
+		}
+		return zoneDecision{zone: z, Decision: d}
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		z.metrics.storeErrors.Inc()
+	}
+	z.metrics.fallback.Inc()
+	if h.OnStoreError == onStoreErrorLocal && h.local != nil {
+		if d, err := z.limiter.Decide(r.Context(), h.local, key, now); err == nil {
+			return zoneDecision{zone: z, Decision: d}
+		}
+	}
+	// allow, deny, or local without room to count: no count to tell.
+	return zoneDecision{zone: z, Decision: ratelimit.Decision{Allowed: h.OnStoreError != onStoreErrorDeny}, unknown: true}
+}
+
+// setFields sets the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) of the zones with a count.
+func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
+	var policy, state []byte
+	for _, d := range decisions {
+		if d.unknown {
+			continue
+		}
+		if len(policy) > 0 {
+			policy, state = append(policy, ", "...), append(state, ", "...)
+		}
+		policy = append(policy, d.zone.policy...)
+		state = strconv.AppendQuote(state, d.zone.name)
+		state = append(state, ";r="...)
+		state = strconv.AppendInt(state, d.Remaining, 10)
+		state = append(state, ";t="...)
+		state = strconv.AppendInt(state, ceilSeconds(d.Reset), 10)
+	}
+	if len(policy) > 0 {
+		hdr["Ratelimit-Policy"] = []string{string(policy)}
+		hdr["Ratelimit"] = []string{string(state)}
+	}
+}
+
+// refuse answers status with Retry-After and a body that says why, or,
+// when the server has error routes, leaves the answer to them.
+func refuse(w http.ResponseWriter, r *http.Request, status int, wait time.Duration, msg string) error {
+	w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
+	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Errors != nil && len(srv.Errors.Routes) > 0 {
+		return caddyhttp.Error(status, errors.New(msg))
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, err := io.WriteString(w, msg+"\n")
+	return err
+}
+
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// keyTemplate is a zone's key: the client-address placeholders are read
+// straight from the request (no allocation); others go through the
+// replacer.
+type keyTemplate struct {
+	text string
+	kind int
+}
+
+const (
+	keyPlaceholders = iota
+	keyRemoteHost
+	keyClientIP
+)
+
+func compileKey(text string) keyTemplate {
+	switch text {
+	case "{http.request.remote.host}":
+		return keyTemplate{text, keyRemoteHost}
+	case "{http.request.client_ip}":
+		return keyTemplate{text, keyClientIP}
+	}
+	return keyTemplate{text, keyPlaceholders}
+}
+
+func (k keyTemplate) resolve(r *http.Request) string {
+	switch k.kind {
+	case keyRemoteHost:
+		if r.TLS != nil && !r.TLS.HandshakeComplete {
+			return "" // as Caddy's placeholder: early data cannot be trusted
+		}
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		return host
+	case keyClientIP:
+		if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok {
+			return ip
+		}
+		return ""
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return k.text
+	}
+	return repl.ReplaceKnown(k.text, "")
+}
+
+// zoneMetrics are a zone's metrics, looked up once.
+type zoneMetrics struct {
+	allowed, limited, denied, storeErrors, fallback prometheus.Counter
+	latency                                         prometheus.Observer
+}
+
+var rateLimitMetrics = struct {
+	requests    *prometheus.CounterVec
+	storeErrors *prometheus.CounterVec
+	fallback    *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	collectors  []prometheus.Collector
+}{}
+
+func init() {
+	const ns, sub = "caddy", "ha_rate_limit"
+	m := &rateLimitMetrics
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
+		Help: "Requests counted in a zone, by decision: allowed, limited (429), denied (503: store down with on_store_error deny)."},
+		[]string{"zone", "decision"})
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "store_errors_total",
+		Help: "Store calls that failed or missed store_timeout."}, []string{"zone"})
+	m.fallback = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallback_decisions_total",
+		Help: "Decisions taken by on_store_error because the store failed or was known to be down."}, []string{"zone"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
+		Help:    "Time a decision waited for the store.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}}, []string{"zone"})
+	m.collectors = []prometheus.Collector{m.requests, m.storeErrors, m.fallback, m.latency}
+}
+
+func newZoneMetrics(zone string) zoneMetrics {
+	m := &rateLimitMetrics
+	return zoneMetrics{
+		allowed:     m.requests.WithLabelValues(zone, "allowed"),
+		limited:     m.requests.WithLabelValues(zone, "limited"),
+		denied:      m.requests.WithLabelValues(zone, "denied"),
+		storeErrors: m.storeErrors.WithLabelValues(zone),
+		fallback:    m.fallback.WithLabelValues(zone),
+		latency:     m.latency.WithLabelValues(zone),
+	}
+}
+
+// parseEdgeRateLimit parses the directive. Syntax:
+//
+//	edge_rate_limit [<matcher>] {
+//		zone <name> {
+//			match {
+//				<matchers>
+//			}
+//			key    <placeholder>
+//			events <n>
+//			window <duration>
+//			sliding
+//		}
+//		on_store_error   local|allow|deny
+//		store_timeout    <duration>
+//		headers          on|off
+//		remember_limited <n>
+//	}
+func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	rl := new(EdgeRateLimit)
+	return rl, rl.UnmarshalCaddyfile(h.Dispenser)
+}
+
+func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "zone":
+			err = h.unmarshalZone(d)
+			if err != nil {
+				return err
+			}
+			continue
+		case "on_store_error":
+			if err = stringArg(d, &h.OnStoreError); err == nil {
+				if perr := checkOnStoreError(h.OnStoreError); perr != nil {
+					err = d.Err(perr.Error())
+				}
+			}
+		case "store_timeout":
+			err = durationArg(d, opt, &h.StoreTimeout)
+		case "headers":
+			var v string
+			if err = stringArg(d, &v); err == nil {
+				switch v {
+				case "on":
+					h.HideHeaders = false
+				case "off":
+					h.HideHeaders = true
+				default:
+					err = d.Errf("headers must be on or off, got %s", v)
+				}
+			}
+		case "remember_limited":
+			err = countArg(d, opt, &h.RememberLimited)
+		default:
+			err = d.Errf("unrecognized edge_rate_limit option '%s'", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(h.Zones) == 0 {
+		return d.Err("edge_rate_limit needs at least one zone")
+	}
+	return nil
+}
+
+func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
+	z := new(RateLimitZone)
+	if err := stringArg(d, &z.Name); err != nil {
+		return err
+	}
+	if err := noMoreArgs(d, "zone"); err != nil {
+		return err
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "match":
+			set, merr := caddyhttp.ParseCaddyfileNestedMatcherSet(d)
+			if merr != nil {
+				return merr
+			}
+			z.MatcherSetsRaw = append(z.MatcherSetsRaw, set)
+			continue
+		case "key":
+			err = stringArg(d, &z.Key)
+		case "events":
+			var n int
+			if err = countArg(d, opt, &n); err == nil {
+				z.Events = int64(n)
+			}
+		case "window":
+			err = durationArg(d, opt, &z.Window)
+		case "sliding":
+			z.Sliding = true
+		default:
+			err = d.Errf("unrecognized zone option '%s'", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := checkZones(append(h.Zones, z)); err != nil {
+		return d.Err(err.Error())
+	}
+	h.Zones = append(h.Zones, z)
+	return nil
+}
+
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*EdgeRateLimit)(nil)
+	_ caddyhttp.MiddlewareHandler = (*EdgeRateLimit)(nil)
+	_ caddyfile.Unmarshaler       = (*EdgeRateLimit)(nil)
+)

@@ -1,0 +1,294 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/caddy-ha/caddy-ha/store"
+)
+
+func init() {
+	caddy.RegisterModule(HAApp{})
+	httpcaddyfile.RegisterGlobalOption("ha", parseHAOption)
+}
+
+// HAApp is the ha app: the short-lived store that caddy-ha's handlers keep
+// their state in (rate-limit counters, upload bindings). Without it the
+// store is the memory of this Caddy; with Redis it is shared by every Caddy
+// instance and by the cluster's own app.
+//
+// The store is shared across config reloads for as long as its settings do
+// not change: a reload neither reconnects nor loses memory-store counts.
+type HAApp struct {
+	// The store: `{"backend": "memory", …}` (the default) or
+	// `{"backend": "redis", …}`.
+	StoreRaw json.RawMessage `json:"store,omitempty" caddy:"namespace=ha.stores inline_key=backend"`
+
+	// How often a remote store's health is checked (PING), which also
+	// notices its recovery without waiting for traffic. Default: 2s.
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+
+	shared *sharedStore
+	key    string
+}
+
+// storeBackend is what a module in ha.stores provides.
+type storeBackend interface {
+	// openStore connects; the store is shared until its last user leaves.
+	openStore() (store.Store, error)
+	// describe names the store in logs and metrics, e.g. "redis 10.0.0.5:6379".
+	describe() string
+}
+
+func (HAApp) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha", New: func() caddy.Module { return new(HAApp) }}
+}
+
+// storePools shares one open store per settings across config reloads.
+var storePools = caddy.NewUsagePool()
+
+const (
+	defaultHealthInterval = 2 * time.Second
+	// localFallbackKeys bounds the memory that counts for on_store_error
+	// local while a remote store is down.
+	localFallbackKeys = 100_000
+)
+
+func (a *HAApp) Provision(ctx caddy.Context) error {
+	if err := registerCollectors(ctx.GetMetricsRegistry(), storeMetrics.collectors...); err != nil {
+		return err
+	}
+	if a.StoreRaw == nil {
+		a.StoreRaw = json.RawMessage(`{"backend":"memory"}`)
+	}
+	if a.HealthInterval == 0 {
+		a.HealthInterval = caddy.Duration(defaultHealthInterval)
+	}
+	if a.HealthInterval < 0 {
+		return fmt.Errorf("health_interval must be positive")
+	}
+	// The key is the settings before provisioning changes anything.
+	key, err := json.Marshal(struct {
+		Store    json.RawMessage
+		Interval caddy.Duration
+	}{a.StoreRaw, a.HealthInterval})
+	if err != nil {
+		return err
+	}
+	mod, err := ctx.LoadModule(a, "StoreRaw")
+	if err != nil {
+		return fmt.Errorf("loading the store: %v", err)
+	}
+	backend := mod.(storeBackend)
+	a.key = string(key)
+	val, _, err := storePools.LoadOrNew(a.key, func() (caddy.Destructor, error) {
+		return openShared(backend, time.Duration(a.HealthInterval))
+	})
+	if err != nil {
+		return fmt.Errorf("opening the %s store: %v", backend.describe(), err)
+	}
+	a.shared = val.(*sharedStore)
+	return nil
+}
+
+func (a *HAApp) Start() error { return nil }
+func (a *HAApp) Stop() error  { return nil }
+
+// Cleanup lets go of the store; the last config using it closes it.
+func (a *HAApp) Cleanup() error {
+	if a.shared == nil {
+		return nil
+	}
+	_, err := storePools.Delete(a.key)
+	return err
+}
+
+// Store returns the shared store. For a remote one, calls fail at once with
+// store.ErrUnavailable while it is down (see store.Guard).
+func (a *HAApp) Store() store.Store { return a.shared.store }
+
+// LocalFallback returns this instance's own memory, which handlers with a
+// local fallback count in while the store is down.
+func (a *HAApp) LocalFallback() store.Store { return a.shared.local }
+
+// StoreRetryIn returns how long until a down store is tried again.
+func (a *HAApp) StoreRetryIn() time.Duration {
+	if a.shared.guard == nil {
+		return 0
+	}
+	return a.shared.guard.RetryIn()
+}
+
+// haApp returns the config's ha app, loading it with the defaults (the
+// memory store) when the config has none.
+func haApp(ctx caddy.Context) (*HAApp, error) {
+	app, err := ctx.App("ha")
+	if err != nil {
+		return nil, err
+	}
+	return app.(*HAApp), nil
+}
+
+// sharedStore is an open store in storePools.
+type sharedStore struct {
+	name  string
+	store store.Store // the guarded store for a remote one
+	guard *store.Guard
+	local *store.Memory
+	up    prometheus.Gauge
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, error) {
+	s, err := backend.openStore()
+	if err != nil {
+		return nil, err
+	}
+	sh := &sharedStore{name: backend.describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.describe())}
+	sh.up.Set(1)
+	if store.IsLocal(s) {
+		return sh, nil
+	}
+	log := caddy.Log().Named("ha.store")
+	sh.guard = store.NewGuard(s, 100*time.Millisecond, 5*time.Second, func(err error) {
+		// Once per outage: handlers answer by their on_store_error policy meanwhile.
+		if err != nil {
+			sh.up.Set(0)
+			log.Error("store unavailable: rate limits and bindings use their fallback until it answers",
+				zap.String("store", sh.name), zap.Error(err))
+			return
+		}
+		sh.up.Set(1)
+		log.Info("store available again", zap.String("store", sh.name))
+	})
+	sh.store, sh.local = sh.guard, store.NewMemory(localFallbackKeys, 0)
+	sh.stop, sh.done = make(chan struct{}), make(chan struct{})
+	go sh.checkHealth(healthEvery)
+	return sh, nil
+}
+
+// checkHealth pings the store through its guard until Destruct.
+func (sh *sharedStore) checkHealth(every time.Duration) {
+	defer close(sh.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-sh.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), min(every, time.Second))
+			_ = sh.guard.Ping(ctx)
+			cancel()
+		}
+	}
+}
+
+func (sh *sharedStore) Destruct() error {
+	if sh.stop != nil {
+		close(sh.stop)
+		<-sh.done
+		sh.local.Close()
+	}
+	storeMetrics.up.DeleteLabelValues(sh.name)
+	return sh.store.Close()
+}
+
+var storeMetrics = struct {
+	up         *prometheus.GaugeVec
+	collectors []prometheus.Collector
+}{}
+
+func init() {
+	m := &storeMetrics
+	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_up",
+		Help: "1 while the ha store answers, 0 while it is taken to be down."}, []string{"store"})
+	m.collectors = []prometheus.Collector{m.up}
+}
+
+// parseHAOption parses the global option. Syntax:
+//
+//	ha {
+//		store memory {
+//			max_keys <n>
+//		}
+//		store redis {
+//			address           <host:port...>
+//			username          <name>
+//			password          <password>
+//			db                <n>
+//			master_name       <sentinel master>
+//			sentinel_username <name>
+//			sentinel_password <password>
+//			cluster
+//			prefix            <prefix>
+//			tls {
+//				server_name <name>
+//				ca          <pem file>
+//			}
+//			dial_timeout      <duration>
+//			read_timeout      <duration>
+//			write_timeout     <duration>
+//			pool_size         <n>
+//		}
+//		health_interval <duration>
+//	}
+func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	if existing != nil {
+		return nil, d.Err("the ha option may appear only once")
+	}
+	app := new(HAApp)
+	d.Next() // the option name
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "store":
+			if app.StoreRaw != nil {
+				return nil, d.Err("store may appear only once")
+			}
+			var backend string
+			if err := stringArg(d, &backend); err != nil {
+				return nil, err
+			}
+			mod, err := caddyfile.UnmarshalModule(d, "ha.stores."+backend)
+			if err != nil {
+				return nil, err
+			}
+			app.StoreRaw = caddyconfig.JSONModuleObject(mod, "backend", backend, nil)
+			continue
+		case "health_interval":
+			err = durationArg(d, opt, &app.HealthInterval)
+		default:
+			err = d.Errf("unrecognized ha option '%s'", opt)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := noMoreArgs(d, opt); err != nil {
+			return nil, err
+		}
+	}
+	return httpcaddyfile.App{Name: "ha", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*HAApp)(nil)
+	_ caddy.Provisioner  = (*HAApp)(nil)
+	_ caddy.CleanerUpper = (*HAApp)(nil)
+	_ caddy.Destructor   = (*sharedStore)(nil)
+)

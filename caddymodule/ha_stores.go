@@ -1,0 +1,306 @@
+package caddymodule
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/caddy-ha/caddy-ha/store"
+)
+
+func init() {
+	caddy.RegisterModule(MemoryStore{})
+	caddy.RegisterModule(RedisStore{})
+}
+
+// MemoryStore keeps the ha store in this Caddy's memory: the default, for
+// a single instance. Counts and bindings survive config reloads, not a
+// restart.
+type MemoryStore struct {
+	// The most keys held. When full, new keys are refused (rate limits
+	// then decide by on_store_error) until expired ones are swept; keys
+	// are never evicted early. Default: 1000000.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+func (MemoryStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha.stores.memory", New: func() caddy.Module { return new(MemoryStore) }}
+}
+
+func (m *MemoryStore) Validate() error {
+	if m.MaxKeys < 0 {
+		return errors.New("max_keys must be positive")
+	}
+	return nil
+}
+
+func (m *MemoryStore) openStore() (store.Store, error) { return store.NewMemory(m.MaxKeys, 0), nil }
+func (m *MemoryStore) describe() string                { return "memory" }
+
+// UnmarshalCaddyfile sets up the memory store. Syntax:
+//
+//	store memory {
+//		max_keys <n>
+//	}
+func (m *MemoryStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the backend name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "max_keys":
+			err = countArg(d, opt, &m.MaxKeys)
+		default:
+			err = d.Errf("unrecognized memory store option '%s'", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RedisStore keeps the ha store in Redis, shared by every Caddy instance
+// and the cluster's app: one server, Sentinel (master_name) or Cluster
+// (several addresses, or cluster). Each operation is one round trip.
+type RedisStore struct {
+	// Redis addresses (host:port): one server, the seeds of a Cluster, or
+	// the Sentinels when master_name is set.
+	Addresses []string `json:"addresses,omitempty"`
+	// ACL user name and password. The password may be a placeholder such
+	// as {env.REDIS_PASSWORD}.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// Database number (not with Cluster). Default: 0.
+	DB int `json:"db,omitempty"`
+	// The Sentinel master name: Addresses are then the Sentinels.
+	MasterName       string `json:"master_name,omitempty"`
+	SentinelUsername string `json:"sentinel_username,omitempty"`
+	SentinelPassword string `json:"sentinel_password,omitempty"`
+	// Cluster mode with a single address (e.g. a configuration endpoint).
+	Cluster bool `json:"cluster,omitempty"`
+	// Put before every key, to keep this proxy's keys apart from other
+	// services' in the same Redis. Default: "caddy-ha:".
+	Prefix *string `json:"prefix,omitempty"`
+	// TLS to Redis; absent means plain TCP.
+	TLS *RedisTLS `json:"tls,omitempty"`
+	// Timeouts of connecting and of each read and write. Handlers bound
+	// each call further (e.g. edge_rate_limit's store_timeout). Defaults:
+	// 1s, 500ms, 500ms.
+	DialTimeout  caddy.Duration `json:"dial_timeout,omitempty"`
+	ReadTimeout  caddy.Duration `json:"read_timeout,omitempty"`
+	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
+	// Connections per Redis node. Default: 10 per CPU.
+	PoolSize int `json:"pool_size,omitempty"`
+}
+
+// RedisTLS is TLS to Redis, verified against the system roots or CA.
+type RedisTLS struct {
+	// The name to verify; default: the address's host.
+	ServerName string `json:"server_name,omitempty"`
+	// A PEM file of the CAs to trust instead of the system roots.
+	CA string `json:"ca,omitempty"`
+}
+
+// DefaultStorePrefix is the Redis store's key prefix when none is set.
+const DefaultStorePrefix = "caddy-ha:"
+
+func (RedisStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha.stores.redis", New: func() caddy.Module { return new(RedisStore) }}
+}
+
+func (r *RedisStore) Validate() error {
+	if len(r.Addresses) == 0 {
+		return errors.New("redis store: at least one address is required")
+	}
+	for _, a := range r.Addresses {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return fmt.Errorf("redis store: address %q: want host:port", a)
+		}
+	}
+	clustered := r.Cluster || len(r.Addresses) > 1 && r.MasterName == ""
+	switch {
+	case r.DB < 0:
+		return errors.New("redis store: db must not be negative")
+	case clustered && r.DB != 0:
+		return errors.New("redis store: Redis Cluster has only db 0")
+	case r.Cluster && r.MasterName != "":
+		return errors.New("redis store: cluster and master_name exclude each other")
+	case r.PoolSize < 0:
+		return errors.New("redis store: pool_size must be positive")
+	case r.DialTimeout < 0 || r.ReadTimeout < 0 || r.WriteTimeout < 0:
+		return errors.New("redis store: timeouts must be positive")
+	}
+	if r.TLS != nil && r.TLS.CA != "" {
+		if _, err := r.rootCAs(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *RedisStore) rootCAs() (*x509.CertPool, error) {
+	pem, err := os.ReadFile(r.TLS.CA)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: tls ca: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("redis store: tls ca %s: no PEM certificates", r.TLS.CA)
+	}
+	return pool, nil
+}
+
+func (r *RedisStore) describe() string { return "redis " + strings.Join(r.Addresses, ",") }
+
+func (r *RedisStore) openStore() (store.Store, error) {
+	repl := caddy.NewReplacer()
+	opts := &redis.UniversalOptions{
+		Addrs:            r.Addresses,
+		Username:         repl.ReplaceAll(r.Username, ""),
+		Password:         repl.ReplaceAll(r.Password, ""),
+		DB:               r.DB,
+		MasterName:       r.MasterName,
+		SentinelUsername: repl.ReplaceAll(r.SentinelUsername, ""),
+		SentinelPassword: repl.ReplaceAll(r.SentinelPassword, ""),
+		IsClusterMode:    r.Cluster,
+		DialTimeout:      durationOr(r.DialTimeout, time.Second),
+		ReadTimeout:      durationOr(r.ReadTimeout, 500*time.Millisecond),
+		WriteTimeout:     durationOr(r.WriteTimeout, 500*time.Millisecond),
+		PoolSize:         r.PoolSize,
+		// The caller's deadline bounds every call; a retry could count an
+		// increment twice, and the caller's fallback beats a late answer.
+		ContextTimeoutEnabled:    true,
+		MaxRetries:               -1,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	if r.TLS != nil {
+		opts.TLSConfig = &tls.Config{ServerName: r.TLS.ServerName, MinVersion: tls.VersionTLS12}
+		if r.TLS.CA != "" {
+			pool, err := r.rootCAs()
+			if err != nil {
+				return nil, err
+			}
+			opts.TLSConfig.RootCAs = pool
+		}
+	}
+	prefix := DefaultStorePrefix
+	if r.Prefix != nil {
+		prefix = *r.Prefix
+	}
+	// No connection yet: a Redis that is down at start is a store outage
+	// (handled by the fallback), not a config error.
+	return store.NewRedis(redis.NewUniversalClient(opts), prefix), nil
+}
+
+func durationOr(d caddy.Duration, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// UnmarshalCaddyfile sets up the Redis store; see parseHAOption for the
+// syntax.
+func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the backend name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "address", "addresses":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			r.Addresses = append(r.Addresses, args...)
+		case "username":
+			err = stringArg(d, &r.Username)
+		case "password":
+			err = stringArg(d, &r.Password)
+		case "db":
+			var db string
+			if err = stringArg(d, &db); err == nil {
+				if r.DB, err = strconv.Atoi(db); err != nil || r.DB < 0 {
+					err = d.Errf("db must be a whole number, got %s", db)
+				}
+			}
+		case "master_name":
+			err = stringArg(d, &r.MasterName)
+		case "sentinel_username":
+			err = stringArg(d, &r.SentinelUsername)
+		case "sentinel_password":
+			err = stringArg(d, &r.SentinelPassword)
+		case "cluster":
+			r.Cluster = true
+		case "prefix":
+			var p string
+			if err = stringArg(d, &p); err == nil {
+				r.Prefix = &p
+			}
+		case "tls":
+			r.TLS = new(RedisTLS)
+			for nesting := d.Nesting(); err == nil && d.NextBlock(nesting); {
+				tlsOpt := d.Val()
+				switch tlsOpt {
+				case "server_name":
+					err = stringArg(d, &r.TLS.ServerName)
+				case "ca":
+					err = stringArg(d, &r.TLS.CA)
+				default:
+					err = d.Errf("unrecognized redis tls option '%s'", tlsOpt)
+				}
+				if err == nil {
+					err = noMoreArgs(d, tlsOpt)
+				}
+			}
+		case "dial_timeout":
+			err = durationArg(d, opt, &r.DialTimeout)
+		case "read_timeout":
+			err = durationArg(d, opt, &r.ReadTimeout)
+		case "write_timeout":
+			err = durationArg(d, opt, &r.WriteTimeout)
+		case "pool_size":
+			err = countArg(d, opt, &r.PoolSize)
+		default:
+			err = d.Errf("unrecognized redis store option '%s'", opt)
+		}
+		if err == nil && opt != "address" && opt != "addresses" && opt != "tls" {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ storeBackend          = (*MemoryStore)(nil)
+	_ caddy.Validator       = (*MemoryStore)(nil)
+	_ caddyfile.Unmarshaler = (*MemoryStore)(nil)
+	_ storeBackend          = (*RedisStore)(nil)
+	_ caddy.Validator       = (*RedisStore)(nil)
+	_ caddyfile.Unmarshaler = (*RedisStore)(nil)
+)
