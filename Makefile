@@ -24,8 +24,10 @@ test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
+# The store tests run a real redis-server on a loopback port.
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
+	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
 
 # Go benchmarks of the hot paths, then the side-by-side failover benchmark.
 bench: build bench-deps

@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 // freeAddr returns a free loopback address.
@@ -133,4 +136,99 @@ func newClusterWith(t testing.TB, cfg fakecluster.Config, nodes int) *fakecluste
 		t.Fatal(err)
 	}
 	return c
+}
+
+// runCaddyEnv names the config file a re-executed test binary runs as a
+// second Caddy instance (see startCaddyProcess).
+const runCaddyEnv = "CADDYHA_TEST_RUN_CADDY"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(runCaddyEnv); cfg != "" {
+		runCaddyProcess(cfg)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// runCaddyProcess is the second instance: it loads the JSON config and
+// serves until its parent closes its stdin.
+func runCaddyProcess(path string) {
+	cfg, err := os.ReadFile(path)
+	if err == nil {
+		err = caddy.Load(cfg, true)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "second caddy:", err)
+		os.Exit(1)
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = caddy.Stop()
+	os.Exit(0)
+}
+
+// caddyProcess is a Caddy instance in a process of its own: the test binary
+// run again, with all the same modules.
+type caddyProcess struct {
+	addr string
+}
+
+func (p *caddyProcess) url(path string) string { return "http://" + p.addr + path }
+
+// startCaddyProcess runs a second Caddy serving site on a free port with
+// the given global options, and stops it when the test ends.
+func startCaddyProcess(t testing.TB, globalOpts, site string) *caddyProcess {
+	t.Helper()
+	p := &caddyProcess{addr: freeAddr(t)}
+	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tlog {\n\t\toutput discard\n\t}\n\t%s\n}\nhttp://%s {\n\t%s\n}\n", globalOpts, p.addr, site)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatalf("adapting Caddyfile: %v\n%s", err, caddyfile)
+	}
+	path := filepath.Join(t.TempDir(), "second.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), runCaddyEnv+"="+path)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	poll.Until(t, 20*time.Second, "the second Caddy to listen", func() bool {
+		conn, err := net.Dial("tcp", p.addr)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	return p
+}
+
+// metricValue returns the value of the metric line that starts with
+// prefix (name and labels), or -1 when there is none.
+func metricValue(tc *testCaddy, prefix string) float64 {
+	for _, l := range strings.Split(tc.adminGet("/metrics"), "\n") {
+		if strings.HasPrefix(l, prefix+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, prefix)), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return -1
 }

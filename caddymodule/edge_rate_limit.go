@@ -57,12 +57,12 @@ type EdgeRateLimit struct {
 	// them is answered here without asking the store. Default: 100000.
 	RememberLimited int `json:"remember_limited,omitempty"`
 
-	zones    []*rateZone
-	store    store.Store
-	local    store.Store // on_store_error local; nil for the memory store
-	remote   bool
-	timeout  time.Duration
-	retryIn  func() time.Duration
+	zones   []*rateZone
+	store   store.Store
+	local   store.Store // on_store_error local; nil for the memory store
+	remote  bool
+	timeout time.Duration
+	retryIn func() time.Duration
 }
 
 // RateLimitZone is one limit: events requests per window for each key.
@@ -541,7 +541,6 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 	h.Zones = append(h.Zones, z)
 	return nil
 }
-
 
 // Interface guards
 var (

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -170,7 +172,18 @@ func (r *RedisStore) rootCAs() (*x509.CertPool, error) {
 
 func (r *RedisStore) describe() string { return "redis " + strings.Join(r.Addresses, ",") }
 
+// redisLogger sends go-redis's own messages to Caddy's log at DEBUG: the
+// outages they tell of are logged once each by the ha app.
+type redisLogger struct{}
+
+func (redisLogger) Printf(_ context.Context, format string, v ...any) {
+	caddy.Log().Named("ha.store.redis").Debug(fmt.Sprintf(format, v...))
+}
+
+var setRedisLogger sync.Once
+
 func (r *RedisStore) openStore() (store.Store, error) {
+	setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
 	repl := caddy.NewReplacer()
 	opts := &redis.UniversalOptions{
 		Addrs:            r.Addresses,
@@ -189,6 +202,7 @@ func (r *RedisStore) openStore() (store.Store, error) {
 		// increment twice, and the caller's fallback beats a late answer.
 		ContextTimeoutEnabled:    true,
 		MaxRetries:               -1,
+		DialerRetries:            1,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
 	if r.TLS != nil {
@@ -291,6 +305,9 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := r.Validate(); err != nil {
+		return d.Err(err.Error())
 	}
 	return nil
 }

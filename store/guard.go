@@ -24,6 +24,7 @@ type Guard struct {
 	onChange func(err error)
 
 	mu     sync.Mutex
+	gen    uint64 // counts the circuit's changes: late outcomes are ignored
 	down   bool
 	pause  time.Duration
 	retry  time.Time // when the next trial may go
@@ -52,70 +53,66 @@ func (g *Guard) RetryIn() time.Duration {
 	return max(time.Until(g.retry), 0)
 }
 
-// enter reports whether a call may go to the store, and whether it is the
-// trial of an open circuit.
-func (g *Guard) enter() (ok, trial bool) {
+// call is one call to the store, as enter let it go.
+type call struct {
+	trial bool   // the one call that tries a down store
+	gen   uint64 // the circuit's state when it went
+}
+
+// enter reports whether a call may go to the store.
+func (g *Guard) enter() (call, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.down {
-		return true, false
+		return call{gen: g.gen}, true
 	}
 	if g.trying || time.Now().Before(g.retry) {
-		return false, false
+		return call{}, false
 	}
 	g.trying = true
-	return true, true
+	return call{trial: true, gen: g.gen}, true
 }
 
-// leave records a call's outcome.
-func (g *Guard) leave(ctx context.Context, trial bool, err error) {
-	switch {
-	case err == nil, errors.Is(err, ErrFull), errors.Is(err, ErrNotCounter), errors.Is(err, ErrLifetime):
-		if trial {
-			g.recovered()
-		}
-		return
-	case errors.Is(ctx.Err(), context.Canceled): // the caller left: says nothing of the store
-		if trial {
-			g.mu.Lock()
-			g.trying = false
-			g.mu.Unlock()
-		}
-		return
-	}
+// leave records a call's outcome. An outcome of a call that went before
+// the circuit last changed says nothing new: a failure that began before a
+// recovery must not reopen it.
+func (g *Guard) leave(ctx context.Context, c call, err error) {
 	g.mu.Lock()
-	wasDown := g.down
-	g.trying = false
-	if !wasDown {
-		g.down, g.pause = true, g.minPause
-	} else if trial {
-		g.pause = min(2*g.pause, g.maxPause)
+	if c.trial {
+		g.trying = false
 	}
-	g.retry = time.Now().Add(g.pause)
+	var changed bool
+	switch {
+	case c.gen != g.gen:
+	case err == nil, errors.Is(err, ErrFull), errors.Is(err, ErrNotCounter), errors.Is(err, ErrLifetime):
+		if g.down && c.trial {
+			g.down, changed = false, true
+		}
+	case errors.Is(ctx.Err(), context.Canceled): // the caller left: says nothing of the store
+	case !g.down:
+		g.down, g.pause, changed = true, g.minPause, true
+		g.retry = time.Now().Add(g.pause)
+	case c.trial:
+		g.pause = min(2*g.pause, g.maxPause)
+		g.retry = time.Now().Add(g.pause)
+	}
+	if changed {
+		g.gen++
+	}
 	g.mu.Unlock()
-	if !wasDown && g.onChange != nil {
+	if changed && g.onChange != nil {
 		g.onChange(err)
 	}
 }
 
-func (g *Guard) recovered() {
-	g.mu.Lock()
-	wasDown := g.down
-	g.down, g.trying = false, false
-	g.mu.Unlock()
-	if wasDown && g.onChange != nil {
-		g.onChange(nil)
-	}
-}
-
-func guarded[T any](g *Guard, ctx context.Context, call func() (T, error)) (T, error) {
-	ok, trial := g.enter()
+func guarded[T any](g *Guard, ctx context.Context, do func() (T, error)) (T, error) {
+	c, ok := g.enter()
 	if !ok {
 		var zero T
 		return zero, ErrUnavailable
 	}
-	v, err := call()
-	g.leave(ctx, trial, err)
+	v, err := do()
+	g.leave(ctx, c, err)
 	return v, err
 }
 
@@ -153,10 +150,10 @@ func (g *Guard) IncrementAndCount(ctx context.Context, key string, amount int64,
 // Ping always asks the store, closing or opening the circuit by its answer,
 // so a health check finds a recovery without waiting for traffic.
 func (g *Guard) Ping(ctx context.Context) error {
-	err := g.Store.Ping(ctx)
 	g.mu.Lock()
-	trial := g.down
+	c := call{trial: g.down, gen: g.gen}
 	g.mu.Unlock()
-	g.leave(ctx, trial, err)
+	err := g.Store.Ping(ctx)
+	g.leave(ctx, c, err)
 	return err
 }

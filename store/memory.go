@@ -39,7 +39,7 @@ type memoryShard struct {
 	// Entries are pointers and updated in place: assigning to a present key
 	// would store the caller's key string, whose memory it may reuse.
 	m map[string]*memoryEntry
-	_  [40]byte // keeps shards on separate cache lines
+	_ [40]byte // keeps shards on separate cache lines
 }
 
 // memoryEntry holds a value or, when isCount, a counter kept as a number

@@ -1,0 +1,486 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/redistest"
+	"github.com/caddy-ha/caddy-ha/ratelimit"
+)
+
+// answer is what a client saw.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	took   time.Duration
+}
+
+var rlClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func send(t testing.TB, method, url string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	start := time.Now()
+	resp, err := rlClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b), time.Since(start)}
+}
+
+func redisOption(srv *redistest.Server, prefix string) string {
+	return fmt.Sprintf("ha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix %s\n\t\t}\n\t\thealth_interval 100ms\n\t}", srv.Addr, prefix)
+}
+
+// awayFromWindowEnd waits, if needed, until a window of length w has at
+// least margin left, so a burst of requests falls in one window.
+func awayFromWindowEnd(t testing.TB, w, margin time.Duration) {
+	poll.Until(t, w, "a window with room", func() bool {
+		now := time.Now()
+		return ratelimit.WindowStart(now, w).Add(w).Sub(now) > margin
+	})
+}
+
+// Two Caddy instances (this process and another) sharing one Redis let
+// exactly events requests of one key through per window, in total.
+func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	site := `edge_rate_limit {
+		zone api {
+			key {http.request.header.X-Client}
+			events 7
+			window 1h
+		}
+		on_store_error deny
+		store_timeout 5s # exactness is tested here, not timeouts: a slow -race run must not fall back
+	}
+	respond "ok"`
+	a := startCaddy(t, nil, redisOption(srv, "exact:"), site)
+	b := startCaddyProcess(t, redisOption(srv, "exact:"), site)
+	awayFromWindowEnd(t, time.Hour, 30*time.Second)
+
+	const clients, each = 20, 10
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				url := a.url("/")
+				if (c+i)%2 == 1 {
+					url = b.url("/")
+				}
+				ans := send(t, "GET", url, "X-Client", "one-key")
+				mu.Lock()
+				statuses[ans.status]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if statuses[200] != 7 || statuses[429] != clients*each-7 {
+		t.Fatalf("answers by status: %v; want exactly 7 allowed and the rest 429", statuses)
+	}
+	if n := srv.Client().Get(context.Background(), "exact:rl:{api:one-key}:"+strconv.FormatInt(time.Now().Unix()/3600, 10)).Val(); n == "" {
+		t.Fatal("no counter in Redis under the prefix")
+	}
+}
+
+// Instances started at different times agree on the windows: the window
+// start is the clock's, not the instance's.
+func TestRateLimitWindowsAlignedAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	site := `edge_rate_limit {
+		zone aligned {
+			key {http.request.header.X-Client}
+			events 2
+			window 1s
+		}
+	}
+	respond "ok"`
+	a := startCaddy(t, nil, redisOption(srv, "aligned:"), site)
+	poll.Until(t, 2*time.Second, "a later start", func() bool { return time.Now().UnixMilli()%1000 > 300 })
+	b := startCaddyProcess(t, redisOption(srv, "aligned:"), site)
+	last := int64(0)
+	for round := 0; round < 4; round++ {
+		// Inside each window, away from its edges, one round per window.
+		poll.Until(t, 2*time.Second, "the middle of the next window", func() bool {
+			ms := time.Now().UnixMilli()
+			return ms/1000 > last && ms%1000 >= 150 && ms%1000 < 300
+		})
+		window := time.Now().Unix()
+		last = window
+		allowed := 0
+		for i := 0; i < 6; i++ {
+			url := a.url("/")
+			if i%2 == 1 {
+				url = b.url("/")
+			}
+			if send(t, "GET", url, "X-Client", "k").status == 200 {
+				allowed++
+			}
+		}
+		if time.Now().Unix() != window {
+			t.Fatalf("round %d spilled into the next window: the machine is too slow for this test", round)
+		}
+		if allowed != 2 {
+			t.Fatalf("round %d: %d requests allowed across both instances in one window, want 2", round, allowed)
+		}
+	}
+}
+
+// sfItem is one member of a structured-field list: a string and its
+// parameters.
+type sfItem struct {
+	name   string
+	params map[string]int64
+}
+
+// parseRateLimitField parses a RateLimit or RateLimit-Policy field: a list
+// of "name";key=integer… items (RFC 8941), strictly.
+func parseRateLimitField(t testing.TB, v string) []sfItem {
+	t.Helper()
+	var items []sfItem
+	for _, member := range strings.Split(v, ",") {
+		member = strings.TrimSpace(member)
+		parts := strings.Split(member, ";")
+		name, err := strconv.Unquote(parts[0])
+		if err != nil || !strings.HasPrefix(parts[0], `"`) {
+			t.Fatalf("field %q: %q is not a quoted string", v, parts[0])
+		}
+		it := sfItem{name: name, params: map[string]int64{}}
+		for _, p := range parts[1:] {
+			k, val, ok := strings.Cut(p, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			if !ok || err != nil || k == "" || strings.ToLower(k) != k {
+				t.Fatalf("field %q: bad parameter %q", v, p)
+			}
+			it.params[k] = n
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+func TestRateLimitAnswersAndFields(t *testing.T) {
+	tc := startCaddy(t, nil, "", `edge_rate_limit {
+		zone login {
+			match {
+				method POST
+				path /login
+			}
+			key {http.request.remote.host}
+			events 3
+			window 1m
+		}
+		zone all {
+			key {http.request.remote.host}
+			events 1000
+			window 1h
+		}
+	}
+	respond "ok"`)
+	awayFromWindowEnd(t, time.Minute, 20*time.Second)
+	for i := 0; i < 3; i++ {
+		ans := send(t, "POST", tc.url("/login"))
+		if ans.status != 200 {
+			t.Fatalf("login %d: status %d", i, ans.status)
+		}
+		policy := parseRateLimitField(t, ans.header.Get("RateLimit-Policy"))
+		state := parseRateLimitField(t, ans.header.Get("RateLimit"))
+		if len(policy) != 2 || policy[0].name != "login" || policy[0].params["q"] != 3 || policy[0].params["w"] != 60 ||
+			policy[1].name != "all" || policy[1].params["q"] != 1000 || policy[1].params["w"] != 3600 {
+			t.Fatalf("RateLimit-Policy %+v", policy)
+		}
+		if len(state) != 2 || state[0].name != "login" || state[0].params["r"] != int64(2-i) ||
+			state[0].params["t"] < 1 || state[0].params["t"] > 60 || state[1].params["r"] != int64(999-i) {
+			t.Fatalf("RateLimit %+v after %d logins", state, i+1)
+		}
+	}
+	// GETs and other paths do not count in the login zone.
+	if ans := send(t, "GET", tc.url("/login")); ans.status != 200 || len(parseRateLimitField(t, ans.header.Get("RateLimit"))) != 1 {
+		t.Fatalf("GET /login: %d %v", ans.status, ans.header)
+	}
+	ans := send(t, "POST", tc.url("/login"))
+	if ans.status != 429 {
+		t.Fatalf("the fourth login: status %d, want 429", ans.status)
+	}
+	retry, err := strconv.Atoi(ans.header.Get("Retry-After"))
+	state := parseRateLimitField(t, ans.header.Get("RateLimit"))
+	if err != nil || retry < 1 || retry > 60 || state[0].params["r"] != 0 || state[0].params["t"] != int64(retry) {
+		t.Fatalf("429: Retry-After %q, RateLimit %+v", ans.header.Get("Retry-After"), state)
+	}
+	if !strings.Contains(ans.body, `zone "login"`) || !strings.Contains(ans.body, "429") {
+		t.Fatalf("429 body %q does not say what happened", ans.body)
+	}
+	if v := metricValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="login"}`); v != 1 {
+		t.Fatalf("limited metric = %v, want 1", v)
+	}
+	if v := metricValue(tc, `caddy_ha_rate_limit_requests_total{decision="allowed",zone="login"}`); v != 3 {
+		t.Fatalf("allowed metric = %v, want 3", v)
+	}
+}
+
+// With headers off, only refusals carry the fields; with handle_errors,
+// the refusal's body is the operator's.
+func TestRateLimitHeadersOffAndErrorRoutes(t *testing.T) {
+	tc := startCaddy(t, nil, "", `edge_rate_limit {
+		zone z {
+			key {http.request.remote.host}
+			events 1
+			window 1h
+		}
+		headers off
+	}
+	respond "ok"
+	handle_errors {
+		respond "custom {err.status_code}"
+	}`)
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	if ans := send(t, "GET", tc.url("/")); ans.status != 200 || ans.header.Get("RateLimit") != "" || ans.header.Get("RateLimit-Policy") != "" {
+		t.Fatalf("allowed with headers off: %d %v", ans.status, ans.header)
+	}
+	ans := send(t, "GET", tc.url("/"))
+	if ans.status != 429 || ans.body != "custom 429" || ans.header.Get("Retry-After") == "" || ans.header.Get("RateLimit") == "" {
+		t.Fatalf("refusal through handle_errors: %d %q %v", ans.status, ans.body, ans.header)
+	}
+}
+
+// The fields reach the client on responses of a real backend too.
+func TestRateLimitInFrontOfReverseProxy(t *testing.T) {
+	backend := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "backend") })}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	go backend.Serve(ln)
+	t.Cleanup(func() { backend.Close() })
+	tc := startCaddy(t, nil, "", `edge_rate_limit {
+		zone z {
+			key {http.request.client_ip}
+			events 2
+			window 1h
+		}
+	}
+	reverse_proxy `+addr)
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	for i, want := range []int{200, 200, 429} {
+		ans := send(t, "GET", tc.url("/"))
+		if ans.status != want || ans.header.Get("RateLimit") == "" || (want == 200 && ans.body != "backend") {
+			t.Fatalf("request %d: %d %q %v", i, ans.status, ans.body, ans.header)
+		}
+	}
+}
+
+// Counts in the memory store survive a reload: the store is shared while
+// its settings stay the same. Redis is not reconnected on reload.
+func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
+	site := func(events int) string {
+		return fmt.Sprintf(`edge_rate_limit {
+		zone z {
+			key {http.request.remote.host}
+			events %d
+			window 1h
+		}
+	}
+	respond "ok"`, events)
+	}
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	tc := startCaddy(t, nil, "", site(3))
+	for i := 0; i < 2; i++ {
+		if s := send(t, "GET", tc.url("/")).status; s != 200 {
+			t.Fatalf("status %d", s)
+		}
+	}
+	tc.load(nil, "", site(4)) // another handler config, the same store
+	for i, want := range []int{200, 200, 429} {
+		if s := send(t, "GET", tc.url("/")).status; s != want {
+			t.Fatalf("after reload, request %d: %d, want %d", i, s, want)
+		}
+	}
+
+	srv := redistest.Start(t)
+	raw := srv.Client()
+	tc.load(nil, redisOption(srv, "reload:"), site(10))
+	send(t, "GET", tc.url("/"))
+	connections := func() string {
+		for _, l := range strings.Split(raw.Info(context.Background(), "stats").Val(), "\r\n") {
+			if strings.HasPrefix(l, "total_connections_received:") {
+				return l
+			}
+		}
+		return ""
+	}
+	before := connections()
+	for i := 0; i < 3; i++ {
+		tc.load(nil, redisOption(srv, "reload:"), site(10+i))
+		send(t, "GET", tc.url("/"))
+	}
+	if after := connections(); after != before {
+		t.Fatalf("reloads with the same store settings reconnected to Redis: %s, then %s", before, after)
+	}
+}
+
+// What each on_store_error policy does when Redis dies or hangs, that no
+// request waits much longer than store_timeout, that the outage is logged
+// once, and that limiting through Redis resumes by itself.
+func TestRateLimitStoreOutage(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	margin := 250 * time.Millisecond // a loaded 2-core machine under -race
+	for _, tt := range []struct {
+		policy, failure string
+		want            []int // statuses of 4 requests of one key while the store is down
+	}{
+		{"allow", "kill", []int{200, 200, 200, 200}},
+		{"deny", "kill", []int{503, 503, 503, 503}},
+		{"local", "kill", []int{200, 200, 200, 429}},
+		{"local", "pause", []int{200, 200, 200, 429}},
+		{"deny", "pause", []int{503, 503, 503, 503}},
+	} {
+		t.Run(tt.policy+"/"+tt.failure, func(t *testing.T) {
+			srv := redistest.Start(t)
+			tc := startCaddy(t, nil, redisOption(srv, "outage:"), fmt.Sprintf(`edge_rate_limit {
+		zone z {
+			key {http.request.header.X-Client}
+			events 3
+			window 1h
+		}
+		on_store_error %s
+		store_timeout %s
+	}
+	respond "ok"`, tt.policy, timeout))
+			awayFromWindowEnd(t, time.Hour, 20*time.Second)
+			if s := send(t, "GET", tc.url("/"), "X-Client", "before").status; s != 200 {
+				t.Fatalf("with Redis up: %d", s)
+			}
+			if tt.failure == "kill" {
+				srv.Kill()
+			} else {
+				srv.Pause()
+			}
+			for i, want := range tt.want {
+				ans := send(t, "GET", tc.url("/"), "X-Client", "during")
+				if ans.status != want {
+					t.Fatalf("request %d with Redis %sed: %d, want %d", i, tt.failure, ans.status, want)
+				}
+				if ans.took > timeout+margin {
+					t.Fatalf("request %d with Redis %sed took %v", i, tt.failure, ans.took)
+				}
+				if want == 503 && ans.header.Get("Retry-After") == "" {
+					t.Fatal("503 without Retry-After")
+				}
+			}
+			for i := 0; i < 20; i++ { // more requests, no more log lines
+				send(t, "GET", tc.url("/"), "X-Client", "during")
+			}
+			if n := len(tc.logLines("store unavailable")); n != 1 {
+				t.Fatalf("%d log lines for one outage, want 1", n)
+			}
+			if v := metricValue(tc, `caddy_ha_store_up{store="redis `+srv.Addr+`"}`); v != 0 {
+				t.Fatalf("store_up = %v during the outage", v)
+			}
+			if tt.failure == "kill" {
+				srv.Restart()
+			} else {
+				srv.Resume()
+			}
+			hour := strconv.FormatInt(time.Now().Unix()/3600, 10)
+			probes := 0
+			poll.Until(t, 5*time.Second, "counting in Redis again", func() bool {
+				probes++ // a fresh key each time: one counted locally may be remembered as over the limit
+				key := "probe-" + strconv.Itoa(probes)
+				send(t, "GET", tc.url("/"), "X-Client", key)
+				return srv.Client().Exists(context.Background(), "outage:rl:{z:"+key+"}:"+hour).Val() == 1
+			})
+			for i, want := range []int{200, 200, 200, 429} {
+				if s := send(t, "GET", tc.url("/"), "X-Client", "after").status; s != want {
+					t.Fatalf("after recovery, request %d: %d, want %d", i, s, want)
+				}
+			}
+			if n := srv.Client().Get(context.Background(), "outage:rl:{z:after}:"+hour).Val(); n != "4" {
+				t.Fatalf("the counter in Redis after recovery is %q, want 4", n)
+			}
+			if n := len(tc.logLines("store available again")); n != 1 {
+				t.Fatalf("%d recovery log lines, want 1", n)
+			}
+			if v := metricValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="z"}`); v < 4 {
+				t.Fatalf("fallback decisions = %v", v)
+			}
+		})
+	}
+}
+
+func TestRateLimitConfigErrors(t *testing.T) {
+	for _, tt := range []struct{ global, site, want string }{
+		{"", "edge_rate_limit {\n}", "at least one zone"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tevents 1\n\t\twindow 1m\n\t}\n}", "needs a key"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 0\n\t\twindow 1m\n\t}\n}", "events must be a whole number"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 15ms\n\t\tsliding\n\t}\n}", "multiple of 10ms"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n}", "defined twice"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\ton_store_error maybe\n}", "on_store_error must be"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t\tburst 3\n\t}\n}", "unrecognized zone option 'burst'"},
+		{"ha {\n\tstore redis {\n\t}\n}", "respond ok", "at least one address"},
+		{"ha {\n\tstore redis {\n\t\taddress nohost\n\t}\n}", "respond ok", "want host:port"},
+		{"ha {\n\tstore redis {\n\t\taddress a:1 b:2\n\t\tdb 3\n\t}\n}", "respond ok", "only db 0"},
+		{"ha {\n\tstore redis {\n\t\taddress a:1\n\t\ttls {\n\t\t\tca /nonexistent.pem\n\t\t}\n\t}\n}", "respond ok", "tls ca"},
+		{"ha {\n\tstore etcd\n}", "respond ok", "ha.stores.etcd"},
+		{"ha {\n\tstore memory {\n\t\tmax_keys -1\n\t}\n}", "respond ok", "max_keys must be"},
+		{"ha {\n\tstores memory\n}", "respond ok", "unrecognized ha option 'stores'"},
+	} {
+		caddyfile := "{\n" + tt.global + "\n}\nhttp://127.0.0.1:1 {\n" + tt.site + "\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "Caddyfile:") {
+			t.Errorf("%q: error %v, want %q with its line", caddyfile, err, tt.want)
+		}
+	}
+	// JSON config is checked at load time too.
+	for _, tt := range []struct{ apps, want string }{
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit"}]}]}}}`, "at least one zone"},
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","on_store_error":"maybe","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "on_store_error must be"},
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","zones":[{"name":"a b","key":"k","events":1,"window":1000000000}]}]}]}}}`, "zone name"},
+		{`"ha":{"store":{"backend":"redis"}}`, "at least one address"},
+	} {
+		err := caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{`+tt.apps+`}}`))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.apps, err, tt.want)
+		}
+	}
+}
+
+// BenchmarkRateLimitKey: building the key of a client-address zone
+// allocates nothing.
+func BenchmarkRateLimitKey(b *testing.B) {
+	r, _ := http.NewRequest("GET", "http://example.com/", nil)
+	r.RemoteAddr = "203.0.113.7:54321"
+	k := compileKey("{http.request.remote.host}")
+	b.ReportAllocs()
+	for b.Loop() {
+		if k.resolve(r) != "203.0.113.7" {
+			b.Fatal("wrong key")
+		}
+	}
+}
