@@ -128,6 +128,11 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	return h.provisionZones(ctx, app)
+}
+
+// provisionZones readies the zones on app's store.
+func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, app *HAApp) error {
 	h.store, h.retryIn = app.Store(), app.StoreRetryIn
 	h.remote = !store.IsLocal(h.store)
 	if fallback := app.LocalFallback(); fallback != nil {

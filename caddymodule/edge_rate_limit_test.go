@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
@@ -481,6 +482,62 @@ func BenchmarkRateLimitKey(b *testing.B) {
 	for b.Loop() {
 		if k.resolve(r) != "203.0.113.7" {
 			b.Fatal("wrong key")
+		}
+	}
+}
+
+// benchRateLimit provisions a handler on the memory store, as Caddy would.
+func benchRateLimit(b *testing.B, zone RateLimitZone) (*EdgeRateLimit, *http.Request) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	b.Cleanup(cancel)
+	app := new(HAApp) // the default: the memory store
+	if err := app.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { app.Cleanup() })
+	h := &EdgeRateLimit{Zones: []*RateLimitZone{&zone}}
+	if err := h.provisionZones(ctx, app); err != nil {
+		b.Fatal(err)
+	}
+	r, _ := http.NewRequest("GET", "http://example.com/", nil)
+	r.RemoteAddr = "203.0.113.7:54321"
+	return h, r
+}
+
+// BenchmarkRateLimitMemoryDecision is a request's decision in the memory
+// store: key, counter, decision. Goal: no allocation.
+func BenchmarkRateLimitMemoryDecision(b *testing.B) {
+	for _, sliding := range []bool{false, true} {
+		b.Run(map[bool]string{false: "fixed", true: "sliding"}[sliding], func(b *testing.B) {
+			h, r := benchRateLimit(b, RateLimitZone{Name: "z", Key: "{http.request.remote.host}", Events: 1 << 40,
+				Window: caddy.Duration(time.Minute), Sliding: sliding})
+			b.ReportAllocs()
+			for b.Loop() {
+				if d := h.decide(r, h.zones[0], time.Now()); !d.Allowed {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}
+
+// nopWriter is a ResponseWriter that keeps nothing but its header map.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+// BenchmarkRateLimitMemoryRequest is the whole handler on the memory store,
+// with the RateLimit fields written.
+func BenchmarkRateLimitMemoryRequest(b *testing.B) {
+	h, r := benchRateLimit(b, RateLimitZone{Name: "z", Key: "{http.request.remote.host}", Events: 1 << 40, Window: caddy.Duration(time.Minute)})
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	w := &nopWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := h.ServeHTTP(w, r, next); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
