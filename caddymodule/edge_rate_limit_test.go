@@ -541,3 +541,36 @@ func BenchmarkRateLimitMemoryRequest(b *testing.B) {
 		}
 	}
 }
+
+// The Redis store works on Redis Cluster (a sliding zone reads its slots in
+// one hash slot) and through Sentinel.
+func TestRateLimitOnRedisClusterAndSentinel(t *testing.T) {
+	cluster := redistest.StartCluster(t)
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "ha-master")
+	for name, option := range map[string]string{
+		"cluster":  "ha {\n\t\tstore redis {\n\t\t\taddress " + cluster.Addr + "\n\t\t\tcluster\n\t\t}\n\t}",
+		"sentinel": "ha {\n\t\tstore redis {\n\t\t\taddress " + sentinel.Addr + "\n\t\t\tmaster_name ha-master\n\t\t}\n\t}",
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc := startCaddy(t, nil, option, `edge_rate_limit {
+		zone sliding {
+			key {http.request.remote.host}
+			events 5
+			window 1h
+			sliding
+		}
+		on_store_error deny
+		store_timeout 5s
+	}
+	respond "ok"`)
+			statuses := map[int]int{}
+			for i := 0; i < 8; i++ {
+				statuses[send(t, "GET", tc.url("/")).status]++
+			}
+			if statuses[200] != 5 || statuses[429] != 3 {
+				t.Fatalf("answers by status: %v, want 5 allowed and 3 limited", statuses)
+			}
+		})
+	}
+}

@@ -69,3 +69,24 @@ func TestRedisHonoursDeadlines(t *testing.T) {
 		t.Fatalf("Increment on a paused Redis took %v with a 50ms deadline", d)
 	}
 }
+
+// The same semantics on Redis Cluster (multi-key reads stay in one hash
+// slot) and through Sentinel.
+func TestRedisClusterConformance(t *testing.T) {
+	srv := redistest.StartCluster(t)
+	conformance(t, func(t *testing.T) store.Store {
+		s := store.NewRedis(redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{srv.Addr}, IsClusterMode: true}), "cluster:"+t.Name()+":")
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestRedisSentinelConformance(t *testing.T) {
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master, "ha-master")
+	conformance(t, func(t *testing.T) store.Store {
+		s := store.NewRedis(redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{sentinel.Addr}, MasterName: "ha-master"}), "sentinel:"+t.Name()+":")
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +22,8 @@ type Server struct {
 	t    testing.TB
 	Addr string // 127.0.0.1:port
 	cmd  *exec.Cmd
+	args func(dir, port string) []string // redis-server's arguments
+	dir  string
 }
 
 // Start runs redis-server on a free loopback port, without persistence,
@@ -27,10 +31,69 @@ type Server struct {
 // installed (make test-deps installs it).
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return start(t, func(_, port string) []string {
+		return []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--loglevel", "warning"}
+	})
+}
+
+// StartCluster runs a one-node Redis Cluster holding every hash slot: it
+// refuses multi-key commands across slots (CROSSSLOT) as a big one does.
+func StartCluster(t testing.TB) *Server {
+	t.Helper()
+	s := start(t, func(dir, port string) []string {
+		return []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--loglevel", "warning",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes-"+port+".conf")}
+	})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatalf("assigning the hash slots: %v", err)
+	}
+	s.waitFor("the cluster to be ok", func() bool {
+		return strings.Contains(c.ClusterInfo(ctx).Val(), "cluster_state:ok")
+	})
+	return s
+}
+
+// StartSentinel runs a Sentinel watching master under the name name.
+func StartSentinel(t testing.TB, master *Server, name string) *Server {
+	t.Helper()
+	s := start(t, func(dir, port string) []string {
+		conf := filepath.Join(dir, "sentinel-"+port+".conf")
+		_, mport, _ := net.SplitHostPort(master.Addr)
+		text := fmt.Sprintf("bind 127.0.0.1\nport %s\nsentinel monitor %s 127.0.0.1 %s 1\n", port, name, mport)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{conf, "--sentinel", "--loglevel", "warning"}
+	})
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	s.waitFor("the sentinel to know the master", func() bool {
+		addr, err := c.GetMasterAddrByName(context.Background(), name).Result()
+		return err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == master.Addr
+	})
+	return s
+}
+
+func (s *Server) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func start(t testing.TB, args func(dir, port string) []string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed: run make test-deps (apt-get install redis-server)")
 	}
-	s := &Server{t: t}
+	s := &Server{t: t, args: args, dir: t.TempDir()}
 	for attempt := 0; ; attempt++ {
 		s.Addr = freeAddr(t)
 		if err := s.run(); err == nil {
@@ -53,8 +116,8 @@ func (s *Server) Restart() {
 
 func (s *Server) run() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
-	s.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", s.t.TempDir(), "--loglevel", "warning")
+	s.cmd = exec.Command("redis-server", s.args(s.dir, port)...)
+	s.cmd.Dir = s.dir
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
