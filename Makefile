@@ -29,13 +29,16 @@ test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
 	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
 
-# Go benchmarks of the hot paths, then the side-by-side failover benchmark.
+# Go benchmarks of the hot paths, then the side-by-side benchmarks.
 bench: build bench-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./bench/failover
+	$(GO) run ./bench/ratelimit
 
-bench-deps:
-	@command -v haproxy >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+BENCH_TOOLS := haproxy wrk redis-server
+bench-deps: test-deps
+	@missing=""; for t in $(BENCH_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseWrk(t *testing.T) {
+	const out = `Running 5s test @ http://127.0.0.1:40000/
+  2 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.02ms  512.00us  35.10ms   90.00%
+    Req/Sec    24.50k     1.20k   27.00k    70.00%
+  Latency Distribution
+     50%  827.00us
+     75%    1.10ms
+     90%    1.50ms
+     99%    1.23s
+  243980 requests in 5.00s, 30.01MB read
+  Socket errors: connect 0, read 3, write 0, timeout 12
+  Non-2xx or 3xx responses: 17
+Requests/sec:  48786.12
+Transfer/sec:      6.00MB
+`
+	r, err := parseWrk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.reqPerSec != 48786.12 || r.p99 != 1230*time.Millisecond || r.requests != 243980 || r.non2xx != 17 ||
+		r.socketErrors != "connect 0, read 3, write 0, timeout 12" {
+		t.Errorf("parsed %+v", r)
+	}
+	for _, c := range []struct {
+		line string
+		want time.Duration
+	}{{"99%  850.00us", 850 * time.Microsecond}, {"99%   12.34ms", 12340 * time.Microsecond}, {"99%    1.50m", 90 * time.Second}} {
+		r, err := parseWrk("  Latency Distribution\n     " + c.line + "\n  10 requests in 1.00s, 1KB read\nRequests/sec:     10.00\n")
+		if err != nil || r.p99 != c.want || r.non2xx != 0 || r.socketErrors != "" {
+			t.Errorf("%q: %v, %+v", c.line, err, r)
+		}
+	}
+	if _, err := parseWrk("unable to connect to 127.0.0.1:1 Connection refused\n"); err == nil {
+		t.Error("no error for a report without figures")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median of 3 = %v", m)
+	}
+	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Errorf("median of 4 = %v", m)
+	}
+}
