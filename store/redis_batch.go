@@ -46,7 +46,7 @@ type incrBatcher struct {
 }
 
 const (
-	incrSenders  = 8
+	incrSenders  = 2
 	incrMaxBatch = 128
 	incrQueueCap = 4096
 )

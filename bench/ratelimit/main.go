@@ -17,7 +17,7 @@
 // and p99 latency over rounds and the median, over rounds, of its req/s as
 // a share of (i)'s in the same round, next to the goals (memory >= 95%,
 // Redis >= 80%). For Redis it also reads INFO commandstats around each run:
-// commands and round trips (EXEC) per request. For (ii) and (iii) it reads
+// commands, transactions (EXEC) and round trips (read events) per request. For (ii) and (iii) it reads
 // edge_rate_limit's fallback decisions from /metrics on a per-instance
 // admin port: requests decided without the store (store_timeout missed)
 // would make the store look cheaper than it is, so they are flagged.
@@ -103,6 +103,7 @@ type run struct {
 	non2xx       int64
 	socketErrors string           // wrk's "Socket errors:" line, if any
 	redisCalls   map[string]int64 // INFO commandstats calls during the run
+	redisReads   int64            // INFO stats total_reads_processed during the run: round trips
 	// fallbacks are the decisions on_store_error took because the store
 	// missed store_timeout or was known to be down: requests not counted
 	// in the store. -1 when unknown.
@@ -344,10 +345,14 @@ func bench() error {
 // measure runs wrk once against c, reading Redis's counters around it.
 func measure(c *contender, rdb *redis.Client) (run, error) {
 	var before map[string]int64
+	var readsBefore int64
 	if c.redis {
 		var err error
 		if before, err = commandStats(rdb); err != nil {
 			return run{}, fmt.Errorf("INFO commandstats: %v", err)
+		}
+		if readsBefore, err = readsProcessed(rdb); err != nil {
+			return run{}, fmt.Errorf("INFO stats: %v", err)
 		}
 	}
 	fallbacksBefore := fallbackDecisions(c.metricsURL)
@@ -366,6 +371,11 @@ func measure(c *contender, rdb *redis.Client) (run, error) {
 		if err != nil {
 			return run{}, fmt.Errorf("INFO commandstats: %v", err)
 		}
+		readsAfter, err := readsProcessed(rdb)
+		if err != nil {
+			return run{}, fmt.Errorf("INFO stats: %v", err)
+		}
+		r.redisReads = readsAfter - readsBefore - 2 // the bench's own two INFO calls
 		r.redisCalls = map[string]int64{}
 		for cmd, n := range after {
 			if d := n - before[cmd]; d > 0 {
@@ -379,8 +389,9 @@ func measure(c *contender, rdb *redis.Client) (run, error) {
 func runNotes(c *contender, r run) string {
 	var notes []string
 	if c.redis && r.requests > 0 {
-		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req, %.2f round trips/req",
-			float64(sum(r.redisCalls))/float64(r.requests), float64(r.redisCalls["exec"])/float64(r.requests)))
+		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req, %.2f transactions/req, %.2f round trips/req",
+			float64(sum(r.redisCalls))/float64(r.requests), float64(r.redisCalls["exec"])/float64(r.requests),
+			float64(r.redisReads)/float64(r.requests)))
 	}
 	if r.fallbacks > 0 {
 		notes = append(notes, fmt.Sprintf("!! %d fallback decisions (not counted in the store)", r.fallbacks))
@@ -510,9 +521,10 @@ func pairedRatio(c, base *contender) (float64, bool) {
 
 func printRedisBreakdown(c *contender) {
 	total := map[string]int64{}
-	var requests int64
+	var requests, reads int64
 	for _, r := range c.runs {
 		requests += r.requests
+		reads += r.redisReads
 		for cmd, n := range r.redisCalls {
 			total[cmd] += n
 		}
@@ -520,8 +532,8 @@ func printRedisBreakdown(c *contender) {
 	if requests == 0 {
 		return
 	}
-	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f round trips (EXEC)/req\n",
-		c.name, requests, float64(sum(total))/float64(requests), float64(total["exec"])/float64(requests))
+	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f transactions (EXEC)/req, %.2f round trips/req\n",
+		c.name, requests, float64(sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
 	cmds := make([]string, 0, len(total))
 	for cmd := range total {
 		cmds = append(cmds, cmd)
@@ -535,7 +547,25 @@ func printRedisBreakdown(c *contender) {
 			fmt.Printf("  %s (%d calls in all)", cmd, total[cmd])
 		}
 	}
-	fmt.Println("\n  (INFO commandstats deltas over each run; the bench's own INFO calls are left out)")
+	fmt.Println("\n  (INFO commandstats deltas over each run; round trips are Redis's read events, INFO stats")
+	fmt.Println("  total_reads_processed: concurrent requests' transactions share one; the bench's own INFO calls are left out)")
+}
+
+// readsProcessed returns Redis's count of read events (one per request
+// batch a client sends), from INFO stats.
+func readsProcessed(rdb *redis.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(interrupted, 2*time.Second)
+	defer cancel()
+	text, err := rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("no total_reads_processed")
 }
 
 // commandStats returns the calls of each command from INFO commandstats,
