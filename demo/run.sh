@@ -55,6 +55,10 @@ Try:
   curl -s -X POST 'http://127.0.0.1:9000/nodes/node-a/kill?mode=hang'
   # bring a node back (it comes back as follower)
   curl -s -X POST http://127.0.0.1:9000/nodes/node-a/start
+  # rate limit: the 6th sign-in within a minute gets 429 with Retry-After and
+  # the RateLimit-Policy / RateLimit fields
+  for i in 1 2 3 4 5 6; do curl -si -X POST http://127.0.0.1:8080/login | grep -E 'HTTP|Ratelimit|Retry-After'; done
+
   # the database unreachable: both nodes followers; requests wait 15s, then 503
   curl -s -X POST http://127.0.0.1:9000/database/down ; curl -s -X POST http://127.0.0.1:9000/database/up
 
