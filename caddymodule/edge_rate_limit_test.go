@@ -363,9 +363,10 @@ func TestRateLimitStoreOutage(t *testing.T) {
 		{"deny", "pause", []int{503, 503, 503, 503}},
 	} {
 		t.Run(tt.policy+"/"+tt.failure, func(t *testing.T) {
+			zone := tt.policy + "-" + tt.failure // metrics are per zone and process
 			srv := redistest.Start(t)
 			tc := startCaddy(t, nil, redisOption(srv, "outage:"), fmt.Sprintf(`edge_rate_limit {
-		zone z {
+		zone %s {
 			key {http.request.header.X-Client}
 			events 3
 			window 1h
@@ -373,7 +374,7 @@ func TestRateLimitStoreOutage(t *testing.T) {
 		on_store_error %s
 		store_timeout %s
 	}
-	respond "ok"`, tt.policy, timeout))
+	respond "ok"`, zone, tt.policy, timeout))
 			awayFromWindowEnd(t, time.Hour, 20*time.Second)
 			if s := send(t, "GET", tc.url("/"), "X-Client", "before").status; s != 200 {
 				t.Fatalf("with Redis up: %d", s)
@@ -415,23 +416,57 @@ func TestRateLimitStoreOutage(t *testing.T) {
 				probes++ // a fresh key each time: one counted locally may be remembered as over the limit
 				key := "probe-" + strconv.Itoa(probes)
 				send(t, "GET", tc.url("/"), "X-Client", key)
-				return srv.Client().Exists(context.Background(), "outage:rl:{z:"+key+"}:"+hour).Val() == 1
+				return srv.Client().Exists(context.Background(), "outage:rl:{"+zone+":"+key+"}:"+hour).Val() == 1
 			})
 			for i, want := range []int{200, 200, 200, 429} {
 				if s := send(t, "GET", tc.url("/"), "X-Client", "after").status; s != want {
 					t.Fatalf("after recovery, request %d: %d, want %d", i, s, want)
 				}
 			}
-			if n := srv.Client().Get(context.Background(), "outage:rl:{z:after}:"+hour).Val(); n != "4" {
+			if n := srv.Client().Get(context.Background(), "outage:rl:{"+zone+":after}:"+hour).Val(); n != "4" {
 				t.Fatalf("the counter in Redis after recovery is %q, want 4", n)
 			}
 			if n := len(tc.logLines("store available again")); n != 1 {
 				t.Fatalf("%d recovery log lines, want 1", n)
 			}
-			if v := metricValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="z"}`); v < 4 {
+			if v := metricValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="`+zone+`"}`); v < 4 {
 				t.Fatalf("fallback decisions = %v", v)
 			}
+			if v := metricValue(tc, `caddy_ha_rate_limit_store_errors_total{zone="`+zone+`"}`); v < 1 {
+				t.Fatalf("store errors = %v", v)
+			}
+			if v := metricValue(tc, `caddy_ha_store_up{store="redis `+srv.Addr+`"}`); v != 1 {
+				t.Fatalf("store_up = %v after recovery", v)
+			}
 		})
+	}
+}
+
+// A key over its limit is answered here: a flood from it does not reach
+// Redis.
+func TestRateLimitFloodStaysOffRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	tc := startCaddy(t, nil, redisOption(srv, "flood:"), `edge_rate_limit {
+		zone flood {
+			key {http.request.remote.host}
+			events 3
+			window 1h
+		}
+	}
+	respond "ok"`)
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	statuses := map[int]int{}
+	for i := 0; i < 200; i++ {
+		statuses[send(t, "GET", tc.url("/")).status]++
+	}
+	if statuses[200] != 3 || statuses[429] != 197 {
+		t.Fatalf("answers by status: %v", statuses)
+	}
+	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=4,") {
+		t.Fatalf("Redis counted other than 4 increments (3 allowed, 1 refused, then remembered):\n%s", stats)
+	}
+	if v := metricValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`); v != 4 {
+		t.Fatalf("store latency observations = %v, want 4", v)
 	}
 }
 
