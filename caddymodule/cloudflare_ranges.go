@@ -1,0 +1,292 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/caddy-ha/caddy-ha/forwarded"
+)
+
+func init() {
+	caddy.RegisterModule(CloudflareRanges{})
+}
+
+// CloudflareRanges is a trusted_proxies source with Cloudflare's IP ranges:
+// it downloads the IPv4 and IPv6 lists, saves them to a file, refreshes
+// them, and trusts only ranges it has loaded. A failed or malformed
+// download keeps the last good set. With downloads off it reads one shared
+// copy of the file (e.g. on a shared volume, kept by one instance that
+// downloads), and reads it again when it changes.
+//
+// Instances with the same settings share one set and one refresher, across
+// sites, handlers and config reloads.
+type CloudflareRanges struct {
+	// Where the lists are downloaded from. Defaults:
+	// https://www.cloudflare.com/ips-v4 and https://www.cloudflare.com/ips-v6.
+	IPv4URL string `json:"ipv4_url,omitempty"`
+	IPv6URL string `json:"ipv6_url,omitempty"`
+	// The saved copy. Default: cloudflare-ranges.txt in Caddy's data
+	// directory.
+	File string `json:"file,omitempty"`
+	// Read the file only; never download.
+	DisableDownloads bool `json:"disable_downloads,omitempty"`
+	// How often to download the lists again, or with downloads off, to
+	// check the file for a change. Defaults: 24h, or 1m with downloads off.
+	Refresh caddy.Duration `json:"refresh,omitempty"`
+	// How long a download may take. Default: 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	shared *cloudflareSet
+	key    string
+}
+
+// Cloudflare publishes its ranges here.
+const (
+	cloudflareIPv4URL = "https://www.cloudflare.com/ips-v4"
+	cloudflareIPv6URL = "https://www.cloudflare.com/ips-v6"
+)
+
+func (CloudflareRanges) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.ip_sources.cloudflare_ranges", New: func() caddy.Module { return new(CloudflareRanges) }}
+}
+
+// cloudflareSets shares one set and refresher per settings.
+var cloudflareSets = caddy.NewUsagePool()
+
+func (c *CloudflareRanges) Provision(ctx caddy.Context) error {
+	if c.IPv4URL == "" {
+		c.IPv4URL = cloudflareIPv4URL
+	}
+	if c.IPv6URL == "" {
+		c.IPv6URL = cloudflareIPv6URL
+	}
+	if c.File == "" {
+		c.File = filepath.Join(caddy.AppDataDir(), "cloudflare-ranges.txt")
+	}
+	if c.Refresh == 0 {
+		c.Refresh = caddy.Duration(24 * time.Hour)
+		if c.DisableDownloads {
+			c.Refresh = caddy.Duration(time.Minute)
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = caddy.Duration(30 * time.Second)
+	}
+	if c.Refresh < 0 || c.Timeout < 0 {
+		return errors.New("cloudflare_ranges: refresh and timeout must be positive")
+	}
+	key, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	c.key = string(key)
+	val, _, err := cloudflareSets.LoadOrNew(c.key, func() (caddy.Destructor, error) {
+		return startCloudflareSet(*c), nil
+	})
+	if err != nil {
+		return err
+	}
+	c.shared = val.(*cloudflareSet)
+	return nil
+}
+
+// Cleanup lets go of the set; the last user stops its refresher.
+func (c *CloudflareRanges) Cleanup() error {
+	if c.shared == nil {
+		return nil
+	}
+	_, err := cloudflareSets.Delete(c.key)
+	return err
+}
+
+// GetIPRanges returns the ranges loaded so far: none before the first
+// good list.
+func (c *CloudflareRanges) GetIPRanges(*http.Request) []netip.Prefix {
+	if p := c.shared.ranges.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// cloudflareSet is one set of ranges and the goroutine that keeps it.
+type cloudflareSet struct {
+	cfg    CloudflareRanges
+	ranges atomic.Pointer[[]netip.Prefix]
+	log    *zap.Logger
+	client *http.Client
+	seen   os.FileInfo // the file as last read, with downloads off
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
+	s := &cloudflareSet{cfg: cfg, log: caddy.Log().Named("http.ip_sources.cloudflare_ranges"),
+		client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
+		stop:   make(chan struct{}), done: make(chan struct{})}
+	s.readFile() // the last good set, until a download succeeds
+	go s.keep()
+	return s
+}
+
+func (s *cloudflareSet) keep() {
+	defer close(s.done)
+	t := time.NewTicker(time.Duration(s.cfg.Refresh))
+	defer t.Stop()
+	for {
+		if !s.cfg.DisableDownloads {
+			s.download()
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if s.cfg.DisableDownloads {
+				s.readFileIfChanged()
+			}
+		}
+	}
+}
+
+func (s *cloudflareSet) download() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Timeout))
+	defer cancel()
+	go func() { // a Destruct during a slow download ends it
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	f, err := forwarded.FetchRangeFile(ctx, s.client, s.cfg.IPv4URL, s.cfg.IPv6URL)
+	if err != nil {
+		s.log.Warn("downloading Cloudflare's ranges failed; keeping the last good set",
+			zap.Error(err), zap.Int("ranges_kept", len(s.current())))
+		return
+	}
+	s.set(f)
+	if err := f.Save(s.cfg.File); err != nil {
+		s.log.Warn("saving Cloudflare's ranges failed", zap.String("file", s.cfg.File), zap.Error(err))
+	}
+}
+
+func (s *cloudflareSet) readFileIfChanged() {
+	info, err := os.Stat(s.cfg.File)
+	if err == nil && s.seen != nil && info.ModTime().Equal(s.seen.ModTime()) && info.Size() == s.seen.Size() {
+		return
+	}
+	s.readFile()
+}
+
+func (s *cloudflareSet) readFile() {
+	info, statErr := os.Stat(s.cfg.File)
+	f, err := forwarded.LoadRangeFile(s.cfg.File)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) || s.cfg.DisableDownloads {
+			s.log.Warn("reading Cloudflare's ranges failed; keeping the last good set", zap.String("file", s.cfg.File),
+				zap.Error(err), zap.Int("ranges_kept", len(s.current())))
+		}
+		if statErr == nil {
+			s.seen = info // not again until it changes
+		}
+		return
+	}
+	s.seen = info
+	s.set(f)
+}
+
+func (s *cloudflareSet) set(f forwarded.RangeFile) {
+	all := f.All()
+	s.ranges.Store(&all)
+	s.log.Info("Cloudflare's ranges loaded", zap.Int("ipv4", len(f.V4)), zap.Int("ipv6", len(f.V6)))
+}
+
+func (s *cloudflareSet) current() []netip.Prefix {
+	if p := s.ranges.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *cloudflareSet) Destruct() error {
+	close(s.stop)
+	<-s.done
+	return nil
+}
+
+// UnmarshalCaddyfile sets up the source. Syntax:
+//
+//	trusted_proxies cloudflare_ranges {
+//		ipv4_url  <url>
+//		ipv6_url  <url>
+//		file      <path>
+//		downloads on|off
+//		refresh   <duration>
+//		timeout   <duration>
+//	}
+func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the source name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "ipv4_url":
+			err = stringArg(d, &c.IPv4URL)
+		case "ipv6_url":
+			err = stringArg(d, &c.IPv6URL)
+		case "file":
+			err = stringArg(d, &c.File)
+		case "downloads":
+			var v string
+			if err = stringArg(d, &v); err == nil {
+				switch v {
+				case "on":
+					c.DisableDownloads = false
+				case "off":
+					c.DisableDownloads = true
+				default:
+					err = d.Errf("downloads must be on or off, got %s", v)
+				}
+			}
+		case "refresh":
+			err = durationArg(d, opt, &c.Refresh)
+		case "timeout":
+			err = durationArg(d, opt, &c.Timeout)
+		default:
+			err = d.Errf("unrecognized cloudflare_ranges option '%s'", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if c.DisableDownloads && c.File == "" {
+		return d.Err("cloudflare_ranges: with downloads off, file names the shared copy to read")
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner       = (*CloudflareRanges)(nil)
+	_ caddy.CleanerUpper      = (*CloudflareRanges)(nil)
+	_ caddyhttp.IPRangeSource = (*CloudflareRanges)(nil)
+	_ caddyfile.Unmarshaler   = (*CloudflareRanges)(nil)
+	_ caddy.Destructor        = (*cloudflareSet)(nil)
+)
