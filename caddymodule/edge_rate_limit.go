@@ -73,7 +73,7 @@ type RateLimitZone struct {
 	// Which requests count in the zone; all when empty.
 	MatcherSetsRaw caddyhttp.RawMatcherSets `json:"match,omitempty" caddy:"namespace=http.matchers"`
 	// What a count is kept per: any placeholder, typically the client IP
-	// ({http.request.client_ip}, resolved through trusted_proxies) or
+	// ({http.vars.client_ip}, resolved through trusted_proxies) or
 	// {http.request.remote.host}. Requests whose key is empty share one
 	// count. Keys over 256 bytes are counted by their SHA-256.
 	Key string `json:"key,omitempty"`
@@ -189,7 +189,7 @@ func checkZones(zones []*RateLimitZone) error {
 		}
 		seen[z.Name] = true
 		if z.Key == "" {
-			return fmt.Errorf("zone %s needs a key, e.g. {http.request.client_ip}", z.Name)
+			return fmt.Errorf("zone %s needs a key, e.g. {http.vars.client_ip}", z.Name)
 		}
 	}
 	return nil
@@ -353,7 +353,7 @@ func compileKey(text string) keyTemplate {
 	switch text {
 	case "{http.request.remote.host}":
 		return keyTemplate{text, keyRemoteHost}
-	case "{http.request.client_ip}":
+	case "{http.vars.client_ip}":
 		return keyTemplate{text, keyClientIP}
 	}
 	return keyTemplate{text, keyPlaceholders}

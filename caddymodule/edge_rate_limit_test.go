@@ -282,7 +282,7 @@ func TestRateLimitInFrontOfReverseProxy(t *testing.T) {
 	t.Cleanup(func() { backend.Close() })
 	tc := startCaddy(t, nil, "", `edge_rate_limit {
 		zone z {
-			key {http.request.client_ip}
+			key {client_ip}
 			events 2
 			window 1h
 		}
@@ -318,6 +318,7 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 		}
 	}
 	tc.load(nil, "", site(4)) // another handler config, the same store
+	rlClient.CloseIdleConnections() // the old server closes them
 	for i, want := range []int{200, 200, 429} {
 		if s := send(t, "GET", tc.url("/")).status; s != want {
 			t.Fatalf("after reload, request %d: %d, want %d", i, s, want)
@@ -327,6 +328,7 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client()
 	tc.load(nil, redisOption(srv, "reload:"), site(10))
+	rlClient.CloseIdleConnections()
 	send(t, "GET", tc.url("/"))
 	connections := func() string {
 		for _, l := range strings.Split(raw.Info(context.Background(), "stats").Val(), "\r\n") {
@@ -339,6 +341,7 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 	before := connections()
 	for i := 0; i < 3; i++ {
 		tc.load(nil, redisOption(srv, "reload:"), site(10+i))
+		rlClient.CloseIdleConnections()
 		send(t, "GET", tc.url("/"))
 	}
 	if after := connections(); after != before {

@@ -41,7 +41,7 @@ func init() {
 //
 // The resolved client is in {http.forwarded.client_ip},
 // {http.forwarded.proto} and {http.forwarded.host}, and becomes Caddy's
-// client IP ({http.request.client_ip}, the client_ip matcher, access logs).
+// client IP ({client_ip}, the client_ip matcher, access logs).
 type Forwarded struct {
 	// Proxies to trust besides the server's trusted_proxies: an IP source
 	// such as `{"source": "static", "ranges": [...]}`.

@@ -1,0 +1,208 @@
+package caddymodule
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoBackend answers every request with the forwarded headers it got, as
+// JSON, and /healthz/leader as the cluster's leader would.
+func echoBackend(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz/leader" {
+			fmt.Fprintf(w, `{"status":"leader","nodeId":"echo","leaseExpiresAt":%q,"leaseEpoch":1,"lastRenewAt":%q}`,
+				time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano), time.Now().UTC().Format(time.RFC3339Nano))
+			return
+		}
+		got := map[string][]string{}
+		for k, v := range r.Header {
+			got[k] = v
+		}
+		got["Host"] = []string{r.Host}
+		json.NewEncoder(w).Encode(got)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// rawRequest sends head (request line and headers, without the final empty
+// line) as written, and returns what the backend echoed, or the status when
+// Caddy refused the request.
+func rawRequest(t testing.TB, addr, head string) (map[string][]string, int) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, head+"\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return nil, resp.StatusCode
+	}
+	var got map[string][]string
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range resp.Header { // what Caddy put in the response, for placeholders
+		if strings.HasPrefix(k, "X-Seen-") {
+			got[k] = v
+		}
+	}
+	return got, 200
+}
+
+// spoofAttempts are requests a client may send to pass for someone else.
+var spoofAttempts = map[string]string{
+	"forwarded for internal":   "Forwarded: for=10.0.0.1;proto=https;host=admin.internal",
+	"forwarded v6 and by":      "Forwarded: for=\"[2001:db8::1]:443\";by=10.0.0.2, for=192.168.1.1",
+	"forwarded lowercase":      "forwarded: for=10.0.0.1",
+	"forwarded obfuscated":     "Forwarded: for=_hidden;proto=https",
+	"xff one":                  "X-Forwarded-For: 10.0.0.1",
+	"xff two lines":            "X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3",
+	"xff mixed case":           "x-FORWARDED-for: 10.0.0.1\r\nX-Forwarded-FOR: 10.0.0.2",
+	"xff v6 zone":              "X-Forwarded-For: fe80::1%eth0",
+	"xff oversized":            "X-Forwarded-For: " + strings.TrimSuffix(strings.Repeat("10.0.0.1, ", 700), ", "),
+	"xff garbage":              "X-Forwarded-For: 10.0.0.1, <script>, 10.0.0.2",
+	"proto and host":           "X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example",
+	"proto two values":         "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https",
+	"real ip":                  "X-Real-IP: 10.0.0.1",
+	"cf connecting ip":         "CF-Connecting-IP: 10.0.0.1",
+	"everything":               "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
+	"injected line in value":   "X-Forwarded-For: 10.0.0.1\r\n X-Real-IP: 10.0.0.9", // obs-fold
+	"injected nul":             "X-Forwarded-For: 10.0.0.1\x00, 10.0.0.2",
+	"percent encoded":          "X-Forwarded-For: 10%2e0.0.1",
+	"forwarded quoted escapes": "Forwarded: for=\"10.0.0.1\\\"\";host=\"a\\\\b\"",
+}
+
+// From a peer that is not trusted, nothing the client says about who it is
+// reaches the backend: it sees the peer, the connection's scheme and Host.
+func TestForwardedUntrustedPeerSpoofing(t *testing.T) {
+	backend := echoBackend(t)
+	tc := startCaddy(t, nil, "", `forwarded
+	reverse_proxy `+backend)
+	for name, headers := range spoofAttempts {
+		got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+headers)
+		if status != 200 {
+			if status == 400 { // refused outright: nothing reached the backend either
+				continue
+			}
+			t.Errorf("%s: status %d", name, status)
+			continue
+		}
+		want := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": tc.addr}
+		for k, v := range want {
+			if g := got[k]; len(g) != 1 || g[0] != v {
+				t.Errorf("%s: the backend got %s %q, want %q", name, k, g, v)
+			}
+		}
+		for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip"} {
+			if g, ok := got[k]; ok {
+				t.Errorf("%s: the backend got %s %q", name, k, g)
+			}
+		}
+	}
+}
+
+// From trusted peers the right client is resolved, and the backend gets one
+// consistent set that reverse_proxy did not undo.
+func TestForwardedTrustedPeer(t *testing.T) {
+	backend := echoBackend(t)
+	for _, tt := range []struct {
+		name, handler, headers string
+		want                   map[string]string // "-" = absent
+	}{
+		{"xff walks to the first untrusted", "", "X-Forwarded-For: 203.0.113.9, 198.51.100.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: app.example.com",
+			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com", "X-Seen-Client": "198.51.100.7", "X-Seen-Caddy-Client": "198.51.100.7"}},
+		{"own ranges extend the server's", "trusted_proxies static 10.0.0.0/8", "X-Forwarded-For: 203.0.113.9, 10.0.0.5",
+			map[string]string{"X-Forwarded-For": "203.0.113.9", "X-Seen-Client": "203.0.113.9"}},
+		{"spoofed left entries are ignored", "", "X-Forwarded-For: 10.0.0.1, 127.0.0.1, 198.51.100.7",
+			map[string]string{"X-Forwarded-For": "198.51.100.7"}},
+		{"several lines are one list", "", "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 198.51.100.7",
+			map[string]string{"X-Forwarded-For": "198.51.100.7"}},
+		{"malformed: none believed", "", "X-Forwarded-For: 203.0.113.9, garbage\r\nX-Forwarded-Proto: https",
+			map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "{addr}", "X-Seen-Client": "127.0.0.1"}},
+		{"zone: none believed", "", "X-Forwarded-For: fe80::1%eth0",
+			map[string]string{"X-Forwarded-For": "127.0.0.1"}},
+		{"forced https", "proto https", "X-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: http",
+			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https"}},
+		{"keep chain", "keep_chain", "X-Forwarded-For: 203.0.113.9, 198.51.100.7",
+			map[string]string{"X-Forwarded-For": "198.51.100.7, 127.0.0.1"}},
+		{"rfc 7239 inbound", "inbound forwarded", "Forwarded: for=203.0.113.9;proto=http, for=\"[2001:db8::7]:4711\";proto=https;host=app.example.com\r\nX-Forwarded-For: 10.9.9.9",
+			map[string]string{"X-Forwarded-For": "2001:db8::7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com"}},
+		{"rfc 7239 emitted", "emit_forwarded\n\t\tby _caddy", "X-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: https",
+			map[string]string{"Forwarded": `for=198.51.100.7;by=_caddy;proto=https;host="{addr}"`}},
+		{"real ip from a trusted peer is dropped too", "", "X-Real-IP: 10.0.0.1\r\nX-Forwarded-For: 198.51.100.7",
+			map[string]string{"X-Real-Ip": "-", "X-Forwarded-For": "198.51.100.7"}},
+		{"cf-connecting-ip only from cloudflare", "", "CF-Connecting-IP: 198.51.100.99\r\nX-Forwarded-For: 198.51.100.7",
+			map[string]string{"X-Forwarded-For": "198.51.100.7", "Cf-Connecting-Ip": "-"}},
+		{"cf-connecting-ip from cloudflare", "cloudflare static 127.0.0.1/32", "CF-Connecting-IP: 198.51.100.99\r\nX-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: https",
+			map[string]string{"X-Forwarded-For": "198.51.100.99", "X-Forwarded-Proto": "https", "Cf-Connecting-Ip": "-", "X-Seen-Client": "198.51.100.99"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", `forwarded {
+		`+tt.handler+`
+	}
+	reverse_proxy `+backend+` {
+		header_down X-Seen-Client {http.forwarded.client_ip}
+		header_down X-Seen-Caddy-Client {client_ip}
+	}`)
+			got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+tt.headers)
+			if status != 200 {
+				t.Fatalf("status %d", status)
+			}
+			for k, v := range tt.want {
+				g, ok := got[k]
+				switch {
+				case v == "-" && ok:
+					t.Errorf("the backend got %s %q", k, g)
+				case v != "-" && (len(g) != 1 || g[0] != strings.ReplaceAll(v, "{addr}", tc.addr)):
+					t.Errorf("the backend got %s %q, want %q", k, g, v)
+				}
+			}
+		})
+	}
+}
+
+// edge_rate_limit keyed on the client IP counts the resolved clients.
+func TestForwardedClientKeysRateLimits(t *testing.T) {
+	backend := echoBackend(t)
+	tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", `forwarded
+	edge_rate_limit {
+		zone perclient {
+			key {client_ip}
+			events 1
+			window 1h
+		}
+	}
+	reverse_proxy `+backend)
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	for i, tt := range []struct {
+		client string
+		want   int
+	}{{"198.51.100.1", 200}, {"198.51.100.2", 200}, {"198.51.100.1", 429}} {
+		if _, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\nX-Forwarded-For: "+tt.client); status != tt.want {
+			t.Fatalf("request %d from %s: %d, want %d", i, tt.client, status, tt.want)
+		}
+	}
+}
