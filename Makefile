@@ -34,6 +34,7 @@ bench: build bench-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./bench/failover
 	$(GO) run ./bench/ratelimit
+	$(GO) run ./bench/forwarded
 
 BENCH_TOOLS := haproxy wrk redis-server
 bench-deps: test-deps

@@ -7,9 +7,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
 
 // echoBackend answers every request with the forwarded headers it got, as
@@ -204,6 +211,62 @@ func TestForwardedClientKeysRateLimits(t *testing.T) {
 	}{{"198.51.100.1", 200}, {"198.51.100.2", 200}, {"198.51.100.1", 429}} {
 		if _, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\nX-Forwarded-For: "+tt.client); status != tt.want {
 			t.Fatalf("request %d from %s: %d, want %d", i, tt.client, status, tt.want)
+		}
+	}
+}
+
+// Caddyfile.example's frontend does what the seed's HAProxy frontend does:
+// del-header Forwarded, X-Forwarded-For and X-Forwarded-Proto, forwardfor,
+// and X-Forwarded-Proto https. The example runs here as written, with
+// loopback addresses and no TLS.
+func TestCaddyfileExampleFrontend(t *testing.T) {
+	example, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, site, admin := echoBackend(t), freeAddr(t), freeAddr(t)
+	redisSrv := redistest.Start(t)
+	text := string(example)
+	for _, r := range []struct{ old, new string }{
+		{"{\n\t# No HAProxy equivalent", "{\n\tadmin " + admin + "\n\tpersist_config off\n\t# No HAProxy equivalent"},
+		{"address 10.0.1.20:6379", "address " + redisSrv.Addr},
+		{"nodepilot.example.com {", "http://" + site + " {"},
+		{"\ttls /etc/ssl/nodepilot.crt /etc/ssl/nodepilot.key\n", ""},
+		{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + freeAddr(t) + " {"},
+	} {
+		if !strings.Contains(text, r.old) {
+			t.Fatalf("Caddyfile.example no longer has %q", r.old)
+		}
+		text = strings.Replace(text, r.old, r.new, 1)
+	}
+	// The backends' TLS settings: this backend speaks plain HTTP.
+	start := strings.Index(text, "\t\ttransport http {")
+	end := strings.Index(text[start:], "\n\t\t}\n") + start + len("\n\t\t}\n")
+	text = text[:start] + text[end:]
+
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
+	if err != nil {
+		t.Fatalf("adapting:\n%s\n%v", text, err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	var got map[string][]string
+	poll.Until(t, 10*time.Second, "the example to route to the backend", func() bool {
+		var status int
+		got, status = rawRequest(t, site, "GET / HTTP/1.1\r\nHost: "+site+"\r\n"+spoofAttempts["everything"])
+		return status == 200
+	})
+	want := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "https", "X-Forwarded-Host": site}
+	for k, v := range want {
+		if g := got[k]; len(g) != 1 || g[0] != v {
+			t.Errorf("the backend got %s %q, want %q", k, g, v)
+		}
+	}
+	for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip"} {
+		if g, ok := got[k]; ok {
+			t.Errorf("the backend got %s %q", k, g)
 		}
 	}
 }

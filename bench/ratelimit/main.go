@@ -36,78 +36,62 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"regexp"
-	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 	"github.com/redis/go-redis/v9"
 )
 
 var (
-	caddyBin    = flag.String("caddy", "bin/caddy", "the custom Caddy binary (make build)")
-	rlBin       = flag.String("caddy-ratelimit", "bin/caddy-ratelimit", "Caddy with mholt/caddy-ratelimit; built there if missing")
-	wrkBin      = flag.String("wrk", "wrk", "wrk binary (apt-get install wrk)")
-	redisBin    = flag.String("redis-server", "redis-server", "redis-server binary")
-	threads     = flag.Int("threads", 2, "wrk threads")
-	connections = flag.Int("connections", 50, "wrk connections")
-	duration    = flag.Duration("duration", 10*time.Second, "length of each measured wrk run (whole seconds)")
-	warmup      = flag.Duration("warmup", time.Second, "unmeasured wrk run per contender before the first round (0: none)")
-	rounds      = flag.Int("rounds", 3, "rounds; each runs every contender once")
-	only        = flag.String("only", "", "comma-separated contenders to run (none,memory,redis,caddy-ratelimit)")
+	rlBin    = flag.String("caddy-ratelimit", "bin/caddy-ratelimit", "Caddy with mholt/caddy-ratelimit; built there if missing")
+	redisBin = flag.String("redis-server", "redis-server", "redis-server binary")
 )
 
-// backendEnv, when set in the environment, makes this program the trivial
-// backend listening on its value: a process of its own, so that its GC and
-// scheduling do not share the bench's.
-const backendEnv = "RATELIMIT_BENCH_BACKEND"
-
-// The goals: req/s of a contender as a share of (i)'s in the same round.
-var goals = map[string]float64{"memory": 0.95, "redis": 0.80}
-
-// contender is one Caddy configuration under test.
-type contender struct {
-	name   string
-	label  string
-	bin    func() string
-	config func(listen, admin, backend string) string
-	redis  bool // read INFO commandstats around each run
-	// metrics: read the handler's fallback counters from the admin
-	// endpoint's /metrics around each run
-	metrics bool
-
-	skipped    string // why it does not run, if it does not
-	url        string
-	metricsURL string
-	runs       []run // one per round that succeeded
+func main() {
+	var redisAddr string // set once redis-server runs
+	b := &wrkbench.Bench{
+		Name: "ratelimit",
+		Title: []string{
+			"Cost of counting requests in Caddy: req/s and p99 latency through Caddy to a",
+			"trivial backend (200, 2-byte body) on loopback, with limits far above the load",
+			"so that nothing is refused. Contenders run interleaved within each round.",
+		},
+		CostOf:     "counting",
+		Contenders: contenders(&redisAddr),
+		Prepare: func(dir string, selected []*wrkbench.Contender) ([]string, error) {
+			return prepare(dir, selected, &redisAddr)
+		},
+	}
+	b.DefineFlags()
+	b.Main()
 }
 
-// run is one measured wrk run.
-type run struct {
-	round        int
-	reqPerSec    float64
-	p99          time.Duration
-	requests     int64
-	non2xx       int64
-	socketErrors string           // wrk's "Socket errors:" line, if any
-	redisCalls   map[string]int64 // INFO commandstats calls during the run
-	redisReads   int64            // INFO stats total_reads_processed during the run: round trips
-	// fallbacks are the decisions on_store_error took because the store
-	// missed store_timeout or was known to be down: requests not counted
-	// in the store. -1 when unknown.
-	fallbacks int64
+// The goals: req/s of a contender as a share of (i)'s in the same round.
+const (
+	memoryGoal = 0.95
+	redisGoal  = 0.80
+)
+
+func contenders(redisAddr *string) []*wrkbench.Contender {
+	return []*wrkbench.Contender{
+		{Name: "none", Label: "(i) plain reverse_proxy", Config: ourConfig("", false)},
+		{Name: "memory", Label: "(ii) edge_rate_limit, memory store", Config: ourConfig("", true),
+			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: memoryGoal},
+		{Name: "redis", Label: "(iii) edge_rate_limit, Redis store",
+			Config: func(listen, admin, backend string) string {
+				ha := fmt.Sprintf("\tha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix bench:\n\t\t}\n\t}\n", *redisAddr)
+				return ourConfig(ha, true)(listen, admin, backend)
+			},
+			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: redisGoal},
+		{Name: "caddy-ratelimit", Label: "(iv) mholt/caddy-ratelimit", Bin: func() string { return *rlBin }, Config: caddyRatelimitConfig},
+	}
 }
 
 // ourConfig is the custom Caddy's Caddyfile; ha is the ha global option's
@@ -117,7 +101,7 @@ func ourConfig(ha string, limit bool) func(listen, admin, backend string) string
 		var b strings.Builder
 		fmt.Fprintf(&b, "{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n", admin)
 		b.WriteString(ha)
-		fmt.Fprintf(&b, "}\n:%s {\n\tbind 127.0.0.1\n", port(listen))
+		fmt.Fprintf(&b, "}\n:%s {\n\tbind 127.0.0.1\n", wrkbench.Port(listen))
 		if limit {
 			b.WriteString("\tedge_rate_limit {\n\t\tzone all {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100000000\n\t\t\twindow 1m\n\t\t}\n\t}\n")
 		}
@@ -146,394 +130,138 @@ func caddyRatelimitConfig(listen, _, backend string) string {
 	}
 	reverse_proxy %s
 }
-`, port(listen), backend)
+`, wrkbench.Port(listen), backend)
 }
 
-func contenders(redisAddr *string) []*contender {
-	ours := func() string { return *caddyBin }
-	return []*contender{
-		{name: "none", label: "(i) plain reverse_proxy", bin: ours, config: ourConfig("", false)},
-		{name: "memory", label: "(ii) edge_rate_limit, memory store", bin: ours, config: ourConfig("", true), metrics: true},
-		{name: "redis", label: "(iii) edge_rate_limit, Redis store", bin: ours, redis: true, metrics: true,
-			config: func(listen, admin, backend string) string {
-				ha := fmt.Sprintf("\tha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix bench:\n\t\t}\n\t}\n", *redisAddr)
-				return ourConfig(ha, true)(listen, admin, backend)
-			}},
-		{name: "caddy-ratelimit", label: "(iv) mholt/caddy-ratelimit", bin: func() string { return *rlBin }, config: caddyRatelimitConfig},
-	}
-}
-
-func main() {
-	if addr := os.Getenv(backendEnv); addr != "" {
-		serveBackend(addr)
-		return
-	}
-	flag.Parse()
-	if *rounds < 1 || *threads < 1 || *connections < *threads || *duration < time.Second {
-		fmt.Fprintln(os.Stderr, "need -rounds >= 1, -threads >= 1, -connections >= -threads, -duration >= 1s")
-		os.Exit(2)
-	}
-	var stop context.CancelFunc
-	interrupted, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	finished := make(chan struct{})
-	go func() {
-		<-interrupted.Done()
-		select {
-		case <-finished:
-		case <-time.After(10 * time.Second):
-			// bench did not return in time: stop what it started anyway.
-			cleanup()
-			os.Exit(130)
-		}
-	}()
-	err := bench()
-	cleanup()
-	close(finished)
-	switch {
-	case interrupted.Err() != nil:
-		fmt.Fprintln(os.Stderr, "ratelimit bench: interrupted; everything it started is stopped")
-		os.Exit(130)
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "ratelimit bench:", err)
-		os.Exit(1)
-	}
-}
-
-// interrupted ends on Ctrl-C or SIGTERM: every wait and every command the
-// bench runs ends with it, then bench returns and main cleans up.
-var interrupted = context.Background()
-
-func bench() error {
-	if _, err := exec.LookPath(*wrkBin); err != nil {
-		return fmt.Errorf("wrk not found (apt-get install wrk): %v", err)
-	}
-	if _, err := os.Stat(*caddyBin); err != nil {
-		return fmt.Errorf("build the custom Caddy first (make build): %v", err)
-	}
-	dir, err := os.MkdirTemp("", "ratelimit-bench")
-	if err != nil {
-		return err
-	}
-	addCleanup(func() { os.RemoveAll(dir) })
-
-	var redisAddr string
-	all := contenders(&redisAddr)
-	var selected []*contender
-	var wanted []string
-	for _, w := range strings.Split(*only, ",") {
-		if w = strings.TrimSpace(w); w != "" {
-			wanted = append(wanted, w)
-		}
-	}
-	for _, c := range all {
-		if len(wanted) == 0 || slices.Contains(wanted, c.name) {
-			selected = append(selected, c)
-		}
-	}
-	for _, w := range wanted {
-		if !slices.ContainsFunc(all, func(c *contender) bool { return c.name == w }) {
-			return fmt.Errorf("-only: unknown contender %q (none,memory,redis,caddy-ratelimit)", w)
-		}
-	}
-
-	// What each contender needs, before anything is measured.
-	hasHandler, why := hasEdgeRateLimit()
+// prepare starts redis-server for the Redis store and builds caddy-ratelimit,
+// skipping the contenders it cannot serve, and gives the edge_rate_limit
+// contenders their probes.
+func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]string, error) {
 	for _, c := range selected {
-		switch {
-		case (c.name == "memory" || c.name == "redis") && !hasHandler:
-			c.skipped = why
-		case c.name == "redis":
+		if c.Skipped != "" {
+			continue
+		}
+		switch c.Name {
+		case "memory":
+			c.Probe = &storeProbe{contender: c}
+		case "redis":
 			addr, err := startRedis(dir)
 			if err != nil {
-				c.skipped = err.Error()
+				c.Skipped = err.Error()
 				continue
 			}
-			redisAddr = addr
-		case c.name == "caddy-ratelimit":
+			*redisAddr = addr
+			rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+			wrkbench.AddCleanup(func() { rdb.Close() })
+			c.Probe = &storeProbe{contender: c, rdb: rdb, redisCalls: map[string]int64{}}
+		case "caddy-ratelimit":
 			if err := ensureCaddyRatelimit(); err != nil {
-				c.skipped = err.Error()
+				c.Skipped = err.Error()
 			}
 		}
 	}
-
-	backend, err := startBackend(dir)
-	if err != nil {
-		return err
+	if *redisAddr == "" {
+		return nil, nil
 	}
-	for _, c := range selected {
-		if c.skipped != "" || interrupted.Err() != nil {
-			continue
-		}
-		listen, admin := freeAddr(), "off"
-		if c.metrics {
-			// Its own admin endpoint, only to read /metrics between runs.
-			admin = freeAddr()
-			c.metricsURL = "http://" + admin + "/metrics"
-		}
-		cfg := filepath.Join(dir, c.name+".Caddyfile")
-		if err := os.WriteFile(cfg, []byte(c.config(listen, admin, backend)), 0o644); err != nil {
-			return err
-		}
-		p, err := startProcess(c.name, filepath.Join(dir, c.name+".log"), c.bin(), "run", "--config", cfg, "--adapter", "caddyfile")
-		if err != nil {
-			c.skipped = err.Error()
-			continue
-		}
-		c.url = "http://" + listen + "/"
-		if err := waitHTTP(c.url, p, 15*time.Second); err != nil {
-			c.skipped = err.Error()
-			p.stop()
-		}
-	}
-
-	if err := interrupted.Err(); err != nil {
-		return err
-	}
-	printHeader(selected, backend, redisAddr)
-	var active []*contender
-	for _, c := range selected {
-		if c.skipped != "" {
-			fmt.Printf("%s: skipped (%s)\n", c.name, c.skipped)
-		} else {
-			active = append(active, c)
-		}
-	}
-	if len(active) == 0 {
-		return errors.New("no contender could run")
-	}
-
-	var rdb *redis.Client
-	if redisAddr != "" {
-		rdb = redis.NewClient(&redis.Options{Addr: redisAddr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
-		defer rdb.Close()
-	}
-
-	if *warmup > 0 {
-		// Unmeasured: the first seconds grow heaps and fill connection pools.
-		for _, c := range active {
-			if _, err := runWrk(c.url, *warmup); err != nil {
-				if interrupted.Err() != nil {
-					return interrupted.Err()
-				}
-				fmt.Printf("warm-up %s: %v\n", c.name, err)
-			}
-		}
-	}
-	fmt.Println()
-	for round := 1; round <= *rounds; round++ {
-		for _, c := range active {
-			r, err := measure(c, rdb)
-			if interrupted.Err() != nil {
-				return interrupted.Err()
-			}
-			if err != nil {
-				fmt.Printf("round %d/%d  %-16s failed: %v\n", round, *rounds, c.name, err)
-				continue
-			}
-			r.round = round
-			c.runs = append(c.runs, r)
-			fmt.Printf("round %d/%d  %-16s %9.0f req/s  p99 %9v  %9d requests%s\n",
-				round, *rounds, c.name, r.reqPerSec, r.p99, r.requests, runNotes(c, r))
-		}
-	}
-	fmt.Println()
-	printSummary(selected, active)
-	return nil
+	return []string{"redis-server " + *redisAddr}, nil
 }
 
-// measure runs wrk once against c, reading Redis's counters around it.
-func measure(c *contender, rdb *redis.Client) (run, error) {
+// storeProbe reads, around each run of an edge_rate_limit contender, the
+// handler's fallback decisions from /metrics on the contender's admin
+// endpoint: requests decided without the store (store_timeout missed)
+// would make the store look cheaper than it is. For the Redis store it
+// also reads INFO commandstats and INFO stats.
+type storeProbe struct {
+	contender *wrkbench.Contender
+	rdb       *redis.Client // nil for the memory store
+
+	// Over the successful runs:
+	fallbacks  int64            // decisions on_store_error took
+	requests   int64            // requests wrk sent
+	redisCalls map[string]int64 // INFO commandstats calls
+	redisReads int64            // INFO stats total_reads_processed: round trips
+}
+
+func (p *storeProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []string, error) {
 	var before map[string]int64
 	var readsBefore int64
-	if c.redis {
+	if p.rdb != nil {
 		var err error
-		if before, err = commandStats(rdb); err != nil {
-			return run{}, fmt.Errorf("INFO commandstats: %v", err)
+		if before, err = commandStats(p.rdb); err != nil {
+			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
 		}
-		if readsBefore, err = readsProcessed(rdb); err != nil {
-			return run{}, fmt.Errorf("INFO stats: %v", err)
+		if readsBefore, err = readsProcessed(p.rdb); err != nil {
+			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
 		}
 	}
-	fallbacksBefore := fallbackDecisions(c.metricsURL)
-	r, err := runWrk(c.url, *duration)
+	metricsURL := "http://" + p.contender.AdminAddr + "/metrics"
+	fallbacksBefore := fallbackDecisions(metricsURL)
+	r, err := wrk()
 	if err != nil {
-		return run{}, err
+		return wrkbench.Run{}, nil, err
 	}
-	r.fallbacks = -1
+	// The decisions on_store_error took because the store missed
+	// store_timeout or was known to be down: requests not counted in the
+	// store. -1 when unknown.
+	fallbacks := int64(-1)
 	if fallbacksBefore >= 0 {
-		if after := fallbackDecisions(c.metricsURL); after >= 0 {
-			r.fallbacks = after - fallbacksBefore
+		if after := fallbackDecisions(metricsURL); after >= 0 {
+			fallbacks = after - fallbacksBefore
 		}
 	}
-	if c.redis {
-		after, err := commandStats(rdb)
+	calls := map[string]int64{}
+	var reads int64
+	if p.rdb != nil {
+		after, err := commandStats(p.rdb)
 		if err != nil {
-			return run{}, fmt.Errorf("INFO commandstats: %v", err)
+			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
 		}
-		readsAfter, err := readsProcessed(rdb)
+		readsAfter, err := readsProcessed(p.rdb)
 		if err != nil {
-			return run{}, fmt.Errorf("INFO stats: %v", err)
+			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
 		}
-		r.redisReads = readsAfter - readsBefore - 2 // the bench's own two INFO calls
-		r.redisCalls = map[string]int64{}
+		reads = readsAfter - readsBefore - 2 // the bench's own two INFO calls
 		for cmd, n := range after {
 			if d := n - before[cmd]; d > 0 {
-				r.redisCalls[cmd] = d
+				calls[cmd] = d
 			}
 		}
 	}
-	return r, nil
-}
 
-func runNotes(c *contender, r run) string {
 	var notes []string
-	if c.redis && r.requests > 0 {
+	if p.rdb != nil && r.Requests > 0 {
 		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req, %.2f transactions/req, %.2f round trips/req",
-			float64(sum(r.redisCalls))/float64(r.requests), float64(r.redisCalls["exec"])/float64(r.requests),
-			float64(r.redisReads)/float64(r.requests)))
+			float64(sum(calls))/float64(r.Requests), float64(calls["exec"])/float64(r.Requests),
+			float64(reads)/float64(r.Requests)))
 	}
-	if r.fallbacks > 0 {
-		notes = append(notes, fmt.Sprintf("!! %d fallback decisions (not counted in the store)", r.fallbacks))
+	if fallbacks > 0 {
+		notes = append(notes, fmt.Sprintf("!! %d fallback decisions (not counted in the store)", fallbacks))
 	}
-	if r.non2xx > 0 {
-		notes = append(notes, fmt.Sprintf("!! %d non-2xx responses", r.non2xx))
+	p.fallbacks += max(0, fallbacks)
+	p.requests += r.Requests
+	p.redisReads += reads
+	for cmd, n := range calls {
+		p.redisCalls[cmd] += n
 	}
-	if r.socketErrors != "" {
-		notes = append(notes, "!! socket errors: "+r.socketErrors)
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	return "  " + strings.Join(notes, "  ")
+	return r, notes, nil
 }
 
-func printHeader(selected []*contender, backend, redisAddr string) {
-	fmt.Println("Cost of counting requests in Caddy: req/s and p99 latency through Caddy to a")
-	fmt.Println("trivial backend (200, 2-byte body) on loopback, with limits far above the load")
-	fmt.Println("so that nothing is refused. Contenders run interleaved within each round.")
-	for _, c := range selected {
-		fmt.Printf("  %-16s %s\n", c.name, c.label)
+func (p *storeProbe) Problems() (column, warning string) {
+	if p.fallbacks == 0 {
+		return "", ""
 	}
-	fmt.Printf("wrk: %d threads, %d connections, %v per run, %d rounds (warm-up %v); backend %s",
-		*threads, *connections, wrkSeconds(*duration), *rounds, *warmup, backend)
-	if redisAddr != "" {
-		fmt.Printf("; redis-server %s", redisAddr)
-	}
-	fmt.Println()
-	// Everything shares the machine: a busy one makes every figure noisy.
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Printf("load average at start: %s (%d CPUs)\n", strings.Join(strings.Fields(string(load))[:3], " "), runtime.NumCPU())
-	}
+	return fmt.Sprintf("!! fallbacks %d", p.fallbacks),
+		fmt.Sprintf("%s: %d requests were decided by on_store_error (the store missed store_timeout or was down), not counted in the store", p.contender.Name, p.fallbacks)
 }
 
-func printSummary(selected, active []*contender) {
-	var base *contender
-	for _, c := range active {
-		if c.name == "none" {
-			base = c
-		}
-	}
-	fmt.Printf("%-16s %12s %10s %9s %8s %7s %s\n", "contender", "req/s (med)", "p99 (med)", "vs none", "goal", "", "errors (all rounds)")
-	var warnings []string
-	for _, c := range selected {
-		if c.skipped != "" {
-			fmt.Printf("%-16s skipped (%s)\n", c.name, c.skipped)
-			continue
-		}
-		if len(c.runs) == 0 {
-			fmt.Printf("%-16s no successful run\n", c.name)
-			continue
-		}
-		var rps []float64
-		var p99s []float64
-		var non2xx, fallbacks int64
-		var socket []string
-		for _, r := range c.runs {
-			rps = append(rps, r.reqPerSec)
-			p99s = append(p99s, float64(r.p99))
-			non2xx += r.non2xx
-			fallbacks += max(0, r.fallbacks)
-			if r.socketErrors != "" {
-				socket = append(socket, r.socketErrors)
-			}
-		}
-		ratioCol, goalCol, verdict := "-", "", ""
-		if base != nil && c != base {
-			if ratio, ok := pairedRatio(c, base); ok {
-				ratioCol = fmt.Sprintf("%.1f%%", 100*ratio)
-				if goal, ok := goals[c.name]; ok {
-					goalCol = fmt.Sprintf(">= %.0f%%", 100*goal)
-					verdict = "MISS"
-					if ratio >= goal {
-						verdict = "PASS"
-					}
-				}
-			}
-		}
-		errCol := "none"
-		if non2xx > 0 || len(socket) > 0 {
-			errCol = fmt.Sprintf("!! non-2xx %d, socket errors in %d runs", non2xx, len(socket))
-			warnings = append(warnings, fmt.Sprintf("%s: %d non-2xx responses, socket errors: %v: its figures do not measure counting alone", c.name, non2xx, socket))
-		}
-		if fallbacks > 0 {
-			if errCol == "none" {
-				errCol = ""
-			} else {
-				errCol += ", "
-			}
-			errCol += fmt.Sprintf("!! fallbacks %d", fallbacks)
-			warnings = append(warnings, fmt.Sprintf("%s: %d requests were decided by on_store_error (the store missed store_timeout or was down), not counted in the store", c.name, fallbacks))
-		}
-		fmt.Printf("%-16s %12.0f %10v %9s %8s %7s %s\n", c.name, median(rps), time.Duration(median(p99s)).Round(time.Microsecond), ratioCol, goalCol, verdict, errCol)
-	}
-	if base == nil {
-		fmt.Println("(no ratios: contender none did not run)")
-	} else {
-		fmt.Println("vs none: median over rounds of req/s / none's req/s in the same round")
-	}
-	for _, c := range active {
-		if c.redis {
-			printRedisBreakdown(c)
-		}
-	}
-	for _, w := range warnings {
-		fmt.Println("WARNING:", w)
-	}
-}
-
-// pairedRatio is the median over rounds of c's req/s over base's in the
-// same round: rounds are close in time, so machine drift cancels out.
-func pairedRatio(c, base *contender) (float64, bool) {
-	var ratios []float64
-	for _, r := range c.runs {
-		for _, b := range base.runs {
-			if b.round == r.round && b.reqPerSec > 0 {
-				ratios = append(ratios, r.reqPerSec/b.reqPerSec)
-			}
-		}
-	}
-	if len(ratios) == 0 {
-		return 0, false
-	}
-	return median(ratios), true
-}
-
-func printRedisBreakdown(c *contender) {
-	total := map[string]int64{}
-	var requests, reads int64
-	for _, r := range c.runs {
-		requests += r.requests
-		reads += r.redisReads
-		for cmd, n := range r.redisCalls {
-			total[cmd] += n
-		}
-	}
-	if requests == 0 {
+// PrintReport breaks the Redis store's commands down per request.
+func (p *storeProbe) PrintReport() {
+	if p.rdb == nil || p.requests == 0 {
 		return
 	}
+	total, requests, reads := p.redisCalls, p.requests, p.redisReads
 	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f transactions (EXEC)/req, %.2f round trips/req\n",
-		c.name, requests, float64(sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
+		p.contender.Name, requests, float64(sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
 	cmds := make([]string, 0, len(total))
 	for cmd := range total {
 		cmds = append(cmds, cmd)
@@ -554,7 +282,7 @@ func printRedisBreakdown(c *contender) {
 // readsProcessed returns Redis's count of read events (one per request
 // batch a client sends), from INFO stats.
 func readsProcessed(rdb *redis.Client) (int64, error) {
-	ctx, cancel := context.WithTimeout(interrupted, 2*time.Second)
+	ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 2*time.Second)
 	defer cancel()
 	text, err := rdb.Info(ctx, "stats").Result()
 	if err != nil {
@@ -571,7 +299,7 @@ func readsProcessed(rdb *redis.Client) (int64, error) {
 // commandStats returns the calls of each command from INFO commandstats,
 // without INFO itself (the bench's own).
 func commandStats(rdb *redis.Client) (map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(interrupted, 2*time.Second)
+	ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 2*time.Second)
 	defer cancel()
 	text, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
@@ -600,11 +328,8 @@ func commandStats(rdb *redis.Client) (map[string]int64, error) {
 }
 
 // fallbackDecisions sums edge_rate_limit's fallback decisions counter at
-// metricsURL; -1 when there is no URL or no such counter.
+// metricsURL; -1 when it does not answer or has no such counter.
 func fallbackDecisions(metricsURL string) int64 {
-	if metricsURL == "" {
-		return -1
-	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get(metricsURL)
 	if err != nil {
@@ -634,82 +359,6 @@ func fallbackDecisions(metricsURL string) int64 {
 	return int64(total)
 }
 
-// runWrk runs wrk against url for d and parses its report.
-func runWrk(url string, d time.Duration) (run, error) {
-	ctx, cancel := context.WithTimeout(interrupted, d+30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, *wrkBin, "--latency", "-t", fmt.Sprint(*threads), "-c", fmt.Sprint(*connections),
-		"-d", wrkSeconds(d), url)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return run{}, fmt.Errorf("wrk: %v: %s", err, lastLines(out.String(), 3))
-	}
-	return parseWrk(out.String())
-}
-
-func wrkSeconds(d time.Duration) string {
-	return fmt.Sprintf("%ds", max(1, int(d.Round(time.Second)/time.Second)))
-}
-
-var (
-	reqPerSecRe = regexp.MustCompile(`(?m)^Requests/sec:\s+([0-9.]+)`)
-	requestsRe  = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
-	non2xxRe    = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
-	socketRe    = regexp.MustCompile(`(?m)^\s*Socket errors:\s*(.+)$`)
-	p99Re       = regexp.MustCompile(`(?m)^\s*99(?:\.0+)?%\s+([0-9.]+)(us|ms|s|m|h)\s*$`)
-)
-
-// parseWrk reads wrk --latency's report: Requests/sec, the 99% line of
-// the Latency Distribution, the requests served, and any errors.
-func parseWrk(out string) (run, error) {
-	var r run
-	m := reqPerSecRe.FindStringSubmatch(out)
-	if m == nil {
-		return r, fmt.Errorf("no Requests/sec in wrk's output: %s", lastLines(out, 3))
-	}
-	r.reqPerSec, _ = strconv.ParseFloat(m[1], 64)
-	_, dist, ok := strings.Cut(out, "Latency Distribution")
-	if !ok {
-		return r, errors.New("no Latency Distribution in wrk's output (--latency)")
-	}
-	m = p99Re.FindStringSubmatch(dist)
-	if m == nil {
-		return r, errors.New("no 99% line in wrk's Latency Distribution")
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return r, fmt.Errorf("99%% latency %q: %v", m[1], err)
-	}
-	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
-	r.p99 = time.Duration(v * float64(unit))
-	if m = requestsRe.FindStringSubmatch(out); m == nil {
-		return r, errors.New("no request count in wrk's output")
-	}
-	r.requests, _ = strconv.ParseInt(m[1], 10, 64)
-	if m = non2xxRe.FindStringSubmatch(out); m != nil {
-		r.non2xx, _ = strconv.ParseInt(m[1], 10, 64)
-	}
-	if m = socketRe.FindStringSubmatch(out); m != nil {
-		r.socketErrors = strings.TrimSpace(m[1])
-	}
-	return r, nil
-}
-
-// hasEdgeRateLimit reports whether the custom Caddy has the handler yet.
-func hasEdgeRateLimit() (bool, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, *caddyBin, "list-modules").Output()
-	if err != nil {
-		return false, fmt.Sprintf("%s list-modules: %v", *caddyBin, err)
-	}
-	if !strings.Contains(string(out), "edge_rate_limit") {
-		return false, *caddyBin + " has no edge_rate_limit handler: rebuild it (make build)"
-	}
-	return true, ""
-}
-
 // ensureCaddyRatelimit builds Caddy v2.11.9 with mholt/caddy-ratelimit
 // into *rlBin unless it is there from an earlier run.
 func ensureCaddyRatelimit() error {
@@ -729,7 +378,7 @@ func ensureCaddyRatelimit() error {
 		return err
 	}
 	removeDir := func() { os.RemoveAll(dir) }
-	defer addCleanup(removeDir)()
+	defer wrkbench.AddCleanup(removeDir)()
 	defer removeDir()
 	fmt.Println("caddy-ratelimit: building", *rlBin, "(once; cached for later runs)")
 	// Without a go line the whole module graph of Caddy is fetched (no
@@ -770,7 +419,7 @@ func main() {
 		{[]string{"mod", "tidy"}, 3 * time.Minute},
 		{[]string{"build", "-o", partial, "."}, 10 * time.Minute},
 	} {
-		ctx, cancel := context.WithTimeout(interrupted, step.timeout)
+		ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), step.timeout)
 		cmd := exec.CommandContext(ctx, "go", step.args...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off")
@@ -778,7 +427,7 @@ func main() {
 		timedOut := ctx.Err() != nil
 		cancel()
 		if err != nil {
-			why := strings.ReplaceAll(lastLines(string(out), 2), "go: ", "")
+			why := strings.ReplaceAll(wrkbench.LastLines(string(out), 2), "go: ", "")
 			if why == "" || timedOut {
 				why = fmt.Sprintf("%v after %v", err, step.timeout)
 			}
@@ -815,9 +464,9 @@ func startRedis(dir string) (string, error) {
 	if _, err := exec.LookPath(*redisBin); err != nil {
 		return "", fmt.Errorf("redis-server not found (apt-get install redis-server): %v", err)
 	}
-	addr := freeAddr()
-	p, err := startProcess("redis-server", filepath.Join(dir, "redis.log"), *redisBin,
-		"--bind", "127.0.0.1", "--port", port(addr), "--save", "", "--appendonly", "no", "--dir", dir)
+	addr := wrkbench.FreeAddr()
+	p, err := wrkbench.StartProcess("redis-server", filepath.Join(dir, "redis.log"), *redisBin,
+		"--bind", "127.0.0.1", "--port", wrkbench.Port(addr), "--save", "", "--appendonly", "no", "--dir", dir)
 	if err != nil {
 		return "", err
 	}
@@ -825,218 +474,22 @@ func startRedis(dir string) (string, error) {
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		ctx, cancel := context.WithTimeout(interrupted, 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 500*time.Millisecond)
 		err := c.Ping(ctx).Err()
 		cancel()
 		switch {
 		case err == nil:
 			return addr, nil
-		case interrupted.Err() != nil:
-			return "", interrupted.Err()
-		case p.exited():
-			return "", fmt.Errorf("redis-server exited: %s", p.logTail())
+		case wrkbench.Interrupted().Err() != nil:
+			return "", wrkbench.Interrupted().Err()
+		case p.Exited():
+			return "", fmt.Errorf("redis-server exited: %s", p.LogTail())
 		case time.Now().After(deadline):
-			p.stop()
+			p.Stop()
 			return "", fmt.Errorf("redis-server on %s did not answer within 10s: %v", addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// startBackend runs this program again as the trivial backend.
-func startBackend(dir string) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	addr := freeAddr()
-	// The backend exits when its stdin closes: when this process ends, even
-	// without running its cleanups.
-	stdin, keep, err := os.Pipe()
-	if err != nil {
-		return "", err
-	}
-	addCleanup(func() { keep.Close() })
-	p, err := startProcessWith("backend", filepath.Join(dir, "backend.log"), func(cmd *exec.Cmd) {
-		cmd.Env = append(os.Environ(), backendEnv+"="+addr)
-		cmd.Stdin = stdin
-	}, self)
-	stdin.Close()
-	if err != nil {
-		return "", err
-	}
-	if err := waitHTTP("http://"+addr+"/", p, 10*time.Second); err != nil {
-		return "", fmt.Errorf("backend: %v", err)
-	}
-	return addr, nil
-}
-
-func serveBackend(addr string) {
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	body := []byte("ok")
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Length", "2")
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write(body)
-	})
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
-	os.Exit(1)
-}
-
-// waitHTTP polls url until it answers 200, p exits, or timeout passes.
-func waitHTTP(url string, p *process, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) && interrupted.Err() == nil {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %s", p.name, p.logTail())
-		}
-		resp, err := client.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		last = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not ready within %v (%v): %s", p.name, timeout, last, p.logTail())
-}
-
-// process is a child process, stopped by cleanup if not before.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	once    sync.Once
-}
-
-func startProcess(name, logPath, bin string, args ...string) (*process, error) {
-	return startProcessWith(name, logPath, nil, bin, args...)
-}
-
-// startProcessWith starts bin with args, its output logged to logPath,
-// after setup has adjusted the command.
-func startProcessWith(name, logPath string, setup func(*exec.Cmd), bin string, args ...string) (*process, error) {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if setup != nil {
-		setup(cmd)
-	}
-	if err := cmd.Start(); err != nil {
-		log.Close()
-		return nil, fmt.Errorf("starting %s: %v", name, err)
-	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		cmd.Wait()
-		log.Close()
-		close(p.done)
-	}()
-	addCleanup(p.stop)
-	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop asks the process to end and kills it if it has not within 5s.
-func (p *process) stop() {
-	p.once.Do(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-}
-
-func (p *process) logTail() string {
-	data, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	return lastLines(string(data), 3)
-}
-
-var (
-	cleanupMu sync.Mutex
-	cleanups  []*func()
-)
-
-// addCleanup registers f to run at exit, last added first; remove
-// unregisters it.
-func addCleanup(f func()) (remove func()) {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	p := &f
-	cleanups = append(cleanups, p)
-	return func() {
-		cleanupMu.Lock()
-		defer cleanupMu.Unlock()
-		cleanups = slices.DeleteFunc(cleanups, func(q *func()) bool { return q == p })
-	}
-}
-
-// cleanup runs the registered cleanups, last added first; each runs once
-// even if main and the interrupt fallback both call it.
-func cleanup() {
-	for {
-		cleanupMu.Lock()
-		if len(cleanups) == 0 {
-			cleanupMu.Unlock()
-			return
-		}
-		f := cleanups[len(cleanups)-1]
-		cleanups = cleanups[:len(cleanups)-1]
-		cleanupMu.Unlock()
-		(*f)()
-	}
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func port(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func sum(m map[string]int64) int64 {
@@ -1045,20 +498,4 @@ func sum(m map[string]int64) int64 {
 		t += v
 	}
 	return t
-}
-
-// lastLines returns the last n non-empty lines of s, joined by " | ".
-func lastLines(s string, n int) string {
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(s))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			lines = append(lines, line)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
 }

@@ -1,4 +1,4 @@
-package main
+package wrkbench
 
 import (
 	"testing"
@@ -26,8 +26,8 @@ Transfer/sec:      6.00MB
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.reqPerSec != 48786.12 || r.p99 != 1230*time.Millisecond || r.requests != 243980 || r.non2xx != 17 ||
-		r.socketErrors != "connect 0, read 3, write 0, timeout 12" {
+	if r.ReqPerSec != 48786.12 || r.P99 != 1230*time.Millisecond || r.Requests != 243980 || r.Non2xx != 17 ||
+		r.SocketErrors != "connect 0, read 3, write 0, timeout 12" {
 		t.Errorf("parsed %+v", r)
 	}
 	for _, c := range []struct {
@@ -35,7 +35,7 @@ Transfer/sec:      6.00MB
 		want time.Duration
 	}{{"99%  850.00us", 850 * time.Microsecond}, {"99%   12.34ms", 12340 * time.Microsecond}, {"99%    1.50m", 90 * time.Second}} {
 		r, err := parseWrk("  Latency Distribution\n     " + c.line + "\n  10 requests in 1.00s, 1KB read\nRequests/sec:     10.00\n")
-		if err != nil || r.p99 != c.want || r.non2xx != 0 || r.socketErrors != "" {
+		if err != nil || r.P99 != c.want || r.Non2xx != 0 || r.SocketErrors != "" {
 			t.Errorf("%q: %v, %+v", c.line, err, r)
 		}
 	}

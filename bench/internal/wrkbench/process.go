@@ -1,0 +1,230 @@
+package wrkbench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// backendEnv, when set in the environment, makes the program the trivial
+// backend listening on its value: a process of its own, so that its GC and
+// scheduling do not share the bench's.
+const backendEnv = "WRKBENCH_BACKEND"
+
+// startBackend runs this program again as the trivial backend.
+func startBackend(dir string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	addr := FreeAddr()
+	// The backend exits when its stdin closes: when this process ends, even
+	// without running its cleanups.
+	stdin, keep, err := os.Pipe()
+	if err != nil {
+		return "", err
+	}
+	AddCleanup(func() { keep.Close() })
+	p, err := StartProcessWith("backend", filepath.Join(dir, "backend.log"), func(cmd *exec.Cmd) {
+		cmd.Env = append(os.Environ(), backendEnv+"="+addr)
+		cmd.Stdin = stdin
+	}, self)
+	stdin.Close()
+	if err != nil {
+		return "", err
+	}
+	if err := waitHTTP("http://"+addr+"/", p, 10*time.Second); err != nil {
+		return "", fmt.Errorf("backend: %v", err)
+	}
+	return addr, nil
+}
+
+// serveBackend answers every request with 200 and a 2-byte body.
+func serveBackend(addr string) {
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	body := []byte("ok")
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "2")
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(body)
+	})
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
+	os.Exit(1)
+}
+
+// waitHTTP polls url until it answers 200, p exits, or timeout passes.
+func waitHTTP(url string, p *Process, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) && interrupted.Err() == nil {
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %s", p.name, p.LogTail())
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within %v (%v): %s", p.name, timeout, last, p.LogTail())
+}
+
+// Process is a child process, stopped at exit if not before.
+type Process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	once    sync.Once
+}
+
+// StartProcess starts bin with args, its output logged to logPath.
+func StartProcess(name, logPath, bin string, args ...string) (*Process, error) {
+	return StartProcessWith(name, logPath, nil, bin, args...)
+}
+
+// StartProcessWith starts bin with args, its output logged to logPath,
+// after setup has adjusted the command.
+func StartProcessWith(name, logPath string, setup func(*exec.Cmd), bin string, args ...string) (*Process, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if setup != nil {
+		setup(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting %s: %v", name, err)
+	}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		log.Close()
+		close(p.done)
+	}()
+	AddCleanup(p.Stop)
+	return p, nil
+}
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop asks the process to end and kills it if it has not within 5s.
+func (p *Process) Stop() {
+	p.once.Do(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+// LogTail returns the last lines of the process's output.
+func (p *Process) LogTail() string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	return LastLines(string(data), 3)
+}
+
+var (
+	cleanupMu sync.Mutex
+	cleanups  []*func()
+)
+
+// AddCleanup registers f to run at exit, last added first; remove
+// unregisters it.
+func AddCleanup(f func()) (remove func()) {
+	cleanupMu.Lock()
+	defer cleanupMu.Unlock()
+	p := &f
+	cleanups = append(cleanups, p)
+	return func() {
+		cleanupMu.Lock()
+		defer cleanupMu.Unlock()
+		cleanups = slices.DeleteFunc(cleanups, func(q *func()) bool { return q == p })
+	}
+}
+
+// cleanup runs the registered cleanups, last added first; each runs once
+// even if Main and the interrupt fallback both call it.
+func cleanup() {
+	for {
+		cleanupMu.Lock()
+		if len(cleanups) == 0 {
+			cleanupMu.Unlock()
+			return
+		}
+		f := cleanups[len(cleanups)-1]
+		cleanups = cleanups[:len(cleanups)-1]
+		cleanupMu.Unlock()
+		(*f)()
+	}
+}
+
+// FreeAddr returns a loopback address with a port free right now.
+func FreeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Port returns addr's port.
+func Port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// LastLines returns the last n non-empty lines of s, joined by " | ".
+func LastLines(s string, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

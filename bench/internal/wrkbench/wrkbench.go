@@ -1,0 +1,492 @@
+// Package wrkbench runs side-by-side wrk benchmarks of Caddy
+// configurations: each contender is a Caddy started from its own
+// Caddyfile, proxying to a trivial backend on loopback; wrk loads the
+// contenders in turn, interleaved within each round so that machine noise
+// spreads over all of them, and the summary gives per contender the median
+// req/s and p99 latency over rounds and its req/s as a share of the
+// baseline's (the contender named "none") in the same round, next to its
+// goal. Every process it starts is stopped on exit, on error and on Ctrl-C.
+package wrkbench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Baseline is the name of the contender the others are compared with.
+const Baseline = "none"
+
+// Bench is one side-by-side benchmark: its contenders, what they need, and
+// the common flags (DefineFlags).
+type Bench struct {
+	// Name names the program in its messages and its temporary directory.
+	Name string
+	// Title is printed above the list of contenders, one line each.
+	Title []string
+	// CostOf names what the contenders add to the baseline, in warnings
+	// about runs whose figures measure more than that ("counting").
+	CostOf string
+	// Headers are sent with every request, to every contender (wrk -H), so
+	// that they all parse the same request.
+	Headers []string
+	// Contenders, the baseline first.
+	Contenders []*Contender
+	// Prepare, if set, runs once the contenders are selected and those
+	// lacking a handler are skipped, before any of them starts: it starts
+	// what they need in dir and marks those that cannot run as skipped. It
+	// returns notes for the header's wrk line.
+	Prepare func(dir string, selected []*Contender) (headerNotes []string, err error)
+
+	// The common flags.
+	CaddyBin    string
+	WrkBin      string
+	Threads     int
+	Connections int
+	Duration    time.Duration
+	Warmup      time.Duration
+	Rounds      int
+	Only        string
+}
+
+// Contender is one Caddy configuration under test.
+type Contender struct {
+	Name  string
+	Label string
+	// Bin is the Caddy binary that runs it; nil for the custom Caddy
+	// (-caddy).
+	Bin func() string
+	// Config returns its Caddyfile: site on listen, admin endpoint admin
+	// ("off" unless AdminEndpoint), proxying to backend.
+	Config func(listen, admin, backend string) string
+	// Handler is an HTTP handler it needs in the custom Caddy
+	// (http.handlers.<Handler>); it is skipped when the binary lacks it.
+	Handler string
+	// AdminEndpoint gives it an admin endpoint of its own on AdminAddr.
+	AdminEndpoint bool
+	// Goal is the least req/s it is to keep as a share of the baseline's
+	// in the same round; 0 for none.
+	Goal float64
+	// Probe, if set, measures more around each of its runs.
+	Probe Probe
+
+	// Skipped says why it does not run, if it does not.
+	Skipped   string
+	URL       string
+	AdminAddr string
+	Runs      []Run // one per round that succeeded
+}
+
+// Probe measures, around each wrk run of a contender, what wrk cannot see.
+type Probe interface {
+	// Measure runs wrk once by calling wrk and returns its figures, with
+	// notes for the run's line; an error fails the run.
+	Measure(wrk func() (Run, error)) (Run, []string, error)
+	// Problems returns what its successful runs flagged, for the summary's
+	// errors column and a warning; "" and "" when nothing.
+	Problems() (column, warning string)
+	// PrintReport prints what it adds below the summary table, if anything.
+	PrintReport()
+}
+
+// DefineFlags defines the common flags on the command line's flag set.
+func (b *Bench) DefineFlags() {
+	names := make([]string, len(b.Contenders))
+	for i, c := range b.Contenders {
+		names[i] = c.Name
+	}
+	flag.StringVar(&b.CaddyBin, "caddy", "bin/caddy", "the custom Caddy binary (make build)")
+	flag.StringVar(&b.WrkBin, "wrk", "wrk", "wrk binary (apt-get install wrk)")
+	flag.IntVar(&b.Threads, "threads", 2, "wrk threads")
+	flag.IntVar(&b.Connections, "connections", 50, "wrk connections")
+	flag.DurationVar(&b.Duration, "duration", 10*time.Second, "length of each measured wrk run (whole seconds)")
+	flag.DurationVar(&b.Warmup, "warmup", time.Second, "unmeasured wrk run per contender before the first round (0: none)")
+	flag.IntVar(&b.Rounds, "rounds", 3, "rounds; each runs every contender once")
+	flag.StringVar(&b.Only, "only", "", "comma-separated contenders to run ("+strings.Join(names, ",")+")")
+}
+
+// Main is the program's main: the trivial backend when started as one,
+// else it parses the flags, runs the bench, stops everything it started
+// and exits 1 on error, 130 on Ctrl-C or SIGTERM.
+func (b *Bench) Main() {
+	if addr := os.Getenv(backendEnv); addr != "" {
+		serveBackend(addr)
+		return
+	}
+	flag.Parse()
+	if b.Rounds < 1 || b.Threads < 1 || b.Connections < b.Threads || b.Duration < time.Second {
+		fmt.Fprintln(os.Stderr, "need -rounds >= 1, -threads >= 1, -connections >= -threads, -duration >= 1s")
+		os.Exit(2)
+	}
+	var stop context.CancelFunc
+	interrupted, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	finished := make(chan struct{})
+	go func() {
+		<-interrupted.Done()
+		select {
+		case <-finished:
+		case <-time.After(10 * time.Second):
+			// run did not return in time: stop what it started anyway.
+			cleanup()
+			os.Exit(130)
+		}
+	}()
+	err := b.run()
+	cleanup()
+	close(finished)
+	switch {
+	case interrupted.Err() != nil:
+		fmt.Fprintf(os.Stderr, "%s bench: interrupted; everything it started is stopped\n", b.Name)
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "%s bench: %v\n", b.Name, err)
+		os.Exit(1)
+	}
+}
+
+// interrupted ends on Ctrl-C or SIGTERM: every wait and every command the
+// bench runs ends with it, then run returns and Main cleans up.
+var interrupted = context.Background()
+
+// Interrupted is done once the bench is interrupted: what a Prepare or a
+// Probe waits for is to end with it.
+func Interrupted() context.Context { return interrupted }
+
+func (b *Bench) run() error {
+	if _, err := exec.LookPath(b.WrkBin); err != nil {
+		return fmt.Errorf("wrk not found (apt-get install wrk): %v", err)
+	}
+	if _, err := os.Stat(b.CaddyBin); err != nil {
+		return fmt.Errorf("build the custom Caddy first (make build): %v", err)
+	}
+	dir, err := os.MkdirTemp("", b.Name+"-bench")
+	if err != nil {
+		return err
+	}
+	AddCleanup(func() { os.RemoveAll(dir) })
+
+	selected, err := b.selected()
+	if err != nil {
+		return err
+	}
+	// What each contender needs, before anything is measured.
+	hasHandler := map[string]string{} // handler: why it is missing, "" if not
+	for _, c := range selected {
+		if c.Handler == "" {
+			continue
+		}
+		if _, checked := hasHandler[c.Handler]; !checked {
+			hasHandler[c.Handler] = b.missingHandler(c.Handler)
+		}
+		c.Skipped = hasHandler[c.Handler]
+	}
+	var headerNotes []string
+	if b.Prepare != nil {
+		if headerNotes, err = b.Prepare(dir, selected); err != nil {
+			return err
+		}
+	}
+
+	backend, err := startBackend(dir)
+	if err != nil {
+		return err
+	}
+	for _, c := range selected {
+		if c.Skipped != "" || interrupted.Err() != nil {
+			continue
+		}
+		b.start(c, dir, backend)
+	}
+
+	if err := interrupted.Err(); err != nil {
+		return err
+	}
+	b.printHeader(selected, backend, headerNotes)
+	var active []*Contender
+	for _, c := range selected {
+		if c.Skipped != "" {
+			fmt.Printf("%s: skipped (%s)\n", c.Name, c.Skipped)
+		} else {
+			active = append(active, c)
+		}
+	}
+	if len(active) == 0 {
+		return errors.New("no contender could run")
+	}
+
+	if b.Warmup > 0 {
+		// Unmeasured: the first seconds grow heaps and fill connection pools.
+		for _, c := range active {
+			if _, err := b.runWrk(c.URL, b.Warmup); err != nil {
+				if interrupted.Err() != nil {
+					return interrupted.Err()
+				}
+				fmt.Printf("warm-up %s: %v\n", c.Name, err)
+			}
+		}
+	}
+	fmt.Println()
+	nameWidth := b.nameWidth()
+	for round := 1; round <= b.Rounds; round++ {
+		for _, c := range active {
+			r, notes, err := b.measure(c)
+			if interrupted.Err() != nil {
+				return interrupted.Err()
+			}
+			if err != nil {
+				fmt.Printf("round %d/%d  %-*s failed: %v\n", round, b.Rounds, nameWidth, c.Name, err)
+				continue
+			}
+			r.Round = round
+			c.Runs = append(c.Runs, r)
+			fmt.Printf("round %d/%d  %-*s %9.0f req/s  p99 %9v  %9d requests%s\n",
+				round, b.Rounds, nameWidth, c.Name, r.ReqPerSec, r.P99, r.Requests, runNotes(notes, r))
+		}
+	}
+	fmt.Println()
+	b.printSummary(selected, active)
+	return nil
+}
+
+// selected returns the contenders -only names, all of them without it.
+func (b *Bench) selected() ([]*Contender, error) {
+	var wanted []string
+	for _, w := range strings.Split(b.Only, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			wanted = append(wanted, w)
+		}
+	}
+	var selected []*Contender
+	for _, c := range b.Contenders {
+		if len(wanted) == 0 || slices.Contains(wanted, c.Name) {
+			selected = append(selected, c)
+		}
+	}
+	for _, w := range wanted {
+		if !slices.ContainsFunc(b.Contenders, func(c *Contender) bool { return c.Name == w }) {
+			names := make([]string, len(b.Contenders))
+			for i, c := range b.Contenders {
+				names[i] = c.Name
+			}
+			return nil, fmt.Errorf("-only: unknown contender %q (%s)", w, strings.Join(names, ","))
+		}
+	}
+	return selected, nil
+}
+
+// missingHandler says why the custom Caddy cannot run handler, "" if it can.
+func (b *Bench) missingHandler(handler string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, b.CaddyBin, "list-modules").Output()
+	if err != nil {
+		return fmt.Sprintf("%s list-modules: %v", b.CaddyBin, err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "http.handlers."+handler {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%s has no %s handler: rebuild it (make build)", b.CaddyBin, handler)
+}
+
+// start starts c's Caddy and waits until it serves; c is skipped if it
+// does not.
+func (b *Bench) start(c *Contender, dir, backend string) {
+	listen, admin := FreeAddr(), "off"
+	if c.AdminEndpoint {
+		admin = FreeAddr()
+		c.AdminAddr = admin
+	}
+	cfg := filepath.Join(dir, c.Name+".Caddyfile")
+	if err := os.WriteFile(cfg, []byte(c.Config(listen, admin, backend)), 0o644); err != nil {
+		c.Skipped = err.Error()
+		return
+	}
+	bin := b.CaddyBin
+	if c.Bin != nil {
+		bin = c.Bin()
+	}
+	p, err := StartProcess(c.Name, filepath.Join(dir, c.Name+".log"), bin, "run", "--config", cfg, "--adapter", "caddyfile")
+	if err != nil {
+		c.Skipped = err.Error()
+		return
+	}
+	c.URL = "http://" + listen + "/"
+	if err := waitHTTP(c.URL, p, 15*time.Second); err != nil {
+		c.Skipped = err.Error()
+		p.Stop()
+	}
+}
+
+// measure runs wrk once against c, through its probe if it has one.
+func (b *Bench) measure(c *Contender) (Run, []string, error) {
+	wrk := func() (Run, error) { return b.runWrk(c.URL, b.Duration) }
+	if c.Probe == nil {
+		r, err := wrk()
+		return r, nil, err
+	}
+	return c.Probe.Measure(wrk)
+}
+
+// runNotes are a run's notes for its line: the probe's, then its errors.
+func runNotes(notes []string, r Run) string {
+	if r.Non2xx > 0 {
+		notes = append(notes, fmt.Sprintf("!! %d non-2xx responses", r.Non2xx))
+	}
+	if r.SocketErrors != "" {
+		notes = append(notes, "!! socket errors: "+r.SocketErrors)
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "  " + strings.Join(notes, "  ")
+}
+
+// nameWidth is the width of the contender column: 16, or the longest name.
+func (b *Bench) nameWidth() int {
+	w := 16
+	for _, c := range b.Contenders {
+		w = max(w, len(c.Name))
+	}
+	return w
+}
+
+func (b *Bench) printHeader(selected []*Contender, backend string, notes []string) {
+	for _, line := range b.Title {
+		fmt.Println(line)
+	}
+	w := b.nameWidth()
+	for _, c := range selected {
+		fmt.Printf("  %-*s %s\n", w, c.Name, c.Label)
+	}
+	fmt.Printf("wrk: %d threads, %d connections, %v per run, %d rounds (warm-up %v); backend %s",
+		b.Threads, b.Connections, wrkSeconds(b.Duration), b.Rounds, b.Warmup, backend)
+	for _, n := range notes {
+		fmt.Printf("; %s", n)
+	}
+	fmt.Println()
+	if len(b.Headers) > 0 {
+		fmt.Println("every request, to every contender, carries:")
+		for _, h := range b.Headers {
+			fmt.Printf("  %s\n", h)
+		}
+	}
+	// Everything shares the machine: a busy one makes every figure noisy.
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at start: %s (%d CPUs)\n", strings.Join(strings.Fields(string(load))[:3], " "), runtime.NumCPU())
+	}
+}
+
+func (b *Bench) printSummary(selected, active []*Contender) {
+	var base *Contender
+	for _, c := range active {
+		if c.Name == Baseline {
+			base = c
+		}
+	}
+	w := b.nameWidth()
+	fmt.Printf("%-*s %12s %10s %9s %8s %7s %s\n", w, "contender", "req/s (med)", "p99 (med)", "vs "+Baseline, "goal", "", "errors (all rounds)")
+	var warnings []string
+	for _, c := range selected {
+		if c.Skipped != "" {
+			fmt.Printf("%-*s skipped (%s)\n", w, c.Name, c.Skipped)
+			continue
+		}
+		if len(c.Runs) == 0 {
+			fmt.Printf("%-*s no successful run\n", w, c.Name)
+			continue
+		}
+		var rps, p99s []float64
+		var non2xx int64
+		var socket []string
+		for _, r := range c.Runs {
+			rps = append(rps, r.ReqPerSec)
+			p99s = append(p99s, float64(r.P99))
+			non2xx += r.Non2xx
+			if r.SocketErrors != "" {
+				socket = append(socket, r.SocketErrors)
+			}
+		}
+		ratioCol, goalCol, verdict := "-", "", ""
+		if base != nil && c != base {
+			if ratio, ok := pairedRatio(c, base); ok {
+				ratioCol = fmt.Sprintf("%.1f%%", 100*ratio)
+				if c.Goal > 0 {
+					goalCol = fmt.Sprintf(">= %.0f%%", 100*c.Goal)
+					verdict = "MISS"
+					if ratio >= c.Goal {
+						verdict = "PASS"
+					}
+				}
+			}
+		}
+		var problems []string
+		if non2xx > 0 || len(socket) > 0 {
+			problems = append(problems, fmt.Sprintf("!! non-2xx %d, socket errors in %d runs", non2xx, len(socket)))
+			warnings = append(warnings, fmt.Sprintf("%s: %d non-2xx responses, socket errors: %v: its figures do not measure %s alone", c.Name, non2xx, socket, b.CostOf))
+		}
+		if c.Probe != nil {
+			if column, warning := c.Probe.Problems(); column != "" {
+				problems = append(problems, column)
+				warnings = append(warnings, warning)
+			}
+		}
+		errCol := "none"
+		if len(problems) > 0 {
+			errCol = strings.Join(problems, ", ")
+		}
+		fmt.Printf("%-*s %12.0f %10v %9s %8s %7s %s\n", w, c.Name, median(rps), time.Duration(median(p99s)).Round(time.Microsecond), ratioCol, goalCol, verdict, errCol)
+	}
+	if base == nil {
+		fmt.Printf("(no ratios: contender %s did not run)\n", Baseline)
+	} else {
+		fmt.Printf("vs %s: median over rounds of req/s / %s's req/s in the same round\n", Baseline, Baseline)
+	}
+	for _, c := range active {
+		if c.Probe != nil {
+			c.Probe.PrintReport()
+		}
+	}
+	for _, w := range warnings {
+		fmt.Println("WARNING:", w)
+	}
+}
+
+// pairedRatio is the median over rounds of c's req/s over base's in the
+// same round: rounds are close in time, so machine drift cancels out.
+func pairedRatio(c, base *Contender) (float64, bool) {
+	var ratios []float64
+	for _, r := range c.Runs {
+		for _, b := range base.Runs {
+			if b.Round == r.Round && b.ReqPerSec > 0 {
+				ratios = append(ratios, r.ReqPerSec/b.ReqPerSec)
+			}
+		}
+	}
+	if len(ratios) == 0 {
+		return 0, false
+	}
+	return median(ratios), true
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
