@@ -317,7 +317,7 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 			t.Fatalf("status %d", s)
 		}
 	}
-	tc.load(nil, "", site(4)) // another handler config, the same store
+	tc.load(nil, "", site(4))       // another handler config, the same store
 	rlClient.CloseIdleConnections() // the old server closes them
 	for i, want := range []int{200, 200, 429} {
 		if s := send(t, "GET", tc.url("/")).status; s != want {
