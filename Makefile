@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build demo test test-deps bench bench-deps clean FORCE
+.PHONY: all build demo test test-deps fuzz bench bench-deps clean FORCE
 
 all: build
 
@@ -19,10 +19,21 @@ $(BIN)/fakecluster: FORCE
 demo: build
 	./demo/run.sh
 
-# Installs what the tests need if it is missing, then runs every test.
+# Installs what the tests need if it is missing, then runs every test, then
+# fuzzes the forwarded-header parsers for a bounded time each (inputs that
+# fail are saved under forwarded/testdata/fuzz and rerun by go test).
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzParseForwarded FuzzParseXForwardedFor
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./forwarded || exit 1; \
+	done
 
 # The store tests run a real redis-server on a loopback port.
 test-deps:

@@ -270,3 +270,45 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 		}
 	}
 }
+
+func TestForwardedConfig(t *testing.T) {
+	// forwarded runs first, whatever its place in the site: nothing before
+	// it can read what a client sent.
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`http://127.0.0.1:1 {
+	map {header.Forwarded} {v} {
+		default x
+	}
+	request_header X-A {header.X-Forwarded-For}
+	forwarded
+	respond ok
+}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Index(string(out), `"handler":"forwarded"`)
+	for _, other := range []string{`"handler":"map"`, `"handler":"headers"`} {
+		if i := strings.Index(string(out), other); first < 0 || i < first {
+			t.Fatalf("forwarded is not the first handler:\n%s", out)
+		}
+	}
+	for _, tt := range []struct{ block, want string }{
+		{"inbound cloudflare", "inbound must be x-forwarded or forwarded"},
+		{"proto ftp", "proto must be http or https"},
+		{"by 10.0.0.1:99999", "by \"10.0.0.1:99999\""},
+		{"trusted_proxies nowhere", "http.ip_sources.nowhere"},
+		{"keep_chain yes", "keep_chain: too many arguments"},
+		{"frobnicate", "unrecognized forwarded option 'frobnicate'"},
+		{"cloudflare cloudflare_ranges {\n\t\t\tdownloads maybe\n\t\t}", "downloads must be on or off"},
+		{"cloudflare cloudflare_ranges {\n\t\t\trefresh -1s\n\t\t}", "refresh must be positive"},
+	} {
+		cf := "http://127.0.0.1:1 {\n\tforwarded {\n\t\t" + tt.block + "\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "Caddyfile:") {
+			t.Errorf("%q: error %v, want %q with its line", tt.block, err, tt.want)
+		}
+	}
+	err = caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"forwarded","proto":"gopher"}]}]}}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "proto must be http or https") {
+		t.Errorf("JSON with a bad proto: %v", err)
+	}
+}
