@@ -46,8 +46,19 @@ type testCaddy struct {
 // is replaced by the cluster's node addresses.
 func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *testCaddy {
 	t.Helper()
-	tc := &testCaddy{t: t, admin: freeAddr(t), addr: freeAddr(t), logFile: filepath.Join(t.TempDir(), "caddy.log")}
-	tc.load(c, globalOpts, site)
+	tc := &testCaddy{t: t, logFile: filepath.Join(t.TempDir(), "caddy.log")}
+	for attempt := 0; ; attempt++ {
+		// A free port can be taken by another test between the probe and
+		// Caddy's listen: then try others.
+		tc.admin, tc.addr = freeAddr(t), freeAddr(t)
+		err := tc.tryLoad(c, globalOpts, site)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() {
 		if err := caddy.Stop(); err != nil {
 			t.Errorf("stopping caddy: %v", err)
@@ -59,6 +70,12 @@ func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *
 // load (re)loads the config, as caddy reload does.
 func (tc *testCaddy) load(c *fakecluster.Cluster, globalOpts, site string) {
 	tc.t.Helper()
+	if err := tc.tryLoad(c, globalOpts, site); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+func (tc *testCaddy) tryLoad(c *fakecluster.Cluster, globalOpts, site string) error {
 	var ups []string
 	if c != nil {
 		for _, n := range c.Nodes() {
@@ -81,11 +98,12 @@ http://%s {
 `, tc.admin, tc.logFile, globalOpts, tc.addr, site)
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
-		tc.t.Fatalf("adapting Caddyfile: %v\n%s", err, caddyfile)
+		return fmt.Errorf("adapting Caddyfile: %v\n%s", err, caddyfile)
 	}
 	if err := caddy.Load(cfg, true); err != nil {
-		tc.t.Fatalf("loading config: %v", err)
+		return fmt.Errorf("loading config: %v", err)
 	}
+	return nil
 }
 
 func (tc *testCaddy) url(path string) string { return "http://" + tc.addr + path }

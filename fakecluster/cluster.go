@@ -4,6 +4,12 @@
 // mutating requests with 503 and Retry-After: 30, and a control API to
 // crash, hang, stop and start nodes. Tests start it in-process; the
 // fakecluster command serves it for demos and benchmarks.
+//
+// It also simulates the active/active mode (uploads.go): upload servers,
+// each with chunked uploads of its own and no shared store, so that every
+// request of an upload must reach the server that created it; any other
+// answers 404. Each server records every request it received, and its
+// uploads byte for byte, for tests to check that no chunk went astray.
 package fakecluster
 
 import (

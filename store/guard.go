@@ -137,6 +137,10 @@ func (g *Guard) Remove(ctx context.Context, key string) error {
 	return err
 }
 
+func (g *Guard) Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error) {
+	return guarded(g, ctx, func() (bool, error) { return g.Store.Touch(ctx, key, lifetime) })
+}
+
 func (g *Guard) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
 	return guarded(g, ctx, func() (int64, error) { return g.Store.Increment(ctx, key, amount, lifetime) })
 }

@@ -161,6 +161,22 @@ func (s *Memory) Remove(_ context.Context, key string) error {
 	return nil
 }
 
+// Touch updates the live entry's expiry in place: the key string the map
+// holds is the store's own copy, and the entry is never reallocated.
+func (s *Memory) Touch(_ context.Context, key string, lifetime time.Duration) (bool, error) {
+	if err := checkLifetime(lifetime); err != nil {
+		return false, err
+	}
+	sh, now := s.shard(key), s.now()
+	sh.mu.Lock()
+	e, ok := sh.live(key, now)
+	if ok {
+		e.expires = now + int64(lifetime)
+	}
+	sh.mu.Unlock()
+	return ok, nil
+}
+
 func (s *Memory) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
 	return s.IncrementAndCount(ctx, key, amount, lifetime, nil, nil)
 }

@@ -11,7 +11,7 @@ import (
 
 // Redis is the store shared by every Caddy instance (and the cluster's app)
 // through go-redis's UniversalClient: one node, Sentinel or Cluster. Each
-// operation is one round trip: SET PX NX, GET, GETDEL (Redis 6.2+), DEL,
+// operation is one round trip: SET PX NX, GET, GETDEL (Redis 6.2+), DEL, PEXPIRE,
 // and MULTI INCRBY PEXPIRE EXEC. Every key is put under prefix.
 //
 // Concurrent increments on one server (or through Sentinel) are batched:
@@ -52,6 +52,14 @@ func (s *Redis) Take(ctx context.Context, key string) (string, bool, error) {
 
 func (s *Redis) Remove(ctx context.Context, key string) error {
 	return s.client.Del(ctx, s.prefix+key).Err()
+}
+
+// Touch is PEXPIRE, which answers 0 for a missing key without creating it.
+func (s *Redis) Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error) {
+	if err := checkLifetime(lifetime); err != nil {
+		return false, err
+	}
+	return s.client.PExpire(ctx, s.prefix+key, lifetime).Result()
 }
 
 func (s *Redis) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {

@@ -1,5 +1,5 @@
 // Package store is the seed's short-lived store in Go: keys with string
-// values that expire after a lifetime, with five operations that are each
+// values that expire after a lifetime, with operations that are each
 // atomic across every process sharing the store. Memory keeps everything in
 // this process (bounded); Redis is shared by every Caddy instance and by the
 // cluster's own app.
@@ -27,6 +27,11 @@ type Store interface {
 	Take(ctx context.Context, key string) (string, bool, error)
 	// Remove removes the value of key.
 	Remove(ctx context.Context, key string) error
+	// Touch sets a live key to expire after lifetime from now, keeping its
+	// value, and reports whether the key had a value: an absent or expired
+	// key is not created. Bindings that must live as long as they are used
+	// (an upload's chunks) renew themselves with it.
+	Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error)
 	// Increment adds amount to the counter under key and returns the new
 	// count. A key without a value counts from 0; every increment sets the
 	// counter to expire after lifetime. The count is stored as decimal

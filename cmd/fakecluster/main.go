@@ -1,5 +1,8 @@
-// Command fakecluster serves a simulated active/passive cluster on loopback
-// for demos and benchmarks: see package fakecluster.
+// Command fakecluster serves a simulated cluster on loopback for demos and
+// benchmarks: see package fakecluster. In the default active-passive mode
+// it serves nodes sharing a lease and a control API; in active-active mode
+// (-mode active-active) it serves -servers upload servers, each with
+// uploads of its own, on consecutive ports from -base-port.
 package main
 
 import (
@@ -16,13 +19,24 @@ import (
 )
 
 func main() {
-	nodes := flag.Int("nodes", 2, "number of nodes")
-	basePort := flag.Int("base-port", 9001, "node i listens on 127.0.0.1:base-port+i (0: free ports)")
-	control := flag.String("control", "127.0.0.1:9000", "address of the control API")
+	mode := flag.String("mode", "active-passive", "active-passive (nodes sharing a lease) or active-active (upload servers)")
+	nodes := flag.Int("nodes", 2, "number of nodes (active-passive)")
+	servers := flag.Int("servers", 3, "number of upload servers (active-active)")
+	basePort := flag.Int("base-port", 9001, "node or server i listens on 127.0.0.1:base-port+i (0: free ports)")
+	control := flag.String("control", "127.0.0.1:9000", "address of the control API (active-passive)")
 	ttl := flag.Duration("lease-ttl", 0, "lease TTL (default 30s)")
 	renew := flag.Duration("renew", 0, "renew interval (default 10s)")
 	drain := flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease")
 	flag.Parse()
+
+	switch *mode {
+	case "active-passive":
+	case "active-active":
+		activeActive(*servers, *basePort)
+		return
+	default:
+		log.Fatalf("-mode %q: want active-passive or active-active", *mode)
+	}
 
 	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, BasePort: *basePort, StopDrain: *drain}, *nodes)
 	if err != nil {
@@ -42,9 +56,44 @@ func main() {
 			log.Fatal(err)
 		}
 	}()
+	waitSignal()
+	srv.Close()
+	c.Close()
+}
+
+// activeActive serves n upload servers named srv-1..srv-n until a signal.
+func activeActive(n, basePort int) {
+	if n < 1 {
+		log.Fatalf("-servers %d: want at least 1", n)
+	}
+	var started []*fakecluster.UploadServer
+	closeAll := func() {
+		for _, s := range started {
+			s.Close()
+		}
+	}
+	for i := range n {
+		s := fakecluster.NewUploadServer(fmt.Sprintf("srv-%d", i+1))
+		var err error
+		if basePort == 0 {
+			err = s.Start()
+		} else {
+			err = s.StartOn(fmt.Sprintf("127.0.0.1:%d", basePort+i))
+		}
+		if err != nil {
+			closeAll()
+			log.Fatal(err)
+		}
+		started = append(started, s)
+		fmt.Printf("upload server %s on http://%s\n", s.ID(), s.Addr())
+	}
+	fmt.Println("API: POST /api/uploads, PATCH /api/uploads/{id}, PUT /api/uploads/{id}/chunks/{n}, HEAD|GET|DELETE /api/uploads/{id}, POST /api/uploads/{id}/complete")
+	waitSignal()
+	closeAll()
+}
+
+func waitSignal() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
-	srv.Close()
-	c.Close()
 }

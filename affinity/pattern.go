@@ -1,0 +1,106 @@
+package affinity
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// idPlaceholder marks the path segment that holds the upload id.
+const idPlaceholder = "{id}"
+
+// Pattern is a compiled upload path pattern such as /api/uploads/{id}. It
+// matches the upload's own path and every path under it
+// (/api/uploads/{id}/chunks/3, /api/uploads/{id}/complete), because every
+// request about one upload must reach the same server.
+type Pattern struct {
+	// prefix is everything before the id, ending in "/": /api/uploads/.
+	prefix string
+}
+
+// CompilePattern checks and compiles a pattern: it starts with "/", holds
+// {id} exactly once as a whole path segment, and ends right after it. The
+// text before {id} must be a plain path that a request can have: no empty or
+// dot segments, no other {…}, no query, fragment, space or control character.
+func CompilePattern(pattern string) (*Pattern, error) {
+	fail := func(why string) (*Pattern, error) {
+		return nil, fmt.Errorf("affinity: upload path pattern %q: %s", pattern, why)
+	}
+	if !strings.HasPrefix(pattern, "/") {
+		return fail("must start with /")
+	}
+	if n := strings.Count(pattern, idPlaceholder); n != 1 {
+		return fail("must hold {id} exactly once")
+	}
+	prefix, rest, _ := strings.Cut(pattern, idPlaceholder)
+	if rest != "" {
+		return fail("must end with {id}: the paths under it match by themselves")
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		return fail("{id} must be a whole path segment, right after a /")
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return fail(err.Error())
+	}
+	return &Pattern{prefix: prefix}, nil
+}
+
+// checkPrefix refuses prefixes no cleaned request path can start with, so a
+// typo fails at configuration instead of silently matching nothing.
+func checkPrefix(prefix string) error {
+	for i := 0; i < len(prefix); i++ {
+		switch c := prefix[i]; {
+		case c <= ' ' || c == 0x7f:
+			return errors.New("holds a space or control character")
+		case c == '{' || c == '}':
+			return errors.New("holds a { or } other than {id}")
+		case c == '?' || c == '#':
+			return errors.New("holds a query or fragment")
+		}
+	}
+	if prefix == "/" {
+		return nil // the pattern /{id}: no segments before the id
+	}
+	// The segments between the leading and the trailing "/".
+	for seg := range strings.SplitSeq(prefix[1:len(prefix)-1], "/") {
+		switch seg {
+		case "":
+			return errors.New("holds an empty path segment (//)")
+		case ".", "..":
+			return errors.New("holds a dot segment")
+		}
+	}
+	return nil
+}
+
+// ID returns the upload id in path, which should be the request's escaped
+// path (r.URL.EscapedPath()) so that an encoded slash (%2F) cannot move
+// segment boundaries. It reports false when path is not the pattern's or
+// under it, and when the id is not valid (see ValidID), which includes any
+// id holding a percent-encoding. It does not allocate: the id is a part of
+// path.
+func (p *Pattern) ID(path string) (id string, ok bool) {
+	if len(path) <= len(p.prefix) || path[:len(p.prefix)] != p.prefix {
+		return "", false
+	}
+	id = path[len(p.prefix):]
+	if i := strings.IndexByte(id, '/'); i >= 0 {
+		id = id[:i]
+	}
+	if !ValidID(id) {
+		return "", false
+	}
+	return id, true
+}
+
+// Collection returns the path creations are POSTed to: the pattern's text
+// before /{id}, such as /api/uploads; "/" for the pattern /{id}.
+func (p *Pattern) Collection() string {
+	if p.prefix == "/" {
+		return "/"
+	}
+	return p.prefix[:len(p.prefix)-1]
+}
+
+// String returns the pattern as it was written.
+func (p *Pattern) String() string { return p.prefix + idPlaceholder }

@@ -1,0 +1,123 @@
+package affinity
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCompilePattern(t *testing.T) {
+	for _, tc := range []struct {
+		pattern    string
+		ok         bool
+		collection string
+	}{
+		{"/api/uploads/{id}", true, "/api/uploads"},
+		{"/uploads/{id}", true, "/uploads"},
+		{"/{id}", true, "/"},
+		{"/v1/files/uploads/{id}", true, "/v1/files/uploads"},
+		{"", false, ""},
+		{"api/uploads/{id}", false, ""},           // not absolute
+		{"/api/uploads", false, ""},               // no {id}
+		{"/api/uploads/{id}/{id}", false, ""},     // twice
+		{"/api/uploads/{id}/chunks", false, ""},   // text after {id}
+		{"/api/uploads/{id}/", false, ""},         // text after {id}
+		{"/api/uploads/x{id}", false, ""},         // not a whole segment
+		{"/api/uploads{id}", false, ""},           // not a whole segment
+		{"/api/{tenant}/uploads/{id}", false, ""}, // another placeholder
+		{"/api//uploads/{id}", false, ""},         // empty segment
+		{"/api/../uploads/{id}", false, ""},       // dot segment
+		{"/api/./uploads/{id}", false, ""},        // dot segment
+		{"/api/up loads/{id}", false, ""},         // space
+		{"/api/up\x00loads/{id}", false, ""},      // control character
+		{"/api/uploads?x=1/{id}", false, ""},      // query
+		{"/api/uploads#x/{id}", false, ""},        // fragment
+		{"/api/uploads/{ID}", false, ""},          // placeholder is case-sensitive
+	} {
+		p, err := CompilePattern(tc.pattern)
+		if (err == nil) != tc.ok {
+			t.Errorf("CompilePattern(%q) error = %v, want ok %v", tc.pattern, err, tc.ok)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		if got := p.Collection(); got != tc.collection {
+			t.Errorf("CompilePattern(%q).Collection() = %q, want %q", tc.pattern, got, tc.collection)
+		}
+		if got := p.String(); got != tc.pattern {
+			t.Errorf("CompilePattern(%q).String() = %q", tc.pattern, got)
+		}
+	}
+}
+
+func TestPatternID(t *testing.T) {
+	p := mustCompile(t, "/api/uploads/{id}")
+	root := mustCompile(t, "/{id}")
+	long := strings.Repeat("a", MaxIDLen)
+	for _, tc := range []struct {
+		p    *Pattern
+		path string
+		id   string // "" when no match
+	}{
+		{p, "/api/uploads/abc123", "abc123"},
+		{p, "/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB", "01HZX3K9Q7M2V8W4T6R5Y1N0PB"},
+		{p, "/api/uploads/abc/", "abc"},
+		{p, "/api/uploads/abc/chunks/3", "abc"},
+		{p, "/api/uploads/abc/complete", "abc"},
+		{p, "/api/uploads/a_b-C", "a_b-C"},
+		{p, "/api/uploads/" + long, long},
+		{p, "/api/uploads/" + long + "a", ""}, // too long
+		{p, "/api/uploads", ""},               // the collection itself
+		{p, "/api/uploads/", ""},              // empty id
+		{p, "/api/uploads//chunks", ""},       // empty id
+		{p, "/api/uploadsabc", ""},
+		{p, "/api/uploadsx/abc", ""},
+		{p, "/API/uploads/abc", ""}, // paths are case-sensitive
+		{p, "/other/api/uploads/abc", ""},
+		{p, "api/uploads/abc", ""},
+		{p, "", ""},
+		{p, "/api/uploads/..", ""},
+		{p, "/api/uploads/../admin", ""},
+		{p, "/api/uploads/.", ""},
+		{p, "/api/uploads/%2e%2e", ""},
+		{p, "/api/uploads/%2E%2E/admin", ""},
+		{p, "/api/uploads/abc%2Fdef", ""}, // an encoded slash cannot hide in the id
+		{p, "/api/uploads/abc%2fdef/chunks", ""},
+		{p, "/api/uploads/%61bc", ""}, // even an encoded plain letter
+		{p, "/api/uploads/ab%00c", ""},
+		{p, "/api/uploads/ab\x00c", ""},
+		{p, "/api/uploads/ab\nc", ""},
+		{p, "/api/uploads/ab c", ""},
+		{p, "/api/uploads/ab:c", ""},
+		{p, "/api/uploads/{ab}", ""},
+		{p, "/api/uploads/ab;c", ""},
+		{p, "/api/uploads/ab?c", ""},
+		{p, "/api/uploads/é", ""},
+		{p, "/api/uploads/\xff", ""},
+		{root, "/abc", "abc"},
+		{root, "/abc/chunks/1", "abc"},
+		{root, "/", ""},
+		{root, "//abc", ""},
+	} {
+		id, ok := tc.p.ID(tc.path)
+		if id != tc.id || ok != (tc.id != "") {
+			t.Errorf("%s: ID(%q) = %q, %v; want %q", tc.p, tc.path, id, ok, tc.id)
+		}
+	}
+}
+
+func TestPatternIDDoesNotAllocate(t *testing.T) {
+	p := mustCompile(t, "/api/uploads/{id}")
+	if n := testing.AllocsPerRun(100, func() { p.ID("/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB/chunks/7") }); n != 0 {
+		t.Fatalf("ID allocates %v times", n)
+	}
+}
+
+func mustCompile(t testing.TB, pattern string) *Pattern {
+	t.Helper()
+	p, err := CompilePattern(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,517 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/caddy-ha/caddy-ha/affinity"
+)
+
+func init() {
+	caddy.RegisterModule(UploadAffinity{})
+}
+
+// UploadAffinity routes every request of a chunked upload to the server
+// that created it, for active/active servers that keep their uploads to
+// themselves. It learns each upload's owner from the creation response,
+// keeps the binding in the ha app's store (shared by every Caddy instance
+// with Redis), and sends the upload's requests there and nowhere else: if
+// the owner is down or gone from the pool they are answered 503 with
+// Retry-After. Creations are spread by rendezvous hashing of their
+// idempotency key, so a retried creation reaches the same server from every
+// instance. Other requests are balanced by the fallback policy.
+//
+// It wraps its reverse_proxy's HTTP transport to see the responses.
+type UploadAffinity struct {
+	// The path of an upload and everything under it; {id} is the upload id,
+	// one path segment. Creations are POSTed to the part before /{id}.
+	// Default: /api/uploads/{id}.
+	Path string `json:"path,omitempty"`
+	// Where a creation response names the new upload: "location" (the
+	// Location header, the default) or "json:<field>" (a field of the JSON
+	// body, e.g. json:id or json:data.id).
+	LearnFrom string `json:"learn_from,omitempty"`
+	// The header that carries a creation's idempotency key. Default:
+	// Idempotency-Key.
+	IdempotencyHeader string `json:"idempotency_header,omitempty"`
+	// The path under an upload that completes it (a successful request to
+	// it, or a DELETE of the upload, removes the binding). Default:
+	// /complete.
+	CompletePath string `json:"complete_path,omitempty"`
+	// How long a binding lives after the upload's last request. Default: 24h.
+	TTL caddy.Duration `json:"ttl,omitempty"`
+	// What to do with an upload whose binding is unknown (e.g. created
+	// before this proxy started, with a memory store): "discover" asks
+	// every server (HEAD of the upload) and binds the one that has it;
+	// "reject" answers 404. Default: discover.
+	Unknown string `json:"unknown,omitempty"`
+	// Retry-After of the 503 answered while an upload's owner is down.
+	// Default: 5s.
+	RetryAfter caddy.Duration `json:"retry_after,omitempty"`
+	// How long a request waits for the store. Default: 1s.
+	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
+	// The policy for requests that are not part of an upload, and
+	// creations without an idempotency key. Default: random.
+	FallbackRaw json.RawMessage `json:"fallback,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
+
+	pattern    *affinity.Pattern
+	collection string
+	jsonField  string
+	bindings   *affinity.Bindings
+	fallback   reverseproxy.Selector
+	varKey     string
+	retryAfter string
+	inner      *reverseproxy.HTTPTransport
+	ownInner   bool // we made the transport, so we clean it up
+	logger     *zap.Logger
+}
+
+func (UploadAffinity) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.reverse_proxy.selection_policies.upload_affinity", New: func() caddy.Module { return new(UploadAffinity) }}
+}
+
+const (
+	unknownDiscover = "discover"
+	unknownReject   = "reject"
+	learnLocation   = "location"
+	learnJSONPrefix = "json:"
+	// creationBodyLimit bounds the creation response read to learn an id.
+	creationBodyLimit = 64 << 10
+)
+
+func (s *UploadAffinity) setDefaults() {
+	s.Path = cmpOr(s.Path, "/api/uploads/{id}")
+	s.LearnFrom = cmpOr(s.LearnFrom, learnLocation)
+	s.IdempotencyHeader = cmpOr(s.IdempotencyHeader, "Idempotency-Key")
+	s.CompletePath = cmpOr(s.CompletePath, "/complete")
+	s.Unknown = cmpOr(s.Unknown, unknownDiscover)
+	if s.TTL == 0 {
+		s.TTL = caddy.Duration(24 * time.Hour)
+	}
+	if s.RetryAfter == 0 {
+		s.RetryAfter = caddy.Duration(5 * time.Second)
+	}
+	if s.StoreTimeout == 0 {
+		s.StoreTimeout = caddy.Duration(time.Second)
+	}
+}
+
+// check reports bad settings; the Caddyfile adapter calls it too.
+func (s *UploadAffinity) check() error {
+	if _, err := affinity.CompilePattern(cmpOr(s.Path, "/api/uploads/{id}")); err != nil {
+		return fmt.Errorf("upload_affinity: path: %v", err)
+	}
+	switch {
+	case s.LearnFrom == "", s.LearnFrom == learnLocation:
+	case strings.HasPrefix(s.LearnFrom, learnJSONPrefix) && len(s.LearnFrom) > len(learnJSONPrefix):
+	default:
+		return fmt.Errorf("upload_affinity: learn must be location or json <field>, got %q", s.LearnFrom)
+	}
+	switch s.Unknown {
+	case "", unknownDiscover, unknownReject:
+	default:
+		return fmt.Errorf("upload_affinity: unknown must be discover or reject, got %q", s.Unknown)
+	}
+	if s.CompletePath != "" && !strings.HasPrefix(s.CompletePath, "/") {
+		return fmt.Errorf("upload_affinity: complete must start with /, got %q", s.CompletePath)
+	}
+	if s.TTL < 0 || s.RetryAfter < 0 || s.StoreTimeout < 0 {
+		return errors.New("upload_affinity: ttl, retry_after and store_timeout must be positive")
+	}
+	return nil
+}
+
+func (s *UploadAffinity) Provision(ctx caddy.Context) error {
+	s.logger = ctx.Logger()
+	if err := registerCollectors(ctx.GetMetricsRegistry(), affinityMetrics.collectors...); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	s.setDefaults()
+	s.pattern, _ = affinity.CompilePattern(s.Path)
+	s.collection = s.pattern.Collection()
+	s.jsonField = strings.TrimPrefix(s.LearnFrom, learnJSONPrefix)
+	if s.LearnFrom == learnLocation {
+		s.jsonField = ""
+	}
+	s.varKey = fmt.Sprintf("ha.upload_affinity.%p", s)
+	s.retryAfter = strconv.FormatInt(max(ceilSeconds(time.Duration(s.RetryAfter)), 1), 10)
+
+	if s.FallbackRaw != nil {
+		mod, err := ctx.LoadModule(s, "FallbackRaw")
+		if err != nil {
+			return fmt.Errorf("upload_affinity: loading fallback: %v", err)
+		}
+		s.fallback = mod.(reverseproxy.Selector)
+	} else {
+		s.fallback = reverseproxy.RandomSelection{}
+	}
+
+	app, err := haApp(ctx)
+	if err != nil {
+		return err
+	}
+	s.bindings = &affinity.Bindings{Store: app.Store(), Prefix: "ua:", TTL: time.Duration(s.TTL)}
+
+	// The transport: its responses teach us the bindings.
+	h := enclosingProxy(ctx)
+	if h == nil {
+		return errors.New("upload_affinity: must be the lb_policy of a reverse_proxy")
+	}
+	switch t := h.Transport.(type) {
+	case nil:
+		s.inner, s.ownInner = new(reverseproxy.HTTPTransport), true
+		if err := s.inner.Provision(ctx); err != nil {
+			return fmt.Errorf("upload_affinity: provisioning the transport: %v", err)
+		}
+	case *reverseproxy.HTTPTransport:
+		s.inner = t
+	default:
+		return fmt.Errorf("upload_affinity: needs reverse_proxy's http transport, not %T", h.Transport)
+	}
+	h.Transport = &affinityTransport{HTTPTransport: s.inner, policy: s}
+	return nil
+}
+
+// Cleanup cleans up the transport this policy created.
+func (s *UploadAffinity) Cleanup() error {
+	if s.ownInner && s.inner != nil {
+		return s.inner.Cleanup()
+	}
+	return nil
+}
+
+// uploadRoute is what Select decided, for the transport.
+type uploadRoute struct {
+	kind     int
+	id       string
+	status   int    // routeRefuse: the answer
+	message  string // routeRefuse: its body
+	complete bool   // routeUpload: a success removes the binding
+}
+
+const (
+	routeUpload = iota + 1
+	routeCreate
+	routeRefuse
+)
+
+func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	if len(pool) == 0 {
+		return nil
+	}
+	path := r.URL.EscapedPath()
+	if id, ok := s.pattern.ID(path); ok {
+		return s.selectOwner(pool, r, id, path)
+	}
+	if rest, under := strings.CutPrefix(path, s.collection+"/"); under && rest != "" {
+		// Under the uploads, but not a valid id: never a store key.
+		return s.refuse(pool, r, "", http.StatusBadRequest, "refused", "invalid upload id")
+	}
+	if r.Method == http.MethodPost && strings.TrimSuffix(path, "/") == s.collection {
+		caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeCreate})
+		if key := r.Header.Get(s.IdempotencyHeader); key != "" {
+			avail := availableUpstreams(pool)
+			if len(avail) == 0 {
+				return nil
+			}
+			dials := make([]string, len(avail))
+			for i, u := range avail {
+				dials[i] = u.Dial
+			}
+			return avail[affinity.Rendezvous(key, dials)]
+		}
+	}
+	return s.fallback.Select(pool, r, w)
+}
+
+// selectOwner routes a request of upload id to its owner, or to a refusal
+// the transport answers without sending anything anywhere.
+func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Request, id, path string) *reverseproxy.Upstream {
+	refuse := func(status int, event, msg string) *reverseproxy.Upstream {
+		return s.refuse(pool, r, id, status, event, msg)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.StoreTimeout))
+	defer cancel()
+	owner, found, err := s.bindings.Owner(ctx, id)
+	if err != nil {
+		s.logger.Warn("upload bindings unavailable", zap.Error(err))
+		return refuse(http.StatusServiceUnavailable, "store_error", "upload bindings unavailable")
+	}
+	if found {
+		affinityMetrics.events.WithLabelValues("hit").Inc()
+		_ = s.bindings.Touch(ctx, id)
+	} else {
+		affinityMetrics.events.WithLabelValues("miss").Inc()
+		if s.Unknown == unknownReject {
+			return refuse(http.StatusNotFound, "refused", "unknown upload")
+		}
+		if owner = s.discover(r, pool, id); owner == "" {
+			return refuse(http.StatusNotFound, "refused", "no server has this upload")
+		}
+		affinityMetrics.events.WithLabelValues("discovered").Inc()
+		if err := s.bindings.Bind(ctx, id, owner); err != nil {
+			s.logger.Warn("binding a discovered upload failed", zap.String("upload", id), zap.Error(err))
+		}
+	}
+	for _, u := range pool {
+		if u.Dial == owner {
+			if !u.Available() {
+				return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is down")
+			}
+			complete := r.Method == http.MethodDelete && strings.TrimSuffix(path, "/") == s.collection+"/"+id ||
+				path == s.collection+"/"+id+s.CompletePath
+			caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeUpload, id: id, complete: complete})
+			return u
+		}
+	}
+	return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is not in the pool")
+}
+
+// refuse routes r to an answer the transport makes itself: the upstream
+// returned is not contacted.
+func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, id string, status int, event, msg string) *reverseproxy.Upstream {
+	affinityMetrics.events.WithLabelValues(event).Inc()
+	caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeRefuse, id: id, status: status, message: msg})
+	return pool[0]
+}
+
+// discover asks every available server whether it has upload id (HEAD of
+// the upload) and returns the address of the first that does.
+func (s *UploadAffinity) discover(r *http.Request, pool reverseproxy.UpstreamPool, id string) string {
+	avail := availableUpstreams(pool)
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	found := make(chan string, len(avail))
+	var wg sync.WaitGroup
+	scheme := "http"
+	if s.inner.TLSEnabled() {
+		scheme = "https"
+	}
+	for _, u := range avail {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+u.Dial+s.collection+"/"+id, nil)
+			if err != nil {
+				return
+			}
+			req.Host = r.Host
+			resp, err := s.inner.Transport.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				found <- u.Dial
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(found) }()
+	return <-found // "" when none has it
+}
+
+func availableUpstreams(pool reverseproxy.UpstreamPool) []*reverseproxy.Upstream {
+	var out []*reverseproxy.Upstream
+	for _, u := range pool {
+		if u.Available() {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// affinityTransport is reverse_proxy's HTTP transport, seeing the answers
+// to upload requests: it learns bindings from creations, removes them on
+// completion, answers refusals itself, and turns a failure to reach an
+// upload's owner into 503 with Retry-After.
+type affinityTransport struct {
+	*reverseproxy.HTTPTransport
+	policy *UploadAffinity
+}
+
+func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := t.policy
+	route, _ := caddyhttp.GetVar(req.Context(), s.varKey).(*uploadRoute)
+	if route == nil {
+		return t.HTTPTransport.RoundTrip(req)
+	}
+	switch route.kind {
+	case routeRefuse:
+		return s.answer(req, route.status, route.message), nil
+	case routeUpload:
+		resp, err := t.HTTPTransport.RoundTrip(req)
+		if err != nil {
+			affinityMetrics.events.WithLabelValues("owner_down").Inc()
+			s.logger.Debug("an upload's server did not answer", zap.String("upload", route.id), zap.Error(err))
+			return s.answer(req, http.StatusServiceUnavailable, "the upload's server is down"), nil
+		}
+		if route.complete && resp.StatusCode/100 == 2 {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
+			defer cancel()
+			if err := s.bindings.Unbind(ctx, route.id); err == nil {
+				affinityMetrics.events.WithLabelValues("removed").Inc()
+			}
+		}
+		return resp, nil
+	}
+	resp, err := t.HTTPTransport.RoundTrip(req) // a creation
+	if err != nil || resp.StatusCode/100 != 2 {
+		return resp, err
+	}
+	id, ok := "", false
+	if s.jsonField == "" {
+		id, ok = affinity.IDFromLocation(resp.Header.Get("Location"), s.pattern)
+	} else {
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, creationBodyLimit))
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		if rerr == nil {
+			id, ok = affinity.IDFromJSON(body, s.jsonField)
+		}
+	}
+	di, _ := reverseproxy.GetDialInfo(req.Context())
+	if !ok || di.Address == "" {
+		s.logger.Warn("a creation response names no valid upload id: its requests will be discovered", zap.Int("status", resp.StatusCode))
+		return resp, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
+	defer cancel()
+	if err := s.bindings.Bind(ctx, id, di.Address); err != nil {
+		s.logger.Warn("storing an upload binding failed: its requests will be discovered", zap.String("upload", id), zap.Error(err))
+		return resp, nil
+	}
+	affinityMetrics.events.WithLabelValues("learned").Inc()
+	return resp, nil
+}
+
+// answer is a response made here, for a request that must not go on.
+func (s *UploadAffinity) answer(req *http.Request, status int, msg string) *http.Response {
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", s.retryAfter)
+	}
+	body := fmt.Sprintf("%d %s: %s\n", status, http.StatusText(status), msg)
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
+		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
+}
+
+var affinityMetrics = struct {
+	events     *prometheus.CounterVec
+	collectors []prometheus.Collector
+}{}
+
+func init() {
+	m := &affinityMetrics
+	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "upload_affinity_total",
+		Help: "Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404)."},
+		[]string{"event"})
+	m.collectors = []prometheus.Collector{m.events}
+}
+
+// UnmarshalCaddyfile sets up the policy. Syntax:
+//
+//	lb_policy upload_affinity {
+//		path               <pattern with {id}>
+//		learn              location|json <field>
+//		idempotency_header <header>
+//		complete           <path under the upload>
+//		ttl                <duration>
+//		unknown            discover|reject
+//		retry_after        <duration>
+//		store_timeout      <duration>
+//		fallback           <policy> [<args...>]
+//	}
+func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the policy name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		var err error
+		switch opt {
+		case "path":
+			err = stringArg(d, &s.Path)
+		case "learn":
+			var from string
+			if err = stringArg(d, &from); err == nil {
+				s.LearnFrom = from
+				if from == "json" {
+					var field string
+					if err = stringArg(d, &field); err == nil {
+						s.LearnFrom = learnJSONPrefix + field
+					}
+				}
+			}
+		case "idempotency_header":
+			err = stringArg(d, &s.IdempotencyHeader)
+		case "complete":
+			err = stringArg(d, &s.CompletePath)
+		case "ttl":
+			err = durationArg(d, opt, &s.TTL)
+		case "unknown":
+			err = stringArg(d, &s.Unknown)
+		case "retry_after":
+			err = durationArg(d, opt, &s.RetryAfter)
+		case "store_timeout":
+			err = durationArg(d, opt, &s.StoreTimeout)
+		case "fallback":
+			var name string
+			if err := stringArg(d, &name); err != nil {
+				return err
+			}
+			mod, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.selection_policies."+name)
+			if err != nil {
+				return err
+			}
+			s.FallbackRaw = caddyconfig.JSONModuleObject(mod, "policy", name, nil)
+			continue
+		default:
+			err = d.Errf("unrecognized lb_policy upload_affinity option '%s'", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err == nil {
+			if cerr := s.check(); cerr != nil {
+				err = d.Err(cerr.Error())
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*UploadAffinity)(nil)
+	_ caddy.CleanerUpper    = (*UploadAffinity)(nil)
+	_ reverseproxy.Selector = (*UploadAffinity)(nil)
+	_ caddyfile.Unmarshaler = (*UploadAffinity)(nil)
+	_ http.RoundTripper     = (*affinityTransport)(nil)
+)

@@ -1,0 +1,408 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/redistest"
+)
+
+// uploadServers starts n active/active servers with uploads of their own.
+func uploadServers(t testing.TB, n int) []*fakecluster.UploadServer {
+	t.Helper()
+	servers, err := fakecluster.StartUploadServers(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		t.Cleanup(s.Close)
+	}
+	return servers
+}
+
+func affinitySite(servers []*fakecluster.UploadServer, policy string) string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return "reverse_proxy " + strings.Join(addrs, " ") + " {\n\t\tlb_policy upload_affinity" + policy + "\n\t}"
+}
+
+// uploadClient is a client of chunked uploads through one or more proxies.
+type uploadClient struct {
+	proxies []string // base URLs; requests alternate between them
+	clients []*http.Client
+	n       int
+	mu      sync.Mutex
+}
+
+func newUploadClient(proxies ...string) *uploadClient {
+	return &uploadClient{proxies: proxies, clients: []*http.Client{{Timeout: 10 * time.Second}}}
+}
+
+// also sends every other request from another loopback address.
+func (c *uploadClient) fromTwoAddresses() *uploadClient {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	c.clients = append(c.clients, &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}})
+	return c
+}
+
+// closeIdle drops kept-alive connections, which a reloaded server closes.
+func (c *uploadClient) closeIdle() {
+	for _, cl := range c.clients {
+		cl.CloseIdleConnections()
+	}
+}
+
+// do sends one request, through the next proxy in turn.
+func (c *uploadClient) do(method, path string, body []byte, hdr ...string) (*http.Response, []byte, error) {
+	c.mu.Lock()
+	i := c.n
+	c.n++
+	c.mu.Unlock()
+	req, err := http.NewRequest(method, c.proxies[i%len(c.proxies)]+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for j := 0; j+1 < len(hdr); j += 2 {
+		req.Header.Set(hdr[j], hdr[j+1])
+	}
+	resp, err := c.clients[i%len(c.clients)].Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b, nil
+}
+
+func (c *uploadClient) create(key string, length int) (string, error) {
+	resp, _, err := c.do("POST", "/api/uploads", nil, "Idempotency-Key", key, "Upload-Length", strconv.Itoa(length))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != 201 && resp.StatusCode != 200 {
+		return "", fmt.Errorf("create: %d", resp.StatusCode)
+	}
+	return resp.Header.Get("Location"), nil
+}
+
+// send writes data[from:to] in chunks, in a shuffled order, alternating
+// between the two chunk styles.
+func (c *uploadClient) send(location string, data []byte, chunk, from, to int, r *rand.Rand) error {
+	var offsets []int
+	for off := from; off < to; off += chunk {
+		offsets = append(offsets, off)
+	}
+	r.Shuffle(len(offsets), func(i, j int) { offsets[i], offsets[j] = offsets[j], offsets[i] })
+	for i, off := range offsets {
+		end := min(off+chunk, to)
+		var resp *http.Response
+		var err error
+		// Chunk numbers name chunks of the full size (or the last one).
+		byNumber := i%2 == 1 && off%chunk == 0 && (end-off == chunk || end == len(data))
+		if !byNumber {
+			resp, _, err = c.do("PATCH", location, data[off:end], "Upload-Offset", strconv.Itoa(off))
+		} else {
+			resp, _, err = c.do("PUT", location+"/chunks/"+strconv.Itoa(off/chunk), data[off:end], "Chunk-Size", strconv.Itoa(chunk))
+		}
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != 204 {
+			return fmt.Errorf("chunk at %d: %d (Retry-After %q)", off, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	return nil
+}
+
+func (c *uploadClient) complete(location string) error {
+	resp, _, err := c.do("POST", location+"/complete", nil)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("complete: %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// anUpload is one upload a test makes.
+type anUpload struct {
+	key      string
+	data     []byte
+	chunk    int
+	location string
+}
+
+func randomUploads(n int, r *rand.Rand) []*anUpload {
+	ups := make([]*anUpload, n)
+	for i := range ups {
+		data := make([]byte, 1+r.IntN(48<<10))
+		for j := range data {
+			data[j] = byte(r.IntN(256))
+		}
+		ups[i] = &anUpload{key: fmt.Sprintf("key-%d-%d", i, r.Int64()), data: data, chunk: 1 + len(data)/(1+r.IntN(10))}
+	}
+	return ups
+}
+
+// runUploads makes every upload concurrently: create, the first half, then
+// between(), the rest and completion. It returns the errors by upload.
+func runUploads(t *testing.T, c *uploadClient, ups []*anUpload, between func()) map[*anUpload]error {
+	errs := map[*anUpload]error{}
+	var mu sync.Mutex
+	fail := func(u *anUpload, err error) {
+		mu.Lock()
+		errs[u] = err
+		mu.Unlock()
+	}
+	var half, all sync.WaitGroup
+	half.Add(len(ups))
+	all.Add(len(ups))
+	release := make(chan struct{})
+	for i, u := range ups {
+		go func() {
+			defer all.Done()
+			r := rand.New(rand.NewPCG(uint64(i), 9))
+			var err error
+			if u.location, err = c.create(u.key, len(u.data)); err == nil {
+				err = c.send(u.location, u.data, u.chunk, 0, len(u.data)/2, r)
+			}
+			half.Done()
+			<-release
+			if err == nil {
+				err = c.send(u.location, u.data, u.chunk, len(u.data)/2, len(u.data), r)
+			}
+			if err == nil {
+				err = c.complete(u.location)
+			}
+			if err != nil {
+				fail(u, err)
+			}
+		}()
+	}
+	half.Wait()
+	if between != nil {
+		between()
+	}
+	close(release)
+	all.Wait()
+	return errs
+}
+
+// checkServers proves from the servers' own records that no request
+// reached a server without the upload (no 404) and that every upload not
+// in failed is complete and byte-exact on exactly one server.
+func checkServers(t *testing.T, servers []*fakecluster.UploadServer, ups []*anUpload, failed map[*anUpload]error) {
+	t.Helper()
+	where := map[string][]fakecluster.UploadRecord{}
+	for _, s := range servers {
+		for _, r := range s.Requests() {
+			if r.Status == 404 && r.Method != "HEAD" { // discovery asks every server with HEAD
+				t.Errorf("%s answered 404 to %s %s: a request reached a server without the upload", s.ID(), r.Method, r.Path)
+			}
+		}
+		for _, u := range s.Uploads() {
+			where[u.IdempotencyKey] = append(where[u.IdempotencyKey], u)
+		}
+	}
+	for _, u := range ups {
+		if failed[u] != nil {
+			continue
+		}
+		recs := where[u.key]
+		if len(recs) != 1 {
+			t.Errorf("upload %s exists on %d servers", u.key, len(recs))
+			continue
+		}
+		if !recs[0].Completed || !bytes.Equal(recs[0].Data, u.data) {
+			t.Errorf("upload %s: completed %v, %d of %d bytes, byte-exact %v", u.key, recs[0].Completed, recs[0].Received, len(u.data), bytes.Equal(recs[0].Data, u.data))
+		}
+	}
+}
+
+// 1. 50 concurrent uploads through one Caddy: all complete and byte-exact
+// on their owners, no 404.
+func TestUploadAffinityConcurrentUploads(t *testing.T) {
+	servers := uploadServers(t, 3)
+	tc := startCaddy(t, nil, "", affinitySite(servers, ""))
+	ups := randomUploads(50, rand.New(rand.NewPCG(1, 1)))
+	errs := runUploads(t, newUploadClient("http://"+tc.addr), ups, nil)
+	for u, err := range errs {
+		t.Errorf("upload %s: %v", u.key, err)
+	}
+	checkServers(t, servers, ups, nil)
+	perServer := make([]int, len(servers))
+	for i, s := range servers {
+		perServer[i] = len(s.Uploads())
+	}
+	t.Logf("uploads per server: %v", perServer)
+	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="learned"}`); v < 50 {
+		t.Errorf("learned bindings: %v", v)
+	}
+}
+
+// 2 and 6. Two Caddy instances sharing Redis, requests alternating between
+// them and between two client addresses.
+func TestUploadAffinityTwoInstancesSharingRedis(t *testing.T) {
+	servers := uploadServers(t, 3)
+	srv := redistest.Start(t)
+	opt := redisOption(srv, "uploads:")
+	a := startCaddy(t, nil, opt, affinitySite(servers, ""))
+	b := startCaddyProcess(t, opt, affinitySite(servers, ""))
+	ups := randomUploads(30, rand.New(rand.NewPCG(2, 2)))
+	c := newUploadClient("http://"+a.addr, b.url("")).fromTwoAddresses()
+	errs := runUploads(t, c, ups, nil)
+	for u, err := range errs {
+		t.Errorf("upload %s: %v", u.key, err)
+	}
+	checkServers(t, servers, ups, nil)
+}
+
+// 3. A server added to the pool and a config reload, both mid-upload: no
+// upload moves.
+func TestUploadAffinityPoolChangeAndReloadMidUpload(t *testing.T) {
+	servers := uploadServers(t, 4)
+	tc := startCaddy(t, nil, "", affinitySite(servers[:3], ""))
+	ups := randomUploads(30, rand.New(rand.NewPCG(3, 3)))
+	c := newUploadClient("http://" + tc.addr)
+	errs := runUploads(t, c, ups, func() {
+		tc.load(nil, "", affinitySite(servers, "")) // srv-4 joins; a reload
+		c.closeIdle()
+	})
+	for u, err := range errs {
+		t.Errorf("upload %s: %v", u.key, err)
+	}
+	checkServers(t, servers, ups, nil)
+}
+
+// 4. The owner killed: its uploads get 503 with Retry-After, never another
+// server; the others complete.
+func TestUploadAffinityOwnerKilled(t *testing.T) {
+	servers := uploadServers(t, 3)
+	tc := startCaddy(t, nil, "", affinitySite(servers, " {\n\t\t\tretry_after 7s\n\t\t}"))
+	ups := randomUploads(30, rand.New(rand.NewPCG(4, 4)))
+	victim := servers[0]
+	owned := map[string]bool{}
+	errs := runUploads(t, newUploadClient("http://"+tc.addr), ups, func() {
+		for _, u := range victim.Uploads() {
+			owned[u.IdempotencyKey] = true
+		}
+		victim.Kill()
+	})
+	if len(owned) == 0 {
+		t.Fatal("the victim owned no upload: the test proves nothing")
+	}
+	for _, u := range ups {
+		err := errs[u]
+		switch {
+		case owned[u.key] && (err == nil || !strings.Contains(err.Error(), `503 (Retry-After "7")`)):
+			t.Errorf("upload %s on the killed server: %v, want 503 with Retry-After 7", u.key, err)
+		case !owned[u.key] && err != nil:
+			t.Errorf("upload %s on a live server: %v", u.key, err)
+		}
+	}
+	checkServers(t, servers[1:], ups, errs)
+	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="owner_down"}`); v < 1 {
+		t.Errorf("owner_down events: %v", v)
+	}
+}
+
+// 5. A retried creation (same idempotency key) through either instance gets
+// the same upload.
+func TestUploadAffinityRetriedCreation(t *testing.T) {
+	servers := uploadServers(t, 3)
+	srv := redistest.Start(t)
+	opt := redisOption(srv, "retried:")
+	a := startCaddy(t, nil, opt, affinitySite(servers, ""))
+	b := startCaddyProcess(t, opt, affinitySite(servers, ""))
+	for i := 0; i < 20; i++ {
+		key := fmt.Sprintf("retry-%d", i)
+		first, err := newUploadClient("http://" + a.addr).create(key, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, via := range []string{"http://" + a.addr, b.url("")} {
+			again, err := newUploadClient(via).create(key, 100)
+			if err != nil || again != first {
+				t.Fatalf("creation %s retried through %s: %q, %v; first %q", key, via, again, err, first)
+			}
+		}
+	}
+}
+
+// An upload whose binding is unknown (created before this proxy, with its
+// memory store, existed) is found by asking the servers; with unknown
+// reject it is refused.
+func TestUploadAffinityUnknownBinding(t *testing.T) {
+	servers := uploadServers(t, 3)
+	direct := newUploadClient(servers[2].URL())
+	location, err := direct.create("before-the-proxy", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := startCaddy(t, nil, "", affinitySite(servers, ""))
+	c := newUploadClient("http://" + tc.addr)
+	if err := c.send(location, []byte("0123456789"), 5, 0, 10, rand.New(rand.NewPCG(5, 5))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.complete(location); err != nil {
+		t.Fatal(err)
+	}
+	checkServers(t, servers, nil, nil)
+	tc.load(nil, "", affinitySite(servers, " {\n\t\t\tunknown reject\n\t\t}"))
+	other, _ := direct.create("another", 10)
+	if resp, _, err := newUploadClient("http://"+tc.addr).do("HEAD", other, nil); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("unknown reject: %v %v", resp, err)
+	}
+}
+
+// 7. Hostile ids are refused without touching the store or a server.
+func TestUploadAffinityHostileIDs(t *testing.T) {
+	servers := uploadServers(t, 3)
+	srv := redistest.Start(t)
+	tc := startCaddy(t, nil, redisOption(srv, "hostile:"), affinitySite(servers, ""))
+	stats := func() string {
+		var out []string
+		for _, l := range strings.Split(srv.Client().Info(context.Background(), "commandstats").Val(), "\r\n") {
+			if strings.HasPrefix(l, "cmdstat_") && !strings.HasPrefix(l, "cmdstat_info") && !strings.HasPrefix(l, "cmdstat_ping") && !strings.HasPrefix(l, "cmdstat_client") && !strings.HasPrefix(l, "cmdstat_hello") {
+				name, _, _ := strings.Cut(l, ",")
+				out = append(out, name)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	before := stats()
+	for _, id := range []string{
+		strings.Repeat("a", 10000), "..", "%2e%2e", "a%2Fb", "a%00b", "a%0d%0aX-Injected:%201", "%C3%BC", "a.b", "a%20b", "%25",
+	} {
+		c := newUploadClient("http://" + tc.addr)
+		resp, _, err := c.do("PATCH", "/api/uploads/"+id, []byte("x"), "Upload-Offset", "0")
+		if err != nil {
+			t.Fatalf("%.40q: %v", id, err)
+		}
+		if resp.StatusCode != 400 && resp.StatusCode != 404 && resp.StatusCode != 414 && resp.StatusCode != 431 {
+			t.Errorf("%.40q: status %d", id, resp.StatusCode)
+		}
+	}
+	if after := stats(); after != before {
+		t.Fatalf("hostile ids reached the store: commands %s, then %s", before, after)
+	}
+	for _, s := range servers {
+		if n := len(s.Requests()); n != 0 {
+			t.Fatalf("%s received %d requests for hostile ids", s.ID(), n)
+		}
+	}
+}
