@@ -22,16 +22,12 @@ var ErrInvalidServer = errors.New("affinity: invalid server address")
 // server; the binding is left as it was.
 var ErrAlreadyBound = errors.New("affinity: upload already bound to another server")
 
-// ErrNotBound is returned by Touch when the upload has no binding (never
-// made, unbound, or expired).
-var ErrNotBound = errors.New("affinity: upload not bound")
-
 // MaxServerLen bounds a binding's value: a host:port, nothing more.
 const MaxServerLen = 255
 
 // Bindings records which server owns each upload, in a short-lived store
 // shared by every proxy: key Prefix+id, value the server's host:port, living
-// TTL after the last Bind or Touch. An upload nobody touches for TTL is
+// TTL after the last Bind or Owner. An upload nobody touches for TTL is
 // forgotten, so abandoned uploads clean themselves up.
 //
 // A memory store keeps the server string it is given: passing the same
@@ -47,7 +43,7 @@ type Bindings struct {
 // the upload is bound to another server, Bind returns ErrAlreadyBound (with
 // the owner in the message) and changes nothing, because that server holds
 // the chunks already received and moving the binding would strand them.
-// Binding again to the same server renews the binding like Touch.
+// Binding again to the same server renews the binding like Owner.
 func (b *Bindings) Bind(ctx context.Context, id, server string) error {
 	if !ValidID(id) {
 		return ErrInvalidID
@@ -64,7 +60,7 @@ func (b *Bindings) Bind(ctx context.Context, id, server string) error {
 		if err != nil || added {
 			return err
 		}
-		owner, found, err := b.Store.Get(ctx, key)
+		owner, found, err := b.Store.GetAndTouch(ctx, key, b.TTL)
 		if err != nil {
 			return err
 		}
@@ -74,39 +70,22 @@ func (b *Bindings) Bind(ctx context.Context, id, server string) error {
 		if owner != server {
 			return fmt.Errorf("%w (%s)", ErrAlreadyBound, owner)
 		}
-		touched, err := b.Store.Touch(ctx, key, b.TTL)
-		if err != nil || touched {
-			return err
-		}
+		return nil
 	}
 	return fmt.Errorf("affinity: binding of upload %s kept vanishing", id)
 }
 
-// Owner returns the server the upload id is bound to, and whether it is.
+// Owner returns the server the upload id is bound to, and whether it is,
+// and renews the binding for another TTL, in one store call: each request
+// of an upload asks, so an upload in progress never loses its binding. It
+// never creates one.
 func (b *Bindings) Owner(ctx context.Context, id string) (server string, found bool, err error) {
 	if !ValidID(id) {
 		return "", false, ErrInvalidID
 	}
 	buf, key := b.key(id)
 	defer keyBuffers.Put(buf)
-	return b.Store.Get(ctx, key)
-}
-
-// Touch renews the binding of upload id for another TTL; each request of
-// the upload calls it, so an upload in progress never loses its binding. It
-// returns ErrNotBound if there is no binding to renew: Touch never creates
-// one, as it does not know the owner.
-func (b *Bindings) Touch(ctx context.Context, id string) error {
-	if !ValidID(id) {
-		return ErrInvalidID
-	}
-	buf, key := b.key(id)
-	defer keyBuffers.Put(buf)
-	touched, err := b.Store.Touch(ctx, key, b.TTL)
-	if err == nil && !touched {
-		err = ErrNotBound
-	}
-	return err
+	return b.Store.GetAndTouch(ctx, key, b.TTL)
 }
 
 // Unbind forgets the binding of upload id, once it is completed or aborted.

@@ -80,38 +80,32 @@ func testBindings(t *testing.T, newStore func(*testing.T) store.Store) {
 			time.Sleep(ttl / 10) // the passage of time is what is tested
 		}
 	})
-	t.Run("TouchKeepsAnUploadInUseBound", func(t *testing.T) {
-		b, _ := newBindings(t, ttl)
+	t.Run("OwnerKeepsAnUploadInUseBound", func(t *testing.T) {
+		b, s := newBindings(t, ttl)
 		if err := b.Bind(ctx, "up1", serverA); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		for time.Since(start) < 2*ttl { // outlives its first TTL twice over
-			if err := b.Touch(ctx, "up1"); err != nil {
-				t.Fatalf("Touch %v after binding: %v", time.Since(start), err)
-			}
 			wantOwner(t, b, "up1", serverA)
 			time.Sleep(ttl / 10)
 		}
-		poll.Until(t, 5*ttl, "the untouched binding to expire", func() bool {
-			_, found, _ := b.Owner(ctx, "up1")
+		poll.Until(t, 5*ttl, "the binding nobody asks for to expire", func() bool {
+			_, found, _ := s.Get(ctx, "ua:up1") // Get renews nothing
 			return !found
 		})
-		if err := b.Touch(ctx, "up1"); !errors.Is(err, ErrNotBound) {
-			t.Fatalf("Touch of an expired binding: %v; want ErrNotBound", err)
-		}
 		wantNoOwner(t, b, "up1")
 		if err := b.Bind(ctx, "up1", serverB); err != nil {
 			t.Fatalf("Bind after expiry: %v", err)
 		}
 		wantOwner(t, b, "up1", serverB)
 	})
-	t.Run("TouchDoesNotCreate", func(t *testing.T) {
-		b, _ := newBindings(t, time.Minute)
-		if err := b.Touch(ctx, "never"); !errors.Is(err, ErrNotBound) {
-			t.Fatalf("Touch of an unbound upload: %v; want ErrNotBound", err)
-		}
+	t.Run("OwnerDoesNotCreate", func(t *testing.T) {
+		b, s := newBindings(t, time.Minute)
 		wantNoOwner(t, b, "never")
+		if _, found, _ := s.Get(ctx, "ua:never"); found {
+			t.Fatal("asking for the owner created a binding")
+		}
 	})
 	t.Run("Unbind", func(t *testing.T) {
 		b, _ := newBindings(t, time.Minute)
@@ -138,9 +132,6 @@ func testBindings(t *testing.T, newStore func(*testing.T) store.Store) {
 			}
 			if _, found, err := b.Owner(ctx, id); found || !errors.Is(err, ErrInvalidID) {
 				t.Errorf("Owner(%.40q) = %v, %v; want ErrInvalidID", id, found, err)
-			}
-			if err := b.Touch(ctx, id); !errors.Is(err, ErrInvalidID) {
-				t.Errorf("Touch(%.40q): %v; want ErrInvalidID", id, err)
 			}
 			if err := b.Unbind(ctx, id); !errors.Is(err, ErrInvalidID) {
 				t.Errorf("Unbind(%.40q): %v; want ErrInvalidID", id, err)

@@ -259,7 +259,6 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 	}
 	if found {
 		affinityMetrics.events.WithLabelValues("hit").Inc()
-		_ = s.bindings.Touch(ctx, id)
 	} else {
 		affinityMetrics.events.WithLabelValues("miss").Inc()
 		if s.Unknown == unknownReject {

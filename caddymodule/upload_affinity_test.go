@@ -330,7 +330,7 @@ func TestUploadAffinityRetriedCreation(t *testing.T) {
 	b := startCaddyProcess(t, opt, affinitySite(servers, ""))
 	for i := 0; i < 20; i++ {
 		key := fmt.Sprintf("retry-%d", i)
-		first, err := newUploadClient("http://" + a.addr).create(key, 100)
+		first, err := newUploadClient("http://"+a.addr).create(key, 100)
 		if err != nil {
 			t.Fatal(err)
 		}

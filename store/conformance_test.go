@@ -177,30 +177,29 @@ func conformance(t *testing.T, newStore func(*testing.T) store.Store) {
 			time.Sleep(lifetime / 10) // the passage of time is what is tested
 		}
 	})
-	t.Run("TouchExtendsOnlyLiveKeys", func(t *testing.T) {
+	t.Run("GetAndTouchExtendsOnlyLiveKeys", func(t *testing.T) {
 		s := newStore(t)
-		if ok, err := s.Touch(ctx, "absent", time.Minute); ok || err != nil {
-			t.Fatalf("Touch of an absent key = %v, %v; want false, nil", ok, err)
+		if _, ok, err := s.GetAndTouch(ctx, "absent", time.Minute); ok || err != nil {
+			t.Fatalf("GetAndTouch of an absent key = %v, %v; want false, nil", ok, err)
 		}
 		wantAbsent(t, s, "absent")
-		if _, err := s.Touch(ctx, "absent", 0); !errors.Is(err, store.ErrLifetime) {
-			t.Fatalf("Touch with lifetime 0: %v", err)
+		if _, _, err := s.GetAndTouch(ctx, "absent", 0); !errors.Is(err, store.ErrLifetime) {
+			t.Fatalf("GetAndTouch with lifetime 0: %v", err)
 		}
 		start := time.Now()
 		mustAdd(t, s, "k", "v", lifetime)
 		for time.Since(start) < 2*lifetime { // outlives its first lifetime twice over
-			if ok, err := s.Touch(ctx, "k", lifetime); !ok || err != nil {
-				t.Fatalf("Touch of a live key %v after adding it = %v, %v", time.Since(start), ok, err)
+			if v, ok, err := s.GetAndTouch(ctx, "k", lifetime); v != "v" || !ok || err != nil {
+				t.Fatalf("GetAndTouch of a live key %v after adding it = %q, %v, %v", time.Since(start), v, ok, err)
 			}
-			wantValue(t, s, "k", "v")
 			time.Sleep(lifetime / 10) // the passage of time is what is tested
 		}
 		poll.Until(t, 5*lifetime, "the untouched value to expire", func() bool {
 			_, ok, _ := s.Get(ctx, "k")
 			return !ok
 		})
-		if ok, err := s.Touch(ctx, "k", time.Minute); ok || err != nil {
-			t.Fatalf("Touch of an expired key = %v, %v; want false, nil", ok, err)
+		if _, ok, err := s.GetAndTouch(ctx, "k", time.Minute); ok || err != nil {
+			t.Fatalf("GetAndTouch of an expired key = %v, %v; want false, nil", ok, err)
 		}
 		wantAbsent(t, s, "k")
 	})

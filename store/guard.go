@@ -137,8 +137,10 @@ func (g *Guard) Remove(ctx context.Context, key string) error {
 	return err
 }
 
-func (g *Guard) Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error) {
-	return guarded(g, ctx, func() (bool, error) { return g.Store.Touch(ctx, key, lifetime) })
+func (g *Guard) GetAndTouch(ctx context.Context, key string, lifetime time.Duration) (string, bool, error) {
+	var found bool
+	v, err := guarded(g, ctx, func() (v string, err error) { v, found, err = g.Store.GetAndTouch(ctx, key, lifetime); return })
+	return v, found, err
 }
 
 func (g *Guard) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {

@@ -161,20 +161,21 @@ func (s *Memory) Remove(_ context.Context, key string) error {
 	return nil
 }
 
-// Touch updates the live entry's expiry in place: the key string the map
-// holds is the store's own copy, and the entry is never reallocated.
-func (s *Memory) Touch(_ context.Context, key string, lifetime time.Duration) (bool, error) {
+// GetAndTouch updates the live entry's expiry in place: the key string the
+// map holds is the store's own copy, and the entry is never reallocated.
+func (s *Memory) GetAndTouch(_ context.Context, key string, lifetime time.Duration) (string, bool, error) {
 	if err := checkLifetime(lifetime); err != nil {
-		return false, err
+		return "", false, err
 	}
 	sh, now := s.shard(key), s.now()
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	e, ok := sh.live(key, now)
-	if ok {
-		e.expires = now + int64(lifetime)
+	if !ok {
+		return "", false, nil
 	}
-	sh.mu.Unlock()
-	return ok, nil
+	e.expires = now + int64(lifetime)
+	return e.text(), true, nil
 }
 
 func (s *Memory) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {

@@ -54,12 +54,12 @@ func (s *Redis) Remove(ctx context.Context, key string) error {
 	return s.client.Del(ctx, s.prefix+key).Err()
 }
 
-// Touch is PEXPIRE, which answers 0 for a missing key without creating it.
-func (s *Redis) Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error) {
+// GetAndTouch is GETEX key PX lifetime (Redis 6.2+), which creates nothing.
+func (s *Redis) GetAndTouch(ctx context.Context, key string, lifetime time.Duration) (string, bool, error) {
 	if err := checkLifetime(lifetime); err != nil {
-		return false, err
+		return "", false, err
 	}
-	return s.client.PExpire(ctx, s.prefix+key, lifetime).Result()
+	return found(s.client.GetEx(ctx, s.prefix+key, lifetime).Result())
 }
 
 func (s *Redis) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {

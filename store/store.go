@@ -27,11 +27,11 @@ type Store interface {
 	Take(ctx context.Context, key string) (string, bool, error)
 	// Remove removes the value of key.
 	Remove(ctx context.Context, key string) error
-	// Touch sets a live key to expire after lifetime from now, keeping its
-	// value, and reports whether the key had a value: an absent or expired
-	// key is not created. Bindings that must live as long as they are used
-	// (an upload's chunks) renew themselves with it.
-	Touch(ctx context.Context, key string, lifetime time.Duration) (bool, error)
+	// GetAndTouch is Get that also sets a key with a value to expire after
+	// lifetime from now; an absent or expired key is not created. Bindings
+	// that must live as long as they are used (an upload's chunks) are read
+	// and renewed with it in one round trip.
+	GetAndTouch(ctx context.Context, key string, lifetime time.Duration) (string, bool, error)
 	// Increment adds amount to the counter under key and returns the new
 	// count. A key without a value counts from 0; every increment sets the
 	// counter to expire after lifetime. The count is stored as decimal
