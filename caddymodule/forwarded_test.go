@@ -233,6 +233,9 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 		{"nodepilot.example.com {", "http://" + site + " {"},
 		{"\ttls /etc/ssl/nodepilot.crt /etc/ssl/nodepilot.key\n", ""},
 		{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + freeAddr(t) + " {"},
+		{"files.example.com {", "http://" + freeAddr(t) + " {"},
+		{"\ttls /etc/ssl/files.crt /etc/ssl/files.key\n", ""},
+		{"reverse_proxy 10.0.2.10:8080 10.0.2.11:8080 10.0.2.12:8080 {", "reverse_proxy " + backend + " {"},
 	} {
 		if !strings.Contains(text, r.old) {
 			t.Fatalf("Caddyfile.example no longer has %q", r.old)

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
@@ -404,5 +407,61 @@ func TestUploadAffinityHostileIDs(t *testing.T) {
 		if n := len(s.Requests()); n != 0 {
 			t.Fatalf("%s received %d requests for hostile ids", s.ID(), n)
 		}
+	}
+}
+
+func TestUploadAffinityConfig(t *testing.T) {
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`http://127.0.0.1:1 {
+	reverse_proxy 127.0.0.1:2 127.0.0.1:3 {
+		lb_policy upload_affinity {
+			path /files/{id}
+			learn json data.id
+			idempotency_header X-Request-Key
+			complete /finish
+			ttl 2h
+			unknown reject
+			retry_after 9s
+			store_timeout 300ms
+			fallback round_robin
+		}
+	}
+}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"path":"/files/{id}"`, `"learn_from":"json:data.id"`, `"idempotency_header":"X-Request-Key"`,
+		`"complete_path":"/finish"`, `"ttl":7200000000000`, `"unknown":"reject"`, `"retry_after":9000000000`,
+		`"store_timeout":300000000`, `"fallback":{"policy":"round_robin"}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted JSON lacks %s:\n%s", want, out)
+		}
+	}
+	var defaults UploadAffinity
+	defaults.setDefaults()
+	if got := fmt.Sprintf("%s %s %s %s %v %s %v %v", defaults.Path, defaults.LearnFrom, defaults.IdempotencyHeader, defaults.CompletePath,
+		time.Duration(defaults.TTL), defaults.Unknown, time.Duration(defaults.RetryAfter), time.Duration(defaults.StoreTimeout)); got != "/api/uploads/{id} location Idempotency-Key /complete 24h0m0s discover 5s 1s" {
+		t.Errorf("defaults: %s", got)
+	}
+	for _, tt := range []struct{ block, want string }{
+		{"path /uploads", "path:"},
+		{"path /a/{id}/b", "path:"},
+		{"learn header", "learn must be location or json"},
+		{"learn json", "wrong argument count"},
+		{"unknown guess", "unknown must be discover or reject"},
+		{"complete finish", "complete must start with /"},
+		{"ttl -1s", "ttl must be positive"},
+		{"fallback nosuch", "selection_policies.nosuch"},
+		{"frobnicate", "unrecognized lb_policy upload_affinity option 'frobnicate'"},
+	} {
+		cf := "http://127.0.0.1:1 {\n\treverse_proxy 127.0.0.1:2 {\n\t\tlb_policy upload_affinity {\n\t\t\t" + tt.block + "\n\t\t}\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "Caddyfile:4") {
+			t.Errorf("%q: error %v, want %q at Caddyfile:4", tt.block, err, tt.want)
+		}
+	}
+	// Only on reverse_proxy's HTTP transport.
+	err = caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","transport":{"protocol":"fastcgi"},"upstreams":[{"dial":"127.0.0.1:2"}],"load_balancing":{"selection_policy":{"policy":"upload_affinity"}}}]}]}}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "needs reverse_proxy's http transport") {
+		t.Errorf("fastcgi transport: %v", err)
 	}
 }
