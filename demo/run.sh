@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for port in 8080 2019 9000 9001 9002; do
+for port in 8080 8081 2019 9000 9001 9002 9101 9102 9103; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "port $port on 127.0.0.1 is in use; stop what uses it first" >&2
 		exit 1
@@ -24,6 +24,8 @@ trap 'exit 130' INT TERM
 
 ./bin/fakecluster -nodes 2 -base-port 9001 -control 127.0.0.1:9000 -lease-ttl 10s -renew 3s >"$logs/fakecluster.log" 2>&1 &
 pids+=($!)
+./bin/fakecluster -mode active-active -servers 3 -base-port 9101 >"$logs/uploads.log" 2>&1 &
+pids+=($!)
 ./bin/caddy run --config demo/Caddyfile --adapter caddyfile >"$logs/caddy.log" 2>&1 &
 pids+=($!)
 
@@ -36,6 +38,7 @@ cat <<MSG
 
 caddy-ha demo is running
   Caddy (lb_policy leader)   http://127.0.0.1:8080   -> node-a 127.0.0.1:9001, node-b 127.0.0.1:9002
+  Caddy (upload_affinity)    http://127.0.0.1:8081   -> srv-1..3 127.0.0.1:9101-9103 (active/active)
   fake cluster control API   http://127.0.0.1:9000   (lease TTL 10s, renew 3s)
   Caddy admin API            http://127.0.0.1:2019
   logs                       $logs
@@ -58,6 +61,13 @@ Try:
   # rate limit: the 6th sign-in within a minute gets 429 with Retry-After and
   # the RateLimit-Policy / RateLimit fields
   for i in 1 2 3 4 5 6; do curl -si -X POST http://127.0.0.1:8080/login | grep -E 'HTTP|Ratelimit|Retry-After'; done
+
+  # an upload through http://127.0.0.1:8081 (three active/active servers):
+  # create it, send two chunks, complete it; X-Server-Id says who served each
+  loc=\$(curl -si -X POST -H 'Idempotency-Key: demo-1' -H 'Upload-Length: 10' http://127.0.0.1:8081/api/uploads | tr -d '\r' | awk '/^Location:/ {print \$2}')
+  curl -si -X PATCH -H 'Upload-Offset: 0' --data-binary 01234 http://127.0.0.1:8081\$loc | grep -E 'HTTP|X-Server-Id'
+  curl -si -X PATCH -H 'Upload-Offset: 5' --data-binary 56789 http://127.0.0.1:8081\$loc | grep -E 'HTTP|X-Server-Id'
+  curl -si -X POST http://127.0.0.1:8081\$loc/complete | grep -E 'HTTP|X-Server-Id'
 
   # the database unreachable: both nodes followers; requests wait 15s, then 503
   curl -s -X POST http://127.0.0.1:9000/database/down ; curl -s -X POST http://127.0.0.1:9000/database/up
