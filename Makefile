@@ -46,6 +46,7 @@ bench: build bench-deps
 	$(GO) run ./bench/failover
 	$(GO) run ./bench/ratelimit
 	$(GO) run ./bench/forwarded
+	$(GO) run ./bench/affinity
 
 BENCH_TOOLS := haproxy wrk redis-server
 bench-deps: test-deps

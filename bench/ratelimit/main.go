@@ -33,14 +33,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -145,7 +143,7 @@ func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]s
 		case "memory":
 			c.Probe = &storeProbe{contender: c}
 		case "redis":
-			addr, err := startRedis(dir)
+			addr, err := wrkbench.StartRedis(dir, *redisBin)
 			if err != nil {
 				c.Skipped = err.Error()
 				continue
@@ -187,10 +185,10 @@ func (p *storeProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []
 	var readsBefore int64
 	if p.rdb != nil {
 		var err error
-		if before, err = commandStats(p.rdb); err != nil {
+		if before, err = wrkbench.RedisCommandStats(p.rdb); err != nil {
 			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
 		}
-		if readsBefore, err = readsProcessed(p.rdb); err != nil {
+		if readsBefore, err = wrkbench.RedisReadsProcessed(p.rdb); err != nil {
 			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
 		}
 	}
@@ -212,26 +210,22 @@ func (p *storeProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []
 	calls := map[string]int64{}
 	var reads int64
 	if p.rdb != nil {
-		after, err := commandStats(p.rdb)
+		after, err := wrkbench.RedisCommandStats(p.rdb)
 		if err != nil {
 			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
 		}
-		readsAfter, err := readsProcessed(p.rdb)
+		readsAfter, err := wrkbench.RedisReadsProcessed(p.rdb)
 		if err != nil {
 			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
 		}
 		reads = readsAfter - readsBefore - 2 // the bench's own two INFO calls
-		for cmd, n := range after {
-			if d := n - before[cmd]; d > 0 {
-				calls[cmd] = d
-			}
-		}
+		calls = wrkbench.CallsDelta(before, after)
 	}
 
 	var notes []string
 	if p.rdb != nil && r.Requests > 0 {
 		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req, %.2f transactions/req, %.2f round trips/req",
-			float64(sum(calls))/float64(r.Requests), float64(calls["exec"])/float64(r.Requests),
+			float64(wrkbench.Sum(calls))/float64(r.Requests), float64(calls["exec"])/float64(r.Requests),
 			float64(reads)/float64(r.Requests)))
 	}
 	if fallbacks > 0 {
@@ -261,70 +255,10 @@ func (p *storeProbe) PrintReport() {
 	}
 	total, requests, reads := p.redisCalls, p.requests, p.redisReads
 	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f transactions (EXEC)/req, %.2f round trips/req\n",
-		p.contender.Name, requests, float64(sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
-	cmds := make([]string, 0, len(total))
-	for cmd := range total {
-		cmds = append(cmds, cmd)
-	}
-	sort.Slice(cmds, func(i, j int) bool { return total[cmds[i]] > total[cmds[j]] })
-	fmt.Print("  per request:")
-	for _, cmd := range cmds {
-		if perReq := float64(total[cmd]) / float64(requests); perReq >= 0.001 {
-			fmt.Printf("  %s %.3f", cmd, perReq)
-		} else {
-			fmt.Printf("  %s (%d calls in all)", cmd, total[cmd])
-		}
-	}
+		p.contender.Name, requests, float64(wrkbench.Sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
+	fmt.Print("  per request:" + wrkbench.PerRequest(total, requests))
 	fmt.Println("\n  (INFO commandstats deltas over each run; round trips are Redis's read events, INFO stats")
 	fmt.Println("  total_reads_processed: concurrent requests' transactions share one; the bench's own INFO calls are left out)")
-}
-
-// readsProcessed returns Redis's count of read events (one per request
-// batch a client sends), from INFO stats.
-func readsProcessed(rdb *redis.Client) (int64, error) {
-	ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 2*time.Second)
-	defer cancel()
-	text, err := rdb.Info(ctx, "stats").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(text, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_reads_processed:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, errors.New("no total_reads_processed")
-}
-
-// commandStats returns the calls of each command from INFO commandstats,
-// without INFO itself (the bench's own).
-func commandStats(rdb *redis.Client) (map[string]int64, error) {
-	ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 2*time.Second)
-	defer cancel()
-	text, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	// cmdstat_incrby:calls=123,usec=456,usec_per_call=3.71,...
-	stats := map[string]int64{}
-	for _, line := range strings.Split(text, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		name = strings.TrimPrefix(name, "cmdstat_")
-		for _, field := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				n, err := strconv.ParseInt(v, 10, 64)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %v", line, err)
-				}
-				stats[name] = n
-			}
-		}
-	}
-	delete(stats, "info")
-	return stats, nil
 }
 
 // fallbackDecisions sums edge_rate_limit's fallback decisions counter at
@@ -458,44 +392,4 @@ func moduleVersions(bin string) string {
 		return "versions unknown"
 	}
 	return strings.Join(vs, ", ")
-}
-
-func startRedis(dir string) (string, error) {
-	if _, err := exec.LookPath(*redisBin); err != nil {
-		return "", fmt.Errorf("redis-server not found (apt-get install redis-server): %v", err)
-	}
-	addr := wrkbench.FreeAddr()
-	p, err := wrkbench.StartProcess("redis-server", filepath.Join(dir, "redis.log"), *redisBin,
-		"--bind", "127.0.0.1", "--port", wrkbench.Port(addr), "--save", "", "--appendonly", "no", "--dir", dir)
-	if err != nil {
-		return "", err
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(wrkbench.Interrupted(), 500*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		switch {
-		case err == nil:
-			return addr, nil
-		case wrkbench.Interrupted().Err() != nil:
-			return "", wrkbench.Interrupted().Err()
-		case p.Exited():
-			return "", fmt.Errorf("redis-server exited: %s", p.LogTail())
-		case time.Now().After(deadline):
-			p.Stop()
-			return "", fmt.Errorf("redis-server on %s did not answer within 10s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func sum(m map[string]int64) int64 {
-	var t int64
-	for _, v := range m {
-		t += v
-	}
-	return t
 }

@@ -23,38 +23,53 @@ const backendEnv = "WRKBENCH_BACKEND"
 
 // startBackend runs this program again as the trivial backend.
 func startBackend(dir string) (string, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
 	addr := FreeAddr()
-	// The backend exits when its stdin closes: when this process ends, even
-	// without running its cleanups.
-	stdin, keep, err := os.Pipe()
+	p, err := StartSelf("backend", filepath.Join(dir, "backend.log"), backendEnv+"="+addr)
 	if err != nil {
 		return "", err
 	}
-	AddCleanup(func() { keep.Close() })
-	p, err := StartProcessWith("backend", filepath.Join(dir, "backend.log"), func(cmd *exec.Cmd) {
-		cmd.Env = append(os.Environ(), backendEnv+"="+addr)
-		cmd.Stdin = stdin
-	}, self)
-	stdin.Close()
-	if err != nil {
-		return "", err
-	}
-	if err := waitHTTP("http://"+addr+"/", p, 10*time.Second); err != nil {
+	if err := WaitHTTP("http://"+addr+"/", p, 10*time.Second); err != nil {
 		return "", fmt.Errorf("backend: %v", err)
 	}
 	return addr, nil
 }
 
-// serveBackend answers every request with 200 and a 2-byte body.
-func serveBackend(addr string) {
+// StartSelf runs this program again as a child process, with env added to
+// its environment (which tells it what to be), its output logged to
+// logPath. The child is to call ExitWithParent: it then exits when this
+// process ends, even without running its cleanups.
+func StartSelf(name, logPath string, env ...string) (*Process, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	// The child exits when its stdin closes: when the write end, kept here,
+	// is closed by the cleanup or by this process's end.
+	stdin, keep, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	AddCleanup(func() { keep.Close() })
+	p, err := StartProcessWith(name, logPath, func(cmd *exec.Cmd) {
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = stdin
+	}, self)
+	stdin.Close()
+	return p, err
+}
+
+// ExitWithParent makes a child started by StartSelf exit when its parent
+// ends.
+func ExitWithParent() {
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
+}
+
+// serveBackend answers every request with 200 and a 2-byte body.
+func serveBackend(addr string) {
+	ExitWithParent()
 	body := []byte("ok")
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Length", "2")
@@ -66,8 +81,8 @@ func serveBackend(addr string) {
 	os.Exit(1)
 }
 
-// waitHTTP polls url until it answers 200, p exits, or timeout passes.
-func waitHTTP(url string, p *Process, timeout time.Duration) error {
+// WaitHTTP polls url until it answers 200, p exits, or timeout passes.
+func WaitHTTP(url string, p *Process, timeout time.Duration) error {
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(timeout)
 	var last error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -29,6 +30,9 @@ func (b *Bench) runWrk(url string, d time.Duration) (Run, error) {
 	args := []string{"--latency", "-t", fmt.Sprint(b.Threads), "-c", fmt.Sprint(b.Connections), "-d", wrkSeconds(d)}
 	for _, h := range b.Headers {
 		args = append(args, "-H", h)
+	}
+	if b.scriptPath != "" {
+		args = append(args, "-s", b.scriptPath)
 	}
 	cmd := exec.CommandContext(ctx, b.WrkBin, append(args, url)...)
 	var out strings.Builder
@@ -73,7 +77,7 @@ func parseWrk(out string) (Run, error) {
 		return r, fmt.Errorf("99%% latency %q: %v", m[1], err)
 	}
 	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
-	r.P99 = time.Duration(v * float64(unit))
+	r.P99 = time.Duration(math.Round(v * float64(unit)))
 	if m = requestsRe.FindStringSubmatch(out); m == nil {
 		return r, errors.New("no request count in wrk's output")
 	}

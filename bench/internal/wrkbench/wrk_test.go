@@ -33,7 +33,7 @@ Transfer/sec:      6.00MB
 	for _, c := range []struct {
 		line string
 		want time.Duration
-	}{{"99%  850.00us", 850 * time.Microsecond}, {"99%   12.34ms", 12340 * time.Microsecond}, {"99%    1.50m", 90 * time.Second}} {
+	}{{"99%  850.00us", 850 * time.Microsecond}, {"99%   12.34ms", 12340 * time.Microsecond}, {"99%   32.87ms", 32870 * time.Microsecond}, {"99%    1.50m", 90 * time.Second}} {
 		r, err := parseWrk("  Latency Distribution\n     " + c.line + "\n  10 requests in 1.00s, 1KB read\nRequests/sec:     10.00\n")
 		if err != nil || r.P99 != c.want || r.Non2xx != 0 || r.SocketErrors != "" {
 			t.Errorf("%q: %v, %+v", c.line, err, r)
@@ -50,5 +50,20 @@ func TestMedian(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 2, 3}); m != 2.5 {
 		t.Errorf("median of 4 = %v", m)
+	}
+}
+
+func TestCommandStats(t *testing.T) {
+	stats, err := parseCommandStats("# Commandstats\r\ncmdstat_get:calls=10,usec=20,usec_per_call=2.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_pexpire:calls=10,usec=15,usec_per_call=1.50\r\ncmdstat_info:calls=4,usec=100\r\ncmdstat_set:calls=1,usec=3\r\n")
+	if err != nil || len(stats) != 3 || stats["get"] != 10 || stats["pexpire"] != 10 || stats["set"] != 1 {
+		t.Fatalf("%v, %v", stats, err)
+	}
+	calls := CallsDelta(map[string]int64{"set": 1, "get": 2}, stats)
+	if len(calls) != 2 || calls["get"] != 8 || calls["pexpire"] != 10 || Sum(calls) != 18 {
+		t.Errorf("delta %v", calls)
+	}
+	if got := PerRequest(map[string]int64{"get": 4000, "pexpire": 5000, "set": 1}, 4000); got != "  pexpire 1.250  get 1.000  set (1 calls in all)" {
+		t.Errorf("PerRequest: %q", got)
 	}
 }

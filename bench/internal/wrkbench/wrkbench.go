@@ -40,6 +40,17 @@ type Bench struct {
 	// Headers are sent with every request, to every contender (wrk -H), so
 	// that they all parse the same request.
 	Headers []string
+	// Script, if set, is a wrk Lua script (wrk -s) that shapes every request
+	// to every contender (method, body, headers), e.g.
+	// wrk.method = "PATCH"; the path is each contender's URL's.
+	Script string
+	// Backend, if set, replaces the trivial backend: it starts in dir what
+	// the contenders proxy to and returns what their Config gets as backend
+	// (and the header prints).
+	Backend func(dir string) (string, error)
+	// ReadyPath is polled on each contender's Caddy until it answers 200
+	// before anything is measured; "/" if empty.
+	ReadyPath string
 	// Contenders, the baseline first.
 	Contenders []*Contender
 	// Prepare, if set, runs once the contenders are selected and those
@@ -57,6 +68,8 @@ type Bench struct {
 	Warmup      time.Duration
 	Rounds      int
 	Only        string
+
+	scriptPath string // Script, written to a file
 }
 
 // Contender is one Caddy configuration under test.
@@ -69,8 +82,9 @@ type Contender struct {
 	// Config returns its Caddyfile: site on listen, admin endpoint admin
 	// ("off" unless AdminEndpoint), proxying to backend.
 	Config func(listen, admin, backend string) string
-	// Handler is an HTTP handler it needs in the custom Caddy
-	// (http.handlers.<Handler>); it is skipped when the binary lacks it.
+	// Handler is a module it needs in the custom Caddy: an HTTP handler's
+	// name (http.handlers.<Handler>) or, with a dot, a full module ID; it is
+	// skipped when the binary lacks it.
 	Handler string
 	// AdminEndpoint gives it an admin endpoint of its own on AdminAddr.
 	AdminEndpoint bool
@@ -79,6 +93,10 @@ type Contender struct {
 	Goal float64
 	// Probe, if set, measures more around each of its runs.
 	Probe Probe
+	// Setup, if set, runs once its Caddy serves on URL, before any wrk run:
+	// it may point URL elsewhere on that Caddy (wrk loads URL) and add to
+	// Label; an error skips the contender.
+	Setup func(c *Contender) error
 
 	// Skipped says why it does not run, if it does not.
 	Skipped   string
@@ -198,7 +216,18 @@ func (b *Bench) run() error {
 		}
 	}
 
-	backend, err := startBackend(dir)
+	if b.Script != "" {
+		b.scriptPath = filepath.Join(dir, "wrk.lua")
+		if err := os.WriteFile(b.scriptPath, []byte(b.Script), 0o644); err != nil {
+			return err
+		}
+	}
+	var backend string
+	if b.Backend != nil {
+		backend, err = b.Backend(dir)
+	} else {
+		backend, err = startBackend(dir)
+	}
 	if err != nil {
 		return err
 	}
@@ -293,12 +322,16 @@ func (b *Bench) missingHandler(handler string) string {
 	if err != nil {
 		return fmt.Sprintf("%s list-modules: %v", b.CaddyBin, err)
 	}
+	id, what := "http.handlers."+handler, handler+" handler"
+	if strings.Contains(handler, ".") {
+		id, what = handler, "module "+handler
+	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && f[0] == "http.handlers."+handler {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == id {
 			return ""
 		}
 	}
-	return fmt.Sprintf("%s has no %s handler: rebuild it (make build)", b.CaddyBin, handler)
+	return fmt.Sprintf("%s has no %s: rebuild it (make build)", b.CaddyBin, what)
 }
 
 // start starts c's Caddy and waits until it serves; c is skipped if it
@@ -324,10 +357,25 @@ func (b *Bench) start(c *Contender, dir, backend string) {
 		return
 	}
 	c.URL = "http://" + listen + "/"
-	if err := waitHTTP(c.URL, p, 15*time.Second); err != nil {
+	ready := "http://" + listen + cmpOr(b.ReadyPath, "/")
+	if err := WaitHTTP(ready, p, 15*time.Second); err != nil {
 		c.Skipped = err.Error()
 		p.Stop()
+		return
 	}
+	if c.Setup != nil {
+		if err := c.Setup(c); err != nil {
+			c.Skipped = err.Error()
+			p.Stop()
+		}
+	}
+}
+
+func cmpOr(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
 }
 
 // measure runs wrk once against c, through its probe if it has one.
@@ -381,6 +429,12 @@ func (b *Bench) printHeader(selected []*Contender, backend string, notes []strin
 		fmt.Println("every request, to every contender, carries:")
 		for _, h := range b.Headers {
 			fmt.Printf("  %s\n", h)
+		}
+	}
+	if b.Script != "" {
+		fmt.Println("every request, to every contender, is shaped by the wrk script:")
+		for _, line := range strings.Split(strings.TrimSpace(b.Script), "\n") {
+			fmt.Printf("  %s\n", line)
 		}
 	}
 	// Everything shares the machine: a busy one makes every figure noisy.
