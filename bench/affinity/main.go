@@ -51,7 +51,6 @@ import (
 	"github.com/caddy-ha/caddy-ha/affinity"
 	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 	"github.com/caddy-ha/caddy-ha/fakecluster"
-	"github.com/redis/go-redis/v9"
 )
 
 var redisBin = flag.String("redis-server", "redis-server", "redis-server binary")
@@ -122,16 +121,11 @@ func contenders(servers *[]string, redisAddr *string) []*wrkbench.Contender {
 			Setup: func(c *wrkbench.Contender) error { return setUp(c, *servers, true) }},
 		{Name: "redis", Label: "(iii) lb_policy upload_affinity, Redis store",
 			Config: func(listen, admin, backend string) string {
-				return config(haRedis(*redisAddr), true)(listen, admin, backend)
+				return config(wrkbench.HARedis(*redisAddr), true)(listen, admin, backend)
 			},
 			Handler: policyID, Goal: redisGoal,
 			Setup: func(c *wrkbench.Contender) error { return setUp(c, *servers, true) }},
 	}
-}
-
-// haRedis is the ha global option's block for the Redis store at addr.
-func haRedis(addr string) string {
-	return fmt.Sprintf("\tha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix bench:\n\t\t}\n\t}\n", addr)
 }
 
 // config returns a contender's Caddyfile; backends are the upload servers'
@@ -140,41 +134,32 @@ func haRedis(addr string) string {
 // proxies to server 1 alone.
 func config(ha string, policy bool) func(listen, admin, backends string) string {
 	return func(listen, admin, backends string) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n", admin)
-		b.WriteString(ha)
-		fmt.Fprintf(&b, "}\n:%s {\n\tbind 127.0.0.1\n", wrkbench.Port(listen))
-		if policy {
-			fmt.Fprintf(&b, "\treverse_proxy %s {\n\t\tlb_policy upload_affinity\n\t}\n}\n", backends)
-		} else {
+		site := fmt.Sprintf("\treverse_proxy %s {\n\t\tlb_policy upload_affinity\n\t}\n", backends)
+		if !policy {
 			first, _, _ := strings.Cut(backends, " ")
-			fmt.Fprintf(&b, "\treverse_proxy %s\n}\n", first)
+			site = fmt.Sprintf("\treverse_proxy %s\n", first)
 		}
-		return b.String()
+		return wrkbench.Caddyfile(listen, admin, ha, site)
 	}
+}
+
+// redisReport is what the Redis contender's probe reports: commands per
+// chunk in each run's note too.
+var redisReport = wrkbench.RedisReport{
+	Breakdown: true,
+	Explain: []string{
+		"(INFO commandstats deltas over each run: a chunk reads its binding and extends its TTL,",
+		"GET + PEXPIRE = 2, or GETEX = 1; round trips are Redis's read events, INFO stats",
+		"total_reads_processed; the bench's own INFO calls are left out)",
+	},
 }
 
 // prepare starts redis-server for the Redis store, skipping its contender
 // if it cannot, and gives that contender its probe.
 func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]string, error) {
-	for _, c := range selected {
-		if c.Skipped != "" || c.Name != "redis" {
-			continue
-		}
-		addr, err := wrkbench.StartRedis(dir, *redisBin)
-		if err != nil {
-			c.Skipped = err.Error()
-			continue
-		}
-		*redisAddr = addr
-		rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
-		wrkbench.AddCleanup(func() { rdb.Close() })
-		c.Probe = &redisProbe{contender: c, rdb: rdb, calls: map[string]int64{}}
-	}
-	if *redisAddr == "" {
-		return nil, nil
-	}
-	return []string{"redis-server " + *redisAddr}, nil
+	var notes []string
+	*redisAddr, notes = wrkbench.PrepareRedis(dir, *redisBin, "redis", selected, redisReport)
+	return notes, nil
 }
 
 // startUploadServers runs n upload servers, srv-1..srv-n, in a process of
@@ -277,68 +262,4 @@ func ownedKey(name string, servers []string) string {
 			return key
 		}
 	}
-}
-
-// redisProbe reads INFO commandstats and INFO stats around each run of the
-// Redis contender: commands and round trips per chunk.
-type redisProbe struct {
-	contender *wrkbench.Contender
-	rdb       *redis.Client
-
-	// Over the successful runs:
-	requests int64
-	calls    map[string]int64
-	reads    int64
-}
-
-func (p *redisProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []string, error) {
-	before, err := wrkbench.RedisCommandStats(p.rdb)
-	if err != nil {
-		return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
-	}
-	readsBefore, err := wrkbench.RedisReadsProcessed(p.rdb)
-	if err != nil {
-		return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
-	}
-	r, err := wrk()
-	if err != nil {
-		return wrkbench.Run{}, nil, err
-	}
-	after, err := wrkbench.RedisCommandStats(p.rdb)
-	if err != nil {
-		return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
-	}
-	readsAfter, err := wrkbench.RedisReadsProcessed(p.rdb)
-	if err != nil {
-		return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
-	}
-	calls := wrkbench.CallsDelta(before, after)
-	reads := readsAfter - readsBefore - 2 // the bench's own two INFO calls
-	var notes []string
-	if r.Requests > 0 {
-		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req (%s), %.2f round trips/req",
-			float64(wrkbench.Sum(calls))/float64(r.Requests), strings.TrimSpace(wrkbench.PerRequest(calls, r.Requests)),
-			float64(reads)/float64(r.Requests)))
-	}
-	p.requests += r.Requests
-	p.reads += reads
-	for cmd, n := range calls {
-		p.calls[cmd] += n
-	}
-	return r, notes, nil
-}
-
-func (p *redisProbe) Problems() (column, warning string) { return "", "" }
-
-// PrintReport breaks the Redis store's commands down per chunk.
-func (p *redisProbe) PrintReport() {
-	if p.requests == 0 {
-		return
-	}
-	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f round trips/req\n",
-		p.contender.Name, p.requests, float64(wrkbench.Sum(p.calls))/float64(p.requests), float64(p.reads)/float64(p.requests))
-	fmt.Println("  per request:" + wrkbench.PerRequest(p.calls, p.requests))
-	fmt.Println("  (INFO commandstats deltas over each run: a chunk reads its binding and extends its TTL,")
-	fmt.Println("  GET + PEXPIRE = 2, or GETEX = 1; round trips are Redis's read events, INFO stats")
-	fmt.Println("  total_reads_processed; the bench's own INFO calls are left out)")
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 )
 
 func TestConfig(t *testing.T) {
@@ -42,7 +44,7 @@ func TestConfig(t *testing.T) {
 	}
 }
 `
-	if got := config(haRedis("127.0.0.1:6379"), true)("127.0.0.1:8080", "off", backends); got != withRedis {
+	if got := config(wrkbench.HARedis("127.0.0.1:6379"), true)("127.0.0.1:8080", "off", backends); got != withRedis {
 		t.Errorf("redis:\n%s\nwant:\n%s", got, withRedis)
 	}
 	if got := config("", true)("127.0.0.1:8080", "off", backends); strings.Contains(got, "ha {") || !strings.Contains(got, "lb_policy upload_affinity") {

@@ -70,18 +70,15 @@ func main() {
 // there are none.
 func config(subdirectives ...string) func(listen, admin, backend string) string {
 	return func(listen, admin, backend string) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n", admin)
-		b.WriteString("\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n")
-		fmt.Fprintf(&b, "}\n:%s {\n\tbind 127.0.0.1\n", wrkbench.Port(listen))
+		var site strings.Builder
 		if len(subdirectives) > 0 {
-			b.WriteString("\tforwarded {\n")
+			site.WriteString("\tforwarded {\n")
 			for _, s := range subdirectives {
-				fmt.Fprintf(&b, "\t\t%s\n", s)
+				fmt.Fprintf(&site, "\t\t%s\n", s)
 			}
-			b.WriteString("\t}\n")
+			site.WriteString("\t}\n")
 		}
-		fmt.Fprintf(&b, "\treverse_proxy %s\n}\n", backend)
-		return b.String()
+		fmt.Fprintf(&site, "\treverse_proxy %s\n", backend)
+		return wrkbench.Caddyfile(listen, admin, "\tservers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n", site.String())
 	}
 }

@@ -44,7 +44,6 @@ import (
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -84,8 +83,7 @@ func contenders(redisAddr *string) []*wrkbench.Contender {
 			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: memoryGoal},
 		{Name: "redis", Label: "(iii) edge_rate_limit, Redis store",
 			Config: func(listen, admin, backend string) string {
-				ha := fmt.Sprintf("\tha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix bench:\n\t\t}\n\t}\n", *redisAddr)
-				return ourConfig(ha, true)(listen, admin, backend)
+				return ourConfig(wrkbench.HARedis(*redisAddr), true)(listen, admin, backend)
 			},
 			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: redisGoal},
 		{Name: "caddy-ratelimit", Label: "(iv) mholt/caddy-ratelimit", Bin: func() string { return *rlBin }, Config: caddyRatelimitConfig},
@@ -96,15 +94,11 @@ func contenders(redisAddr *string) []*wrkbench.Contender {
 // block ("" for the memory store, the default).
 func ourConfig(ha string, limit bool) func(listen, admin, backend string) string {
 	return func(listen, admin, backend string) string {
-		var b strings.Builder
-		fmt.Fprintf(&b, "{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n", admin)
-		b.WriteString(ha)
-		fmt.Fprintf(&b, "}\n:%s {\n\tbind 127.0.0.1\n", wrkbench.Port(listen))
+		site := fmt.Sprintf("\treverse_proxy %s\n", backend)
 		if limit {
-			b.WriteString("\tedge_rate_limit {\n\t\tzone all {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100000000\n\t\t\twindow 1m\n\t\t}\n\t}\n")
+			site = "\tedge_rate_limit {\n\t\tzone all {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100000000\n\t\t\twindow 1m\n\t\t}\n\t}\n" + site
 		}
-		fmt.Fprintf(&b, "\treverse_proxy %s\n}\n", backend)
-		return b.String()
+		return wrkbench.Caddyfile(listen, admin, ha, site)
 	}
 }
 
@@ -131,67 +125,52 @@ func caddyRatelimitConfig(listen, _, backend string) string {
 `, wrkbench.Port(listen), backend)
 }
 
+// redisReport is what the Redis contender's probe reports: transactions
+// (MULTI/EXEC) per request too.
+var redisReport = wrkbench.RedisReport{
+	Transactions: true,
+	Explain: []string{
+		"(INFO commandstats deltas over each run; round trips are Redis's read events, INFO stats",
+		"total_reads_processed: concurrent requests' transactions share one; the bench's own INFO calls are left out)",
+	},
+}
+
 // prepare starts redis-server for the Redis store and builds caddy-ratelimit,
 // skipping the contenders it cannot serve, and gives the edge_rate_limit
-// contenders their probes.
+// contenders their probes: fallback decisions, and for the Redis store
+// Redis's commands too.
 func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]string, error) {
+	var notes []string
+	*redisAddr, notes = wrkbench.PrepareRedis(dir, *redisBin, "redis", selected, redisReport)
 	for _, c := range selected {
 		if c.Skipped != "" {
 			continue
 		}
 		switch c.Name {
 		case "memory":
-			c.Probe = &storeProbe{contender: c}
+			c.Probe = &fallbackProbe{contender: c}
 		case "redis":
-			addr, err := wrkbench.StartRedis(dir, *redisBin)
-			if err != nil {
-				c.Skipped = err.Error()
-				continue
-			}
-			*redisAddr = addr
-			rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
-			wrkbench.AddCleanup(func() { rdb.Close() })
-			c.Probe = &storeProbe{contender: c, rdb: rdb, redisCalls: map[string]int64{}}
+			// The Redis probe first: its reads after a run may fail it.
+			c.Probe = wrkbench.Probes{c.Probe, &fallbackProbe{contender: c}}
 		case "caddy-ratelimit":
 			if err := ensureCaddyRatelimit(); err != nil {
 				c.Skipped = err.Error()
 			}
 		}
 	}
-	if *redisAddr == "" {
-		return nil, nil
-	}
-	return []string{"redis-server " + *redisAddr}, nil
+	return notes, nil
 }
 
-// storeProbe reads, around each run of an edge_rate_limit contender, the
+// fallbackProbe reads, around each run of an edge_rate_limit contender, the
 // handler's fallback decisions from /metrics on the contender's admin
 // endpoint: requests decided without the store (store_timeout missed)
-// would make the store look cheaper than it is. For the Redis store it
-// also reads INFO commandstats and INFO stats.
-type storeProbe struct {
+// would make the store look cheaper than it is.
+type fallbackProbe struct {
 	contender *wrkbench.Contender
-	rdb       *redis.Client // nil for the memory store
-
-	// Over the successful runs:
-	fallbacks  int64            // decisions on_store_error took
-	requests   int64            // requests wrk sent
-	redisCalls map[string]int64 // INFO commandstats calls
-	redisReads int64            // INFO stats total_reads_processed: round trips
+	fallbacks int64 // decisions on_store_error took, over the successful runs
 }
 
-func (p *storeProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []string, error) {
-	var before map[string]int64
-	var readsBefore int64
-	if p.rdb != nil {
-		var err error
-		if before, err = wrkbench.RedisCommandStats(p.rdb); err != nil {
-			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
-		}
-		if readsBefore, err = wrkbench.RedisReadsProcessed(p.rdb); err != nil {
-			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
-		}
-	}
+func (p *fallbackProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []string, error) {
 	metricsURL := "http://" + p.contender.AdminAddr + "/metrics"
 	fallbacksBefore := fallbackDecisions(metricsURL)
 	r, err := wrk()
@@ -207,40 +186,15 @@ func (p *storeProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []
 			fallbacks = after - fallbacksBefore
 		}
 	}
-	calls := map[string]int64{}
-	var reads int64
-	if p.rdb != nil {
-		after, err := wrkbench.RedisCommandStats(p.rdb)
-		if err != nil {
-			return wrkbench.Run{}, nil, fmt.Errorf("INFO commandstats: %v", err)
-		}
-		readsAfter, err := wrkbench.RedisReadsProcessed(p.rdb)
-		if err != nil {
-			return wrkbench.Run{}, nil, fmt.Errorf("INFO stats: %v", err)
-		}
-		reads = readsAfter - readsBefore - 2 // the bench's own two INFO calls
-		calls = wrkbench.CallsDelta(before, after)
-	}
-
 	var notes []string
-	if p.rdb != nil && r.Requests > 0 {
-		notes = append(notes, fmt.Sprintf("%.2f Redis commands/req, %.2f transactions/req, %.2f round trips/req",
-			float64(wrkbench.Sum(calls))/float64(r.Requests), float64(calls["exec"])/float64(r.Requests),
-			float64(reads)/float64(r.Requests)))
-	}
 	if fallbacks > 0 {
 		notes = append(notes, fmt.Sprintf("!! %d fallback decisions (not counted in the store)", fallbacks))
 	}
 	p.fallbacks += max(0, fallbacks)
-	p.requests += r.Requests
-	p.redisReads += reads
-	for cmd, n := range calls {
-		p.redisCalls[cmd] += n
-	}
 	return r, notes, nil
 }
 
-func (p *storeProbe) Problems() (column, warning string) {
+func (p *fallbackProbe) Problems() (column, warning string) {
 	if p.fallbacks == 0 {
 		return "", ""
 	}
@@ -248,18 +202,7 @@ func (p *storeProbe) Problems() (column, warning string) {
 		fmt.Sprintf("%s: %d requests were decided by on_store_error (the store missed store_timeout or was down), not counted in the store", p.contender.Name, p.fallbacks)
 }
 
-// PrintReport breaks the Redis store's commands down per request.
-func (p *storeProbe) PrintReport() {
-	if p.rdb == nil || p.requests == 0 {
-		return
-	}
-	total, requests, reads := p.redisCalls, p.requests, p.redisReads
-	fmt.Printf("\n%s, all rounds: %d requests, %.2f Redis commands/req, %.2f transactions (EXEC)/req, %.2f round trips/req\n",
-		p.contender.Name, requests, float64(wrkbench.Sum(total))/float64(requests), float64(total["exec"])/float64(requests), float64(reads)/float64(requests))
-	fmt.Print("  per request:" + wrkbench.PerRequest(total, requests))
-	fmt.Println("\n  (INFO commandstats deltas over each run; round trips are Redis's read events, INFO stats")
-	fmt.Println("  total_reads_processed: concurrent requests' transactions share one; the bench's own INFO calls are left out)")
-}
+func (p *fallbackProbe) PrintReport() {}
 
 // fallbackDecisions sums edge_rate_limit's fallback decisions counter at
 // metricsURL; -1 when it does not answer or has no such counter.

@@ -147,3 +147,135 @@ func PerRequest(calls map[string]int64, requests int64) string {
 	}
 	return b.String()
 }
+
+// HARedis is the ha global option's block for the Redis store at addr,
+// with the bench's key prefix.
+func HARedis(addr string) string {
+	return fmt.Sprintf("\tha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix bench:\n\t\t}\n\t}\n", addr)
+}
+
+// PrepareRedis is a Prepare's part for the contender named name among
+// selected, on the Redis store, unless it is skipped already: it starts
+// redis-server (bin) in dir for it, skipping it if redis-server does not
+// start, and gives it a RedisProbe that reports as report says. It returns
+// redis-server's address ("" if it does not run) and the header's notes.
+func PrepareRedis(dir, bin, name string, selected []*Contender, report RedisReport) (addr string, headerNotes []string) {
+	for _, c := range selected {
+		if c.Skipped != "" || c.Name != name {
+			continue
+		}
+		a, err := StartRedis(dir, bin)
+		if err != nil {
+			c.Skipped = err.Error()
+			continue
+		}
+		addr = a
+		rdb := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+		AddCleanup(func() { rdb.Close() })
+		c.Probe = &RedisProbe{RedisReport: report, contender: c, rdb: rdb, calls: map[string]int64{}}
+	}
+	if addr == "" {
+		return "", nil
+	}
+	return addr, []string{"redis-server " + addr}
+}
+
+// RedisReport says what a RedisProbe reports besides Redis commands and
+// round trips per request.
+type RedisReport struct {
+	// Breakdown adds each command's calls per request to each run's note.
+	Breakdown bool
+	// Transactions adds transactions (EXEC calls) per request.
+	Transactions bool
+	// Explain is printed below the figures of all rounds, a line each: how
+	// to read them.
+	Explain []string
+}
+
+// RedisProbe reads INFO commandstats and INFO stats around each run of a
+// contender on the Redis store: Redis commands and round trips (Redis's
+// read events) per request, for each run and for all rounds. The bench's
+// own INFO calls are left out.
+type RedisProbe struct {
+	RedisReport
+	contender *Contender
+	rdb       *redis.Client
+
+	// Over the successful runs:
+	requests int64
+	calls    map[string]int64
+	reads    int64
+}
+
+func (p *RedisProbe) Measure(wrk func() (Run, error)) (Run, []string, error) {
+	callsBefore, readsBefore, err := p.counters()
+	if err != nil {
+		return Run{}, nil, err
+	}
+	r, err := wrk()
+	if err != nil {
+		return Run{}, nil, err
+	}
+	callsAfter, readsAfter, err := p.counters()
+	if err != nil {
+		return Run{}, nil, err
+	}
+	calls := CallsDelta(callsBefore, callsAfter)
+	reads := readsAfter - readsBefore - 2 // the bench's own two INFO calls
+	var notes []string
+	if r.Requests > 0 {
+		notes = append(notes, p.figures(calls, reads, r.Requests, p.Breakdown, "transactions"))
+	}
+	p.requests += r.Requests
+	p.reads += reads
+	for cmd, n := range calls {
+		p.calls[cmd] += n
+	}
+	return r, notes, nil
+}
+
+// counters returns the calls of each command (INFO commandstats) and the
+// read events (INFO stats) so far.
+func (p *RedisProbe) counters() (map[string]int64, int64, error) {
+	calls, err := RedisCommandStats(p.rdb)
+	if err != nil {
+		return nil, 0, fmt.Errorf("INFO commandstats: %v", err)
+	}
+	reads, err := RedisReadsProcessed(p.rdb)
+	if err != nil {
+		return nil, 0, fmt.Errorf("INFO stats: %v", err)
+	}
+	return calls, reads, nil
+}
+
+// figures gives calls and reads per request: "4.00 Redis commands/req,
+// 1.00 transactions/req, 0.23 round trips/req", with each command's share
+// in parentheses after the commands when breakdown, and transactions
+// (with Transactions) named txName.
+func (p *RedisProbe) figures(calls map[string]int64, reads, requests int64, breakdown bool, txName string) string {
+	perReq := func(n int64) float64 { return float64(n) / float64(requests) }
+	s := fmt.Sprintf("%.2f Redis commands/req", perReq(Sum(calls)))
+	if breakdown {
+		s += " (" + strings.TrimSpace(PerRequest(calls, requests)) + ")"
+	}
+	if p.Transactions {
+		s += fmt.Sprintf(", %.2f %s/req", perReq(calls["exec"]), txName)
+	}
+	return s + fmt.Sprintf(", %.2f round trips/req", perReq(reads))
+}
+
+func (p *RedisProbe) Problems() (column, warning string) { return "", "" }
+
+// PrintReport gives the figures of all rounds, each command's calls per
+// request, and Explain.
+func (p *RedisProbe) PrintReport() {
+	if p.requests == 0 {
+		return
+	}
+	fmt.Printf("\n%s, all rounds: %d requests, %s\n", p.contender.Name, p.requests,
+		p.figures(p.calls, p.reads, p.requests, false, "transactions (EXEC)"))
+	fmt.Println("  per request:" + PerRequest(p.calls, p.requests))
+	for _, line := range p.Explain {
+		fmt.Println("  " + line)
+	}
+}

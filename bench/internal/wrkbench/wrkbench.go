@@ -105,6 +105,15 @@ type Contender struct {
 	Runs      []Run // one per round that succeeded
 }
 
+// Caddyfile returns a contender's Caddyfile: the global options (admin
+// endpoint admin, no persisted config, errors alone logged, then globals,
+// lines of their own) and the site on listen's port, bound to 127.0.0.1,
+// with the directives site.
+func Caddyfile(listen, admin, globals, site string) string {
+	return fmt.Sprintf("{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n%s}\n:%s {\n\tbind 127.0.0.1\n%s}\n",
+		admin, globals, Port(listen), site)
+}
+
 // Probe measures, around each wrk run of a contender, what wrk cannot see.
 type Probe interface {
 	// Measure runs wrk once by calling wrk and returns its figures, with
@@ -115,6 +124,47 @@ type Probe interface {
 	Problems() (column, warning string)
 	// PrintReport prints what it adds below the summary table, if anything.
 	PrintReport()
+}
+
+// Probes is one probe made of several: each measures around the ones listed
+// before it, the first closest to the run. A run fails if any of them fails
+// it, and a probe keeps a run's figures once its Measure succeeds: those
+// whose Measure may fail after the run are to come first. Notes, problems
+// and reports are in the order listed.
+type Probes []Probe
+
+func (ps Probes) Measure(wrk func() (Run, error)) (Run, []string, error) {
+	notes := make([][]string, len(ps))
+	run := wrk
+	for i, p := range ps {
+		inner := run
+		run = func() (Run, error) {
+			r, n, err := p.Measure(inner)
+			notes[i] = n
+			return r, err
+		}
+	}
+	r, err := run()
+	if err != nil {
+		return Run{}, nil, err
+	}
+	return r, slices.Concat(notes...), nil
+}
+
+func (ps Probes) Problems() (column, warning string) {
+	var columns, warnings []string
+	for _, p := range ps {
+		if c, w := p.Problems(); c != "" {
+			columns, warnings = append(columns, c), append(warnings, w)
+		}
+	}
+	return strings.Join(columns, ", "), strings.Join(warnings, "; ")
+}
+
+func (ps Probes) PrintReport() {
+	for _, p := range ps {
+		p.PrintReport()
+	}
 }
 
 // DefineFlags defines the common flags on the command line's flag set.
