@@ -612,3 +612,24 @@ func TestRateLimitOnRedisClusterAndSentinel(t *testing.T) {
 		})
 	}
 }
+
+// A full memory store falls back without a crash: with no store of its
+// own to fall back to, on_store_error local lets the request through.
+func TestRateLimitFullMemoryStore(t *testing.T) {
+	tc := startCaddy(t, nil, "ha {\n\t\tstore memory {\n\t\t\tmax_keys 1\n\t\t}\n\t}", `edge_rate_limit {
+		zone full {
+			key {http.request.header.X-K}
+			events 5
+			window 1h
+		}
+	}
+	respond "ok"`)
+	for _, k := range []string{"a", "b", "c"} {
+		if ans := send(t, "GET", tc.url("/"), "X-K", k); ans.status != 200 {
+			t.Fatalf("key %s: %d", k, ans.status)
+		}
+	}
+	if v := metricValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="full"}`); v != 2 {
+		t.Fatalf("fallback decisions = %v, want 2", v)
+	}
+}

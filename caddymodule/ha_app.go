@@ -117,8 +117,14 @@ func (a *HAApp) Cleanup() error {
 func (a *HAApp) Store() store.Store { return a.shared.store }
 
 // LocalFallback returns this instance's own memory, which handlers with a
-// local fallback count in while the store is down.
-func (a *HAApp) LocalFallback() store.Store { return a.shared.local }
+// local fallback count in while the store is down; nil for the memory
+// store, which has no fallback but itself.
+func (a *HAApp) LocalFallback() store.Store {
+	if a.shared.local == nil {
+		return nil // not a typed nil: callers compare with nil
+	}
+	return a.shared.local
+}
 
 // StoreRetryIn returns how long until a down store is tried again.
 func (a *HAApp) StoreRetryIn() time.Duration {

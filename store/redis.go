@@ -72,10 +72,10 @@ func (s *Redis) IncrementAndCount(ctx context.Context, key string, amount int64,
 	if err := checkLifetime(lifetime); err != nil {
 		return 0, err
 	}
-	full := s.prefix + key
 	if s.batch != nil {
-		return s.batch.do(ctx, s.prefixed(full, amount, lifetime, others, counts))
+		return s.batch.do(ctx, s.prefixed(key, amount, lifetime, others), counts)
 	}
+	full := s.prefix + key
 	var incr *redis.IntCmd
 	var mget *redis.SliceCmd
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {

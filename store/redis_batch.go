@@ -10,25 +10,28 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// incrCall is one IncrementAndCount waiting to be sent.
+// incrCall is one IncrementAndCount waiting to be sent. It owns its keys
+// and counts: a caller that gives up returns at once and reuses its own
+// memory, while the call may still be in a batch on the wire.
 type incrCall struct {
 	ctx      context.Context
 	key      string
 	amount   int64
 	lifetime time.Duration
 	others   []string // prefixed
-	counts   []int64
+	counts   []int64  // the others' counts, copied to the caller's once done
 	count    int64
 	err      error
 	done     chan struct{}
 }
 
-func (s *Redis) prefixed(full string, amount int64, lifetime time.Duration, others []string, counts []int64) *incrCall {
-	c := &incrCall{key: full, amount: amount, lifetime: lifetime, counts: counts, done: make(chan struct{})}
+func (s *Redis) prefixed(key string, amount int64, lifetime time.Duration, others []string) *incrCall {
+	c := &incrCall{key: strings.Clone(s.prefix + key), amount: amount, lifetime: lifetime, done: make(chan struct{})}
 	if len(others) > 0 {
 		c.others = make([]string, len(others))
+		c.counts = make([]int64, len(others))
 		for i, o := range others {
-			c.others[i] = s.prefix + o
+			c.others[i] = strings.Clone(s.prefix + o)
 		}
 	}
 	return c
@@ -66,7 +69,7 @@ func (b *incrBatcher) close() {
 }
 
 // do queues c and waits for its answer or its deadline.
-func (b *incrBatcher) do(ctx context.Context, c *incrCall) (int64, error) {
+func (b *incrBatcher) do(ctx context.Context, c *incrCall, counts []int64) (int64, error) {
 	c.ctx = ctx
 	select {
 	case b.queue <- c:
@@ -77,6 +80,7 @@ func (b *incrBatcher) do(ctx context.Context, c *incrCall) (int64, error) {
 	}
 	select {
 	case <-c.done:
+		copy(counts, c.counts)
 		return c.count, c.err
 	case <-ctx.Done():
 		return 0, ctx.Err()

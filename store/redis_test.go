@@ -2,9 +2,12 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -89,4 +92,43 @@ func TestRedisSentinelConformance(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// A caller that gives up returns at once and may reuse its key and counts
+// memory at once: a batch still on the wire must not write into them (the
+// race detector watches).
+func TestRedisCallerGivingUpKeepsItsMemory(t *testing.T) {
+	srv := redistest.Start(t)
+	s := store.NewRedis(redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1}), "")
+	defer s.Close()
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			timeout := 5 * time.Millisecond
+			if i%2 == 0 {
+				timeout = 2 * time.Second // answered late, in the same batches
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			key := []byte("{k}:" + strconv.Itoa(i))
+			counts := make([]int64, 2)
+			s.IncrementAndCount(ctx, unsafe.String(&key[0], len(key)), 1, time.Minute, []string{"{k}:a", "{k}:b"}, counts)
+			for j := 0; j < 1000; j++ { // reuse the memory at once
+				counts[j%2] = int64(j)
+				key[len(key)-1] = 'x'
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the passage of time is what is tested: the short calls give up
+	srv.Resume()
+	wg.Wait()
+	if n := srv.Client().Exists(context.Background(), "{k}:x").Val(); n != 0 {
+		t.Fatal("an increment landed on a key rewritten after its caller gave up")
+	}
 }
