@@ -11,8 +11,8 @@ import (
 // found it down.
 var ErrUnavailable = errors.New("store: unavailable")
 
-// Guard wraps a remote store with a circuit: the first failure (an error
-// or a missed deadline) opens it, and while it is open calls fail at once
+// Guard wraps a remote store with a circuit: three failures in a row (an
+// error or a missed deadline) open it, and while it is open calls fail at once
 // with ErrUnavailable instead of waiting on a dead store. After a pause
 // (doubling from MinPause to MaxPause while failures go on) one call is let
 // through to try the store; its success closes the circuit.
@@ -25,6 +25,7 @@ type Guard struct {
 
 	mu     sync.Mutex
 	gen    uint64 // counts the circuit's changes: late outcomes are ignored
+	fails  int    // failures in a row while up
 	down   bool
 	pause  time.Duration
 	retry  time.Time // when the next trial may go
@@ -53,8 +54,12 @@ func (g *Guard) RetryIn() time.Duration {
 	return max(time.Until(g.retry), 0)
 }
 
+// failuresToOpen is how many failures in a row open the circuit.
+const failuresToOpen = 3
+
 // call is one call to the store, as enter let it go.
 type call struct {
+	ping  bool   // a health check: decides like a trial, holds no trial slot
 	trial bool   // the one call that tries a down store
 	gen   uint64 // the circuit's state when it went
 }
@@ -78,19 +83,26 @@ func (g *Guard) enter() (call, bool) {
 // recovery must not reopen it.
 func (g *Guard) leave(ctx context.Context, c call, err error) {
 	g.mu.Lock()
-	if c.trial {
+	if c.trial && !c.ping {
 		g.trying = false
 	}
 	var changed bool
 	switch {
 	case c.gen != g.gen:
 	case err == nil, errors.Is(err, ErrFull), errors.Is(err, ErrNotCounter), errors.Is(err, ErrLifetime):
+		g.fails = 0
 		if g.down && c.trial {
 			g.down, changed = false, true
 		}
 	case errors.Is(ctx.Err(), context.Canceled): // the caller left: says nothing of the store
 	case !g.down:
-		g.down, g.pause, changed = true, g.minPause, true
+		// A few failures in a row, so that one slow answer (a pause of
+		// the collector, a caller's short deadline) does not take the
+		// store away from every user.
+		if g.fails++; g.fails < failuresToOpen {
+			break
+		}
+		g.down, g.pause, changed, g.fails = true, g.minPause, true, 0
 		g.retry = time.Now().Add(g.pause)
 	case c.trial:
 		g.pause = min(2*g.pause, g.maxPause)
@@ -157,7 +169,7 @@ func (g *Guard) IncrementAndCount(ctx context.Context, key string, amount int64,
 // so a health check finds a recovery without waiting for traffic.
 func (g *Guard) Ping(ctx context.Context) error {
 	g.mu.Lock()
-	c := call{trial: g.down, gen: g.gen}
+	c := call{ping: true, trial: g.down, gen: g.gen}
 	g.mu.Unlock()
 	err := g.Store.Ping(ctx)
 	g.leave(ctx, c, err)

@@ -38,11 +38,16 @@ func TestGuardOpensOnceAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Pause()
-	if err := call(); err == nil || errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("the first call to a paused Redis: %v, want its timeout", err)
+	for i := 0; i < 3; i++ { // three failures in a row open the circuit
+		if !g.Up() {
+			t.Fatalf("the circuit opened after %d failures", i)
+		}
+		if err := call(); err == nil || errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("call %d to a paused Redis: %v, want its timeout", i, err)
+		}
 	}
 	if g.Up() {
-		t.Fatal("the guard still takes the store to be up")
+		t.Fatal("the guard still takes the store to be up after three failures")
 	}
 	start := time.Now()
 	for i := 0; i < 100; i++ {
