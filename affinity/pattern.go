@@ -102,5 +102,14 @@ func (p *Pattern) Collection() string {
 	return p.prefix[:len(p.prefix)-1]
 }
 
+// Path returns the path of upload id: the pattern with id in place.
+func (p *Pattern) Path(id string) string { return p.prefix + id }
+
+// IsCollection reports whether path is where creations are POSTed: the
+// collection, with or without a trailing slash.
+func (p *Pattern) IsCollection(path string) bool {
+	return path != "" && (path == p.prefix || path+"/" == p.prefix)
+}
+
 // String returns the pattern as it was written.
 func (p *Pattern) String() string { return p.prefix + idPlaceholder }

@@ -121,3 +121,29 @@ func mustCompile(t testing.TB, pattern string) *Pattern {
 	}
 	return p
 }
+
+func TestPatternPathAndCollection(t *testing.T) {
+	for _, tt := range []struct {
+		pattern, id, path string
+		collections       []string
+		notCollections    []string
+	}{
+		{"/api/uploads/{id}", "abc", "/api/uploads/abc", []string{"/api/uploads", "/api/uploads/"}, []string{"/api", "/api/uploads/abc", "/"}},
+		{"/{id}", "abc", "/abc", []string{"/"}, []string{"", "//", "/abc"}},
+	} {
+		p := mustCompile(t, tt.pattern)
+		if got := p.Path(tt.id); got != tt.path {
+			t.Errorf("%s: Path(%s) = %s", tt.pattern, tt.id, got)
+		}
+		for _, c := range tt.collections {
+			if !p.IsCollection(c) {
+				t.Errorf("%s: %q is its collection", tt.pattern, c)
+			}
+		}
+		for _, c := range tt.notCollections {
+			if p.IsCollection(c) {
+				t.Errorf("%s: %q is not its collection", tt.pattern, c)
+			}
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -80,6 +79,7 @@ type UploadAffinity struct {
 	retryAfter string
 	inner      *reverseproxy.HTTPTransport
 	ownInner   bool // we made the transport, so we clean it up
+	discoverer *discoverer
 	logger     *zap.Logger
 }
 
@@ -189,6 +189,7 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("upload_affinity: needs reverse_proxy's http transport, not %T", h.Transport)
 	}
 	h.Transport = &affinityTransport{HTTPTransport: s.inner, policy: s}
+	s.discoverer = newDiscoverer(s.inner, s.pattern)
 	return nil
 }
 
@@ -223,11 +224,11 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	if id, ok := s.pattern.ID(path); ok {
 		return s.selectOwner(pool, r, id, path)
 	}
-	if rest, under := strings.CutPrefix(path, s.collection+"/"); under && rest != "" {
+	if rest, under := strings.CutPrefix(path, s.pattern.Path("")); under && rest != "" {
 		// Under the uploads, but not a valid id: never a store key.
 		return s.refuse(pool, r, "", http.StatusBadRequest, "refused", "invalid upload id")
 	}
-	if r.Method == http.MethodPost && strings.TrimSuffix(path, "/") == s.collection {
+	if r.Method == http.MethodPost && s.pattern.IsCollection(path) {
 		caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeCreate})
 		if key := r.Header.Get(s.IdempotencyHeader); key != "" {
 			avail := availableUpstreams(pool)
@@ -250,9 +251,7 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 	refuse := func(status int, event, msg string) *reverseproxy.Upstream {
 		return s.refuse(pool, r, id, status, event, msg)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.StoreTimeout))
-	defer cancel()
-	owner, found, err := s.bindings.Owner(ctx, id)
+	owner, found, err := s.storeCall(r, func(ctx context.Context) (string, bool, error) { return s.bindings.Owner(ctx, id) })
 	if err != nil {
 		s.logger.Warn("upload bindings unavailable", zap.Error(err))
 		return refuse(http.StatusServiceUnavailable, "store_error", "upload bindings unavailable")
@@ -264,11 +263,15 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 		if s.Unknown == unknownReject {
 			return refuse(http.StatusNotFound, "refused", "unknown upload")
 		}
-		if owner = s.discover(r, pool, id); owner == "" {
+		var busy bool
+		if owner, busy = s.discoverer.find(r, pool, id); busy {
+			return refuse(http.StatusServiceUnavailable, "refused", "too many unknown uploads being looked for")
+		}
+		if owner == "" {
 			return refuse(http.StatusNotFound, "refused", "no server has this upload")
 		}
 		affinityMetrics.events.WithLabelValues("discovered").Inc()
-		if err := s.bindings.Bind(ctx, id, owner); err != nil {
+		if _, _, err := s.storeCall(r, func(ctx context.Context) (string, bool, error) { return "", false, s.bindings.Bind(ctx, id, owner) }); err != nil {
 			s.logger.Warn("binding a discovered upload failed", zap.String("upload", id), zap.Error(err))
 		}
 	}
@@ -277,8 +280,9 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 			if !u.Available() {
 				return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is down")
 			}
-			complete := r.Method == http.MethodDelete && strings.TrimSuffix(path, "/") == s.collection+"/"+id ||
-				path == s.collection+"/"+id+s.CompletePath
+			upload := s.pattern.Path(id)
+			complete := r.Method == http.MethodDelete && strings.TrimSuffix(path, "/") == upload ||
+				path == upload+s.CompletePath
 			caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeUpload, id: id, complete: complete})
 			return u
 		}
@@ -286,47 +290,20 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 	return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is not in the pool")
 }
 
-// refuse routes r to an answer the transport makes itself: the upstream
-// returned is not contacted.
+// refuse routes r to an answer the transport makes itself. The upstream
+// returned is not contacted and is none of the pool's, so the refusal
+// counts against no server's health or request counts.
 func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, id string, status int, event, msg string) *reverseproxy.Upstream {
 	affinityMetrics.events.WithLabelValues(event).Inc()
 	caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeRefuse, id: id, status: status, message: msg})
-	return pool[0]
+	return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: pool[0].Dial}
 }
 
-// discover asks every available server whether it has upload id (HEAD of
-// the upload) and returns the address of the first that does.
-func (s *UploadAffinity) discover(r *http.Request, pool reverseproxy.UpstreamPool, id string) string {
-	avail := availableUpstreams(pool)
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+// storeCall runs one store call with its own store_timeout.
+func (s *UploadAffinity) storeCall(r *http.Request, call func(context.Context) (string, bool, error)) (string, bool, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.StoreTimeout))
 	defer cancel()
-	found := make(chan string, len(avail))
-	var wg sync.WaitGroup
-	scheme := "http"
-	if s.inner.TLSEnabled() {
-		scheme = "https"
-	}
-	for _, u := range avail {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+u.Dial+s.collection+"/"+id, nil)
-			if err != nil {
-				return
-			}
-			req.Host = r.Host
-			resp, err := s.inner.Transport.RoundTrip(req)
-			if err != nil {
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				found <- u.Dial
-			}
-		}()
-	}
-	go func() { wg.Wait(); close(found) }()
-	return <-found // "" when none has it
+	return call(ctx)
 }
 
 func availableUpstreams(pool reverseproxy.UpstreamPool) []*reverseproxy.Upstream {
@@ -359,10 +336,14 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return s.answer(req, route.status, route.message), nil
 	case routeUpload:
 		resp, err := t.HTTPTransport.RoundTrip(req)
-		if err != nil {
+		var dialErr reverseproxy.DialError
+		if errors.As(err, &dialErr) { // the owner is unreachable: nothing was sent
 			affinityMetrics.events.WithLabelValues("owner_down").Inc()
 			s.logger.Debug("an upload's server did not answer", zap.String("upload", route.id), zap.Error(err))
 			return s.answer(req, http.StatusServiceUnavailable, "the upload's server is down"), nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		if route.complete && resp.StatusCode/100 == 2 {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
@@ -391,13 +372,14 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 	}
 	di, _ := reverseproxy.GetDialInfo(req.Context())
-	if !ok || di.Address == "" {
+	if !ok || di.Upstream == nil {
 		s.logger.Warn("a creation response names no valid upload id: its requests will be discovered", zap.Int("status", resp.StatusCode))
 		return resp, nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
 	defer cancel()
-	if err := s.bindings.Bind(ctx, id, di.Address); err != nil {
+	// The dial address as the pool writes it, which Select compares.
+	if err := s.bindings.Bind(ctx, id, di.Upstream.Dial); err != nil {
 		s.logger.Warn("storing an upload binding failed: its requests will be discovered", zap.String("upload", id), zap.Error(err))
 		return resp, nil
 	}

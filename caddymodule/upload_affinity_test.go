@@ -465,3 +465,34 @@ func TestUploadAffinityConfig(t *testing.T) {
 		t.Errorf("fastcgi transport: %v", err)
 	}
 }
+
+// Refusals count against no server: with passive health checks that take
+// a 404 as a failure, refusing an unknown upload marks nobody down.
+func TestUploadAffinityRefusalsAreNobodysFailure(t *testing.T) {
+	servers := uploadServers(t, 2)
+	tc := startCaddy(t, nil, "", "reverse_proxy "+servers[0].Addr()+" "+servers[1].Addr()+` {
+		lb_policy upload_affinity {
+			unknown reject
+			fallback round_robin
+		}
+		unhealthy_status 404
+		max_fails 1
+		fail_duration 1m
+	}`)
+	c := newUploadClient("http://" + tc.addr)
+	for i := 0; i < 3; i++ {
+		if resp, _, err := c.do("HEAD", "/api/uploads/unknown"+strconv.Itoa(i), nil); err != nil || resp.StatusCode != 404 {
+			t.Fatalf("unknown upload: %v %v", resp, err)
+		}
+	}
+	for i := 0; i < 10; i++ { // no idempotency key: round_robin over both
+		if _, err := c.create("", 10); err == nil {
+			t.Fatal("a creation without Idempotency-Key succeeded")
+		}
+	}
+	for _, s := range servers {
+		if n := len(s.Requests()); n < 4 {
+			t.Errorf("%s got %d of 10 balanced requests: it was marked down by refusals", s.ID(), n)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-ha/caddy-ha/affinity"
+)
+
+// discoverer finds the owner of an upload whose binding is unknown by
+// asking every available server (HEAD of the upload, with the client's
+// credentials). It is bounded: one search per id at a time (others wait
+// for it), at most maxDiscoveries at once, and an id nobody has is
+// remembered for notFoundFor so random ids cannot make every server work.
+type discoverer struct {
+	inner   *reverseproxy.HTTPTransport
+	pattern *affinity.Pattern
+	slots   chan struct{}
+
+	mu       sync.Mutex
+	running  map[string]*discovery
+	notFound map[string]time.Time
+}
+
+// discovery is one search in progress; owner is set when done closes.
+type discovery struct {
+	done  chan struct{}
+	owner string
+}
+
+const (
+	maxDiscoveries  = 8
+	discoveryWait   = 2 * time.Second
+	notFoundFor     = 10 * time.Second
+	maxNotFoundKept = 10_000
+)
+
+// credentialHeaders go with a discovery, so servers that authorise a
+// status request answer it as they would the client's.
+var credentialHeaders = []string{"Authorization", "Cookie"}
+
+func newDiscoverer(inner *reverseproxy.HTTPTransport, pattern *affinity.Pattern) *discoverer {
+	return &discoverer{inner: inner, pattern: pattern, slots: make(chan struct{}, maxDiscoveries),
+		running: map[string]*discovery{}, notFound: map[string]time.Time{}}
+}
+
+// find returns the owner's dial address ("" when no server has the
+// upload), or busy when too many searches are running.
+func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id string) (owner string, busy bool) {
+	d.mu.Lock()
+	if until, ok := d.notFound[id]; ok && time.Now().Before(until) {
+		d.mu.Unlock()
+		return "", false
+	}
+	if run, ok := d.running[id]; ok {
+		d.mu.Unlock()
+		select {
+		case <-run.done:
+			return run.owner, false
+		case <-r.Context().Done():
+			return "", false
+		}
+	}
+	select {
+	case d.slots <- struct{}{}:
+	default:
+		d.mu.Unlock()
+		return "", true
+	}
+	run := &discovery{done: make(chan struct{})}
+	d.running[id] = run
+	d.mu.Unlock()
+
+	run.owner = d.ask(r, pool, id)
+	<-d.slots
+	d.mu.Lock()
+	delete(d.running, id)
+	if run.owner == "" {
+		if len(d.notFound) >= maxNotFoundKept {
+			now := time.Now()
+			for k, until := range d.notFound {
+				if now.After(until) {
+					delete(d.notFound, k)
+				}
+			}
+		}
+		if len(d.notFound) < maxNotFoundKept {
+			d.notFound[id] = time.Now().Add(notFoundFor)
+		}
+	}
+	d.mu.Unlock()
+	close(run.done)
+	return run.owner, false
+}
+
+// ask sends HEAD of the upload to every available server and returns the
+// dial address of the first that answers 2xx. Servers reached through a
+// unix socket are not asked.
+func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), discoveryWait)
+	defer cancel()
+	scheme := "http"
+	if d.inner.TLSEnabled() {
+		scheme = "https"
+	}
+	repl := caddy.NewReplacer()
+	found := make(chan string, len(pool))
+	var wg sync.WaitGroup
+	for _, u := range availableUpstreams(pool) {
+		addr, err := caddy.ParseNetworkAddress(repl.ReplaceAll(u.Dial, ""))
+		if err != nil || addr.IsUnixNetwork() || addr.PortRangeSize() != 1 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+addr.JoinHostPort(0)+d.pattern.Path(id), nil)
+			if err != nil {
+				return
+			}
+			req.Host = r.Host
+			for _, h := range credentialHeaders {
+				if v := r.Header.Values(h); len(v) > 0 {
+					req.Header[h] = v
+				}
+			}
+			resp, err := d.inner.Transport.RoundTrip(req)
+			if err != nil {
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				found <- u.Dial
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(found) }()
+	return <-found // "" when none has it
+}
