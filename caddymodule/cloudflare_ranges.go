@@ -140,16 +140,24 @@ func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
 	return s
 }
 
+// keep refreshes the set until Destruct. A failed download is retried
+// sooner than refresh (5s, doubling), so a node that boots while the lists
+// cannot be fetched does not go a whole refresh trusting nothing.
 func (s *cloudflareSet) keep() {
 	defer close(s.done)
-	t := time.NewTicker(time.Duration(s.cfg.Refresh))
-	defer t.Stop()
+	refresh := time.Duration(s.cfg.Refresh)
+	retry := min(5*time.Second, refresh)
 	for {
-		if !s.cfg.DisableDownloads {
-			s.download()
+		wait := refresh
+		if !s.cfg.DisableDownloads && !s.download() {
+			wait, retry = retry, min(2*retry, refresh)
+		} else {
+			retry = min(5*time.Second, refresh)
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-s.stop:
+			t.Stop()
 			return
 		case <-t.C:
 			if s.cfg.DisableDownloads {
@@ -159,7 +167,9 @@ func (s *cloudflareSet) keep() {
 	}
 }
 
-func (s *cloudflareSet) download() {
+// download fetches, keeps and saves the lists, and reports whether it got
+// them.
+func (s *cloudflareSet) download() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Timeout))
 	defer cancel()
 	go func() { // a Destruct during a slow download ends it
@@ -173,12 +183,13 @@ func (s *cloudflareSet) download() {
 	if err != nil {
 		s.log.Warn("downloading Cloudflare's ranges failed; keeping the last good set",
 			zap.Error(err), zap.Int("ranges_kept", len(s.current())))
-		return
+		return false
 	}
 	s.set(f)
 	if err := f.Save(s.cfg.File); err != nil {
 		s.log.Warn("saving Cloudflare's ranges failed", zap.String("file", s.cfg.File), zap.Error(err))
 	}
+	return true
 }
 
 func (s *cloudflareSet) readFileIfChanged() {

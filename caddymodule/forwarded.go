@@ -29,7 +29,8 @@ func init() {
 
 // Forwarded makes the forwarded headers trustworthy. From a peer that is
 // not a trusted proxy, every inbound Forwarded, X-Forwarded-For, -Proto,
-// -Host, X-Real-IP and CF-Connecting-IP is removed before anything later in
+// -Host, X-Real-IP and CF-Connecting-IP (and True-Client-IP, X-Client-IP,
+// X-Forwarded-Port) is removed before anything later in
 // the route reads it. From a trusted peer, the client is found by walking
 // the chain right to left through trusted hops, strictly: a malformed value
 // is believed not at all. Upstream then gets one consistent set, which
@@ -141,12 +142,11 @@ func (h *Forwarded) check() error {
 	return nil
 }
 
-// The headers no untrusted client may set, and the ones only Cloudflare
-// may: removed from every request once read.
-const (
-	headerRealIP       = "X-Real-Ip"
-	headerCFConnecting = "Cf-Connecting-Ip"
-)
+// Headers that name the client outside the forwarded set, which some
+// backends read: removed from every request (CF-Connecting-IP once read).
+const headerCFConnecting = "Cf-Connecting-Ip"
+
+var clientNamingHeaders = []string{"X-Real-Ip", headerCFConnecting, "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"}
 
 func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	peer, peerPort := remoteAddr(r.RemoteAddr)
@@ -186,8 +186,9 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	if !h.EmitForwarded {
 		out.Forwarded = ""
 	}
-	r.Header.Del(headerRealIP)
-	r.Header.Del(headerCFConnecting)
+	for _, h := range clientNamingHeaders {
+		delete(r.Header, h)
+	}
 
 	clientIP := client.Node.Addr
 	if !clientIP.IsValid() {
@@ -219,7 +220,9 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		} else {
 			r.Header["X-Forwarded-For"] = []string{rest}
 		}
-		if last != peer.String() {
+		// A client that is not an IP ("unknown") leaves the peer as the
+		// remote address: matchers on it must keep working.
+		if lastIP, err := netip.ParseAddr(last); err == nil && lastIP != peer {
 			r = r.WithContext(r.Context()) // a shallow copy: the server's own request keeps the peer for its logs
 			r.RemoteAddr = net.JoinHostPort(last, peerPort)
 		}

@@ -95,6 +95,7 @@ var spoofAttempts = map[string]string{
 	"proto two values":         "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https",
 	"real ip":                  "X-Real-IP: 10.0.0.1",
 	"cf connecting ip":         "CF-Connecting-IP: 10.0.0.1",
+	"other client headers":     "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443",
 	"everything":               "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
 	"injected line in value":   "X-Forwarded-For: 10.0.0.1\r\n X-Real-IP: 10.0.0.9", // obs-fold
 	"injected nul":             "X-Forwarded-For: 10.0.0.1\x00, 10.0.0.2",
@@ -124,7 +125,7 @@ func TestForwardedUntrustedPeerSpoofing(t *testing.T) {
 				t.Errorf("%s: the backend got %s %q, want %q", name, k, g, v)
 			}
 		}
-		for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip"} {
+		for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"} {
 			if g, ok := got[k]; ok {
 				t.Errorf("%s: the backend got %s %q", name, k, g)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -161,6 +162,7 @@ func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, 
 		return nil, err
 	}
 	sh := &sharedStore{name: backend.describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.describe())}
+	storeMetrics.holdLabel(sh.name)
 	sh.up.Set(1)
 	if store.IsLocal(s) {
 		return sh, nil
@@ -206,17 +208,39 @@ func (sh *sharedStore) Destruct() error {
 		<-sh.done
 		sh.local.Close()
 	}
-	storeMetrics.up.DeleteLabelValues(sh.name)
+	storeMetrics.releaseLabel(sh.name)
 	return sh.store.Close()
 }
 
-var storeMetrics = struct {
+// storeMetrics are process-wide. Two stores can share a label (a reload
+// that changed only a password opens the new store before the old one
+// closes), so a label goes only with the last store holding it.
+type storeMetricSet struct {
 	up         *prometheus.GaugeVec
 	collectors []prometheus.Collector
-}{}
+	mu         sync.Mutex
+	holders    map[string]int // stores holding each label
+}
+
+var storeMetrics = &storeMetricSet{holders: map[string]int{}}
+
+func (m *storeMetricSet) holdLabel(name string) {
+	m.mu.Lock()
+	m.holders[name]++
+	m.mu.Unlock()
+}
+
+func (m *storeMetricSet) releaseLabel(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.holders[name]--; m.holders[name] <= 0 {
+		delete(m.holders, name)
+		m.up.DeleteLabelValues(name)
+	}
+}
 
 func init() {
-	m := &storeMetrics
+	m := storeMetrics
 	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_up",
 		Help: "1 while the ha store answers, 0 while it is taken to be down."}, []string{"store"})
 	m.collectors = []prometheus.Collector{m.up}
