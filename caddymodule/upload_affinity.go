@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/affinity"
+	"github.com/caddy-ha/caddy-ha/store"
 )
 
 func init() {
@@ -80,6 +81,7 @@ type UploadAffinity struct {
 	inner      *reverseproxy.HTTPTransport
 	ownInner   bool // we made the transport, so we clean it up
 	discoverer *discoverer
+	localStore bool
 	logger     *zap.Logger
 }
 
@@ -171,6 +173,7 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 		return err
 	}
 	s.bindings = &affinity.Bindings{Store: app.Store(), Prefix: "ua:", TTL: time.Duration(s.TTL)}
+	s.localStore = store.IsLocal(app.Store())
 
 	// The transport: its responses teach us the bindings.
 	h := enclosingProxy(ctx)
@@ -299,8 +302,12 @@ func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request,
 	return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: pool[0].Dial}
 }
 
-// storeCall runs one store call with its own store_timeout.
+// storeCall runs one store call with its own store_timeout; the memory
+// store cannot hang and needs none.
 func (s *UploadAffinity) storeCall(r *http.Request, call func(context.Context) (string, bool, error)) (string, bool, error) {
+	if s.localStore {
+		return call(r.Context())
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.StoreTimeout))
 	defer cancel()
 	return call(ctx)
