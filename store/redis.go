@@ -11,18 +11,19 @@ import (
 
 // Redis is the store shared by every Caddy instance (and the cluster's app)
 // through go-redis's UniversalClient: one node, Sentinel or Cluster. Each
-// operation is one round trip: SET PX NX, GET, GETDEL (Redis 6.2+), DEL, PEXPIRE,
-// and MULTI INCRBY PEXPIRE EXEC. Every key is put under prefix.
+// operation is one round trip: SET PX NX, GET, GETDEL (Redis 6.2+), DEL,
+// GETEX PX, and MULTI INCRBY PEXPIRE EXEC. Every key is put under prefix.
 //
-// Concurrent increments on one server (or through Sentinel) are batched:
-// the transactions of calls waiting at the same moment go out in one write
-// as MULTI … EXEC blocks, each still atomic, so a busy proxy makes fewer
-// than one round trip and two syscalls per request. On Cluster each call is
-// its own transaction: a batch would span nodes.
+// The hot calls of a busy proxy, increments (rate limits) and GetAndTouch
+// (upload bindings), are batched on one server or through Sentinel: the
+// calls waiting at the same moment go out in one write, each increment
+// still its own MULTI … EXEC, so a busy proxy makes fewer than one round
+// trip and two syscalls per request. On Cluster each call goes alone: a
+// batch would span nodes.
 type Redis struct {
 	client redis.UniversalClient
 	prefix string
-	batch  *incrBatcher // nil on Cluster
+	batch  *batcher // nil on Cluster
 }
 
 // NewRedis returns a store on client with keys under prefix. Closing the
@@ -30,7 +31,7 @@ type Redis struct {
 func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	s := &Redis{client: client, prefix: prefix}
 	if _, cluster := client.(*redis.ClusterClient); !cluster {
-		s.batch = newIncrBatcher(client)
+		s.batch = newBatcher(client)
 	}
 	return s
 }
@@ -59,6 +60,13 @@ func (s *Redis) GetAndTouch(ctx context.Context, key string, lifetime time.Durat
 	if err := checkLifetime(lifetime); err != nil {
 		return "", false, err
 	}
+	if s.batch != nil {
+		c := s.newCall(true, key, 0, lifetime, nil)
+		if err := s.batch.do(ctx, c); err != nil {
+			return "", false, err // c may still be on the wire: its fields are not ours
+		}
+		return c.value, c.found, nil
+	}
 	return found(s.client.GetEx(ctx, s.prefix+key, lifetime).Result())
 }
 
@@ -73,7 +81,12 @@ func (s *Redis) IncrementAndCount(ctx context.Context, key string, amount int64,
 		return 0, err
 	}
 	if s.batch != nil {
-		return s.batch.do(ctx, s.prefixed(key, amount, lifetime, others), counts)
+		c := s.newCall(false, key, amount, lifetime, others)
+		if err := s.batch.do(ctx, c); err != nil {
+			return 0, err
+		}
+		copy(counts, c.counts)
+		return c.count, nil
 	}
 	full := s.prefix + key
 	var incr *redis.IntCmd
