@@ -343,8 +343,10 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return s.answer(req, route.status, route.message), nil
 	case routeUpload:
 		resp, err := t.HTTPTransport.RoundTrip(req)
-		var dialErr reverseproxy.DialError
-		if errors.As(err, &dialErr) { // the owner is unreachable: nothing was sent
+		// The owner unreachable (refused, or a kept-alive connection it
+		// dropped): the client can send the request again later. A client
+		// that left gets the error as it is.
+		if err != nil && req.Context().Err() == nil {
 			affinityMetrics.events.WithLabelValues("owner_down").Inc()
 			s.logger.Debug("an upload's server did not answer", zap.String("upload", route.id), zap.Error(err))
 			return s.answer(req, http.StatusServiceUnavailable, "the upload's server is down"), nil
