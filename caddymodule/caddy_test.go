@@ -237,6 +237,11 @@ func startCaddyProcess(t testing.TB, globalOpts, site string) *caddyProcess {
 	return p
 }
 
+// counterValue is metricValue for a counter, 0 before its first count.
+func counterValue(tc *testCaddy, prefix string) float64 {
+	return max(metricValue(tc, prefix), 0)
+}
+
 // metricValue returns the value of the metric line that starts with
 // prefix (name and labels), or -1 when there is none.
 func metricValue(tc *testCaddy, prefix string) float64 {

@@ -205,6 +205,9 @@ func TestRateLimitAnswersAndFields(t *testing.T) {
 	}
 	respond "ok"`)
 	awayFromWindowEnd(t, time.Minute, 20*time.Second)
+	// Metrics are process-wide: count from here (go test -count=N).
+	limitedBefore := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="login"}`)
+	allowedBefore := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="allowed",zone="login"}`)
 	for i := 0; i < 3; i++ {
 		ans := send(t, "POST", tc.url("/login"))
 		if ans.status != 200 {
@@ -237,11 +240,11 @@ func TestRateLimitAnswersAndFields(t *testing.T) {
 	if !strings.Contains(ans.body, `zone "login"`) || !strings.Contains(ans.body, "429") {
 		t.Fatalf("429 body %q does not say what happened", ans.body)
 	}
-	if v := metricValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="login"}`); v != 1 {
-		t.Fatalf("limited metric = %v, want 1", v)
+	if v := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="login"}`) - limitedBefore; v != 1 {
+		t.Fatalf("limited metric rose by %v, want 1", v)
 	}
-	if v := metricValue(tc, `caddy_ha_rate_limit_requests_total{decision="allowed",zone="login"}`); v != 3 {
-		t.Fatalf("allowed metric = %v, want 3", v)
+	if v := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="allowed",zone="login"}`) - allowedBefore; v != 3 {
+		t.Fatalf("allowed metric rose by %v, want 3", v)
 	}
 }
 
@@ -484,6 +487,7 @@ func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	}
 	respond "ok"`)
 	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	observedBefore := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`)
 	statuses := map[int]int{}
 	for i := 0; i < 200; i++ {
 		statuses[send(t, "GET", tc.url("/")).status]++
@@ -494,8 +498,8 @@ func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=4,") {
 		t.Fatalf("Redis counted other than 4 increments (3 allowed, 1 refused, then remembered):\n%s", stats)
 	}
-	if v := metricValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`); v != 4 {
-		t.Fatalf("store latency observations = %v, want 4", v)
+	if v := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`) - observedBefore; v != 4 {
+		t.Fatalf("store latency observations rose by %v, want 4", v)
 	}
 }
 
@@ -650,12 +654,13 @@ func TestRateLimitFullMemoryStore(t *testing.T) {
 		}
 	}
 	respond "ok"`)
+	before := counterValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="full"}`)
 	for _, k := range []string{"a", "b", "c"} {
 		if ans := send(t, "GET", tc.url("/"), "X-K", k); ans.status != 200 {
 			t.Fatalf("key %s: %d", k, ans.status)
 		}
 	}
-	if v := metricValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="full"}`); v != 2 {
-		t.Fatalf("fallback decisions = %v, want 2", v)
+	if v := counterValue(tc, `caddy_ha_rate_limit_fallback_decisions_total{zone="full"}`) - before; v != 2 {
+		t.Fatalf("fallback decisions rose by %v, want 2", v)
 	}
 }
