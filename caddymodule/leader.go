@@ -140,7 +140,7 @@ func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string
 			epochFloor = max(epochFloor, p.mon.HighestEpoch())
 		}
 		if k, _ := k.(string); strings.HasPrefix(k, base) {
-			if rootCAs(p.prober).Equal(rootCAs(prober)) {
+			if p.roots.Equal(rootCAs(prober)) {
 				same = k
 			} else {
 				other = true
@@ -169,6 +169,9 @@ type leaderPool struct {
 	mon    *healthcheck.Monitor
 	obs    *leaderObserver
 	prober *healthcheck.HTTPProber
+	// roots are the prober's trusted CAs, taken before it first ran: its
+	// transport's TLS config is the transport's own once in use.
+	roots *x509.CertPool
 }
 
 func (p *leaderPool) Destruct() error {
@@ -301,8 +304,9 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
 		}
 		mon.RaiseEpochFloor(floor)
+		roots := rootCAs(prober) // before the first probe uses the transport
 		mon.Start()
-		return &leaderPool{mon: mon, obs: obs, prober: prober}, nil
+		return &leaderPool{mon: mon, obs: obs, prober: prober, roots: roots}, nil
 	})
 	if err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
