@@ -67,12 +67,16 @@ func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *
 	return tc
 }
 
-// load (re)loads the config, as caddy reload does.
+// load (re)loads the config, as caddy reload does. The old servers close
+// the test clients' kept-alive connections as they stop, so those are
+// dropped first: a request must not pick one up as it closes.
 func (tc *testCaddy) load(c *fakecluster.Cluster, globalOpts, site string) {
 	tc.t.Helper()
 	if err := tc.tryLoad(c, globalOpts, site); err != nil {
 		tc.t.Fatal(err)
 	}
+	http.DefaultClient.CloseIdleConnections()
+	rlClient.CloseIdleConnections()
 }
 
 func (tc *testCaddy) tryLoad(c *fakecluster.Cluster, globalOpts, site string) error {
