@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -82,6 +83,13 @@ func (c *uploadClient) do(method, path string, body []byte, hdr ...string) (*htt
 		req.Header.Set(hdr[j], hdr[j+1])
 	}
 	resp, err := c.clients[i%len(c.clients)].Do(req)
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		// A connection reset while Caddy's reload hands its listener over:
+		// nothing was sent, so it is sent again, as an upload client would.
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		resp, err = c.clients[i%len(c.clients)].Do(req)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
