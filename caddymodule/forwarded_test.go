@@ -225,35 +225,46 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend, site, admin := echoBackend(t), freeAddr(t), freeAddr(t)
+	backend := echoBackend(t)
 	redisSrv := redistest.Start(t)
-	text := string(example)
-	for _, r := range []struct{ old, new string }{
-		{"{\n\t# No HAProxy equivalent", "{\n\tadmin " + admin + "\n\tpersist_config off\n\t# No HAProxy equivalent"},
-		{"address 10.0.1.20:6379", "address " + redisSrv.Addr},
-		{"nodepilot.example.com {", "http://" + site + " {"},
-		{"\ttls /etc/ssl/nodepilot.crt /etc/ssl/nodepilot.key\n", ""},
-		{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + freeAddr(t) + " {"},
-		{"files.example.com {", "http://" + freeAddr(t) + " {"},
-		{"\ttls /etc/ssl/files.crt /etc/ssl/files.key\n", ""},
-		{"reverse_proxy 10.0.2.10:8080 10.0.2.11:8080 10.0.2.12:8080 {", "reverse_proxy " + backend + " {"},
-	} {
-		if !strings.Contains(text, r.old) {
-			t.Fatalf("Caddyfile.example no longer has %q", r.old)
+	// exampleOn returns the example with loopback addresses for its sites.
+	exampleOn := func(site, admin, files string) string {
+		text := string(example)
+		for _, r := range []struct{ old, new string }{
+			{"{\n\t# No HAProxy equivalent", "{\n\tadmin " + admin + "\n\tpersist_config off\n\t# No HAProxy equivalent"},
+			{"address 10.0.1.20:6379", "address " + redisSrv.Addr},
+			{"nodepilot.example.com {", "http://" + site + " {"},
+			{"\ttls /etc/ssl/nodepilot.crt /etc/ssl/nodepilot.key\n", ""},
+			{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + freeAddr(t) + " {"},
+			{"files.example.com {", "http://" + files + " {"},
+			{"\ttls /etc/ssl/files.crt /etc/ssl/files.key\n", ""},
+			{"reverse_proxy 10.0.2.10:8080 10.0.2.11:8080 10.0.2.12:8080 {", "reverse_proxy " + backend + " {"},
+		} {
+			if !strings.Contains(text, r.old) {
+				t.Fatalf("Caddyfile.example no longer has %q", r.old)
+			}
+			text = strings.Replace(text, r.old, r.new, 1)
 		}
-		text = strings.Replace(text, r.old, r.new, 1)
+		// The backends' TLS settings: this backend speaks plain HTTP.
+		start := strings.Index(text, "\t\ttransport http {")
+		end := strings.Index(text[start:], "\n\t\t}\n") + start + len("\n\t\t}\n")
+		return text[:start] + text[end:]
 	}
-	// The backends' TLS settings: this backend speaks plain HTTP.
-	start := strings.Index(text, "\t\ttransport http {")
-	end := strings.Index(text[start:], "\n\t\t}\n") + start + len("\n\t\t}\n")
-	text = text[:start] + text[end:]
-
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
-	if err != nil {
-		t.Fatalf("adapting:\n%s\n%v", text, err)
-	}
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatal(err)
+	var site string
+	for attempt := 0; ; attempt++ {
+		site = freeAddr(t)
+		text := exampleOn(site, freeAddr(t), freeAddr(t))
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
+		if err != nil {
+			t.Fatalf("adapting:\n%s\n%v", text, err)
+		}
+		err = caddy.Load(cfg, true)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
+			t.Fatal(err) // a port taken between probe and listen is tried again
+		}
 	}
 	t.Cleanup(func() { caddy.Stop() })
 	var got map[string][]string
