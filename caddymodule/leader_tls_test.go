@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,11 +14,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
 
 // testPKI makes a CA (written to a PEM file) and a server certificate it
@@ -149,5 +154,61 @@ func TestRotatedTrustPoolReachesProbes(t *testing.T) {
 	tc.load(c, "", site)
 	if st := post(); st != http.StatusOK {
 		t.Fatalf("status %d after the CA file was rotated and Caddy reloaded, want 200", st)
+	}
+}
+
+// The Redis store reaches a Redis that wants TLS (verified against a CA
+// file, with a server name), a password (from an env placeholder) and
+// another database.
+func TestRedisStoreWithTLSPasswordAndDB(t *testing.T) {
+	caFile, serverTLS := testPKI(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key")
+	leaf := serverTLS.Certificates[0]
+	keyDER, err := x509.MarshalECPrivateKey(leaf.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	caPEM, _ := os.ReadFile(caFile)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	clientTLS := &tls.Config{RootCAs: roots, ServerName: "nodepilot.internal.example"}
+	srv := redistest.StartWith(t, redistest.Options{Password: "s3cret", CertFile: certFile, KeyFile: keyFile, ClientTLS: clientTLS})
+
+	t.Setenv("CADDYHA_TEST_REDIS_PASSWORD", "s3cret")
+	tc := startCaddy(t, nil, `ha {
+		store redis {
+			address `+srv.Addr+`
+			password {env.CADDYHA_TEST_REDIS_PASSWORD}
+			db 2
+			prefix secure:
+			tls {
+				server_name nodepilot.internal.example
+				ca `+caFile+`
+			}
+		}
+	}`, `edge_rate_limit {
+		zone secure {
+			key {http.request.remote.host}
+			events 1
+			window 1h
+		}
+		on_store_error deny
+		store_timeout 5s
+	}
+	respond "ok"`)
+	awayFromWindowEnd(t, time.Hour, 20*time.Second)
+	for i, want := range []int{200, 429} {
+		if ans := send(t, "GET", tc.url("/")); ans.status != want {
+			t.Fatalf("request %d: %d, want %d (503 would mean the store was not reached)", i, ans.status, want)
+		}
+	}
+	db2 := redis.NewClient(&redis.Options{Addr: srv.Addr, Password: "s3cret", TLSConfig: clientTLS, DB: 2})
+	defer db2.Close()
+	key := "secure:rl:{secure:127.0.0.1}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)
+	if v := db2.Get(context.Background(), key).Val(); v != "2" {
+		t.Fatalf("%s in db 2 = %q, want 2", key, v)
 	}
 }

@@ -249,6 +249,8 @@ func checkServers(t *testing.T, servers []*fakecluster.UploadServer, ups []*anUp
 func TestUploadAffinityConcurrentUploads(t *testing.T) {
 	servers := uploadServers(t, 3)
 	tc := startCaddy(t, nil, "", affinitySite(servers, ""))
+	event := func(e string) float64 { return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+e+`"}`) }
+	learned, hits, removed := event("learned"), event("hit"), event("removed")
 	ups := randomUploads(50, rand.New(rand.NewPCG(1, 1)))
 	errs := runUploads(t, newUploadClient("http://"+tc.addr), ups, nil)
 	for u, err := range errs {
@@ -260,8 +262,35 @@ func TestUploadAffinityConcurrentUploads(t *testing.T) {
 		perServer[i] = len(s.Uploads())
 	}
 	t.Logf("uploads per server: %v", perServer)
-	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="learned"}`); v < 50 {
-		t.Errorf("learned bindings: %v", v)
+	chunks := 0
+	for _, u := range ups {
+		chunks += (len(u.data)+u.chunk-1)/u.chunk + 1 // with the first half's split, at least this many
+	}
+	if v := event("learned") - learned; v != 50 {
+		t.Errorf("learned bindings rose by %v, want 50", v)
+	}
+	if v := event("hit") - hits; v < float64(chunks) {
+		t.Errorf("binding hits rose by %v, want at least the %d chunks and completions", v, chunks)
+	}
+	if v := event("removed") - removed; v != 50 {
+		t.Errorf("removed bindings rose by %v, want 50 (one per completion)", v)
+	}
+}
+
+// A creation response that names the upload in its JSON body, with learn
+// json: the fake servers answer {"id": …}.
+func TestUploadAffinityLearnsFromJSON(t *testing.T) {
+	servers := uploadServers(t, 3)
+	tc := startCaddy(t, nil, "", affinitySite(servers, " {\n\t\t\tlearn json id\n\t\t}"))
+	event := func(e string) float64 { return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+e+`"}`) }
+	learned, discovered := event("learned"), event("discovered")
+	ups := randomUploads(10, rand.New(rand.NewPCG(6, 6)))
+	for u, err := range runUploads(t, newUploadClient("http://"+tc.addr), ups, nil) {
+		t.Errorf("upload %s: %v", u.key, err)
+	}
+	checkServers(t, servers, ups, nil)
+	if l, d := event("learned")-learned, event("discovered")-discovered; l != 10 || d != 0 {
+		t.Errorf("learned %v and discovered %v bindings, want 10 learned from the JSON and none discovered", l, d)
 	}
 }
 

@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -24,6 +25,9 @@ type Server struct {
 	cmd  *exec.Cmd
 	args func(dir, port string) []string // redis-server's arguments
 	dir  string
+	// How the test's own clients reach it (password, TLS).
+	password string
+	tls      *tls.Config
 }
 
 // Start runs redis-server on a free loopback port, without persistence,
@@ -31,8 +35,32 @@ type Server struct {
 // installed (make test-deps installs it).
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, func(_, port string) []string {
-		return []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--loglevel", "warning"}
+	return StartWith(t, Options{})
+}
+
+// Options are what a secured redis-server asks of its clients.
+type Options struct {
+	// Password, as requirepass (the default user's).
+	Password string
+	// TLS only (no plain port): the server's certificate and key files,
+	// and the client TLS config the test's own clients use.
+	CertFile, KeyFile string
+	ClientTLS         *tls.Config
+}
+
+// StartWith is Start with a password and/or TLS.
+func StartWith(t testing.TB, o Options) *Server {
+	t.Helper()
+	return startAs(t, o, func(_, port string) []string {
+		args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--loglevel", "warning"}
+		if o.Password != "" {
+			args = append(args, "--requirepass", o.Password)
+		}
+		if o.CertFile != "" {
+			args = append(args, "--port", "0", "--tls-port", port, "--tls-cert-file", o.CertFile,
+				"--tls-key-file", o.KeyFile, "--tls-auth-clients", "no")
+		}
+		return args
 	})
 }
 
@@ -90,10 +118,15 @@ func (s *Server) waitFor(what string, cond func() bool) {
 
 func start(t testing.TB, args func(dir, port string) []string) *Server {
 	t.Helper()
+	return startAs(t, Options{}, args)
+}
+
+func startAs(t testing.TB, o Options, args func(dir, port string) []string) *Server {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed: run make test-deps (apt-get install redis-server)")
 	}
-	s := &Server{t: t, args: args, dir: t.TempDir()}
+	s := &Server{t: t, args: args, dir: t.TempDir(), password: o.Password, tls: o.ClientTLS}
 	for attempt := 0; ; attempt++ {
 		s.Addr = freeAddr(t)
 		if err := s.run(); err == nil {
@@ -121,7 +154,7 @@ func (s *Server) run() error {
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password, TLSConfig: s.tls, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -170,7 +203,7 @@ func (s *Server) signal(sig os.Signal) {
 
 // Client returns a client of the server, closed when the test ends.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password, TLSConfig: s.tls})
 	s.t.Cleanup(func() { c.Close() })
 	return c
 }
