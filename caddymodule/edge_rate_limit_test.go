@@ -709,7 +709,7 @@ http://127.0.0.1:1 {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		`"ha":{"store":{"addresses":["10.0.0.1:6379","10.0.0.2:6379"],"backend":"redis","dial_timeout":2000000000,"master_name":"mymaster","password":"secret","pool_size":7,"prefix":"edge:","read_timeout":300000000,"sentinel_password":"sentpw","sentinel_username":"sent","tls":{"ca":"`+caFile+`","server_name":"redis.internal"},"username":"caddy","write_timeout":400000000},"health_interval":3000000000}`,
+		`"ha":{"store":{"addresses":["10.0.0.1:6379","10.0.0.2:6379"],"backend":"redis","dial_timeout":2000000000,"master_name":"mymaster","password":"secret","pool_size":7,"prefix":"edge:","read_timeout":300000000,"sentinel_password":"sentpw","sentinel_username":"sent","tls":{"ca":"` + caFile + `","server_name":"redis.internal"},"username":"caddy","write_timeout":400000000},"health_interval":3000000000}`,
 		`"handler":"edge_rate_limit","hide_headers":true,"on_store_error":"deny","remember_limited":5,"store_timeout":20000000,"zones":[{"events":9,"key":"{http.vars.client_ip}","match":[{"path":["/x"]}],"name":"z","sliding":true,"window":90000000000}]`,
 	} {
 		if !strings.Contains(string(out), want) {
