@@ -19,19 +19,9 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
-
-// freeAddr returns a free loopback address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // testCaddy is Caddy running in-process with a Caddyfile.
 type testCaddy struct {
@@ -50,7 +40,7 @@ func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *
 	for attempt := 0; ; attempt++ {
 		// A free port can be taken by another test between the probe and
 		// Caddy's listen: then try others.
-		tc.admin, tc.addr = freeAddr(t), freeAddr(t)
+		tc.admin, tc.addr = loopback.FreeAddr(), loopback.FreeAddr()
 		err := tc.tryLoad(c, globalOpts, site)
 		if err == nil {
 			break
@@ -200,7 +190,7 @@ func (p *caddyProcess) url(path string) string { return "http://" + p.addr + pat
 // the given global options, and stops it when the test ends.
 func startCaddyProcess(t testing.TB, globalOpts, site string) *caddyProcess {
 	t.Helper()
-	p := &caddyProcess{addr: freeAddr(t)}
+	p := &caddyProcess{addr: loopback.FreeAddr()}
 	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tlog {\n\t\toutput discard\n\t}\n\t%s\n}\nhttp://%s {\n\t%s\n}\n", globalOpts, p.addr, site)
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {

@@ -247,12 +247,7 @@ func (s *cloudflareSet) Destruct() error {
 //		timeout   <duration>
 //	}
 func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the source name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	if err := parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "ipv4_url":
@@ -262,17 +257,9 @@ func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "file":
 			err = stringArg(d, &c.File)
 		case "downloads":
-			var v string
-			if err = stringArg(d, &v); err == nil {
-				switch v {
-				case "on":
-					c.DisableDownloads = false
-				case "off":
-					c.DisableDownloads = true
-				default:
-					err = d.Errf("downloads must be on or off, got %s", v)
-				}
-			}
+			var on bool
+			on, err = onOffArg(d, opt)
+			c.DisableDownloads = !on
 		case "refresh":
 			err = durationArg(d, opt, &c.Refresh)
 		case "timeout":
@@ -280,12 +267,9 @@ func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized cloudflare_ranges option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if c.DisableDownloads && c.File == "" {
 		return d.Err("cloudflare_ranges: with downloads off, file names the shared copy to read")

@@ -448,51 +448,29 @@ func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 }
 
 func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	if err := parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "zone":
 			err = h.unmarshalZone(d)
-			if err != nil {
-				return err
-			}
-			continue
 		case "on_store_error":
 			if err = stringArg(d, &h.OnStoreError); err == nil {
-				if perr := checkOnStoreError(h.OnStoreError); perr != nil {
-					err = d.Err(perr.Error())
-				}
+				err = checked(d, nil, func() error { return checkOnStoreError(h.OnStoreError) })
 			}
 		case "store_timeout":
 			err = durationArg(d, opt, &h.StoreTimeout)
 		case "headers":
-			var v string
-			if err = stringArg(d, &v); err == nil {
-				switch v {
-				case "on":
-					h.HideHeaders = false
-				case "off":
-					h.HideHeaders = true
-				default:
-					err = d.Errf("headers must be on or off, got %s", v)
-				}
-			}
+			var on bool
+			on, err = onOffArg(d, opt)
+			h.HideHeaders = !on
 		case "remember_limited":
 			err = countArg(d, opt, &h.RememberLimited)
 		default:
 			err = d.Errf("unrecognized edge_rate_limit option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if len(h.Zones) == 0 {
 		return d.Err("edge_rate_limit needs at least one zone")
@@ -508,17 +486,14 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 	if err := noMoreArgs(d, "zone"); err != nil {
 		return err
 	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
+	if err := parseOptions(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "match":
-			set, merr := caddyhttp.ParseCaddyfileNestedMatcherSet(d)
-			if merr != nil {
-				return merr
+			var set caddy.ModuleMap
+			if set, err = caddyhttp.ParseCaddyfileNestedMatcherSet(d); err == nil {
+				z.MatcherSetsRaw = append(z.MatcherSetsRaw, set)
 			}
-			z.MatcherSetsRaw = append(z.MatcherSetsRaw, set)
-			continue
 		case "key":
 			err = stringArg(d, &z.Key)
 		case "events":
@@ -533,12 +508,9 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized zone option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := checkZones(append(h.Zones, z)); err != nil {
 		return d.Err(err.Error())

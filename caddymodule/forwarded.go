@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -335,30 +334,13 @@ func parseForwarded(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 }
 
 func (h *Forwarded) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	return parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
-		case "trusted_proxies", "cloudflare":
-			var source string
-			if err := stringArg(d, &source); err != nil {
-				return err
-			}
-			mod, err := caddyfile.UnmarshalModule(d, "http.ip_sources."+source)
-			if err != nil {
-				return err
-			}
-			raw := caddyconfig.JSONModuleObject(mod, "source", source, nil)
-			if opt == "cloudflare" {
-				h.CloudflareRaw = raw
-			} else {
-				h.TrustedProxiesRaw = raw
-			}
-			continue
+		case "trusted_proxies":
+			h.TrustedProxiesRaw, err = moduleArg(d, "http.ip_sources", "source")
+		case "cloudflare":
+			h.CloudflareRaw, err = moduleArg(d, "http.ip_sources", "source")
 		case "inbound":
 			err = stringArg(d, &h.Inbound)
 		case "proto":
@@ -372,19 +354,8 @@ func (h *Forwarded) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized forwarded option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err == nil {
-			if cerr := h.check(); cerr != nil {
-				err = d.Err(cerr.Error())
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return checked(d, err, h.check)
+	})
 }
 
 // Interface guards

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
@@ -235,7 +236,7 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 			{"address 10.0.1.20:6379", "address " + redisSrv.Addr},
 			{"nodepilot.example.com {", "http://" + site + " {"},
 			{"\ttls /etc/ssl/nodepilot.crt /etc/ssl/nodepilot.key\n", ""},
-			{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + freeAddr(t) + " {"},
+			{"reverse_proxy 10.0.1.10:443 10.0.1.11:443 {", "reverse_proxy " + backend + " " + loopback.FreeAddr() + " {"},
 			{"files.example.com {", "http://" + files + " {"},
 			{"\ttls /etc/ssl/files.crt /etc/ssl/files.key\n", ""},
 			{"reverse_proxy 10.0.2.10:8080 10.0.2.11:8080 10.0.2.12:8080 {", "reverse_proxy " + backend + " {"},
@@ -252,8 +253,8 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 	}
 	var site string
 	for attempt := 0; ; attempt++ {
-		site = freeAddr(t)
-		text := exampleOn(site, freeAddr(t), freeAddr(t))
+		site = loopback.FreeAddr()
+		text := exampleOn(site, loopback.FreeAddr(), loopback.FreeAddr())
 		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
 		if err != nil {
 			t.Fatalf("adapting:\n%s\n%v", text, err)

@@ -278,39 +278,22 @@ func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.Err("the ha option may appear only once")
 	}
 	app := new(HAApp)
-	d.Next() // the option name
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		var err error
+	err := parseDirective(d, func(opt string) error {
 		switch opt {
 		case "store":
 			if app.StoreRaw != nil {
-				return nil, d.Err("store may appear only once")
+				return d.Err("store may appear only once")
 			}
-			var backend string
-			if err := stringArg(d, &backend); err != nil {
-				return nil, err
-			}
-			mod, err := caddyfile.UnmarshalModule(d, "ha.stores."+backend)
-			if err != nil {
-				return nil, err
-			}
-			app.StoreRaw = caddyconfig.JSONModuleObject(mod, "backend", backend, nil)
-			continue
+			var err error
+			app.StoreRaw, err = moduleArg(d, "ha.stores", "backend")
+			return err
 		case "health_interval":
-			err = durationArg(d, opt, &app.HealthInterval)
-		default:
-			err = d.Errf("unrecognized ha option '%s'", opt)
+			return durationArg(d, opt, &app.HealthInterval)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if err := noMoreArgs(d, opt); err != nil {
-			return nil, err
-		}
+		return d.Errf("unrecognized ha option '%s'", opt)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return httpcaddyfile.App{Name: "ha", Value: caddyconfig.JSON(app, nil)}, nil
 }

@@ -56,27 +56,12 @@ func (m *MemoryStore) describe() string                { return "memory" }
 //		max_keys <n>
 //	}
 func (m *MemoryStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the backend name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		var err error
-		switch opt {
-		case "max_keys":
-			err = countArg(d, opt, &m.MaxKeys)
-		default:
-			err = d.Errf("unrecognized memory store option '%s'", opt)
+	return parseDirective(d, func(opt string) error {
+		if opt != "max_keys" {
+			return d.Errf("unrecognized memory store option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return countArg(d, opt, &m.MaxKeys)
+	})
 }
 
 // RedisStore keeps the ha store in Redis, shared by every Caddy instance
@@ -234,12 +219,7 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 // UnmarshalCaddyfile sets up the Redis store; see parseHAOption for the
 // syntax.
 func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the backend name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	if err := parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "address", "addresses":
@@ -274,20 +254,15 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "tls":
 			r.TLS = new(RedisTLS)
-			for nesting := d.Nesting(); err == nil && d.NextBlock(nesting); {
-				tlsOpt := d.Val()
+			err = parseOptions(d, func(tlsOpt string) error {
 				switch tlsOpt {
 				case "server_name":
-					err = stringArg(d, &r.TLS.ServerName)
+					return stringArg(d, &r.TLS.ServerName)
 				case "ca":
-					err = stringArg(d, &r.TLS.CA)
-				default:
-					err = d.Errf("unrecognized redis tls option '%s'", tlsOpt)
+					return stringArg(d, &r.TLS.CA)
 				}
-				if err == nil {
-					err = noMoreArgs(d, tlsOpt)
-				}
-			}
+				return d.Errf("unrecognized redis tls option '%s'", tlsOpt)
+			})
 		case "dial_timeout":
 			err = durationArg(d, opt, &r.DialTimeout)
 		case "read_timeout":
@@ -299,12 +274,9 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized redis store option '%s'", opt)
 		}
-		if err == nil && opt != "address" && opt != "addresses" && opt != "tls" {
-			err = noMoreArgs(d, opt)
-		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := r.Validate(); err != nil {
 		return d.Err(err.Error())

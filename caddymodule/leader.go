@@ -609,12 +609,7 @@ func (m followerRefusal) Match(r *http.Request) bool {
 //		tls_ca          <pem file>
 //	}
 func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the policy name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	return parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "uri":
@@ -665,14 +660,8 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized lb_policy leader option '%s'", opt)
 		}
-		if err != nil {
-			return err
-		}
-		if err := noMoreArgs(d, opt); err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // Interface guards

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -435,12 +434,7 @@ func init() {
 //		fallback           <policy> [<args...>]
 //	}
 func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the policy name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		opt := d.Val()
+	return parseDirective(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "path":
@@ -469,32 +463,12 @@ func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "store_timeout":
 			err = durationArg(d, opt, &s.StoreTimeout)
 		case "fallback":
-			var name string
-			if err := stringArg(d, &name); err != nil {
-				return err
-			}
-			mod, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.selection_policies."+name)
-			if err != nil {
-				return err
-			}
-			s.FallbackRaw = caddyconfig.JSONModuleObject(mod, "policy", name, nil)
-			continue
+			s.FallbackRaw, err = moduleArg(d, "http.reverse_proxy.selection_policies", "policy")
 		default:
 			err = d.Errf("unrecognized lb_policy upload_affinity option '%s'", opt)
 		}
-		if err == nil {
-			err = noMoreArgs(d, opt)
-		}
-		if err == nil {
-			if cerr := s.check(); cerr != nil {
-				err = d.Err(cerr.Error())
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return checked(d, err, s.check)
+	})
 }
 
 // Interface guards

@@ -51,6 +51,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/affinity"
 	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 var redisBin = flag.String("redis-server", "redis-server", "redis-server binary")
@@ -167,7 +168,7 @@ func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]s
 func startUploadServers(dir string, n int) ([]string, error) {
 	addrs := make([]string, n)
 	for i := range addrs {
-		addrs[i] = wrkbench.FreeAddr()
+		addrs[i] = loopback.FreeAddr()
 	}
 	p, err := wrkbench.StartSelf("upload servers", filepath.Join(dir, "uploads.log"), serversEnv+"="+strings.Join(addrs, ","))
 	if err != nil {

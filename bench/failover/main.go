@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 var (
@@ -172,15 +173,6 @@ func mustCreate(path string) *os.File {
 	return f
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func startLoad(url string) *fakecluster.Writes {
 	return fakecluster.StartWrites(url, time.Second/time.Duration(*rate), *timeout, &http.Transport{MaxIdleConnsPerHost: 512})
 }
@@ -240,7 +232,7 @@ func runFailover(p proxy, mode string) (m measurement) {
 		follower = c.Node("node-a")
 	}
 	nodes := []string{c.Nodes()[0].Addr(), c.Nodes()[1].Addr()}
-	listen, admin := freeAddr(), freeAddr()
+	listen, admin := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := p.config(listen, admin, nodes)
 	url := "http://" + listen + "/api/orders"
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // Server is a redis-server the test started.
@@ -128,7 +130,7 @@ func startAs(t testing.TB, o Options, args func(dir, port string) []string) *Ser
 	}
 	s := &Server{t: t, args: args, dir: t.TempDir(), password: o.Password, tls: o.ClientTLS}
 	for attempt := 0; ; attempt++ {
-		s.Addr = freeAddr(t)
+		s.Addr = loopback.FreeAddr()
 		if err := s.run(); err == nil {
 			break
 		} else if attempt == 4 {
@@ -206,14 +208,4 @@ func (s *Server) Client() *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.password, TLSConfig: s.tls})
 	s.t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // backendEnv, when set in the environment, makes the program the trivial
@@ -23,7 +25,7 @@ const backendEnv = "WRKBENCH_BACKEND"
 
 // startBackend runs this program again as the trivial backend.
 func startBackend(dir string) (string, error) {
-	addr := FreeAddr()
+	addr := loopback.FreeAddr()
 	p, err := StartSelf("backend", filepath.Join(dir, "backend.log"), backendEnv+"="+addr)
 	if err != nil {
 		return "", err
@@ -210,16 +212,6 @@ func cleanup() {
 		cleanupMu.Unlock()
 		(*f)()
 	}
-}
-
-// FreeAddr returns a loopback address with a port free right now.
-func FreeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // Port returns addr's port.

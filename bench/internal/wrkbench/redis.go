@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // StartRedis starts bin (redis-server) on a free loopback port, without
@@ -21,7 +23,7 @@ func StartRedis(dir, bin string) (addr string, err error) {
 	if _, err := exec.LookPath(bin); err != nil {
 		return "", fmt.Errorf("redis-server not found (apt-get install redis-server): %v", err)
 	}
-	addr = FreeAddr()
+	addr = loopback.FreeAddr()
 	p, err := StartProcess("redis-server", filepath.Join(dir, "redis.log"), bin,
 		"--bind", "127.0.0.1", "--port", Port(addr), "--save", "", "--appendonly", "no", "--dir", dir)
 	if err != nil {

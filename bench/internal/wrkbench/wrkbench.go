@@ -22,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // Baseline is the name of the contender the others are compared with.
@@ -387,9 +389,9 @@ func (b *Bench) missingHandler(handler string) string {
 // start starts c's Caddy and waits until it serves; c is skipped if it
 // does not.
 func (b *Bench) start(c *Contender, dir, backend string) {
-	listen, admin := FreeAddr(), "off"
+	listen, admin := loopback.FreeAddr(), "off"
 	if c.AdminEndpoint {
-		admin = FreeAddr()
+		admin = loopback.FreeAddr()
 		c.AdminAddr = admin
 	}
 	cfg := filepath.Join(dir, c.Name+".Caddyfile")
