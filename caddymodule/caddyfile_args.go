@@ -110,6 +110,15 @@ func moduleArg(d *caddyfile.Dispenser, ns, inlineKey string) (json.RawMessage, e
 	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
 }
 
+// storeArg reads `store memory|redis { … }`, which may appear once (set is
+// what an earlier one read).
+func storeArg(d *caddyfile.Dispenser, set json.RawMessage) (json.RawMessage, error) {
+	if set != nil {
+		return nil, d.Err("store may appear only once")
+	}
+	return moduleArg(d, "ha.stores", "backend")
+}
+
 // checked is err, or else what check finds wrong, with the line: for
 // settings that are wrong only together.
 func checked(d *caddyfile.Dispenser, err error, check func() error) error {

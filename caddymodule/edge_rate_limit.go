@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,11 @@ type EdgeRateLimit struct {
 	// requests through, "deny" answers 503 with Retry-After. Default: local.
 	OnStoreError string `json:"on_store_error,omitempty"`
 
+	// The store the zones count in, a module of ha.stores (e.g.
+	// `{"backend": "redis", …}`), for limits counted apart from the rest.
+	// Default: the ha app's store.
+	StoreRaw json.RawMessage `json:"store,omitempty" caddy:"namespace=ha.stores inline_key=backend"`
+
 	// How long a request waits for the store before on_store_error
 	// decides. Default: 50ms.
 	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
@@ -57,12 +63,13 @@ type EdgeRateLimit struct {
 	// them is answered here without asking the store. Default: 100000.
 	RememberLimited int `json:"remember_limited,omitempty"`
 
-	zones   []*rateZone
-	store   store.Store
-	local   store.Store // on_store_error local; nil for the memory store
-	remote  bool
-	timeout time.Duration
-	retryIn func() time.Duration
+	zones    []*rateZone
+	storeRef *storeRef // the handler's own store
+	store    store.Store
+	local    store.Store // on_store_error local; nil for the memory store
+	remote   bool
+	timeout  time.Duration
+	retryIn  func() time.Duration
 }
 
 // RateLimitZone is one limit: events requests per window for each key.
@@ -124,18 +131,22 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
-	app, err := haApp(ctx)
+	shared, ref, err := handlerStore(ctx, h, "StoreRaw", h.StoreRaw)
 	if err != nil {
 		return err
 	}
-	return h.provisionZones(ctx, app)
+	h.storeRef = ref
+	return h.provisionZones(ctx, shared)
 }
 
-// provisionZones readies the zones on app's store.
-func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, app *HAApp) error {
-	h.store, h.retryIn = app.Store(), app.StoreRetryIn
+// Cleanup lets go of the handler's own store, if it has one.
+func (h *EdgeRateLimit) Cleanup() error { return h.storeRef.release() }
+
+// provisionZones readies the zones on shared.
+func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) error {
+	h.store, h.retryIn = shared.Store(), shared.RetryIn
 	h.remote = !store.IsLocal(h.store)
-	if fallback := app.LocalFallback(); fallback != nil {
+	if fallback := shared.LocalFallback(); fallback != nil {
 		h.local = fallback
 	}
 	for i, zc := range h.Zones {
@@ -437,6 +448,7 @@ func newZoneMetrics(zone string) zoneMetrics {
 //			window <duration>
 //			sliding
 //		}
+//		store            memory|redis { … }
 //		on_store_error   local|allow|deny
 //		store_timeout    <duration>
 //		headers          on|off
@@ -457,6 +469,8 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err = stringArg(d, &h.OnStoreError); err == nil {
 				err = checked(d, nil, func() error { return checkOnStoreError(h.OnStoreError) })
 			}
+		case "store":
+			h.StoreRaw, err = storeArg(d, h.StoreRaw)
 		case "store_timeout":
 			err = durationArg(d, opt, &h.StoreTimeout)
 		case "headers":
@@ -522,6 +536,7 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*EdgeRateLimit)(nil)
+	_ caddy.CleanerUpper          = (*EdgeRateLimit)(nil)
 	_ caddyhttp.MiddlewareHandler = (*EdgeRateLimit)(nil)
 	_ caddyfile.Unmarshaler       = (*EdgeRateLimit)(nil)
 )

@@ -50,8 +50,14 @@ func send(t testing.TB, method, url string, hdr ...string) answer {
 	return answer{resp.StatusCode, resp.Header, string(b), time.Since(start)}
 }
 
+// redisOption is the ha option with a Redis store.
 func redisOption(srv *redistest.Server, prefix string) string {
-	return fmt.Sprintf("ha {\n\t\tstore redis {\n\t\t\taddress %s\n\t\t\tprefix %s\n\t\t}\n\t\thealth_interval 100ms\n\t}", srv.Addr, prefix)
+	return "ha {\n\t\t" + redisStore(srv, prefix) + "\n\t\thealth_interval 100ms\n\t}"
+}
+
+// redisStore is a store subdirective for a Redis store.
+func redisStore(srv *redistest.Server, prefix string) string {
+	return fmt.Sprintf("store redis {\n\t\t\taddress %s\n\t\t\tprefix %s\n\t\t}", srv.Addr, prefix)
 }
 
 // awayFromWindowEnd waits, if needed, until a window of length w has at
@@ -64,7 +70,8 @@ func awayFromWindowEnd(t testing.TB, w, margin time.Duration) {
 }
 
 // Two Caddy instances (this process and another) sharing one Redis let
-// exactly events requests of one key through per window, in total.
+// exactly events requests of one key through per window, in total: with
+// Redis as the ha app's store, and as the handler's own.
 func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	site := `edge_rate_limit {
@@ -75,10 +82,20 @@ func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 		}
 		on_store_error deny
 		store_timeout 5s # exactness is tested here, not timeouts: a slow -race run must not fall back
+		%s
 	}
 	respond "ok"`
-	a := startCaddy(t, nil, redisOption(srv, "exact:"), site)
-	b := startCaddyProcess(t, redisOption(srv, "exact:"), site)
+	t.Run("ha store", func(t *testing.T) {
+		testExactAcrossTwoInstances(t, srv, "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
+	})
+	t.Run("own store", func(t *testing.T) {
+		testExactAcrossTwoInstances(t, srv, "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
+	})
+}
+
+func testExactAcrossTwoInstances(t *testing.T, srv *redistest.Server, prefix, globalOpts, site string) {
+	a := startCaddy(t, nil, globalOpts, site)
+	b := startCaddyProcess(t, globalOpts, site)
 	awayFromWindowEnd(t, time.Hour, 30*time.Second)
 
 	const clients, each = 20, 10
@@ -105,8 +122,8 @@ func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	if statuses[200] != 7 || statuses[429] != clients*each-7 {
 		t.Fatalf("answers by status: %v; want exactly 7 allowed and the rest 429", statuses)
 	}
-	if n := srv.Client().Get(context.Background(), "exact:rl:{api:one-key}:"+strconv.FormatInt(time.Now().Unix()/3600, 10)).Val(); n == "" {
-		t.Fatal("no counter in Redis under the prefix")
+	if n := srv.Client().Get(context.Background(), prefix+"rl:{api:one-key}:"+strconv.FormatInt(time.Now().Unix()/3600, 10)).Val(); n == "" {
+		t.Fatalf("no counter in Redis under the prefix %q", prefix)
 	}
 }
 
@@ -509,6 +526,8 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n}", "defined twice"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\ton_store_error maybe\n}", "on_store_error must be"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t\tburst 3\n\t}\n}", "unrecognized zone option 'burst'"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore memory\n\tstore memory\n}", "store may appear only once"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore redis\n}", "at least one address"},
 		{"ha {\n\tstore redis {\n\t}\n}", "respond ok", "at least one address"},
 		{"ha {\n\tstore redis {\n\t\taddress nohost\n\t}\n}", "respond ok", "want host:port"},
 		{"ha {\n\tstore redis {\n\t\taddress a:1 b:2\n\t\tdb 3\n\t}\n}", "respond ok", "only db 0"},
@@ -561,7 +580,7 @@ func benchRateLimit(b *testing.B, zone RateLimitZone) (*EdgeRateLimit, *http.Req
 	}
 	b.Cleanup(func() { app.Cleanup() })
 	h := &EdgeRateLimit{Zones: []*RateLimitZone{&zone}}
-	if err := h.provisionZones(ctx, app); err != nil {
+	if err := h.provisionZones(ctx, app.ref.shared); err != nil {
 		b.Fatal(err)
 	}
 	r, _ := http.NewRequest("GET", "http://example.com/", nil)
@@ -703,6 +722,9 @@ http://127.0.0.1:1 {
 		store_timeout 20ms
 		headers off
 		remember_limited 5
+		store memory {
+			max_keys 50
+		}
 	}
 }`, "/etc/redis-ca.pem", caFile)), nil)
 	if err != nil {
@@ -710,7 +732,7 @@ http://127.0.0.1:1 {
 	}
 	for _, want := range []string{
 		`"ha":{"store":{"addresses":["10.0.0.1:6379","10.0.0.2:6379"],"backend":"redis","dial_timeout":2000000000,"master_name":"mymaster","password":"secret","pool_size":7,"prefix":"edge:","read_timeout":300000000,"sentinel_password":"sentpw","sentinel_username":"sent","tls":{"ca":"` + caFile + `","server_name":"redis.internal"},"username":"caddy","write_timeout":400000000},"health_interval":3000000000}`,
-		`"handler":"edge_rate_limit","hide_headers":true,"on_store_error":"deny","remember_limited":5,"store_timeout":20000000,"zones":[{"events":9,"key":"{http.vars.client_ip}","match":[{"path":["/x"]}],"name":"z","sliding":true,"window":90000000000}]`,
+		`"handler":"edge_rate_limit","hide_headers":true,"on_store_error":"deny","remember_limited":5,"store":{"backend":"memory","max_keys":50},"store_timeout":20000000,"zones":[{"events":9,"key":"{http.vars.client_ip}","match":[{"path":["/x"]}],"name":"z","sliding":true,"window":90000000000}]`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("adapted JSON lacks\n%s\nin\n%s", want, out)

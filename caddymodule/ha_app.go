@@ -38,8 +38,7 @@ type HAApp struct {
 	// notices its recovery without waiting for traffic. Default: 2s.
 	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
 
-	shared *sharedStore
-	key    string
+	ref *storeRef
 }
 
 // storeBackend is what a module in ha.stores provides.
@@ -65,9 +64,6 @@ const (
 )
 
 func (a *HAApp) Provision(ctx caddy.Context) error {
-	if err := registerCollectors(ctx.GetMetricsRegistry(), storeMetrics.collectors...); err != nil {
-		return err
-	}
 	if a.StoreRaw == nil {
 		a.StoreRaw = json.RawMessage(`{"backend":"memory"}`)
 	}
@@ -77,72 +73,77 @@ func (a *HAApp) Provision(ctx caddy.Context) error {
 	if a.HealthInterval < 0 {
 		return fmt.Errorf("health_interval must be positive")
 	}
-	// The key is the settings before provisioning changes anything.
-	key, err := json.Marshal(struct {
-		Store    json.RawMessage
-		Interval caddy.Duration
-	}{a.StoreRaw, a.HealthInterval})
-	if err != nil {
-		return err
-	}
-	mod, err := ctx.LoadModule(a, "StoreRaw")
-	if err != nil {
-		return fmt.Errorf("loading the store: %v", err)
-	}
-	backend := mod.(storeBackend)
-	a.key = string(key)
-	val, _, err := storePools.LoadOrNew(a.key, func() (caddy.Destructor, error) {
-		return openShared(backend, time.Duration(a.HealthInterval))
-	})
-	if err != nil {
-		return fmt.Errorf("opening the %s store: %v", backend.describe(), err)
-	}
-	a.shared = val.(*sharedStore)
-	return nil
+	var err error
+	a.ref, err = holdStore(ctx, a, "StoreRaw", a.StoreRaw, time.Duration(a.HealthInterval))
+	return err
 }
 
 func (a *HAApp) Start() error { return nil }
 func (a *HAApp) Stop() error  { return nil }
 
 // Cleanup lets go of the store; the last config using it closes it.
-func (a *HAApp) Cleanup() error {
-	if a.shared == nil {
-		return nil
-	}
-	_, err := storePools.Delete(a.key)
-	return err
+func (a *HAApp) Cleanup() error { return a.ref.release() }
+
+// storeRef is one config's hold on a store in storePools.
+type storeRef struct {
+	key    string
+	shared *sharedStore
 }
 
-// Store returns the shared store. For a remote one, calls fail at once with
-// store.ErrUnavailable while it is down (see store.Guard).
-func (a *HAApp) Store() store.Store { return a.shared.store }
-
-// LocalFallback returns this instance's own memory, which handlers with a
-// local fallback count in while the store is down; nil for the memory
-// store, which has no fallback but itself.
-func (a *HAApp) LocalFallback() store.Store {
-	if a.shared.local == nil {
-		return nil // not a typed nil: callers compare with nil
+// holdStore returns the store of the ha.stores module in field of owner
+// (raw is its JSON), shared with every config holding the same settings.
+func holdStore(ctx caddy.Context, owner any, field string, raw json.RawMessage, healthEvery time.Duration) (*storeRef, error) {
+	if err := registerCollectors(ctx.GetMetricsRegistry(), storeMetrics.collectors...); err != nil {
+		return nil, err
 	}
-	return a.shared.local
-}
-
-// StoreRetryIn returns how long until a down store is tried again.
-func (a *HAApp) StoreRetryIn() time.Duration {
-	if a.shared.guard == nil {
-		return 0
-	}
-	return a.shared.guard.RetryIn()
-}
-
-// haApp returns the config's ha app, loading it with the defaults (the
-// memory store) when the config has none.
-func haApp(ctx caddy.Context) (*HAApp, error) {
-	app, err := ctx.App("ha")
+	// The key is the settings before provisioning changes anything.
+	key, err := json.Marshal(struct {
+		Store    json.RawMessage
+		Interval time.Duration
+	}{raw, healthEvery})
 	if err != nil {
 		return nil, err
 	}
-	return app.(*HAApp), nil
+	mod, err := ctx.LoadModule(owner, field)
+	if err != nil {
+		return nil, fmt.Errorf("loading the store: %v", err)
+	}
+	backend := mod.(storeBackend)
+	val, _, err := storePools.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+		return openShared(backend, healthEvery)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the %s store: %v", backend.describe(), err)
+	}
+	return &storeRef{key: string(key), shared: val.(*sharedStore)}, nil
+}
+
+// release lets go of the store; the last holder closes it.
+func (r *storeRef) release() error {
+	if r == nil {
+		return nil
+	}
+	_, err := storePools.Delete(r.key)
+	return err
+}
+
+// handlerStore is the store a handler uses: its own when it names one (raw,
+// the ha.stores module in field of owner; the returned ref is to be
+// released in Cleanup), else the ha app's, loaded with its defaults (the
+// memory store) when the config has none, and a nil ref.
+func handlerStore(ctx caddy.Context, owner any, field string, raw json.RawMessage) (*sharedStore, *storeRef, error) {
+	if raw != nil {
+		ref, err := holdStore(ctx, owner, field, raw, defaultHealthInterval)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ref.shared, ref, nil
+	}
+	app, err := ctx.App("ha")
+	if err != nil {
+		return nil, nil, err
+	}
+	return app.(*HAApp).ref.shared, nil, nil
 }
 
 // sharedStore is an open store in storePools.
@@ -200,6 +201,28 @@ func (sh *sharedStore) checkHealth(every time.Duration) {
 			cancel()
 		}
 	}
+}
+
+// Store returns the store. For a remote one, calls fail at once with
+// store.ErrUnavailable while it is down (see store.Guard).
+func (sh *sharedStore) Store() store.Store { return sh.store }
+
+// LocalFallback returns this instance's own memory, which handlers with a
+// local fallback count in while the store is down; nil for the memory
+// store, which has no fallback but itself.
+func (sh *sharedStore) LocalFallback() store.Store {
+	if sh.local == nil {
+		return nil // not a typed nil: callers compare with nil
+	}
+	return sh.local
+}
+
+// RetryIn returns how long until a down store is tried again.
+func (sh *sharedStore) RetryIn() time.Duration {
+	if sh.guard == nil {
+		return 0
+	}
+	return sh.guard.RetryIn()
 }
 
 func (sh *sharedStore) Destruct() error {
@@ -281,11 +304,8 @@ func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	err := parseDirective(d, func(opt string) error {
 		switch opt {
 		case "store":
-			if app.StoreRaw != nil {
-				return d.Err("store may appear only once")
-			}
 			var err error
-			app.StoreRaw, err = moduleArg(d, "ha.stores", "backend")
+			app.StoreRaw, err = storeArg(d, app.StoreRaw)
 			return err
 		case "health_interval":
 			return durationArg(d, opt, &app.HealthInterval)

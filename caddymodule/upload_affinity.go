@@ -64,6 +64,9 @@ type UploadAffinity struct {
 	// Retry-After of the 503 answered while an upload's owner is down.
 	// Default: 5s.
 	RetryAfter caddy.Duration `json:"retry_after,omitempty"`
+	// The store the bindings live in, a module of ha.stores (e.g.
+	// `{"backend": "redis", …}`). Default: the ha app's store.
+	StoreRaw json.RawMessage `json:"store,omitempty" caddy:"namespace=ha.stores inline_key=backend"`
 	// How long a request waits for the store. Default: 1s.
 	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
 	// The policy for requests that are not part of an upload, and
@@ -81,6 +84,7 @@ type UploadAffinity struct {
 	ownInner   bool // we made the transport, so we clean it up
 	discoverer *discoverer
 	localStore bool
+	storeRef   *storeRef // the policy's own store
 	logger     *zap.Logger
 }
 
@@ -167,12 +171,13 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 		s.fallback = reverseproxy.RandomSelection{}
 	}
 
-	app, err := haApp(ctx)
+	shared, ref, err := handlerStore(ctx, s, "StoreRaw", s.StoreRaw)
 	if err != nil {
-		return err
+		return fmt.Errorf("upload_affinity: %v", err)
 	}
-	s.bindings = &affinity.Bindings{Store: app.Store(), Prefix: "ua:", TTL: time.Duration(s.TTL)}
-	s.localStore = store.IsLocal(app.Store())
+	s.storeRef = ref
+	s.bindings = &affinity.Bindings{Store: shared.Store(), Prefix: "ua:", TTL: time.Duration(s.TTL)}
+	s.localStore = store.IsLocal(shared.Store())
 
 	// The transport: its responses teach us the bindings.
 	h := enclosingProxy(ctx)
@@ -195,12 +200,14 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Cleanup cleans up the transport this policy created.
+// Cleanup cleans up the transport this policy created and lets go of its
+// own store.
 func (s *UploadAffinity) Cleanup() error {
+	err := s.storeRef.release()
 	if s.ownInner && s.inner != nil {
-		return s.inner.Cleanup()
+		err = errors.Join(err, s.inner.Cleanup())
 	}
-	return nil
+	return err
 }
 
 // uploadRoute is what Select decided, for the transport.
@@ -430,6 +437,7 @@ func init() {
 //		ttl                <duration>
 //		unknown            discover|reject
 //		retry_after        <duration>
+//		store              memory|redis { … }
 //		store_timeout      <duration>
 //		fallback           <policy> [<args...>]
 //	}
@@ -460,6 +468,8 @@ func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = stringArg(d, &s.Unknown)
 		case "retry_after":
 			err = durationArg(d, opt, &s.RetryAfter)
+		case "store":
+			s.StoreRaw, err = storeArg(d, s.StoreRaw)
 		case "store_timeout":
 			err = durationArg(d, opt, &s.StoreTimeout)
 		case "fallback":

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,13 +296,25 @@ func TestUploadAffinityLearnsFromJSON(t *testing.T) {
 }
 
 // 2 and 6. Two Caddy instances sharing Redis, requests alternating between
-// them and between two client addresses.
+// them and between two client addresses: with Redis as the ha app's store,
+// and as the policy's own.
 func TestUploadAffinityTwoInstancesSharingRedis(t *testing.T) {
-	servers := uploadServers(t, 3)
 	srv := redistest.Start(t)
-	opt := redisOption(srv, "uploads:")
-	a := startCaddy(t, nil, opt, affinitySite(servers, ""))
-	b := startCaddyProcess(t, opt, affinitySite(servers, ""))
+	// unknown reject: a binding missing from Redis would be refused, not
+	// found by asking the servers.
+	policy := " {\n\t\t\tunknown reject\n\t\t\t%s\n\t\t}"
+	t.Run("ha store", func(t *testing.T) {
+		testUploadsThroughTwoInstances(t, srv, "ha:", redisOption(srv, "ha:"), fmt.Sprintf(policy, ""))
+	})
+	t.Run("own store", func(t *testing.T) {
+		testUploadsThroughTwoInstances(t, srv, "own:", "", fmt.Sprintf(policy, redisStore(srv, "own:")))
+	})
+}
+
+func testUploadsThroughTwoInstances(t *testing.T, srv *redistest.Server, prefix, globalOpts, policy string) {
+	servers := uploadServers(t, 3)
+	a := startCaddy(t, nil, globalOpts, affinitySite(servers, policy))
+	b := startCaddyProcess(t, globalOpts, affinitySite(servers, policy))
 	ups := randomUploads(30, rand.New(rand.NewPCG(2, 2)))
 	c := newUploadClient("http://"+a.addr, b.url("")).fromTwoAddresses()
 	errs := runUploads(t, c, ups, nil)
@@ -309,6 +322,16 @@ func TestUploadAffinityTwoInstancesSharingRedis(t *testing.T) {
 		t.Errorf("upload %s: %v", u.key, err)
 	}
 	checkServers(t, servers, ups, nil)
+
+	// An upload left open keeps its binding in Redis, under the prefix.
+	location, err := c.create("left-open", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := prefix + "ua:" + path.Base(location)
+	if n := srv.Client().Exists(context.Background(), key).Val(); n != 1 {
+		t.Fatalf("no binding %s in Redis", key)
+	}
 }
 
 // 3. A server added to the pool and a config reload, both mid-upload: no
@@ -458,6 +481,10 @@ func TestUploadAffinityConfig(t *testing.T) {
 			ttl 2h
 			unknown reject
 			retry_after 9s
+			store redis {
+				address 127.0.0.1:6380
+				prefix files:
+			}
 			store_timeout 300ms
 			fallback round_robin
 		}
@@ -468,7 +495,7 @@ func TestUploadAffinityConfig(t *testing.T) {
 	}
 	for _, want := range []string{`"path":"/files/{id}"`, `"learn_from":"json:data.id"`, `"idempotency_header":"X-Request-Key"`,
 		`"complete_path":"/finish"`, `"ttl":7200000000000`, `"unknown":"reject"`, `"retry_after":9000000000`,
-		`"store_timeout":300000000`, `"fallback":{"policy":"round_robin"}`} {
+		`"store":{"addresses":["127.0.0.1:6380"],"backend":"redis","prefix":"files:"}`, `"store_timeout":300000000`, `"fallback":{"policy":"round_robin"}`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("adapted JSON lacks %s:\n%s", want, out)
 		}
@@ -488,6 +515,8 @@ func TestUploadAffinityConfig(t *testing.T) {
 		{"complete finish", "complete must start with /"},
 		{"ttl -1s", "ttl must be positive"},
 		{"fallback nosuch", "selection_policies.nosuch"},
+		{"store etcd", "ha.stores.etcd"},
+		{"store redis", "at least one address"},
 		{"frobnicate", "unrecognized lb_policy upload_affinity option 'frobnicate'"},
 	} {
 		cf := "http://127.0.0.1:1 {\n\treverse_proxy 127.0.0.1:2 {\n\t\tlb_policy upload_affinity {\n\t\t\t" + tt.block + "\n\t\t}\n\t}\n}\n"
