@@ -217,6 +217,7 @@ func checkOnStoreError(policy string) error {
 // zoneDecision is one zone's decision for a request.
 type zoneDecision struct {
 	zone *rateZone
+	key  string
 	ratelimit.Decision
 	// unknown: the store failed and on_store_error allow or deny decided,
 	// so there is no count to report.
@@ -227,7 +228,7 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	now := time.Now()
 	var buf [4]zoneDecision
 	decisions := buf[:0]
-	limited, denied := false, false
+	remembered := false
 	for _, z := range h.zones {
 		match, err := z.matchers.AnyMatchWithError(r)
 		if err != nil {
@@ -236,18 +237,38 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		if !match {
 			continue
 		}
-		d := h.decide(r, z, now)
-		switch {
-		case d.unknown && !d.Allowed:
-			denied = true
-			z.metrics.denied.Inc()
-		case d.Allowed:
-			z.metrics.allowed.Inc()
-		default:
-			limited = true
-			z.metrics.limited.Inc()
-		}
+		d := zoneDecision{zone: z, key: z.key.resolve(r)}
+		d.Decision, _ = z.limiter.Remembered(d.key, now)
+		remembered = remembered || d.Cached
 		decisions = append(decisions, d)
+	}
+	limited, denied := remembered, false
+	if remembered {
+		// A key remembered over the limit in any zone is refused without
+		// asking the store for the others, so a flood never reaches it.
+		kept := decisions[:0]
+		for _, d := range decisions {
+			if d.Cached {
+				d.zone.metrics.limited.Inc()
+				kept = append(kept, d)
+			}
+		}
+		decisions = kept
+	} else {
+		for i := range decisions {
+			d := &decisions[i]
+			*d = h.decide(r, d.zone, d.key, now)
+			switch {
+			case d.unknown && !d.Allowed:
+				denied = true
+				d.zone.metrics.denied.Inc()
+			case d.Allowed:
+				d.zone.metrics.allowed.Inc()
+			default:
+				limited = true
+				d.zone.metrics.limited.Inc()
+			}
+		}
 	}
 	if len(decisions) == 0 {
 		return next.ServeHTTP(w, r)
@@ -276,8 +297,7 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 
 // decide asks the store within the timeout, and the fallback policy when
 // it does not answer.
-func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, now time.Time) zoneDecision {
-	key := z.key.resolve(r)
+func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, key string, now time.Time) zoneDecision {
 	ctx := r.Context()
 	if h.remote {
 		var cancel context.CancelFunc
@@ -290,7 +310,7 @@ func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, now time.Time) zone
 		if !d.Cached {
 			z.metrics.latency.Observe(time.Since(start).Seconds())
 		}
-		return zoneDecision{zone: z, Decision: d}
+		return zoneDecision{zone: z, key: key, Decision: d}
 	}
 	if !errors.Is(err, store.ErrUnavailable) {
 		z.metrics.storeErrors.Inc()
@@ -298,11 +318,11 @@ func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, now time.Time) zone
 	z.metrics.fallback.Inc()
 	if h.OnStoreError == onStoreErrorLocal && h.local != nil {
 		if d, err := z.limiter.Decide(r.Context(), h.local, key, now); err == nil {
-			return zoneDecision{zone: z, Decision: d}
+			return zoneDecision{zone: z, key: key, Decision: d}
 		}
 	}
 	// allow, deny, or local without room to count: no count to tell.
-	return zoneDecision{zone: z, Decision: ratelimit.Decision{Allowed: h.OnStoreError != onStoreErrorDeny}, unknown: true}
+	return zoneDecision{zone: z, key: key, Decision: ratelimit.Decision{Allowed: h.OnStoreError != onStoreErrorDeny}, unknown: true}
 }
 
 // setFields sets the IETF RateLimit-Policy and RateLimit fields

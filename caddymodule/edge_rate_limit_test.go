@@ -346,15 +346,16 @@ func sendAfterReload(t testing.TB, method, url string, hdr ...string) answer {
 // Counts in the memory store survive a reload: the store is shared while
 // its settings stay the same. Redis is not reconnected on reload.
 func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
-	site := func(events int) string {
+	site := func(events int, store ...string) string {
 		return fmt.Sprintf(`edge_rate_limit {
 		zone z {
 			key {http.request.remote.host}
 			events %d
 			window 1h
 		}
+		%s
 	}
-	respond "ok"`, events)
+	respond "ok"`, events, strings.Join(store, ""))
 	}
 	awayFromWindowEnd(t, time.Hour, 20*time.Second)
 	tc := startCaddy(t, nil, "", site(3))
@@ -387,6 +388,9 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 		tc.load(nil, redisOption(srv, "reload:"), site(10+i))
 		sendAfterReload(t, "GET", tc.url("/"))
 	}
+	// The handler naming a store of its own with the same settings.
+	tc.load(nil, redisOption(srv, "reload:"), site(20, redisStore(srv, "reload:")))
+	sendAfterReload(t, "GET", tc.url("/"))
 	if after := connections(); after != before {
 		t.Fatalf("reloads with the same store settings reconnected to Redis: %s, then %s", before, after)
 	}
@@ -492,16 +496,23 @@ func TestRateLimitStoreOutage(t *testing.T) {
 // Redis.
 func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	srv := redistest.Start(t)
+	// Two zones: a key over the limit of one is not counted in the other.
 	tc := startCaddy(t, nil, redisOption(srv, "flood:"), `edge_rate_limit {
 		zone flood {
 			key {http.request.remote.host}
 			events 3
 			window 1h
 		}
+		zone all {
+			key {http.request.remote.host}
+			events 1000
+			window 1h
+		}
 	}
 	respond "ok"`)
 	awayFromWindowEnd(t, time.Hour, 20*time.Second)
 	observedBefore := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`)
+	limitedBefore := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="flood"}`)
 	statuses := map[int]int{}
 	for i := 0; i < 200; i++ {
 		statuses[send(t, "GET", tc.url("/")).status]++
@@ -509,11 +520,14 @@ func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	if statuses[200] != 3 || statuses[429] != 197 {
 		t.Fatalf("answers by status: %v", statuses)
 	}
-	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=4,") {
-		t.Fatalf("Redis counted other than 4 increments (3 allowed, 1 refused, then remembered):\n%s", stats)
+	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=8,") {
+		t.Fatalf("Redis counted other than 8 increments (3 allowed and 1 refused, in each zone, then remembered):\n%s", stats)
 	}
 	if v := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`) - observedBefore; v != 4 {
 		t.Fatalf("store latency observations rose by %v, want 4", v)
+	}
+	if v := counterValue(tc, `caddy_ha_rate_limit_requests_total{decision="limited",zone="flood"}`) - limitedBefore; v != 197 {
+		t.Fatalf("limited in zone flood: %v, want 197", v)
 	}
 }
 
@@ -531,6 +545,7 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{"ha {\n\tstore redis {\n\t}\n}", "respond ok", "at least one address"},
 		{"ha {\n\tstore redis {\n\t\taddress nohost\n\t}\n}", "respond ok", "want host:port"},
 		{"ha {\n\tstore redis {\n\t\taddress a:1 b:2\n\t\tdb 3\n\t}\n}", "respond ok", "only db 0"},
+		{"ha {\n\tstore redis {\n\t\taddress a:1\n\t\tcluster\n\t\tmaster_name m\n\t}\n}", "respond ok", "cluster and master_name exclude each other"},
 		{"ha {\n\tstore redis {\n\t\taddress a:1\n\t\ttls {\n\t\t\tca /nonexistent.pem\n\t\t}\n\t}\n}", "respond ok", "tls ca"},
 		{"ha {\n\tstore etcd\n}", "respond ok", "ha.stores.etcd"},
 		{"ha {\n\tstore memory {\n\t\tmax_keys -1\n\t}\n}", "respond ok", "max_keys must be"},
@@ -597,7 +612,7 @@ func BenchmarkRateLimitMemoryDecision(b *testing.B) {
 				Window: caddy.Duration(time.Minute), Sliding: sliding})
 			b.ReportAllocs()
 			for b.Loop() {
-				if d := h.decide(r, h.zones[0], time.Now()); !d.Allowed {
+				if d := h.decide(r, h.zones[0], h.zones[0].key.resolve(r), time.Now()); !d.Allowed {
 					b.Fatal("refused")
 				}
 			}

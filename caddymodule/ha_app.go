@@ -128,22 +128,24 @@ func (r *storeRef) release() error {
 }
 
 // handlerStore is the store a handler uses: its own when it names one (raw,
-// the ha.stores module in field of owner; the returned ref is to be
-// released in Cleanup), else the ha app's, loaded with its defaults (the
-// memory store) when the config has none, and a nil ref.
+// the ha.stores module in field of owner, checked at the ha app's
+// health_interval so that the same settings share one store; the returned
+// ref is to be released in Cleanup), else the ha app's, loaded with its
+// defaults (the memory store) when the config has none, and a nil ref.
 func handlerStore(ctx caddy.Context, owner any, field string, raw json.RawMessage) (*sharedStore, *storeRef, error) {
-	if raw != nil {
-		ref, err := holdStore(ctx, owner, field, raw, defaultHealthInterval)
-		if err != nil {
-			return nil, nil, err
-		}
-		return ref.shared, ref, nil
-	}
-	app, err := ctx.App("ha")
+	mod, err := ctx.App("ha")
 	if err != nil {
 		return nil, nil, err
 	}
-	return app.(*HAApp).ref.shared, nil, nil
+	app := mod.(*HAApp)
+	if raw == nil {
+		return app.ref.shared, nil, nil
+	}
+	ref, err := holdStore(ctx, owner, field, raw, time.Duration(app.HealthInterval))
+	if err != nil {
+		return nil, nil, err
+	}
+	return ref.shared, ref, nil
 }
 
 // sharedStore is an open store in storePools.

@@ -21,8 +21,8 @@ import (
 // SlidingSlots is how many slots a sliding window is counted in. A request
 // is allowed when the requests of its window, counted slot by slot with the
 // oldest (partly outside) slot in whole, stay within the limit: never more
-// than Events in any window-long span, at the cost of up to one slot's
-// worth of the limit.
+// than Events in any window-long span, at the cost of requests in the
+// oldest slot counting up to a slot longer.
 const SlidingSlots = 10
 
 // MaxKeyBytes is the longest client key used as is; longer keys are
@@ -124,9 +124,8 @@ func newScratch(slots int) *scratch {
 // known to be over the limit, and returns the decision. An error means the
 // store did not answer: nothing was decided.
 func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
-	if until, ok := l.over.until(key, now); ok {
-		wait := until.Sub(now)
-		return Decision{Reset: wait, RetryAfter: wait, Cached: true}, nil
+	if d, ok := l.Remembered(key, now); ok {
+		return d, nil
 	}
 	sc := l.buffers.Get().(*scratch)
 	defer l.buffers.Put(sc)
@@ -161,6 +160,17 @@ func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now tim
 	wait := l.freeAfter(sc.counts, n, total-l.zone.Events, cur, nowNs)
 	l.over.add(key, now.Add(wait), now)
 	return Decision{Reset: wait, RetryAfter: wait}, nil
+}
+
+// Remembered returns the refusal of a key known here to be over the limit,
+// decided without the store, and whether the key is one.
+func (l *Limiter) Remembered(key string, now time.Time) (Decision, bool) {
+	until, ok := l.over.until(key, now)
+	if !ok {
+		return Decision{}, false
+	}
+	wait := until.Sub(now)
+	return Decision{Reset: wait, RetryAfter: wait, Cached: true}, true
 }
 
 // freeAfter returns how long until need requests of the key stop counting

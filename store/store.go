@@ -39,7 +39,9 @@ type Store interface {
 	Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error)
 	// IncrementAndCount is Increment plus the counts of the keys in
 	// others (0 for absent ones) written into counts, read in the same
-	// atomic step and round trip. Sliding rate limits use it.
+	// round trip (in the same transaction on Redis; just after the
+	// increment in memory, where they can only have expired since).
+	// Sliding rate limits use it.
 	IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error)
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error
