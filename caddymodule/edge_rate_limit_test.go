@@ -33,9 +33,18 @@ var rlClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport
 
 func send(t testing.TB, method, url string, hdr ...string) answer {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
+	ans, err := trySend(method, url, hdr...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ans
+}
+
+// trySend is send for goroutines other than the test's.
+func trySend(method, url string, hdr ...string) (answer, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return answer{}, err
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
@@ -43,11 +52,11 @@ func send(t testing.TB, method, url string, hdr ...string) answer {
 	start := time.Now()
 	resp, err := rlClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return answer{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b), time.Since(start)}
+	return answer{resp.StatusCode, resp.Header, string(b), time.Since(start)}, nil
 }
 
 // redisOption is the ha option with a Redis store.
@@ -407,6 +416,7 @@ func TestRateLimitStoreOutage(t *testing.T) {
 		want            []int // statuses of 4 requests of one key while the store is down
 	}{
 		{"allow", "kill", []int{200, 200, 200, 200}},
+		{"allow", "pause", []int{200, 200, 200, 200}},
 		{"deny", "kill", []int{503, 503, 503, 503}},
 		{"local", "kill", []int{200, 200, 200, 429}},
 		{"local", "pause", []int{200, 200, 200, 429}},
@@ -429,6 +439,34 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			if s := send(t, "GET", tc.url("/"), "X-Client", "before").status; s != 200 {
 				t.Fatalf("with Redis up: %d", s)
 			}
+			// Traffic from other keys goes on while Redis fails: none of
+			// it waits longer than the timeout either.
+			stopTraffic, trafficDone := make(chan struct{}), make(chan error, 1)
+			endTraffic := sync.OnceFunc(func() { close(stopTraffic) })
+			t.Cleanup(endTraffic) // also when the test fails first
+			go func() {
+				var slowest time.Duration
+				for i := 0; ; i++ {
+					select {
+					case <-stopTraffic:
+						trafficDone <- nil
+						return
+					default:
+					}
+					ans, err := trySend("GET", tc.url("/"), "X-Client", "traffic-"+strconv.Itoa(i))
+					if err == nil && ans.status != 200 && ans.status != 503 {
+						err = fmt.Errorf("request %d answered %d", i, ans.status)
+					}
+					if slowest = max(slowest, ans.took); err == nil && slowest > timeout+margin {
+						err = fmt.Errorf("request %d took %v", i, slowest)
+					}
+					if err != nil {
+						<-stopTraffic
+						trafficDone <- err
+						return
+					}
+				}
+			}()
 			if tt.failure == "kill" {
 				srv.Kill()
 			} else {
@@ -448,6 +486,10 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			}
 			for i := 0; i < 20; i++ { // more requests, no more log lines
 				send(t, "GET", tc.url("/"), "X-Client", "during")
+			}
+			endTraffic()
+			if err := <-trafficDone; err != nil {
+				t.Fatalf("traffic across the failure: %v", err)
 			}
 			if n := len(tc.logLines("store unavailable")); n != 1 {
 				t.Fatalf("%d log lines for one outage, want 1", n)
