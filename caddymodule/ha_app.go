@@ -188,19 +188,20 @@ func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, 
 	return sh, nil
 }
 
-// checkHealth pings the store through its guard until Destruct.
+// checkHealth pings the store through its guard until Destruct, the first
+// time at once, so a store down from the start is noticed without traffic.
 func (sh *sharedStore) checkHealth(every time.Duration) {
 	defer close(sh.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(every, time.Second))
+		_ = sh.guard.Ping(ctx)
+		cancel()
 		select {
 		case <-sh.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), min(every, time.Second))
-			_ = sh.guard.Ping(ctx)
-			cancel()
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
@@ -46,4 +47,13 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 	if v := metricValue(tc, upMetric); v != -1 {
 		t.Fatalf("store_up of the closed store is still reported: %v", v)
 	}
+}
+
+// A store down from the start is reported down without any traffic.
+func TestStoreDownAtStartIsReported(t *testing.T) {
+	addr := loopback.FreeAddr()
+	tc := startCaddy(t, nil, "ha {\n\t\tstore redis {\n\t\t\taddress "+addr+"\n\t\t}\n\t\thealth_interval 50ms\n\t}", `respond "ok"`)
+	poll.Until(t, 5*time.Second, "store_up 0", func() bool {
+		return metricValue(tc, `caddy_ha_store_up{store="redis `+addr+`"}`) == 0
+	})
 }
