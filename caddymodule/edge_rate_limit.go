@@ -439,7 +439,7 @@ func init() {
 	m.fallback = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallback_decisions_total",
 		Help: "Decisions taken by on_store_error because the store failed or was known to be down."}, []string{"zone"})
 	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
-		Help:    "Time a decision waited for the store.",
+		Help:    "Time a decision waited for a store that answered; failures count in store_errors_total.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}}, []string{"zone"})
 	m.collectors = []prometheus.Collector{m.requests, m.storeErrors, m.fallback, m.latency}
 }
