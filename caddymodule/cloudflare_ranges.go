@@ -124,7 +124,6 @@ func (c *CloudflareRanges) GetIPRanges(*http.Request) []netip.Prefix {
 type cloudflareSet struct {
 	cfg    CloudflareRanges
 	ranges atomic.Pointer[[]netip.Prefix]
-	log    *zap.Logger
 	client *http.Client
 	seen   os.FileInfo // the file as last read, with downloads off
 	stop   chan struct{}
@@ -132,9 +131,8 @@ type cloudflareSet struct {
 }
 
 func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
-	s := &cloudflareSet{cfg: cfg, log: caddy.Log().Named("http.ip_sources.cloudflare_ranges"),
-		client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
-		stop:   make(chan struct{}), done: make(chan struct{})}
+	s := &cloudflareSet{cfg: cfg, client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
+		stop: make(chan struct{}), done: make(chan struct{})}
 	s.readFile() // the last good set, until a download succeeds
 	go s.keep()
 	return s
@@ -181,20 +179,25 @@ func (s *cloudflareSet) download() bool {
 	}()
 	f, err := forwarded.FetchRangeFile(ctx, s.client, s.cfg.IPv4URL, s.cfg.IPv6URL)
 	if err != nil {
-		s.log.Warn("downloading Cloudflare's ranges failed; keeping the last good set",
+		s.logger().Warn("downloading Cloudflare's ranges failed; keeping the last good set",
 			zap.Error(err), zap.Int("ranges_kept", len(s.current())))
 		return false
 	}
 	s.set(f)
 	if err := f.Save(s.cfg.File); err != nil {
-		s.log.Warn("saving Cloudflare's ranges failed", zap.String("file", s.cfg.File), zap.Error(err))
+		s.logger().Warn("saving Cloudflare's ranges failed", zap.String("file", s.cfg.File), zap.Error(err))
 	}
 	return true
 }
 
+// readFileIfChanged reads the file again if it is another file, or the
+// same one changed. Save renames a new file over the old one, which a
+// rewrite of the same size within the clock's resolution tells apart from
+// it only by being another file.
 func (s *cloudflareSet) readFileIfChanged() {
 	info, err := os.Stat(s.cfg.File)
-	if err == nil && s.seen != nil && info.ModTime().Equal(s.seen.ModTime()) && info.Size() == s.seen.Size() {
+	if err == nil && s.seen != nil && os.SameFile(info, s.seen) &&
+		info.ModTime().Equal(s.seen.ModTime()) && info.Size() == s.seen.Size() {
 		return
 	}
 	s.readFile()
@@ -205,7 +208,7 @@ func (s *cloudflareSet) readFile() {
 	f, err := forwarded.LoadRangeFile(s.cfg.File)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) || s.cfg.DisableDownloads {
-			s.log.Warn("reading Cloudflare's ranges failed; keeping the last good set", zap.String("file", s.cfg.File),
+			s.logger().Warn("reading Cloudflare's ranges failed; keeping the last good set", zap.String("file", s.cfg.File),
 				zap.Error(err), zap.Int("ranges_kept", len(s.current())))
 		}
 		if statErr == nil {
@@ -220,7 +223,13 @@ func (s *cloudflareSet) readFile() {
 func (s *cloudflareSet) set(f forwarded.RangeFile) {
 	all := f.All()
 	s.ranges.Store(&all)
-	s.log.Info("Cloudflare's ranges loaded", zap.Int("ipv4", len(f.V4)), zap.Int("ipv6", len(f.V6)))
+	s.logger().Info("Cloudflare's ranges loaded", zap.Int("ipv4", len(f.V4)), zap.Int("ipv6", len(f.V6)))
+}
+
+// logger is Caddy's default logger of the moment: the set outlives the
+// config that started it, and a reload may send the logs elsewhere.
+func (s *cloudflareSet) logger() *zap.Logger {
+	return caddy.Log().Named("http.ip_sources.cloudflare_ranges")
 }
 
 func (s *cloudflareSet) current() []netip.Prefix {

@@ -20,12 +20,13 @@ import (
 // rangeLists serves Cloudflare-style lists on loopback; what it serves can
 // be changed while it runs.
 type rangeLists struct {
-	mu      sync.Mutex
-	v4, v6  string
-	delay   time.Duration
-	status  int
-	fetches atomic.Int64
-	url     string
+	mu        sync.Mutex
+	v4, v6    string
+	delay     time.Duration
+	status    int
+	abandoned []time.Duration // how long each request given up on had waited
+	fetches   atomic.Int64
+	url       string
 }
 
 func serveRangeLists(t testing.TB, v4, v6 string) *rangeLists {
@@ -41,9 +42,13 @@ func serveRangeLists(t testing.TB, v4, v6 string) *rangeLists {
 			body = l.v6
 		}
 		l.mu.Unlock()
+		start := time.Now()
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():
+			l.mu.Lock()
+			l.abandoned = append(l.abandoned, time.Since(start))
+			l.mu.Unlock()
 			return
 		}
 		w.WriteHeader(status)
@@ -60,6 +65,12 @@ func (l *rangeLists) set(v4, v6 string, status int, delay time.Duration) {
 	l.mu.Lock()
 	l.v4, l.v6, l.status, l.delay = v4, v6, status, delay
 	l.mu.Unlock()
+}
+
+func (l *rangeLists) abandonedAfter() []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Duration(nil), l.abandoned...)
 }
 
 func provisionRanges(t testing.TB, c *CloudflareRanges) {
@@ -82,11 +93,12 @@ func rangesText(c *CloudflareRanges) string {
 	return strings.Join(s, " ")
 }
 
-// It downloads, saves and refreshes the lists; a failed, malformed, empty or
-// slow download keeps the last good set, and the file too.
+// It downloads, saves (in a directory it creates) and refreshes the lists;
+// a failed, malformed or empty download keeps the last good set, and the
+// file too.
 func TestCloudflareRangesDownloads(t *testing.T) {
 	lists := serveRangeLists(t, "173.245.48.0/20\n103.21.244.0/22\n", "2400:cb00::/32\n")
-	file := filepath.Join(t.TempDir(), "cf.txt")
+	file := filepath.Join(t.TempDir(), "data", "caddy", "cf.txt")
 	c := &CloudflareRanges{IPv4URL: lists.url + "/ips-v4", IPv6URL: lists.url + "/ips-v6", File: file,
 		Refresh: caddy.Duration(30 * time.Millisecond), Timeout: caddy.Duration(200 * time.Millisecond)}
 	provisionRanges(t, c)
@@ -103,23 +115,16 @@ func TestCloudflareRangesDownloads(t *testing.T) {
 	for _, bad := range []struct {
 		name, v4, v6 string
 		status       int
-		delay        time.Duration
 	}{
-		{"garbage", "<html>blocked</html>\n", "2400:cb00::/32\n", 200, 0},
-		{"empty", "", "", 200, 0},
-		{"v6 in the v4 list", "2400:cb00::/32\n", "2400:cb00::/32\n", 200, 0},
-		{"half garbage", "173.245.48.0/20\n10.0.0.0/8 extra\n", "2400:cb00::/32\n", 200, 0},
-		{"server error", "173.245.48.0/20\n", "2400:cb00::/32\n", 500, 0},
-		{"slow", "198.51.100.0/24\n", "2001:db8::/32\n", 200, time.Second},
+		{"garbage", "<html>blocked</html>\n", "2400:cb00::/32\n", 200},
+		{"empty", "", "", 200},
+		{"v6 in the v4 list", "2400:cb00::/32\n", "2400:cb00::/32\n", 200},
+		{"half garbage", "173.245.48.0/20\n10.0.0.0/8 extra\n", "2400:cb00::/32\n", 200},
+		{"server error", "173.245.48.0/20\n", "2400:cb00::/32\n", 500},
 	} {
-		lists.set(bad.v4, bad.v6, bad.status, bad.delay)
+		lists.set(bad.v4, bad.v6, bad.status, 0)
 		before := lists.fetches.Load()
-		poll.Until(t, 5*time.Second, bad.name+": two more refreshes", func() bool {
-			return lists.fetches.Load() >= before+2 || bad.delay > 0 && lists.fetches.Load() == before
-		})
-		if bad.delay > 0 {
-			time.Sleep(3 * time.Duration(c.Timeout)) // the passage of time is what is tested: downloads that time out
-		}
+		poll.Until(t, 5*time.Second, bad.name+": two more refreshes", func() bool { return lists.fetches.Load() >= before+2 })
 		if got := rangesText(c); got != good {
 			t.Fatalf("%s: the ranges became %q", bad.name, got)
 		}
@@ -131,19 +136,71 @@ func TestCloudflareRangesDownloads(t *testing.T) {
 	poll.Until(t, 5*time.Second, "the new lists", func() bool { return rangesText(c) == "198.51.100.0/24 2001:db8::/32" })
 }
 
+// A download that hangs is given up after the timeout; the last good set
+// stays, and the next refresh still comes. Without the timeout the first
+// hanging download would never end.
+func TestCloudflareRangesHangingDownload(t *testing.T) {
+	lists := serveRangeLists(t, "173.245.48.0/20\n", "2400:cb00::/32\n")
+	timeout := 300 * time.Millisecond
+	c := &CloudflareRanges{IPv4URL: lists.url + "/ips-v4", IPv6URL: lists.url + "/ips-v6", File: filepath.Join(t.TempDir(), "cf.txt"),
+		Refresh: caddy.Duration(20 * time.Millisecond), Timeout: caddy.Duration(timeout)}
+	provisionRanges(t, c)
+	good := "173.245.48.0/20 2400:cb00::/32"
+	poll.Until(t, 5*time.Second, "the first download", func() bool { return rangesText(c) == good })
+
+	lists.set("198.51.100.0/24\n", "2001:db8::/32\n", 200, time.Hour)
+	poll.Until(t, 10*time.Second, "two hanging downloads given up", func() bool { return len(lists.abandonedAfter()) >= 2 })
+	for _, waited := range lists.abandonedAfter() {
+		// The server sees the request a little after the client's clock
+		// starts, and the client's giving up a little after it does.
+		if waited < timeout/2 || waited > timeout+2*time.Second {
+			t.Errorf("a download was given up after %v, want about %v", waited, timeout)
+		}
+	}
+	if got := rangesText(c); got != good {
+		t.Fatalf("while downloads hung, the ranges became %q", got)
+	}
+	lists.set("198.51.100.0/24\n", "2001:db8::/32\n", 200, 0)
+	poll.Until(t, 5*time.Second, "the next refresh", func() bool { return rangesText(c) == "198.51.100.0/24 2001:db8::/32" })
+}
+
+// A failed download is logged, with the set it keeps.
+func TestCloudflareRangesFailureLogged(t *testing.T) {
+	lists := serveRangeLists(t, "173.245.48.0/20\n", "2400:cb00::/32\n")
+	lists.set("173.245.48.0/20\n", "2400:cb00::/32\n", http.StatusServiceUnavailable, 0)
+	src := "cloudflare_ranges {\n\t\t\tipv4_url " + lists.url + "/ips-v4\n\t\t\tipv6_url " + lists.url + "/ips-v6\n\t\t\tfile " +
+		filepath.Join(t.TempDir(), "cf.txt") + "\n\t\t}"
+	tc := startCaddy(t, nil, "", "forwarded {\n\t\tcloudflare "+src+"\n\t}\n\trespond ok")
+	var lines []string
+	poll.Until(t, 5*time.Second, "the failure to be logged", func() bool {
+		lines = tc.logLines("downloading Cloudflare's ranges failed")
+		return len(lines) > 0
+	})
+	for _, want := range []string{`"level":"warn"`, `"logger":"http.ip_sources.cloudflare_ranges"`, "status 503", `"ranges_kept":0`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("the log line lacks %s: %s", want, lines[0])
+		}
+	}
+}
+
 // With downloads off it reads the shared file, again when it changes, and
 // keeps the last good set when it turns bad.
 func TestCloudflareRangesSharedFile(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "cf.txt")
+	// write replaces the file as Save does, by renaming a new one over
+	// it. The new one keeps the old one's modification time, as a rewrite
+	// within the clock's resolution would: with the same size, only that
+	// it is another file tells.
 	write := func(text string) {
-		// A new modification time each write, even within the clock's
-		// resolution.
 		tmp := file + ".new"
 		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mt := time.Now().Add(time.Duration(len(text)) * time.Second)
-		os.Chtimes(tmp, mt, mt)
+		if old, err := os.Stat(file); err == nil {
+			if err := os.Chtimes(tmp, old.ModTime(), old.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := os.Rename(tmp, file); err != nil {
 			t.Fatal(err)
 		}
@@ -155,12 +212,12 @@ func TestCloudflareRangesSharedFile(t *testing.T) {
 	if got := rangesText(c); got != "173.245.48.0/20 2400:cb00::/32" {
 		t.Fatalf("read at start: %q", got)
 	}
-	write("# ipv4\n198.51.100.0/24\n# ipv6\n2001:db8::/32\n")
-	poll.Until(t, 5*time.Second, "the changed file", func() bool { return rangesText(c) == "198.51.100.0/24 2001:db8::/32" })
+	write("# ipv4\n198.51.100.0/24\n# ipv6\n2a06:98c0::/29\n") // the same size
+	poll.Until(t, 5*time.Second, "the changed file", func() bool { return rangesText(c) == "198.51.100.0/24 2a06:98c0::/29" })
 	write("# ipv4\nnot a range at all\n# ipv6\n2001:db8::/32\n")
 	deadline := time.Now().Add(200 * time.Millisecond) // ten checks of the file
 	for time.Now().Before(deadline) {
-		if got := rangesText(c); got != "198.51.100.0/24 2001:db8::/32" {
+		if got := rangesText(c); got != "198.51.100.0/24 2a06:98c0::/29" {
 			t.Fatalf("a bad file replaced the good set: %q", got)
 		}
 		time.Sleep(10 * time.Millisecond)

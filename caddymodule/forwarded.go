@@ -191,7 +191,9 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 
 	clientIP := client.Node.Addr
 	if !clientIP.IsValid() {
-		clientIP = client.ReportedBy // the nearest address anyone vouches for
+		// A client that is not an IP is the proxy that reported it, as
+		// Forward sends it: the nearest address anyone vouches for.
+		clientIP = client.ReportedBy
 	}
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl != nil {
@@ -219,8 +221,8 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		} else {
 			r.Header["X-Forwarded-For"] = []string{rest}
 		}
-		// A client that is not an IP ("unknown") leaves the peer as the
-		// remote address: matchers on it must keep working.
+		// Only an IP can be the remote address: behind a unix socket,
+		// whose peer has none, the client may have none either.
 		if lastIP, err := netip.ParseAddr(last); err == nil && lastIP != peer {
 			r = r.WithContext(r.Context()) // a shallow copy: the server's own request keeps the peer for its logs
 			r.RemoteAddr = net.JoinHostPort(last, peerPort)

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-ha/caddy-ha/forwarded"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
@@ -80,57 +83,126 @@ func rawRequest(t testing.TB, addr, head string) (map[string][]string, int) {
 	return got, 200
 }
 
-// spoofAttempts are requests a client may send to pass for someone else.
-var spoofAttempts = map[string]string{
-	"forwarded for internal":   "Forwarded: for=10.0.0.1;proto=https;host=admin.internal",
-	"forwarded v6 and by":      "Forwarded: for=\"[2001:db8::1]:443\";by=10.0.0.2, for=192.168.1.1",
-	"forwarded lowercase":      "forwarded: for=10.0.0.1",
-	"forwarded obfuscated":     "Forwarded: for=_hidden;proto=https",
-	"xff one":                  "X-Forwarded-For: 10.0.0.1",
-	"xff two lines":            "X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3",
-	"xff mixed case":           "x-FORWARDED-for: 10.0.0.1\r\nX-Forwarded-FOR: 10.0.0.2",
-	"xff v6 zone":              "X-Forwarded-For: fe80::1%eth0",
-	"xff oversized":            "X-Forwarded-For: " + strings.TrimSuffix(strings.Repeat("10.0.0.1, ", 700), ", "),
-	"xff garbage":              "X-Forwarded-For: 10.0.0.1, <script>, 10.0.0.2",
-	"proto and host":           "X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example",
-	"proto two values":         "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https",
-	"real ip":                  "X-Real-IP: 10.0.0.1",
-	"cf connecting ip":         "CF-Connecting-IP: 10.0.0.1",
-	"other client headers":     "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443",
-	"everything":               "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
-	"injected line in value":   "X-Forwarded-For: 10.0.0.1\r\n X-Real-IP: 10.0.0.9", // obs-fold
-	"injected nul":             "X-Forwarded-For: 10.0.0.1\x00, 10.0.0.2",
-	"percent encoded":          "X-Forwarded-For: 10%2e0.0.1",
-	"forwarded quoted escapes": "Forwarded: for=\"10.0.0.1\\\"\";host=\"a\\\\b\"",
+// spoofAttempt is what a client may send to pass for someone else, and
+// what the same headers say when a trusted proxy sends them.
+type spoofAttempt struct {
+	headers string
+	// The client they resolve to from a trusted peer, with inbound
+	// x-forwarded and with inbound forwarded.
+	xForwarded, forwarded resolved
+	// What Caddy answers instead of passing the request on, whoever
+	// sends it; 0 passes it on.
+	status int
+}
+
+// resolved is a client and the scheme and host it used; an empty field is
+// the peer's own: 127.0.0.1, http and the site's address.
+type resolved struct{ client, proto, host string }
+
+var spoofAttempts = map[string]spoofAttempt{
+	"forwarded for internal": {headers: "Forwarded: for=10.0.0.1;proto=https;host=admin.internal",
+		forwarded: resolved{"10.0.0.1", "https", "admin.internal"}},
+	"forwarded v6 and by": {headers: "Forwarded: for=\"[2001:db8::1]:443\";by=10.0.0.2, for=192.168.1.1",
+		forwarded: resolved{client: "192.168.1.1"}},
+	"forwarded lowercase":  {headers: "forwarded: for=10.0.0.1", forwarded: resolved{client: "10.0.0.1"}},
+	"forwarded obfuscated": {headers: "Forwarded: for=_hidden;proto=https", forwarded: resolved{proto: "https"}}, // reported by the peer
+	"forwarded v6 zone":    {headers: "Forwarded: for=\"[fe80::1%eth0]\""},
+	"xff one":              {headers: "X-Forwarded-For: 10.0.0.1", xForwarded: resolved{client: "10.0.0.1"}},
+	"xff two lines":        {headers: "X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3", xForwarded: resolved{client: "10.0.0.3"}},
+	"xff mixed case":       {headers: "x-FORWARDED-for: 10.0.0.1\r\nX-Forwarded-FOR: 10.0.0.2", xForwarded: resolved{client: "10.0.0.2"}},
+	"xff v6 zone":          {headers: "X-Forwarded-For: fe80::1%eth0"},
+	// Over the parser's limits, but under the server's (Caddy's
+	// max_header_size, 16 KiB by default), so the handler reads them.
+	"xff over the byte limit": {headers: "X-Forwarded-For: 203.0.113.9," + strings.Repeat(" ", forwarded.MaxHeaderBytes) + "198.51.100.7"},
+	"xff over the hop limit":  {headers: "X-Forwarded-For: " + strings.Repeat("203.0.113.9, ", forwarded.MaxHops) + "198.51.100.7"},
+	"xff over the server's limit": {headers: "X-Forwarded-For: 203.0.113.9," + strings.Repeat(" ", 64<<10) + "198.51.100.7",
+		status: http.StatusRequestHeaderFieldsTooLarge},
+	"xff garbage": {headers: "X-Forwarded-For: 10.0.0.1, <script>, 10.0.0.2"},
+	"proto and host": {headers: "X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example",
+		xForwarded: resolved{proto: "https", host: "evil.example"}},
+	"proto two values":     {headers: "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https"},
+	"real ip":              {headers: "X-Real-IP: 10.0.0.1"},
+	"cf connecting ip":     {headers: "CF-Connecting-IP: 10.0.0.1"},
+	"other client headers": {headers: "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443"},
+	"everything": {headers: "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
+		xForwarded: resolved{"10.0.0.1", "https", "evil.example"}, forwarded: resolved{client: "10.0.0.1"}},
+	"injected line in value":   {headers: "X-Forwarded-For: 10.0.0.1\r\n X-Real-IP: 10.0.0.9"}, // obs-fold
+	"injected nul":             {headers: "X-Forwarded-For: 10.0.0.1\x00, 10.0.0.2", status: http.StatusBadRequest},
+	"percent encoded":          {headers: "X-Forwarded-For: 10%2e0.0.1"},
+	"forwarded quoted escapes": {headers: "Forwarded: for=\"10.0.0.1\\\"\";host=\"a\\\\b\""},
+}
+
+// echoSite is the forwarded handler with options in front of the echo
+// backend, with the placeholders it sets copied into the response.
+func echoSite(backend, options string) string {
+	return `forwarded {
+		` + options + `
+	}
+	reverse_proxy ` + backend + ` {
+		header_down X-Seen-Client {http.forwarded.client_ip}
+		header_down X-Seen-Proto {http.forwarded.proto}
+		header_down X-Seen-Host {http.forwarded.host}
+		header_down X-Seen-Caddy-Client {client_ip}
+	}`
+}
+
+// sendSpoofAttempts sends each attempt to tc and checks that the backend and
+// the placeholders got the client wantFor says, and nothing else.
+func sendSpoofAttempts(t *testing.T, tc *testCaddy, wantFor func(spoofAttempt) resolved) {
+	t.Helper()
+	for name, attempt := range spoofAttempts {
+		got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+attempt.headers)
+		switch want := cmp.Or(attempt.status, http.StatusOK); {
+		case status != want:
+			t.Errorf("%s: status %d, want %d", name, status, want)
+		case status == http.StatusOK:
+			checkResolved(t, name, tc.addr, got, wantFor(attempt))
+		}
+	}
+}
+
+// checkResolved fails t unless the backend got one consistent set naming
+// want, the placeholders say the same, and no other header names a client.
+func checkResolved(t *testing.T, name, site string, got map[string][]string, want resolved) {
+	t.Helper()
+	client, proto, host := cmp.Or(want.client, "127.0.0.1"), cmp.Or(want.proto, "http"), cmp.Or(want.host, site)
+	for k, v := range map[string]string{
+		"X-Forwarded-For": client, "X-Forwarded-Proto": proto, "X-Forwarded-Host": host,
+		"X-Seen-Client": client, "X-Seen-Caddy-Client": client, "X-Seen-Proto": proto, "X-Seen-Host": host,
+	} {
+		if g := got[k]; len(g) != 1 || g[0] != v {
+			t.Errorf("%s: %s %q, want %q", name, k, g, v)
+		}
+	}
+	for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"} {
+		if g, ok := got[k]; ok {
+			t.Errorf("%s: the backend got %s %q", name, k, g)
+		}
+	}
 }
 
 // From a peer that is not trusted, nothing the client says about who it is
 // reaches the backend: it sees the peer, the connection's scheme and Host.
 func TestForwardedUntrustedPeerSpoofing(t *testing.T) {
+	tc := startCaddy(t, nil, "", echoSite(echoBackend(t), ""))
+	sendSpoofAttempts(t, tc, func(spoofAttempt) resolved { return resolved{} })
+}
+
+// From a trusted peer the same headers resolve to the right client: the
+// kind the handler reads, whole and well-formed, is believed, and anything
+// else is not.
+func TestForwardedTrustedPeerSpoofing(t *testing.T) {
 	backend := echoBackend(t)
-	tc := startCaddy(t, nil, "", `forwarded
-	reverse_proxy `+backend)
-	for name, headers := range spoofAttempts {
-		got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+headers)
-		if status != 200 {
-			if status == 400 { // refused outright: nothing reached the backend either
-				t.Logf("%s: refused with 400", name)
-				continue
-			}
-			t.Errorf("%s: status %d", name, status)
-			continue
-		}
-		want := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": tc.addr}
-		for k, v := range want {
-			if g := got[k]; len(g) != 1 || g[0] != v {
-				t.Errorf("%s: the backend got %s %q, want %q", name, k, g, v)
-			}
-		}
-		for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"} {
-			if g, ok := got[k]; ok {
-				t.Errorf("%s: the backend got %s %q", name, k, g)
-			}
-		}
+	for _, inbound := range []string{"x-forwarded", "forwarded"} {
+		t.Run(inbound, func(t *testing.T) {
+			tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", echoSite(backend, "inbound "+inbound))
+			sendSpoofAttempts(t, tc, func(a spoofAttempt) resolved {
+				if inbound == "forwarded" {
+					return a.forwarded
+				}
+				return a.xForwarded
+			})
+		})
 	}
 }
 
@@ -143,40 +215,48 @@ func TestForwardedTrustedPeer(t *testing.T) {
 		want                   map[string]string // "-" = absent
 	}{
 		{"xff walks to the first untrusted", "", "X-Forwarded-For: 203.0.113.9, 198.51.100.7\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: app.example.com",
-			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com", "X-Seen-Client": "198.51.100.7", "X-Seen-Caddy-Client": "198.51.100.7"}},
+			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com",
+				"X-Seen-Client": "198.51.100.7", "X-Seen-Caddy-Client": "198.51.100.7", "X-Seen-Proto": "https", "X-Seen-Host": "app.example.com"}},
 		{"own ranges extend the server's", "trusted_proxies static 10.0.0.0/8", "X-Forwarded-For: 203.0.113.9, 10.0.0.5",
 			map[string]string{"X-Forwarded-For": "203.0.113.9", "X-Seen-Client": "203.0.113.9"}},
 		{"spoofed left entries are ignored", "", "X-Forwarded-For: 10.0.0.1, 127.0.0.1, 198.51.100.7",
 			map[string]string{"X-Forwarded-For": "198.51.100.7"}},
 		{"several lines are one list", "", "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 198.51.100.7",
 			map[string]string{"X-Forwarded-For": "198.51.100.7"}},
-		{"malformed: none believed", "", "X-Forwarded-For: 203.0.113.9, garbage\r\nX-Forwarded-Proto: https",
-			map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "{addr}", "X-Seen-Client": "127.0.0.1"}},
+		{"malformed: none believed", "", "X-Forwarded-For: 203.0.113.9, garbage\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: app.example.com",
+			map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "http", "X-Forwarded-Host": "{addr}",
+				"X-Seen-Client": "127.0.0.1", "X-Seen-Proto": "http", "X-Seen-Host": "{addr}"}},
 		{"zone: none believed", "", "X-Forwarded-For: fe80::1%eth0",
 			map[string]string{"X-Forwarded-For": "127.0.0.1"}},
 		{"forced https", "proto https", "X-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: http",
-			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https"}},
+			map[string]string{"X-Forwarded-For": "198.51.100.7", "X-Forwarded-Proto": "https", "X-Seen-Proto": "https"}},
 		{"keep chain", "keep_chain", "X-Forwarded-For: 203.0.113.9, 198.51.100.7",
 			map[string]string{"X-Forwarded-For": "198.51.100.7, 127.0.0.1"}},
 		{"rfc 7239 inbound", "inbound forwarded", "Forwarded: for=203.0.113.9;proto=http, for=\"[2001:db8::7]:4711\";proto=https;host=app.example.com\r\nX-Forwarded-For: 10.9.9.9",
-			map[string]string{"X-Forwarded-For": "2001:db8::7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com"}},
+			map[string]string{"X-Forwarded-For": "2001:db8::7", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "app.example.com",
+				"X-Seen-Client": "2001:db8::7", "X-Seen-Proto": "https", "X-Seen-Host": "app.example.com"}},
 		{"rfc 7239 emitted", "emit_forwarded\n\t\tby _caddy", "X-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: https",
 			map[string]string{"Forwarded": `for=198.51.100.7;by=_caddy;proto=https;host="{addr}"`}},
+		// A client that is not an IP is the trusted proxy that reported
+		// it, in every header, placeholder and Caddy's client IP alike.
+		{"unknown client: the proxy that reported it", "trusted_proxies static 10.0.0.0/8\n\t\temit_forwarded", "X-Forwarded-For: 203.0.113.9, unknown, 10.0.0.2",
+			map[string]string{"X-Forwarded-For": "10.0.0.2", "Forwarded": `for=10.0.0.2;proto=http;host="{addr}"`,
+				"X-Seen-Client": "10.0.0.2", "X-Seen-Caddy-Client": "10.0.0.2"}},
+		{"obfuscated client: the proxy that reported it", "inbound forwarded\n\t\ttrusted_proxies static 10.0.0.0/8\n\t\temit_forwarded", "Forwarded: for=_hidden;proto=https, for=10.0.0.2",
+			map[string]string{"X-Forwarded-For": "10.0.0.2", "X-Forwarded-Proto": "https", "Forwarded": `for=10.0.0.2;proto=https;host="{addr}"`,
+				"X-Seen-Client": "10.0.0.2", "X-Seen-Caddy-Client": "10.0.0.2", "X-Seen-Proto": "https"}},
+		{"unknown client: a kept chain starts at the proxy that reported it", "trusted_proxies static 10.0.0.0/8\n\t\tkeep_chain", "X-Forwarded-For: unknown, 10.0.0.2",
+			map[string]string{"X-Forwarded-For": "10.0.0.2, 127.0.0.1", "X-Seen-Client": "10.0.0.2", "X-Seen-Caddy-Client": "10.0.0.2"}},
 		{"real ip from a trusted peer is dropped too", "", "X-Real-IP: 10.0.0.1\r\nX-Forwarded-For: 198.51.100.7",
 			map[string]string{"X-Real-Ip": "-", "X-Forwarded-For": "198.51.100.7"}},
 		{"cf-connecting-ip only from cloudflare", "", "CF-Connecting-IP: 198.51.100.99\r\nX-Forwarded-For: 198.51.100.7",
 			map[string]string{"X-Forwarded-For": "198.51.100.7", "Cf-Connecting-Ip": "-"}},
 		{"cf-connecting-ip from cloudflare", "cloudflare static 127.0.0.1/32", "CF-Connecting-IP: 198.51.100.99\r\nX-Forwarded-For: 198.51.100.7\r\nX-Forwarded-Proto: https",
-			map[string]string{"X-Forwarded-For": "198.51.100.99", "X-Forwarded-Proto": "https", "Cf-Connecting-Ip": "-", "X-Seen-Client": "198.51.100.99"}},
+			map[string]string{"X-Forwarded-For": "198.51.100.99", "X-Forwarded-Proto": "https", "Cf-Connecting-Ip": "-",
+				"X-Seen-Client": "198.51.100.99", "X-Seen-Proto": "https"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", `forwarded {
-		`+tt.handler+`
-	}
-	reverse_proxy `+backend+` {
-		header_down X-Seen-Client {http.forwarded.client_ip}
-		header_down X-Seen-Caddy-Client {client_ip}
-	}`)
+			tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", echoSite(backend, tt.handler))
 			got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+tt.headers)
 			if status != 200 {
 				t.Fatalf("status %d", status)
@@ -191,6 +271,36 @@ func TestForwardedTrustedPeer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The server's trusted_proxies are trusted beyond the peer: the same
+// ranges, read from the server, with none of the handler's own.
+func TestForwardedServerTrustedProxies(t *testing.T) {
+	tc := startCaddy(t, nil, "servers {\n\t\ttrusted_proxies static 127.0.0.1/32 10.0.0.0/8\n\t}", echoSite(echoBackend(t), ""))
+	got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\nX-Forwarded-For: 203.0.113.9, 10.0.0.5")
+	if status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	// With only the server's verdict on the peer, the client would be
+	// 10.0.0.5.
+	checkResolved(t, "through 10.0.0.5", tc.addr, got, resolved{client: "203.0.113.9"})
+
+	app, err := caddy.ActiveContext().AppIfConfigured("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, srv := range app.(*caddyhttp.App).Servers {
+		src, ok := trustedProxiesOf(srv)
+		if !ok || src == nil {
+			t.Fatalf("server %s: trusted_proxies %v, %v", name, src, ok)
+		}
+		if got := fmt.Sprint(src.GetIPRanges(nil)); got != "[127.0.0.1/32 10.0.0.0/8]" {
+			t.Errorf("server %s: trusted_proxies %s", name, got)
+		}
+	}
+	if src, ok := trustedProxiesOf(new(caddyhttp.Server)); !ok || src != nil {
+		t.Errorf("a server without trusted_proxies: %v, %v; want none, read", src, ok)
 	}
 }
 
@@ -271,7 +381,7 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 	var got map[string][]string
 	poll.Until(t, 10*time.Second, "the example to route to the backend", func() bool {
 		var status int
-		got, status = rawRequest(t, site, "GET / HTTP/1.1\r\nHost: "+site+"\r\n"+spoofAttempts["everything"])
+		got, status = rawRequest(t, site, "GET / HTTP/1.1\r\nHost: "+site+"\r\n"+spoofAttempts["everything"].headers)
 		return status == 200
 	})
 	want := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Proto": "https", "X-Forwarded-Host": site}

@@ -107,8 +107,12 @@ func LoadRangeFile(path string) (RangeFile, error) {
 }
 
 // Save writes the file atomically (a temporary file renamed over it), so a
-// reader never sees half of it.
+// reader never sees half of it. It creates the file's directory if need be:
+// the default, in Caddy's data directory, may not exist yet on a new node.
 func (f RangeFile) Save(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err

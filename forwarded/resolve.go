@@ -147,6 +147,12 @@ func (p Proxy) Resolve(h http.Header, peer netip.Addr) (Client, error) {
 // send upstream with the request, which came with scheme proto and Host
 // host. The chain sent ends with this proxy's own element; proto and host
 // fill in what no trusted proxy said, and are left out if invalid.
+//
+// A client that is not an IP is sent as the trusted proxy that reported
+// it (Client.ReportedBy), the nearest address anyone vouches for, and the
+// chain starts there: a next hop that keys on the client's address (rate
+// limits, logs, a proxy appending its peer to X-Forwarded-For) needs one,
+// and every header then names the same client.
 func (p Proxy) Forward(h http.Header, peer netip.Addr, proto, host string) (Client, Outgoing, error) {
 	proto, _ = parseProto(proto)
 	if checkHost(host) != "" {
@@ -155,11 +161,15 @@ func (p Proxy) Forward(h http.Header, peer netip.Addr, proto, host string) (Clie
 	var hopsBuf [8]netip.Addr
 	var elemsBuf [8]Element
 	c, chain, err := p.resolve(h, peer, hopsBuf[:0], elemsBuf[:0])
+	client := c.Node
+	if !client.IsIP() && c.ReportedBy.IsValid() {
+		client, chain = Node{Addr: c.ReportedBy}, chain[1:] // chain[0] is the client's own hop
+	}
 	clientProto, clientHost := cmp.Or(p.ForceProto, c.Proto, proto), cmp.Or(c.Host, host)
 	own := Element{For: hopNode(Node{Addr: peer}), By: p.Self, Proto: cmp.Or(p.ForceProto, proto), Host: host}
 	if !p.KeepChain {
 		chain = chain[:0]
-		own.For, own.Proto, own.Host = c.Node, clientProto, clientHost
+		own.For, own.Proto, own.Host = client, clientProto, clientHost
 	}
 	return c, Emit(append(chain, own), clientProto, clientHost), err
 }
