@@ -3,6 +3,7 @@ package affinity
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -21,7 +22,9 @@ type Pattern struct {
 // CompilePattern checks and compiles a pattern: it starts with "/", holds
 // {id} exactly once as a whole path segment, and ends right after it. The
 // text before {id} must be a plain path that a request can have: no empty or
-// dot segments, no other {…}, no query, fragment, space or control character.
+// dot segments, no other {…}, no query, fragment, space or control character,
+// and only characters a request path carries unencoded (so the pattern reads
+// the same in a request's escaped and decoded path).
 func CompilePattern(pattern string) (*Pattern, error) {
 	fail := func(why string) (*Pattern, error) {
 		return nil, fmt.Errorf("affinity: upload path pattern %q: %s", pattern, why)
@@ -56,6 +59,8 @@ func checkPrefix(prefix string) error {
 			return errors.New("holds a { or } other than {id}")
 		case c == '?' || c == '#':
 			return errors.New("holds a query or fragment")
+		case !isPathChar(c):
+			return fmt.Errorf("holds %q, which request paths carry percent-encoded", c)
 		}
 	}
 	if prefix == "/" {
@@ -71,6 +76,13 @@ func checkPrefix(prefix string) error {
 		}
 	}
 	return nil
+}
+
+// isPathChar reports whether c stands for itself in an escaped path: RFC
+// 3986's pchar and "/", without percent-encodings.
+func isPathChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		strings.IndexByte("-._~!$&'()*+,;=:@/", c) >= 0
 }
 
 // ID returns the upload id in path, which should be the request's escaped
@@ -91,6 +103,48 @@ func (p *Pattern) ID(path string) (id string, ok bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// Unambiguous reports whether a request path names the same thing of the
+// pattern in its escaped form (escaped, which ID is given) and in its
+// decoded form (decoded) with dot segments and doubled slashes resolved, as
+// a server may read it: the same upload, the collection, something invalid
+// under it, or nothing of it. Paths such as /api/upload%73/ID or
+// /api/x/../uploads/ID are not, and routing them by the escaped form could
+// send an upload's request to a server that does not have it. It allocates
+// only for a path that needs cleaning.
+func (p *Pattern) Unambiguous(escaped, decoded string) bool {
+	clean := path.Clean(decoded)
+	if clean == strings.TrimSuffix(escaped, "/") {
+		return true // the same path, bar a trailing slash: the usual case
+	}
+	return p.target(escaped) == p.target(clean)
+}
+
+// pathTarget is what a path names in a pattern.
+type pathTarget struct {
+	kind int
+	id   string // targetUpload
+}
+
+const (
+	targetNothing = iota
+	targetCollection
+	targetUpload
+	targetInvalid // under the collection, without a valid id
+)
+
+func (p *Pattern) target(path string) pathTarget {
+	if id, ok := p.ID(path); ok {
+		return pathTarget{kind: targetUpload, id: id}
+	}
+	switch {
+	case p.IsCollection(path):
+		return pathTarget{kind: targetCollection}
+	case strings.HasPrefix(path, p.prefix):
+		return pathTarget{kind: targetInvalid}
+	}
+	return pathTarget{kind: targetNothing}
 }
 
 // Collection returns the path creations are POSTed to: the pattern's text

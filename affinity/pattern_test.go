@@ -32,6 +32,10 @@ func TestCompilePattern(t *testing.T) {
 		{"/api/uploads?x=1/{id}", false, ""},      // query
 		{"/api/uploads#x/{id}", false, ""},        // fragment
 		{"/api/uploads/{ID}", false, ""},          // placeholder is case-sensitive
+		{"/api/up%6Coads/{id}", false, ""},        // percent-encoded
+		{"/api/té/{id}", false, ""},               // non-ASCII: encoded in requests
+		{"/api/a<b/{id}", false, ""},              // idem
+		{"/v1:files/~me/{id}", true, "/v1:files/~me"},
 	} {
 		p, err := CompilePattern(tc.pattern)
 		if (err == nil) != tc.ok {
@@ -103,6 +107,41 @@ func TestPatternID(t *testing.T) {
 		if id != tc.id || ok != (tc.id != "") {
 			t.Errorf("%s: ID(%q) = %q, %v; want %q", tc.p, tc.path, id, ok, tc.id)
 		}
+	}
+}
+
+func TestPatternUnambiguous(t *testing.T) {
+	p := mustCompile(t, "/api/uploads/{id}")
+	for _, tc := range []struct {
+		escaped, decoded string
+		ok               bool
+	}{
+		{"/api/uploads/abc/chunks/1", "/api/uploads/abc/chunks/1", true},
+		{"/api/uploads/abc/", "/api/uploads/abc/", true},
+		{"/api/uploads", "/api/uploads", true},
+		{"/api/uploads/", "/api/uploads/", true},
+		{"/other/a%20b", "/other/a b", true},
+		{"/other//x/../y", "/other//x/../y", true},
+		{"/api/uploads/abc/name%20x", "/api/uploads/abc/name x", true},
+		{"/api/uploads/abc//chunks/1", "/api/uploads/abc//chunks/1", true},
+		{"/api/uploads/a%2Fb", "/api/uploads/a/b", false},                   // upload a, decoded
+		{"/api/upload%73/abc/chunks/1", "/api/uploads/abc/chunks/1", false}, // the escaped path names nothing
+		{"/api/upload%73", "/api/uploads", false},                           // nor the collection
+		{"/api/uploads%2Fabc", "/api/uploads/abc", false},
+		{"/api/x/../uploads/abc", "/api/x/../uploads/abc", false},
+		{"/api//uploads/abc", "/api//uploads/abc", false},
+		{"/api/uploads/abc/../xyz", "/api/uploads/abc/../xyz", false}, // another upload
+		{"/api/uploads/abc/%2e%2e/%2e%2e/admin", "/api/uploads/abc/../../admin", false},
+		{"/api/uploads/%2e%2e", "/api/uploads/..", false},
+	} {
+		if got := p.Unambiguous(tc.escaped, tc.decoded); got != tc.ok {
+			t.Errorf("Unambiguous(%q, %q) = %v, want %v", tc.escaped, tc.decoded, got, tc.ok)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		p.Unambiguous("/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB/chunks/7", "/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB/chunks/7")
+	}); n != 0 {
+		t.Fatalf("Unambiguous of a clean path allocates %v times", n)
 	}
 }
 

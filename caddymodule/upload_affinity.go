@@ -58,7 +58,8 @@ type UploadAffinity struct {
 	TTL caddy.Duration `json:"ttl,omitempty"`
 	// What to do with an upload whose binding is unknown (e.g. created
 	// before this proxy started, with a memory store): "discover" asks
-	// every server (HEAD of the upload) and binds the one that has it;
+	// every server (HEAD of the upload) and binds the one that has it, or
+	// answers 503 while a server that may have it does not answer;
 	// "reject" answers 404. Default: discover.
 	Unknown string `json:"unknown,omitempty"`
 	// Retry-After of the 503 answered while an upload's owner is down.
@@ -74,7 +75,6 @@ type UploadAffinity struct {
 	FallbackRaw json.RawMessage `json:"fallback,omitempty" caddy:"namespace=http.reverse_proxy.selection_policies inline_key=policy"`
 
 	pattern    *affinity.Pattern
-	collection string
 	jsonField  string
 	bindings   *affinity.Bindings
 	fallback   reverseproxy.Selector
@@ -153,7 +153,6 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	}
 	s.setDefaults()
 	s.pattern, _ = affinity.CompilePattern(s.Path)
-	s.collection = s.pattern.Collection()
 	s.jsonField = strings.TrimPrefix(s.LearnFrom, learnJSONPrefix)
 	if s.LearnFrom == learnLocation {
 		s.jsonField = ""
@@ -210,10 +209,11 @@ func (s *UploadAffinity) Cleanup() error {
 	return err
 }
 
-// uploadRoute is what Select decided, for the transport.
+// uploadRoute is what Select decided, for the transport. The routes of
+// requests that go on are shared values, so that routing a chunk allocates
+// nothing; the transport reads the upload's id from the path again.
 type uploadRoute struct {
 	kind     int
-	id       string
 	status   int    // routeRefuse: the answer
 	message  string // routeRefuse: its body
 	complete bool   // routeUpload: a success removes the binding
@@ -225,20 +225,31 @@ const (
 	routeRefuse
 )
 
+var (
+	toOwner           = &uploadRoute{kind: routeUpload}
+	toOwnerCompleting = &uploadRoute{kind: routeUpload, complete: true}
+	toCreation        = &uploadRoute{kind: routeCreate}
+)
+
 func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	if len(pool) == 0 {
 		return nil
 	}
 	path := r.URL.EscapedPath()
+	if !s.pattern.Unambiguous(path, r.URL.Path) {
+		// Routed by its escaped form, a server that decodes it could take
+		// it for an upload it does not have.
+		return s.refuse(pool, r, http.StatusBadRequest, "refused", "the path names an upload differently once decoded")
+	}
 	if id, ok := s.pattern.ID(path); ok {
 		return s.selectOwner(pool, r, id, path)
 	}
 	if rest, under := strings.CutPrefix(path, s.pattern.Path("")); under && rest != "" {
 		// Under the uploads, but not a valid id: never a store key.
-		return s.refuse(pool, r, "", http.StatusBadRequest, "refused", "invalid upload id")
+		return s.refuse(pool, r, http.StatusBadRequest, "refused", "invalid upload id")
 	}
 	if r.Method == http.MethodPost && s.pattern.IsCollection(path) {
-		caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeCreate})
+		caddyhttp.SetVar(r.Context(), s.varKey, toCreation)
 		if key := r.Header.Get(s.IdempotencyHeader); key != "" {
 			avail := availableUpstreams(pool)
 			if len(avail) == 0 {
@@ -258,7 +269,7 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 // the transport answers without sending anything anywhere.
 func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Request, id, path string) *reverseproxy.Upstream {
 	refuse := func(status int, event, msg string) *reverseproxy.Upstream {
-		return s.refuse(pool, r, id, status, event, msg)
+		return s.refuse(pool, r, status, event, msg)
 	}
 	owner, found, err := s.storeCall(r, func(ctx context.Context) (string, bool, error) { return s.bindings.Owner(ctx, id) })
 	if err != nil {
@@ -272,11 +283,13 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 		if s.Unknown == unknownReject {
 			return refuse(http.StatusNotFound, "refused", "unknown upload")
 		}
-		var busy bool
-		if owner, busy = s.discoverer.find(r, pool, id); busy {
-			return refuse(http.StatusServiceUnavailable, "refused", "too many unknown uploads being looked for")
-		}
-		if owner == "" {
+		owner, err = s.discoverer.find(r, pool, id)
+		switch {
+		case errors.Is(err, errTooManyDiscoveries):
+			return refuse(http.StatusServiceUnavailable, "refused", err.Error())
+		case err != nil: // the owner may be a server that did not answer
+			return refuse(http.StatusServiceUnavailable, "owner_down", err.Error())
+		case owner == "":
 			return refuse(http.StatusNotFound, "refused", "no server has this upload")
 		}
 		affinityMetrics.events.WithLabelValues("discovered").Inc()
@@ -289,10 +302,13 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 			if !u.Available() {
 				return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is down")
 			}
-			upload := s.pattern.Path(id)
-			complete := r.Method == http.MethodDelete && strings.TrimSuffix(path, "/") == upload ||
-				path == upload+s.CompletePath
-			caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeUpload, id: id, complete: complete})
+			// What follows the upload's own path: "" or "/" for the upload.
+			under := path[len(s.pattern.Path(""))+len(id):]
+			route := toOwner
+			if r.Method == http.MethodDelete && (under == "" || under == "/") || under == s.CompletePath {
+				route = toOwnerCompleting
+			}
+			caddyhttp.SetVar(r.Context(), s.varKey, route)
 			return u
 		}
 	}
@@ -302,9 +318,9 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 // refuse routes r to an answer the transport makes itself. The upstream
 // returned is not contacted and is none of the pool's, so the refusal
 // counts against no server's health or request counts.
-func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, id string, status int, event, msg string) *reverseproxy.Upstream {
+func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, status int, event, msg string) *reverseproxy.Upstream {
 	affinityMetrics.events.WithLabelValues(event).Inc()
-	caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeRefuse, id: id, status: status, message: msg})
+	caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeRefuse, status: status, message: msg})
 	return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: pool[0].Dial}
 }
 
@@ -354,7 +370,7 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		// that left gets the error as it is.
 		if err != nil && req.Context().Err() == nil {
 			affinityMetrics.events.WithLabelValues("owner_down").Inc()
-			s.logger.Debug("an upload's server did not answer", zap.String("upload", route.id), zap.Error(err))
+			s.logger.Debug("an upload's server did not answer", zap.String("upload", s.uploadID(req)), zap.Error(err))
 			return s.answer(req, http.StatusServiceUnavailable, "the upload's server is down"), nil
 		}
 		if err != nil {
@@ -363,7 +379,7 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if route.complete && resp.StatusCode/100 == 2 {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
 			defer cancel()
-			if err := s.bindings.Unbind(ctx, route.id); err == nil {
+			if err := s.bindings.Unbind(ctx, s.uploadID(req)); err == nil {
 				affinityMetrics.events.WithLabelValues("removed").Inc()
 			}
 		}
@@ -395,11 +411,24 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	defer cancel()
 	// The dial address as the pool writes it, which Select compares.
 	if err := s.bindings.Bind(ctx, id, di.Upstream.Dial); err != nil {
-		s.logger.Warn("storing an upload binding failed: its requests will be discovered", zap.String("upload", id), zap.Error(err))
-		return resp, nil
+		// Told 201, the client would send chunks nothing routes. Told 503,
+		// it retries with the same idempotency key, which rendezvous
+		// hashing takes to the same server, which returns the same upload,
+		// bound then.
+		affinityMetrics.events.WithLabelValues("store_error").Inc()
+		s.logger.Warn("storing an upload binding failed: the creation is answered 503, for the client to retry",
+			zap.String("upload", id), zap.String("server", di.Upstream.Dial), zap.Error(err))
+		resp.Body.Close()
+		return s.answer(req, http.StatusServiceUnavailable, "the upload's binding could not be stored"), nil
 	}
 	affinityMetrics.events.WithLabelValues("learned").Inc()
 	return resp, nil
+}
+
+// uploadID is the id of the upload req is about, which Select checked.
+func (s *UploadAffinity) uploadID(req *http.Request) string {
+	id, _ := s.pattern.ID(req.URL.EscapedPath())
+	return id
 }
 
 // answer is a response made here, for a request that must not go on.

@@ -2,8 +2,10 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,8 +17,9 @@ import (
 // discoverer finds the owner of an upload whose binding is unknown by
 // asking every available server (HEAD of the upload, with the client's
 // credentials). It is bounded: one search per id at a time (others wait
-// for it), at most maxDiscoveries at once, and an id nobody has is
-// remembered for notFoundFor so random ids cannot make every server work.
+// for it), at most maxDiscoveries at once, and an id every server said it
+// does not have is remembered for notFoundFor so random ids cannot make
+// every server work.
 type discoverer struct {
 	inner   *reverseproxy.HTTPTransport
 	pattern *affinity.Pattern
@@ -27,11 +30,20 @@ type discoverer struct {
 	notFound map[string]time.Time
 }
 
-// discovery is one search in progress; owner is set when done closes.
+// discovery is one search in progress; owner and err are set when done
+// closes.
 type discovery struct {
 	done  chan struct{}
 	owner string
+	err   error
 }
+
+var (
+	errTooManyDiscoveries = errors.New("too many unknown uploads being looked for")
+	// A server that is down may well be the owner: "no server has it"
+	// would make the client give up an upload it can finish later.
+	errNotAllAnswered = errors.New("a server that may have this upload did not answer")
+)
 
 const (
 	maxDiscoveries  = 8
@@ -49,38 +61,40 @@ func newDiscoverer(inner *reverseproxy.HTTPTransport, pattern *affinity.Pattern)
 		running: map[string]*discovery{}, notFound: map[string]time.Time{}}
 }
 
-// find returns the owner's dial address ("" when no server has the
-// upload), or busy when too many searches are running.
-func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id string) (owner string, busy bool) {
+// find returns the owner's dial address, or "" when every server that
+// could be asked said it does not have the upload; errTooManyDiscoveries
+// when too many searches are running, errNotAllAnswered when no server
+// that answered has it but some did not answer.
+func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id string) (string, error) {
 	d.mu.Lock()
 	if until, ok := d.notFound[id]; ok && time.Now().Before(until) {
 		d.mu.Unlock()
-		return "", false
+		return "", nil
 	}
 	if run, ok := d.running[id]; ok {
 		d.mu.Unlock()
 		select {
 		case <-run.done:
-			return run.owner, false
+			return run.owner, run.err
 		case <-r.Context().Done():
-			return "", false
+			return "", r.Context().Err()
 		}
 	}
 	select {
 	case d.slots <- struct{}{}:
 	default:
 		d.mu.Unlock()
-		return "", true
+		return "", errTooManyDiscoveries
 	}
 	run := &discovery{done: make(chan struct{})}
 	d.running[id] = run
 	d.mu.Unlock()
 
-	run.owner = d.ask(r, pool, id)
+	run.owner, run.err = d.ask(r, pool, id)
 	<-d.slots
 	d.mu.Lock()
 	delete(d.running, id)
-	if run.owner == "" {
+	if run.owner == "" && run.err == nil {
 		if len(d.notFound) >= maxNotFoundKept {
 			now := time.Now()
 			for k, until := range d.notFound {
@@ -95,13 +109,14 @@ func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id st
 	}
 	d.mu.Unlock()
 	close(run.done)
-	return run.owner, false
+	return run.owner, run.err
 }
 
 // ask sends HEAD of the upload to every available server and returns the
-// dial address of the first that answers 2xx. Servers reached through a
-// unix socket are not asked.
-func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id string) string {
+// dial address of the first that answers 2xx; errNotAllAnswered if none
+// does but one is down, does not answer, or answers 5xx. Servers reached
+// through a unix socket are not asked.
+func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), discoveryWait)
 	defer cancel()
 	scheme := "http"
@@ -110,10 +125,15 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 	}
 	repl := caddy.NewReplacer()
 	found := make(chan string, len(pool))
+	var unanswered atomic.Bool
 	var wg sync.WaitGroup
-	for _, u := range availableUpstreams(pool) {
+	for _, u := range pool {
 		addr, err := caddy.ParseNetworkAddress(repl.ReplaceAll(u.Dial, ""))
 		if err != nil || addr.IsUnixNetwork() || addr.PortRangeSize() != 1 {
+			continue
+		}
+		if !u.Available() {
+			unanswered.Store(true)
 			continue
 		}
 		wg.Add(1)
@@ -121,6 +141,7 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 			defer wg.Done()
 			req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+addr.JoinHostPort(0)+d.pattern.Path(id), nil)
 			if err != nil {
+				unanswered.Store(true)
 				return
 			}
 			req.Host = r.Host
@@ -131,14 +152,24 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 			}
 			resp, err := d.inner.Transport.RoundTrip(req)
 			if err != nil {
+				unanswered.Store(true)
 				return
 			}
 			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
+			switch {
+			case resp.StatusCode/100 == 2:
 				found <- u.Dial
+			case resp.StatusCode >= 500:
+				unanswered.Store(true)
 			}
 		}()
 	}
 	go func() { wg.Wait(); close(found) }()
-	return <-found // "" when none has it
+	if owner := <-found; owner != "" {
+		return owner, nil
+	}
+	if unanswered.Load() { // read after every asker is done: found is closed
+		return "", errNotAllAnswered
+	}
+	return "", nil
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path"
 	"strconv"
 	"strings"
@@ -18,9 +19,14 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-ha/caddy-ha/affinity"
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
+	"github.com/caddy-ha/caddy-ha/store"
 )
 
 // uploadServers starts n active/active servers with uploads of their own.
@@ -56,7 +62,8 @@ func newUploadClient(proxies ...string) *uploadClient {
 	return &uploadClient{proxies: proxies, clients: []*http.Client{{Timeout: 10 * time.Second}}}
 }
 
-// also sends every other request from another loopback address.
+// also sends every other pair of requests from another loopback address:
+// with two proxies, each sees both addresses.
 func (c *uploadClient) fromTwoAddresses() *uploadClient {
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
 	c.clients = append(c.clients, &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}})
@@ -70,7 +77,8 @@ func (c *uploadClient) closeIdle() {
 	}
 }
 
-// do sends one request, through the next proxy in turn.
+// do sends one request, through the next proxy in turn (and from the next
+// address every two requests).
 func (c *uploadClient) do(method, path string, body []byte, hdr ...string) (*http.Response, []byte, error) {
 	c.mu.Lock()
 	i := c.n
@@ -83,13 +91,14 @@ func (c *uploadClient) do(method, path string, body []byte, hdr ...string) (*htt
 	for j := 0; j+1 < len(hdr); j += 2 {
 		req.Header.Set(hdr[j], hdr[j+1])
 	}
-	resp, err := c.clients[i%len(c.clients)].Do(req)
+	client := c.clients[i/2%len(c.clients)]
+	resp, err := client.Do(req)
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		// A connection reset while Caddy's reload hands its listener over:
 		// nothing was sent, so it is sent again, as an upload client would.
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		resp, err = c.clients[i%len(c.clients)].Do(req)
+		resp, err = client.Do(req)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -245,15 +254,20 @@ func checkServers(t *testing.T, servers []*fakecluster.UploadServer, ups []*anUp
 	}
 }
 
-// 1. 50 concurrent uploads through one Caddy: all complete and byte-exact
-// on their owners, no 404.
+// affinityEvent is the count of an upload_affinity event.
+func affinityEvent(tc *testCaddy, event string) float64 {
+	return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+event+`"}`)
+}
+
+// 1 and 6. 50 concurrent uploads through one Caddy, from two client
+// addresses: all complete and byte-exact on their owners, no 404.
 func TestUploadAffinityConcurrentUploads(t *testing.T) {
 	servers := uploadServers(t, 3)
 	tc := startCaddy(t, nil, "", affinitySite(servers, ""))
-	event := func(e string) float64 { return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+e+`"}`) }
+	event := func(e string) float64 { return affinityEvent(tc, e) }
 	learned, hits, removed := event("learned"), event("hit"), event("removed")
 	ups := randomUploads(50, rand.New(rand.NewPCG(1, 1)))
-	errs := runUploads(t, newUploadClient("http://"+tc.addr), ups, nil)
+	errs := runUploads(t, newUploadClient("http://"+tc.addr).fromTwoAddresses(), ups, nil)
 	for u, err := range errs {
 		t.Errorf("upload %s: %v", u.key, err)
 	}
@@ -283,7 +297,7 @@ func TestUploadAffinityConcurrentUploads(t *testing.T) {
 func TestUploadAffinityLearnsFromJSON(t *testing.T) {
 	servers := uploadServers(t, 3)
 	tc := startCaddy(t, nil, "", affinitySite(servers, " {\n\t\t\tlearn json id\n\t\t}"))
-	event := func(e string) float64 { return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+e+`"}`) }
+	event := func(e string) float64 { return affinityEvent(tc, e) }
 	learned, discovered := event("learned"), event("discovered")
 	ups := randomUploads(10, rand.New(rand.NewPCG(6, 6)))
 	for u, err := range runUploads(t, newUploadClient("http://"+tc.addr), ups, nil) {
@@ -335,20 +349,26 @@ func testUploadsThroughTwoInstances(t *testing.T, srv *redistest.Server, prefix,
 }
 
 // 3. A server added to the pool and a config reload, both mid-upload: no
-// upload moves.
+// upload moves. With unknown reject, a binding lost in the reload would be
+// refused, not found again by asking the servers.
 func TestUploadAffinityPoolChangeAndReloadMidUpload(t *testing.T) {
 	servers := uploadServers(t, 4)
-	tc := startCaddy(t, nil, "", affinitySite(servers[:3], ""))
+	const policy = " {\n\t\t\tunknown reject\n\t\t}"
+	tc := startCaddy(t, nil, "", affinitySite(servers[:3], policy))
+	misses, discovered := affinityEvent(tc, "miss"), affinityEvent(tc, "discovered")
 	ups := randomUploads(30, rand.New(rand.NewPCG(3, 3)))
 	c := newUploadClient("http://" + tc.addr)
 	errs := runUploads(t, c, ups, func() {
-		tc.load(nil, "", affinitySite(servers, "")) // srv-4 joins; a reload
+		tc.load(nil, "", affinitySite(servers, policy)) // srv-4 joins; a reload
 		c.closeIdle()
 	})
 	for u, err := range errs {
 		t.Errorf("upload %s: %v", u.key, err)
 	}
 	checkServers(t, servers, ups, nil)
+	if m, d := affinityEvent(tc, "miss")-misses, affinityEvent(tc, "discovered")-discovered; m != 0 || d != 0 {
+		t.Errorf("%v misses and %v discoveries: bindings were lost", m, d)
+	}
 }
 
 // 4. The owner killed: its uploads get 503 with Retry-After, never another
@@ -380,6 +400,250 @@ func TestUploadAffinityOwnerKilled(t *testing.T) {
 	checkServers(t, servers[1:], ups, errs)
 	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="owner_down"}`); v < 1 {
 		t.Errorf("owner_down events: %v", v)
+	}
+}
+
+// uploadRequests counts the requests a server received for uploads (health
+// checks aside).
+func uploadRequests(s *fakecluster.UploadServer) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if strings.HasPrefix(r.Path, "/api/uploads") {
+			n++
+		}
+	}
+	return n
+}
+
+// 4. The owner taken out of service while it still runs, by a reload
+// without it or by active health checks: its uploads get 503 with
+// Retry-After (it would have answered), none of their requests reaches it,
+// the others complete.
+func TestUploadAffinityOwnerOutOfService(t *testing.T) {
+	const policy = " {\n\t\t\tunknown reject\n\t\t\tretry_after 7s\n\t\t}"
+	for _, tt := range []struct {
+		name string
+		site func(servers []*fakecluster.UploadServer) string
+	}{
+		{"gone from the pool", func(servers []*fakecluster.UploadServer) string {
+			return affinitySite(servers[1:], policy)
+		}},
+		{"down by health checks", func(servers []*fakecluster.UploadServer) string {
+			// The health answer names its server: srv-1 fails health_body.
+			return affinitySite(servers, policy+"\n\t\thealth_uri /healthz\n\t\thealth_body srv-[23]\n\t\thealth_interval 50ms")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			servers := uploadServers(t, 3)
+			tc := startCaddy(t, nil, "", affinitySite(servers, policy))
+			ups := randomUploads(30, rand.New(rand.NewPCG(7, 7)))
+			victim := servers[0]
+			owned := map[string]bool{}
+			var victimRequests int
+			c := newUploadClient("http://" + tc.addr)
+			errs := runUploads(t, c, ups, func() {
+				recs := victim.Uploads()
+				for _, u := range recs {
+					owned[u.IdempotencyKey] = true
+				}
+				if len(recs) == 0 {
+					return
+				}
+				tc.load(nil, "", tt.site(servers))
+				c.closeIdle()
+				poll.Until(t, 5*time.Second, "the victim to be out of service", func() bool {
+					resp, _, err := c.do("HEAD", "/api/uploads/"+recs[0].ID, nil)
+					return err == nil && resp.StatusCode == 503
+				})
+				victimRequests = uploadRequests(victim)
+			})
+			if len(owned) == 0 {
+				t.Fatal("the victim owned no upload: the test proves nothing")
+			}
+			for _, u := range ups {
+				err := errs[u]
+				switch {
+				case owned[u.key] && (err == nil || !strings.Contains(err.Error(), `503 (Retry-After "7")`)):
+					t.Errorf("upload %s on the server out of service: %v, want 503 with Retry-After 7", u.key, err)
+				case !owned[u.key] && err != nil:
+					t.Errorf("upload %s on a server in service: %v", u.key, err)
+				}
+			}
+			if n := uploadRequests(victim) - victimRequests; n != 0 {
+				t.Errorf("the server out of service received %d upload requests", n)
+			}
+			checkServers(t, servers, ups, errs)
+		})
+	}
+}
+
+// An abort (DELETE of the upload) through the proxy removes its binding:
+// with unknown reject, the upload's next request is a miss, answered 404
+// by the proxy without reaching any server.
+func TestUploadAffinityAbortRemovesBinding(t *testing.T) {
+	servers := uploadServers(t, 3)
+	tc := startCaddy(t, nil, "", affinitySite(servers, " {\n\t\t\tunknown reject\n\t\t}"))
+	c := newUploadClient("http://" + tc.addr)
+	location, err := c.create("to-abort", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send(location, []byte("0123456789"), 5, 0, 5, rand.New(rand.NewPCG(8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	removed, misses := affinityEvent(tc, "removed"), affinityEvent(tc, "miss")
+	if resp, _, err := c.do("DELETE", location, nil); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("abort: %v %v", resp, err)
+	}
+	if v := affinityEvent(tc, "removed") - removed; v != 1 {
+		t.Errorf("removed bindings rose by %v, want 1", v)
+	}
+	total := func() (n int) {
+		for _, s := range servers {
+			n += len(s.Requests())
+		}
+		return n
+	}
+	before := total()
+	if resp, _, err := c.do("HEAD", location, nil); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("a request of the aborted upload: %v %v", resp, err)
+	}
+	if v := affinityEvent(tc, "miss") - misses; v != 1 {
+		t.Errorf("misses rose by %v, want 1", v)
+	}
+	if n := total() - before; n != 0 {
+		t.Errorf("the servers received %d requests for the aborted upload", n)
+	}
+}
+
+// The store failing: a hung (paused) Redis makes an upload's requests 503
+// store_error with Retry-After within store_timeout, a stopped one at
+// once; never another server. Once Redis answers again the upload goes on.
+func TestUploadAffinityStoreDown(t *testing.T) {
+	servers := uploadServers(t, 3)
+	srv := redistest.Start(t)
+	const storeTimeout = 200 * time.Millisecond
+	tc := startCaddy(t, nil, redisOption(srv, "down:"), affinitySite(servers, " {\n\t\t\tstore_timeout 200ms\n\t\t}"))
+	c := newUploadClient("http://" + tc.addr)
+	data := []byte("0123456789")
+	location, err := c.create("store-down", len(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.send(location, data, 5, 0, 5, rand.New(rand.NewPCG(9, 9))); err != nil {
+		t.Fatal(err)
+	}
+	secondHalf := func() (*http.Response, time.Duration) {
+		start := time.Now()
+		resp, _, err := c.do("PATCH", location, data[5:], "Upload-Offset", "5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, time.Since(start)
+	}
+	wantStoreError := func(what string) {
+		t.Helper()
+		storeErrors := affinityEvent(tc, "store_error")
+		resp, took := secondHalf()
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || took > storeTimeout+time.Second {
+			t.Errorf("Redis %s: %d, Retry-After %q, in %v; want 503 with Retry-After 5 within store_timeout",
+				what, resp.StatusCode, resp.Header.Get("Retry-After"), took)
+		}
+		if v := affinityEvent(tc, "store_error") - storeErrors; v != 1 {
+			t.Errorf("Redis %s: store errors rose by %v, want 1", what, v)
+		}
+	}
+
+	srv.Pause()
+	wantStoreError("paused")
+	srv.Resume()
+	poll.Until(t, 10*time.Second, "the upload to go on once Redis answers", func() bool {
+		resp, _ := secondHalf()
+		return resp.StatusCode == 204
+	})
+	srv.Kill()
+	wantStoreError("stopped")
+	for _, s := range servers {
+		for _, r := range s.Requests() {
+			if r.Status == 404 {
+				t.Errorf("%s answered 404 to %s %s", s.ID(), r.Method, r.Path)
+			}
+		}
+	}
+}
+
+// Discovery with a server down: the upload may be on it, so the answer is
+// 503 with Retry-After, not 404, and it is not remembered: once the
+// server is back, the upload is found there.
+func TestUploadAffinityDiscoveryWithAServerDown(t *testing.T) {
+	servers := uploadServers(t, 3)
+	location, err := newUploadClient(servers[2].URL()).create("before-the-proxy", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := startCaddy(t, nil, "", affinitySite(servers, ""))
+	c := newUploadClient("http://" + tc.addr)
+	servers[2].Kill()
+	for range 2 { // the second would find a remembered "not found"
+		if resp, _, err := c.do("HEAD", location, nil); err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" {
+			t.Fatalf("an unknown upload while a server is down: %v %v, want 503 with Retry-After 5", resp, err)
+		}
+	}
+	if err := servers[2].Start(); err != nil {
+		t.Fatal(err)
+	}
+	discovered := affinityEvent(tc, "discovered")
+	if resp, _, err := c.do("HEAD", location, nil); err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Server-Id") != servers[2].ID() {
+		t.Fatalf("the upload once its server is back: %v %v", resp, err)
+	}
+	if v := affinityEvent(tc, "discovered") - discovered; v != 1 {
+		t.Errorf("discoveries rose by %v, want 1", v)
+	}
+}
+
+// A binding that cannot be stored (the memory store full): the creation is
+// answered 503 with Retry-After, not 201 with an upload nothing would
+// route. Retried with the same idempotency key once there is room, it gets
+// the same upload, bound.
+func TestUploadAffinityBindingNotStored(t *testing.T) {
+	servers := uploadServers(t, 3)
+	tc := startCaddy(t, nil, "ha {\n\t\tstore memory {\n\t\t\tmax_keys 1\n\t\t}\n\t}", affinitySite(servers, " {\n\t\t\tunknown reject\n\t\t}"))
+	c := newUploadClient("http://" + tc.addr)
+	first, err := c.create("fills-the-store", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, _, err := c.do("POST", "/api/uploads", nil, "Idempotency-Key", "no-room", "Upload-Length", "10")
+	if err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" {
+		t.Fatalf("a creation whose binding cannot be stored: %v %v, want 503 with Retry-After 5", resp, err)
+	}
+	if n := len(tc.logLines("storing an upload binding failed")); n != 1 {
+		t.Errorf("%d log lines about the binding not stored, want 1", n)
+	}
+	if resp, _, err := c.do("DELETE", first, nil); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("abort of the first upload: %v %v", resp, err)
+	}
+	location, err := c.create("no-room", 10)
+	if err != nil {
+		t.Fatalf("the creation retried: %v", err)
+	}
+	var same []string
+	for _, s := range servers {
+		for _, u := range s.Uploads() {
+			if u.IdempotencyKey == "no-room" {
+				same = append(same, s.ID()+" "+u.ID)
+			}
+		}
+	}
+	if len(same) != 1 || !strings.HasSuffix(same[0], " "+path.Base(location)) {
+		t.Fatalf("uploads of the retried creation: %v, want one, %s", same, location)
+	}
+	data := []byte("0123456789")
+	if err := c.send(location, data, 5, 0, len(data), rand.New(rand.NewPCG(10, 10))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.complete(location); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -448,16 +712,27 @@ func TestUploadAffinityHostileIDs(t *testing.T) {
 		return strings.Join(out, " ")
 	}
 	before := stats()
+	c := newUploadClient("http://" + tc.addr)
 	for _, id := range []string{
 		strings.Repeat("a", 10000), "..", "%2e%2e", "a%2Fb", "a%00b", "a%0d%0aX-Injected:%201", "%C3%BC", "a.b", "a%20b", "%25",
 	} {
-		c := newUploadClient("http://" + tc.addr)
 		resp, _, err := c.do("PATCH", "/api/uploads/"+id, []byte("x"), "Upload-Offset", "0")
 		if err != nil {
 			t.Fatalf("%.40q: %v", id, err)
 		}
 		if resp.StatusCode != 400 && resp.StatusCode != 404 && resp.StatusCode != 414 && resp.StatusCode != 431 {
 			t.Errorf("%.40q: status %d", id, resp.StatusCode)
+		}
+	}
+	// Paths that name an upload, or the collection, only once decoded (as
+	// a server reads them): matched undecoded, they would go anywhere.
+	for _, req := range [][2]string{
+		{"PUT", "/api/upload%73/abc/chunks/1"}, {"PATCH", "/api/uploads%2Fabc"}, {"PATCH", "/api/x/../uploads/abc"},
+		{"PATCH", "/api//uploads/abc"}, {"PATCH", "/api/uploads/abc/%2e%2e/xyz"}, {"POST", "/api/upload%73"},
+	} {
+		resp, _, err := c.do(req[0], req[1], []byte("x"), "Upload-Offset", "0", "Chunk-Size", "1", "Idempotency-Key", "k", "Upload-Length", "1")
+		if err != nil || resp.StatusCode != 400 {
+			t.Errorf("%s %s: %v %v, want 400", req[0], req[1], resp, err)
 		}
 	}
 	if after := stats(); after != before {
@@ -559,6 +834,34 @@ func TestUploadAffinityRefusalsAreNobodysFailure(t *testing.T) {
 	for _, s := range servers {
 		if n := len(s.Requests()); n < 4 {
 			t.Errorf("%s got %d of 10 balanced requests: it was marked down by refusals", s.ID(), n)
+		}
+	}
+}
+
+// BenchmarkUploadAffinitySelectChunk is Select for a chunk of a bound
+// upload with the memory store: the path checks, the binding's lookup and
+// renewal, and the route handed to the transport.
+func BenchmarkUploadAffinitySelectChunk(b *testing.B) {
+	mem := store.NewMemory(0, 0)
+	defer mem.Close()
+	s := &UploadAffinity{varKey: "ha.upload_affinity.bench", localStore: true}
+	s.setDefaults()
+	s.pattern, _ = affinity.CompilePattern(s.Path)
+	s.bindings = &affinity.Bindings{Store: mem, Prefix: "ua:", TTL: time.Hour}
+	pool := reverseproxy.UpstreamPool{}
+	for _, dial := range []string{"10.0.0.1:9101", "10.0.0.2:9101", "10.0.0.3:9101"} {
+		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial})
+	}
+	const id = "01hzx3k9q7m2v8w4t6r5y1n0pb"
+	if err := s.bindings.Bind(context.Background(), id, pool[1].Dial); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, map[string]any{})
+	r := httptest.NewRequestWithContext(ctx, http.MethodPut, "/api/uploads/"+id+"/chunks/17", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if u := s.Select(pool, r, nil); u != pool[1] {
+			b.Fatalf("routed to %v", u)
 		}
 	}
 }
