@@ -410,7 +410,16 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
 	defer cancel()
 	// The dial address as the pool writes it, which Select compares.
-	if err := s.bindings.Bind(ctx, id, di.Upstream.Dial); err != nil {
+	err = s.bindings.Bind(ctx, id, di.Upstream.Dial)
+	if errors.Is(err, affinity.ErrAlreadyBound) {
+		// Two servers name the same upload: no retry can route it.
+		affinityMetrics.events.WithLabelValues("refused").Inc()
+		s.logger.Error("a creation response names an upload another server owns",
+			zap.String("upload", id), zap.String("server", di.Upstream.Dial), zap.Error(err))
+		resp.Body.Close()
+		return s.answer(req, http.StatusBadGateway, "the server named an upload that another server owns"), nil
+	}
+	if err != nil {
 		// Told 201, the client would send chunks nothing routes. Told 503,
 		// it retries with the same idempotency key, which rendezvous
 		// hashing takes to the same server, which returns the same upload,

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -863,5 +864,43 @@ func BenchmarkUploadAffinitySelectChunk(b *testing.B) {
 		if u := s.Select(pool, r, nil); u != pool[1] {
 			b.Fatalf("routed to %v", u)
 		}
+	}
+}
+
+// Two servers naming the same upload: the second creation is answered 502,
+// never bound, and the upload stays routed to the server that named it first.
+func TestUploadAffinityUploadNamedByTwoServers(t *testing.T) {
+	var hits [2]atomic.Int32
+	addrs := make([]string, 2)
+	for i := range addrs {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			if r.Method == http.MethodPost {
+				w.Header().Set("Location", "/api/uploads/the-same-id")
+				w.WriteHeader(http.StatusCreated)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		addrs[i] = strings.TrimPrefix(srv.URL, "http://")
+	}
+	// Policy "first" sends creations without a key to the pool's first
+	// server: one, then, after a reload that reorders the pool, the other.
+	site := func(pool ...string) string {
+		return "reverse_proxy " + strings.Join(pool, " ") + " {\n\t\tlb_policy upload_affinity {\n\t\t\tfallback first\n\t\t}\n\t}"
+	}
+	tc := startCaddy(t, nil, "", site(addrs...))
+	c := newUploadClient("http://" + tc.addr)
+	if resp, _, err := c.do("POST", "/api/uploads", nil); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("first creation: %v %v", resp, err)
+	}
+	tc.load(nil, "", site(addrs[1], addrs[0])) // the second server first now
+	c.closeIdle()
+	resp, _, err := c.do("POST", "/api/uploads", nil)
+	if err != nil || resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("the same upload named by another server: %v %v, want 502", resp, err)
+	}
+	before := hits[0].Load()
+	if resp, _, err := c.do("HEAD", "/api/uploads/the-same-id", nil); err != nil || resp.StatusCode != 200 || hits[0].Load() != before+1 {
+		t.Fatalf("the upload after the conflict: %v %v, want routed to the server that named it first", resp, err)
 	}
 }
