@@ -220,7 +220,7 @@ func TestCloudflareRangesSharedFile(t *testing.T) {
 		if got := rangesText(c); got != "198.51.100.0/24 2a06:98c0::/29" {
 			t.Fatalf("a bad file replaced the good set: %q", got)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the passage of time is what is tested: the bad file read and refused
 	}
 }
 
