@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -190,45 +191,71 @@ func (p *caddyProcess) url(path string) string { return "http://" + p.addr + pat
 // the given global options, and stops it when the test ends.
 func startCaddyProcess(t testing.TB, globalOpts, site string) *caddyProcess {
 	t.Helper()
+	for attempt := 0; ; attempt++ {
+		// As in startCaddy: the port may be taken between probe and listen.
+		p, err := tryCaddyProcess(t, globalOpts, site)
+		if err == nil {
+			return p
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
+			t.Fatal(err)
+		}
+	}
+}
+
+func tryCaddyProcess(t testing.TB, globalOpts, site string) (*caddyProcess, error) {
 	p := &caddyProcess{addr: loopback.FreeAddr()}
 	caddyfile := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tlog {\n\t\toutput discard\n\t}\n\t%s\n}\nhttp://%s {\n\t%s\n}\n", globalOpts, p.addr, site)
 	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
-		t.Fatalf("adapting Caddyfile: %v\n%s", err, caddyfile)
+		return nil, fmt.Errorf("adapting Caddyfile: %v\n%s", err, caddyfile)
 	}
 	path := filepath.Join(t.TempDir(), "second.json")
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), runCaddyEnv+"="+path)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cmd.Stderr = os.Stderr
+	var stderr bytes.Buffer
+	cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	})
+	var exitErr error
+	gone := false
 	poll.Until(t, 20*time.Second, "the second Caddy to listen", func() bool {
+		select {
+		case exitErr = <-exited:
+			gone = true
+			exited <- exitErr // for Cleanup
+			return true
+		default:
+		}
 		conn, err := net.Dial("tcp", p.addr)
 		if err == nil {
 			conn.Close()
 		}
 		return err == nil
 	})
-	return p
+	if gone {
+		return nil, fmt.Errorf("the second Caddy exited (%v): %s", exitErr, stderr.String())
+	}
+	return p, nil
 }
 
 // counterValue is metricValue for a counter, 0 before its first count.

@@ -372,6 +372,25 @@ func TestUploadAffinityPoolChangeAndReloadMidUpload(t *testing.T) {
 	}
 }
 
+// checkVictimsUploadsRefused checks that the uploads a server out of
+// service owned (by idempotency key) failed with 503 and Retry-After 7,
+// and that every other upload went through.
+func checkVictimsUploadsRefused(t *testing.T, ups []*anUpload, errs map[*anUpload]error, owned map[string]bool) {
+	t.Helper()
+	if len(owned) == 0 {
+		t.Fatal("the victim owned no upload: the test proves nothing")
+	}
+	for _, u := range ups {
+		err := errs[u]
+		switch {
+		case owned[u.key] && (err == nil || !strings.Contains(err.Error(), `503 (Retry-After "7")`)):
+			t.Errorf("upload %s on the server out of service: %v, want 503 with Retry-After 7", u.key, err)
+		case !owned[u.key] && err != nil:
+			t.Errorf("upload %s on a server in service: %v", u.key, err)
+		}
+	}
+}
+
 // 4. The owner killed: its uploads get 503 with Retry-After, never another
 // server; the others complete.
 func TestUploadAffinityOwnerKilled(t *testing.T) {
@@ -386,18 +405,7 @@ func TestUploadAffinityOwnerKilled(t *testing.T) {
 		}
 		victim.Kill()
 	})
-	if len(owned) == 0 {
-		t.Fatal("the victim owned no upload: the test proves nothing")
-	}
-	for _, u := range ups {
-		err := errs[u]
-		switch {
-		case owned[u.key] && (err == nil || !strings.Contains(err.Error(), `503 (Retry-After "7")`)):
-			t.Errorf("upload %s on the killed server: %v, want 503 with Retry-After 7", u.key, err)
-		case !owned[u.key] && err != nil:
-			t.Errorf("upload %s on a live server: %v", u.key, err)
-		}
-	}
+	checkVictimsUploadsRefused(t, ups, errs, owned)
 	checkServers(t, servers[1:], ups, errs)
 	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="owner_down"}`); v < 1 {
 		t.Errorf("owner_down events: %v", v)
@@ -458,18 +466,7 @@ func TestUploadAffinityOwnerOutOfService(t *testing.T) {
 				})
 				victimRequests = uploadRequests(victim)
 			})
-			if len(owned) == 0 {
-				t.Fatal("the victim owned no upload: the test proves nothing")
-			}
-			for _, u := range ups {
-				err := errs[u]
-				switch {
-				case owned[u.key] && (err == nil || !strings.Contains(err.Error(), `503 (Retry-After "7")`)):
-					t.Errorf("upload %s on the server out of service: %v, want 503 with Retry-After 7", u.key, err)
-				case !owned[u.key] && err != nil:
-					t.Errorf("upload %s on a server in service: %v", u.key, err)
-				}
-			}
+			checkVictimsUploadsRefused(t, ups, errs, owned)
 			if n := uploadRequests(victim) - victimRequests; n != 0 {
 				t.Errorf("the server out of service received %d upload requests", n)
 			}
