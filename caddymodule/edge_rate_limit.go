@@ -255,9 +255,17 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		}
 		decisions = kept
 	} else {
+		// One deadline for all the zones: a request waits for the store
+		// store_timeout at most, however many zones it counts in.
+		ctx := r.Context()
+		if h.remote {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, h.timeout)
+			defer cancel()
+		}
 		for i := range decisions {
 			d := &decisions[i]
-			*d = h.decide(r, d.zone, d.key, now)
+			*d = h.decide(ctx, r, d.zone, d.key, now)
 			switch {
 			case d.unknown && !d.Allowed:
 				denied = true
@@ -295,15 +303,9 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	return next.ServeHTTP(w, r)
 }
 
-// decide asks the store within the timeout, and the fallback policy when
-// it does not answer.
-func (h *EdgeRateLimit) decide(r *http.Request, z *rateZone, key string, now time.Time) zoneDecision {
-	ctx := r.Context()
-	if h.remote {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
-		defer cancel()
-	}
+// decide asks the store within ctx's deadline, and the fallback policy
+// when it does not answer.
+func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone, key string, now time.Time) zoneDecision {
 	start := time.Now()
 	d, err := z.limiter.Decide(ctx, h.store, key, now)
 	if err == nil {

@@ -654,7 +654,7 @@ func BenchmarkRateLimitMemoryDecision(b *testing.B) {
 				Window: caddy.Duration(time.Minute), Sliding: sliding})
 			b.ReportAllocs()
 			for b.Loop() {
-				if d := h.decide(r, h.zones[0], h.zones[0].key.resolve(r), time.Now()); !d.Allowed {
+				if d := h.decide(r.Context(), r, h.zones[0], h.zones[0].key.resolve(r), time.Now()); !d.Allowed {
 					b.Fatal("refused")
 				}
 			}
@@ -802,5 +802,31 @@ http://127.0.0.1:1 {
 	out, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tha {\n\t\tstore memory {\n\t\t\tmax_keys 10\n\t\t}\n\t}\n}\n"), nil)
 	if err != nil || !strings.Contains(string(out), `"ha":{"store":{"backend":"memory","max_keys":10}}`) {
 		t.Errorf("memory store: %s %v", out, err)
+	}
+}
+
+// A request that counts in several zones waits for a hung store
+// store_timeout at most in all, not store_timeout per zone.
+func TestRateLimitOneDeadlineForAllZones(t *testing.T) {
+	const timeout, margin = 200 * time.Millisecond, 250 * time.Millisecond
+	srv := redistest.Start(t)
+	var zones strings.Builder
+	for _, name := range []string{"one", "two", "three"} {
+		fmt.Fprintf(&zones, "zone deadline-%s {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100\n\t\t\twindow 1h\n\t\t}\n\t\t", name)
+	}
+	tc := startCaddy(t, nil, redisOption(srv, "deadline:"), fmt.Sprintf(`edge_rate_limit {
+		%s
+		on_store_error allow
+		store_timeout %s
+	}
+	respond "ok"`, zones.String(), timeout))
+	if s := send(t, "GET", tc.url("/")).status; s != 200 {
+		t.Fatalf("with Redis up: %d", s)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	ans := send(t, "GET", tc.url("/"))
+	if ans.status != 200 || ans.took > timeout+margin {
+		t.Fatalf("three zones with Redis paused: %d after %v, want 200 within %v", ans.status, ans.took, timeout+margin)
 	}
 }

@@ -155,7 +155,7 @@ type sharedStore struct {
 	guard *store.Guard
 	local *store.Memory
 	up    prometheus.Gauge
-	stop  chan struct{}
+	stop  context.CancelFunc // ends the health checks, and a ping under way
 	done  chan struct{}
 }
 
@@ -183,23 +183,24 @@ func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, 
 		log.Info("store available again", zap.String("store", sh.name))
 	})
 	sh.store, sh.local = sh.guard, store.NewMemory(localFallbackKeys, 0)
-	sh.stop, sh.done = make(chan struct{}), make(chan struct{})
-	go sh.checkHealth(healthEvery)
+	ctx, stop := context.WithCancel(context.Background())
+	sh.stop, sh.done = stop, make(chan struct{})
+	go sh.checkHealth(ctx, healthEvery)
 	return sh, nil
 }
 
 // checkHealth pings the store through its guard until Destruct, the first
 // time at once, so a store down from the start is noticed without traffic.
-func (sh *sharedStore) checkHealth(every time.Duration) {
+func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
 	defer close(sh.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), min(every, time.Second))
-		_ = sh.guard.Ping(ctx)
+		pingCtx, cancel := context.WithTimeout(ctx, min(every, time.Second))
+		_ = sh.guard.Ping(pingCtx)
 		cancel()
 		select {
-		case <-sh.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -230,7 +231,7 @@ func (sh *sharedStore) RetryIn() time.Duration {
 
 func (sh *sharedStore) Destruct() error {
 	if sh.stop != nil {
-		close(sh.stop)
+		sh.stop()
 		<-sh.done
 		sh.local.Close()
 	}

@@ -49,7 +49,8 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 	}
 }
 
-// A store down from the start is reported down without any traffic.
+// A store down from the start is reported down by the health checks alone,
+// without any traffic to fail.
 func TestStoreDownAtStartIsReported(t *testing.T) {
 	addr := loopback.FreeAddr()
 	tc := startCaddy(t, nil, "ha {\n\t\tstore redis {\n\t\t\taddress "+addr+"\n\t\t}\n\t\thealth_interval 50ms\n\t}", `respond "ok"`)

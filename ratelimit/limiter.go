@@ -158,14 +158,14 @@ func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now tim
 		n--
 	}
 	wait := l.freeAfter(sc.counts, n, total-l.zone.Events, cur, nowNs)
-	l.over.add(key, now.Add(wait), now)
+	l.over.add(boundedKey(key), now.Add(wait), now)
 	return Decision{Reset: wait, RetryAfter: wait}, nil
 }
 
 // Remembered returns the refusal of a key known here to be over the limit,
 // decided without the store, and whether the key is one.
 func (l *Limiter) Remembered(key string, now time.Time) (Decision, bool) {
-	until, ok := l.over.until(key, now)
+	until, ok := l.over.until(boundedKey(key), now)
 	if !ok {
 		return Decision{}, false
 	}
@@ -220,6 +220,15 @@ func (l *Limiter) keys(sc *scratch, key string, cur int64) string {
 }
 
 // appendClientKey appends key, or its hash when it is too long.
+// boundedKey is key as the memory of keys over the limit holds it: as in
+// the store, a long key by its hash, so remember_limited bounds bytes too.
+func boundedKey(key string) string {
+	if len(key) <= MaxKeyBytes {
+		return key
+	}
+	return string(appendClientKey(nil, key))
+}
+
 func appendClientKey(b []byte, key string) []byte {
 	if len(key) <= MaxKeyBytes {
 		return append(b, key...)

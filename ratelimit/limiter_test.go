@@ -222,3 +222,26 @@ func TestZoneValidate(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A huge key over the limit is remembered by its hash, as the store counts
+// it: remember_limited bounds the memory's bytes, not only its keys.
+func TestHugeKeysAreRememberedByTheirHash(t *testing.T) {
+	l := mustLimiter(t, Zone{Name: "z", Events: 1, Window: time.Minute})
+	s := newMemory(t)
+	huge := strings.Repeat("k", 10000)
+	for i := 0; i < 2; i++ {
+		if _, err := l.Decide(context.Background(), s, huge, base); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := l.Remembered(huge, base); !ok {
+		t.Fatal("the huge key over its limit is not remembered")
+	}
+	for i := range l.over.shards {
+		for k := range l.over.shards[i].m {
+			if len(k) > MaxKeyBytes+1 {
+				t.Fatalf("a %d-byte key is held as is", len(k))
+			}
+		}
+	}
+}
