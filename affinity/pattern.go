@@ -111,14 +111,20 @@ func (p *Pattern) ID(path string) (id string, ok bool) {
 // a server may read it: the same upload, the collection, something invalid
 // under it, or nothing of it. Paths such as /api/upload%73/ID or
 // /api/x/../uploads/ID are not, and routing them by the escaped form could
-// send an upload's request to a server that does not have it. It allocates
-// only for a path that needs cleaning.
+// send an upload's request to a server that does not have it. Nor are
+// paths that name the collection or something under it only once ASCII
+// case is folded (/API/uploads/ID), as servers whose routing ignores case
+// (ASP.NET Core's, by default) read them: ids are case-sensitive, so such a
+// path cannot be routed by its upload. It allocates only for a path that
+// needs cleaning.
 func (p *Pattern) Unambiguous(escaped, decoded string) bool {
 	clean := path.Clean(decoded)
 	if clean == strings.TrimSuffix(escaped, "/") {
-		return true // the same path, bar a trailing slash: the usual case
+		// The same path, bar a trailing slash: the usual case.
+		return !p.underOnceFolded(escaped)
 	}
-	return p.target(escaped) == p.target(clean)
+	target := p.target(escaped)
+	return target.kind != targetFolded && target == p.target(clean)
 }
 
 // pathTarget is what a path names in a pattern.
@@ -132,6 +138,7 @@ const (
 	targetCollection
 	targetUpload
 	targetInvalid // under the collection, without a valid id
+	targetFolded  // the collection or under it, once ASCII case is folded
 )
 
 func (p *Pattern) target(path string) pathTarget {
@@ -143,8 +150,25 @@ func (p *Pattern) target(path string) pathTarget {
 		return pathTarget{kind: targetCollection}
 	case strings.HasPrefix(path, p.prefix):
 		return pathTarget{kind: targetInvalid}
+	case p.underOnceFolded(path):
+		return pathTarget{kind: targetFolded}
 	}
 	return pathTarget{kind: targetNothing}
+}
+
+// underOnceFolded reports whether path is the collection or under it only
+// when ASCII case is folded. The prefix is ASCII, so strings.EqualFold over
+// as many bytes folds ASCII case only, as ASP.NET Core's routing does.
+func (p *Pattern) underOnceFolded(path string) bool {
+	prefix := p.prefix
+	if len(path) < len(prefix) {
+		prefix = p.prefix[:len(p.prefix)-1] // the collection without a slash
+		if len(path) != len(prefix) {
+			return false
+		}
+	}
+	head := path[:len(prefix)]
+	return head != prefix && strings.EqualFold(head, prefix)
 }
 
 // Collection returns the path creations are POSTed to: the pattern's text

@@ -133,6 +133,18 @@ func TestPatternUnambiguous(t *testing.T) {
 		{"/api/uploads/abc/../xyz", "/api/uploads/abc/../xyz", false}, // another upload
 		{"/api/uploads/abc/%2e%2e/%2e%2e/admin", "/api/uploads/abc/../../admin", false},
 		{"/api/uploads/%2e%2e", "/api/uploads/..", false},
+		// A server whose routing ignores case reads these as the uploads'.
+		{"/API/uploads/abc", "/API/uploads/abc", false},
+		{"/api/Uploads/abc/chunks/1", "/api/Uploads/abc/chunks/1", false},
+		{"/API/x/../uploads/abc", "/API/x/../uploads/abc", false},
+		{"/api/upload%53/abc", "/api/uploadS/abc", false},
+		{"/API/UPLOADS", "/API/UPLOADS", false},
+		{"/api/Uploads/", "/api/Uploads/", false},
+		{"/api/Uploads/a%2Fb", "/api/Uploads/a/b", false},
+		{"/API/other/abc", "/API/other/abc", true},
+		{"/API/UPLOADSX/abc", "/API/UPLOADSX/abc", true},
+		{"/API", "/API", true},
+		{"/other/API/uploads/abc", "/other/API/uploads/abc", true},
 	} {
 		if got := p.Unambiguous(tc.escaped, tc.decoded); got != tc.ok {
 			t.Errorf("Unambiguous(%q, %q) = %v, want %v", tc.escaped, tc.decoded, got, tc.ok)

@@ -58,9 +58,9 @@ type UploadAffinity struct {
 	TTL caddy.Duration `json:"ttl,omitempty"`
 	// What to do with an upload whose binding is unknown (e.g. created
 	// before this proxy started, with a memory store): "discover" asks
-	// every server (HEAD of the upload) and binds the one that has it, or
-	// answers 503 while a server that may have it does not answer;
-	// "reject" answers 404. Default: discover.
+	// every server (HEAD of the upload) and binds the one that has it (2xx),
+	// answers 404 when all say they do not (404 or 410), or 503 while one
+	// that may have it does not say; "reject" answers 404. Default: discover.
 	Unknown string `json:"unknown,omitempty"`
 	// Retry-After of the 503 answered while an upload's owner is down.
 	// Default: 5s.
@@ -237,9 +237,9 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	}
 	path := r.URL.EscapedPath()
 	if !s.pattern.Unambiguous(path, r.URL.Path) {
-		// Routed by its escaped form, a server that decodes it could take
-		// it for an upload it does not have.
-		return s.refuse(pool, r, http.StatusBadRequest, "refused", "the path names an upload differently once decoded")
+		// Routed by its escaped form, a server that decodes it, or ignores
+		// case, could take it for an upload it does not have.
+		return s.refuse(pool, r, http.StatusBadRequest, "refused", "the path names an upload differently once decoded or case-folded")
 	}
 	if id, ok := s.pattern.ID(path); ok {
 		return s.selectOwner(pool, r, id, path)

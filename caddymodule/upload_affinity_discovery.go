@@ -40,9 +40,10 @@ type discovery struct {
 
 var (
 	errTooManyDiscoveries = errors.New("too many unknown uploads being looked for")
-	// A server that is down may well be the owner: "no server has it"
-	// would make the client give up an upload it can finish later.
-	errNotAllAnswered = errors.New("a server that may have this upload did not answer")
+	// A server that is down, or that answers neither yes nor no (429, 401,
+	// 3xx, 5xx…), may well be the owner: "no server has it" would make the
+	// client give up an upload it can finish later.
+	errNotAllAnswered = errors.New("a server that may have this upload did not say whether it has it")
 )
 
 const (
@@ -64,7 +65,7 @@ func newDiscoverer(inner *reverseproxy.HTTPTransport, pattern *affinity.Pattern)
 // find returns the owner's dial address, or "" when every server that
 // could be asked said it does not have the upload; errTooManyDiscoveries
 // when too many searches are running, errNotAllAnswered when no server
-// that answered has it but some did not answer.
+// has it but some did not say.
 func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id string) (string, error) {
 	d.mu.Lock()
 	if until, ok := d.notFound[id]; ok && time.Now().Before(until) {
@@ -114,8 +115,9 @@ func (d *discoverer) find(r *http.Request, pool reverseproxy.UpstreamPool, id st
 
 // ask sends HEAD of the upload to every available server and returns the
 // dial address of the first that answers 2xx; errNotAllAnswered if none
-// does but one is down, does not answer, or answers 5xx. Servers reached
-// through a unix socket are not asked.
+// does but one is down, does not answer, or answers anything but 404 or
+// 410, the only answers that say "not here". Servers reached through a
+// unix socket are not asked.
 func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), discoveryWait)
 	defer cancel()
@@ -159,7 +161,9 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 			switch {
 			case resp.StatusCode/100 == 2:
 				found <- u.Dial
-			case resp.StatusCode >= 500:
+			case resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusGone:
+				// Throttled, wanting other credentials, redirecting,
+				// failing: it may have the upload.
 				unanswered.Store(true)
 			}
 		}()

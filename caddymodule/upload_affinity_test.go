@@ -599,6 +599,39 @@ func TestUploadAffinityDiscoveryWithAServerDown(t *testing.T) {
 	}
 }
 
+// Discovery with a server that answers neither "here" (2xx) nor "not here"
+// (404, 410) — throttling, wanting other credentials, redirecting,
+// refusing the request: it may have the upload, so an unknown one is
+// answered 503 with Retry-After, and not remembered: once that server
+// answers 404 too, the upload is answered 404.
+func TestUploadAffinityDiscoveryWithAServerThatDoesNotSay(t *testing.T) {
+	servers := uploadServers(t, 1)
+	var status atomic.Int32
+	undecided := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(status.Load()))
+	}))
+	t.Cleanup(undecided.Close)
+	tc := startCaddy(t, nil, "", "reverse_proxy "+servers[0].Addr()+" "+strings.TrimPrefix(undecided.URL, "http://")+
+		" {\n\t\tlb_policy upload_affinity\n\t}")
+	c := newUploadClient("http://" + tc.addr)
+	const location = "/api/uploads/known-to-nobody"
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusUnauthorized, http.StatusForbidden, http.StatusTemporaryRedirect, http.StatusBadRequest} {
+		status.Store(int32(code))
+		if resp, _, err := c.do("HEAD", location, nil); err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" {
+			t.Fatalf("an unknown upload while a server answers %d: %v %v, want 503 with Retry-After 5", code, resp, err)
+		}
+	}
+	for _, notHere := range []struct {
+		code int
+		path string
+	}{{http.StatusNotFound, location}, {http.StatusGone, location + "-gone"}} {
+		status.Store(int32(notHere.code))
+		if resp, _, err := c.do("HEAD", notHere.path, nil); err != nil || resp.StatusCode != 404 {
+			t.Fatalf("an unknown upload while the servers answer 404 and %d: %v %v, want 404", notHere.code, resp, err)
+		}
+	}
+}
+
 // A binding that cannot be stored (the memory store full): the creation is
 // answered 503 with Retry-After, not 201 with an upload nothing would
 // route. Retried with the same idempotency key once there is room, it gets
@@ -727,6 +760,9 @@ func TestUploadAffinityHostileIDs(t *testing.T) {
 	for _, req := range [][2]string{
 		{"PUT", "/api/upload%73/abc/chunks/1"}, {"PATCH", "/api/uploads%2Fabc"}, {"PATCH", "/api/x/../uploads/abc"},
 		{"PATCH", "/api//uploads/abc"}, {"PATCH", "/api/uploads/abc/%2e%2e/xyz"}, {"POST", "/api/upload%73"},
+		// Or once ASCII case is folded, as ASP.NET Core's routing reads them.
+		{"PATCH", "/API/uploads/abc"}, {"PUT", "/api/Uploads/abc/chunks/1"}, {"POST", "/API/UPLOADS"},
+		{"PATCH", "/api/upload%53/abc"}, {"POST", "/Api/Uploads/"},
 	} {
 		resp, _, err := c.do(req[0], req[1], []byte("x"), "Upload-Offset", "0", "Chunk-Size", "1", "Idempotency-Key", "k", "Upload-Length", "1")
 		if err != nil || resp.StatusCode != 400 {
