@@ -123,37 +123,41 @@ func (p *Pattern) Unambiguous(escaped, decoded string) bool {
 		// The same path, bar a trailing slash: the usual case.
 		return !p.underOnceFolded(escaped)
 	}
-	target := p.target(escaped)
-	return target.kind != targetFolded && target == p.target(clean)
+	target := p.Target(escaped)
+	return target.Kind != TargetFolded && target == p.Target(clean)
 }
 
-// pathTarget is what a path names in a pattern.
-type pathTarget struct {
-	kind int
-	id   string // targetUpload
+// Target is what a path names in a pattern.
+type Target struct {
+	Kind TargetKind
+	ID   string // of TargetUpload
 }
+
+// TargetKind is the kind of thing a path names in a pattern.
+type TargetKind int
 
 const (
-	targetNothing = iota
-	targetCollection
-	targetUpload
-	targetInvalid // under the collection, without a valid id
-	targetFolded  // the collection or under it, once ASCII case is folded
+	TargetNothing    TargetKind = iota
+	TargetCollection            // where creations go
+	TargetUpload                // an upload or something under it
+	TargetInvalid               // under the collection, without a valid id
+	TargetFolded                // the collection or under it, once ASCII case is folded
 )
 
-func (p *Pattern) target(path string) pathTarget {
+// Target returns what path, the request's escaped path as for ID, names.
+func (p *Pattern) Target(path string) Target {
 	if id, ok := p.ID(path); ok {
-		return pathTarget{kind: targetUpload, id: id}
+		return Target{Kind: TargetUpload, ID: id}
 	}
 	switch {
 	case p.IsCollection(path):
-		return pathTarget{kind: targetCollection}
+		return Target{Kind: TargetCollection}
 	case strings.HasPrefix(path, p.prefix):
-		return pathTarget{kind: targetInvalid}
+		return Target{Kind: TargetInvalid}
 	case p.underOnceFolded(path):
-		return pathTarget{kind: targetFolded}
+		return Target{Kind: TargetFolded}
 	}
-	return pathTarget{kind: targetNothing}
+	return Target{Kind: TargetNothing}
 }
 
 // underOnceFolded reports whether path is the collection or under it only

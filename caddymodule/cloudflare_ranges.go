@@ -125,36 +125,37 @@ type cloudflareSet struct {
 	cfg    CloudflareRanges
 	ranges atomic.Pointer[[]netip.Prefix]
 	client *http.Client
-	seen   os.FileInfo // the file as last read, with downloads off
-	stop   chan struct{}
+	seen   os.FileInfo        // the file as last read, with downloads off
+	stop   context.CancelFunc // ends the refresher, and a download under way
 	done   chan struct{}
 }
 
 func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
+	ctx, stop := context.WithCancel(context.Background())
 	s := &cloudflareSet{cfg: cfg, client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: stop, done: make(chan struct{})}
 	s.readFile() // the last good set, until a download succeeds
-	go s.keep()
+	go s.keep(ctx)
 	return s
 }
 
 // keep refreshes the set until Destruct. A failed download is retried
 // sooner than refresh (5s, doubling), so a node that boots while the lists
 // cannot be fetched does not go a whole refresh trusting nothing.
-func (s *cloudflareSet) keep() {
+func (s *cloudflareSet) keep(ctx context.Context) {
 	defer close(s.done)
 	refresh := time.Duration(s.cfg.Refresh)
 	retry := min(5*time.Second, refresh)
 	for {
 		wait := refresh
-		if !s.cfg.DisableDownloads && !s.download() {
+		if !s.cfg.DisableDownloads && !s.download(ctx) {
 			wait, retry = retry, min(2*retry, refresh)
 		} else {
 			retry = min(5*time.Second, refresh)
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-s.stop:
+		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -166,17 +167,10 @@ func (s *cloudflareSet) keep() {
 }
 
 // download fetches, keeps and saves the lists, and reports whether it got
-// them.
-func (s *cloudflareSet) download() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.cfg.Timeout))
+// them. Ending ctx (Destruct) ends a slow download.
+func (s *cloudflareSet) download(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.Timeout))
 	defer cancel()
-	go func() { // a Destruct during a slow download ends it
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	f, err := forwarded.FetchRangeFile(ctx, s.client, s.cfg.IPv4URL, s.cfg.IPv6URL)
 	if err != nil {
 		s.logger().Warn("downloading Cloudflare's ranges failed; keeping the last good set",
@@ -240,7 +234,7 @@ func (s *cloudflareSet) current() []netip.Prefix {
 }
 
 func (s *cloudflareSet) Destruct() error {
-	close(s.stop)
+	s.stop()
 	<-s.done
 	return nil
 }

@@ -67,9 +67,10 @@ type EdgeRateLimit struct {
 	storeRef *storeRef // the handler's own store
 	store    store.Store
 	local    store.Store // on_store_error local; nil for the memory store
-	remote   bool
-	timeout  time.Duration
-	retryIn  func() time.Duration
+	// callTimeout bounds a request's store calls: store_timeout, or 0
+	// for the memory store, which cannot hang.
+	callTimeout time.Duration
+	retryIn     func() time.Duration
 }
 
 // RateLimitZone is one limit: events requests per window for each key.
@@ -124,7 +125,6 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	if h.OnStoreError == "" {
 		h.OnStoreError = onStoreErrorLocal
 	}
-	h.timeout = durationOr(h.StoreTimeout, defaultStoreTimeout)
 	if h.RememberLimited == 0 {
 		h.RememberLimited = defaultRemembered
 	}
@@ -145,10 +145,10 @@ func (h *EdgeRateLimit) Cleanup() error { return h.storeRef.release() }
 // provisionZones readies the zones on shared.
 func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) error {
 	h.store, h.retryIn = shared.Store(), shared.RetryIn
-	h.remote = !store.IsLocal(h.store)
-	if fallback := shared.LocalFallback(); fallback != nil {
-		h.local = fallback
+	if !store.IsLocal(h.store) {
+		h.callTimeout = durationOr(h.StoreTimeout, defaultStoreTimeout)
 	}
+	h.local = shared.LocalFallback()
 	for i, zc := range h.Zones {
 		z := &rateZone{name: zc.Name, key: compileKey(zc.Key)}
 		matchers, err := ctx.LoadModule(zc, "MatcherSetsRaw")
@@ -237,7 +237,8 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 		if !match {
 			continue
 		}
-		d := zoneDecision{zone: z, key: z.key.resolve(r)}
+		// Bounded once here: the limiter's calls below then need not hash a long key again.
+		d := zoneDecision{zone: z, key: ratelimit.BoundedKey(z.key.resolve(r))}
 		d.Decision, _ = z.limiter.Remembered(d.key, now)
 		remembered = remembered || d.Cached
 		decisions = append(decisions, d)
@@ -257,12 +258,8 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	} else {
 		// One deadline for all the zones: a request waits for the store
 		// store_timeout at most, however many zones it counts in.
-		ctx := r.Context()
-		if h.remote {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, h.timeout)
-			defer cancel()
-		}
+		ctx, cancel := withStoreTimeout(r.Context(), h.callTimeout)
+		defer cancel()
 		for i := range decisions {
 			d := &decisions[i]
 			*d = h.decide(ctx, r, d.zone, d.key, now)
@@ -303,15 +300,14 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 	return next.ServeHTTP(w, r)
 }
 
-// decide asks the store within ctx's deadline, and the fallback policy
-// when it does not answer.
+// decide counts a request of a key not remembered over the limit in the
+// store within ctx's deadline, and asks the fallback policy when it does
+// not answer.
 func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone, key string, now time.Time) zoneDecision {
 	start := time.Now()
-	d, err := z.limiter.Decide(ctx, h.store, key, now)
+	d, err := z.limiter.Count(ctx, h.store, key, now)
 	if err == nil {
-		if !d.Cached {
-			z.metrics.latency.Observe(time.Since(start).Seconds())
-		}
+		z.metrics.latency.Observe(time.Since(start).Seconds())
 		return zoneDecision{zone: z, key: key, Decision: d}
 	}
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -319,7 +315,7 @@ func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone
 	}
 	z.metrics.fallback.Inc()
 	if h.OnStoreError == onStoreErrorLocal && h.local != nil {
-		if d, err := z.limiter.Decide(r.Context(), h.local, key, now); err == nil {
+		if d, err := z.limiter.Count(r.Context(), h.local, key, now); err == nil {
 			return zoneDecision{zone: z, key: key, Decision: d}
 		}
 	}
@@ -354,7 +350,7 @@ func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
 // refuse answers status with Retry-After and a body that says why, or,
 // when the server has error routes, leaves the answer to them.
 func refuse(w http.ResponseWriter, r *http.Request, status int, wait time.Duration, msg string) error {
-	w.Header().Set("Retry-After", strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
+	w.Header().Set("Retry-After", retryAfterValue(wait))
 	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Errors != nil && len(srv.Errors.Routes) > 0 {
 		return caddyhttp.Error(status, errors.New(msg))
 	}
@@ -362,6 +358,12 @@ func refuse(w http.ResponseWriter, r *http.Request, status int, wait time.Durati
 	w.WriteHeader(status)
 	_, err := io.WriteString(w, msg+"\n")
 	return err
+}
+
+// retryAfterValue is d as a Retry-After value: whole seconds, rounded up,
+// at least 1.
+func retryAfterValue(d time.Duration) string {
+	return strconv.FormatInt(max(ceilSeconds(d), 1), 10)
 }
 
 func ceilSeconds(d time.Duration) int64 {

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -111,7 +112,7 @@ func (h *Forwarded) Provision(ctx caddy.Context) error {
 		}
 		h.cloudflare = mod.(caddyhttp.IPRangeSource)
 	}
-	h.proxy = forwarded.Proxy{KeepChain: h.KeepChain, ForceProto: h.Proto}
+	h.proxy = forwarded.Proxy{KeepChain: h.KeepChain, ForceProto: h.Proto, EmitForwarded: h.EmitForwarded}
 	if h.Inbound == inboundForwarded {
 		h.proxy.Format = forwarded.RFC7239
 	}
@@ -169,21 +170,18 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	var err error
 	if cf, ok := h.cloudflareClient(r, peer); ok {
 		client = cf
-		own := forwarded.Element{For: client.Node, By: proxy.Self, Proto: cmpOr(h.Proto, client.Proto, scheme), Host: r.Host}
+		own := forwarded.Element{For: client.Node, By: proxy.Self, Proto: cmp.Or(h.Proto, client.Proto, scheme), Host: r.Host}
 		chain := []forwarded.Element{own}
 		if h.KeepChain {
 			chain = []forwarded.Element{{For: client.Node}, {For: forwarded.Node{Addr: peer}, By: proxy.Self, Proto: own.Proto, Host: r.Host}}
 		}
-		out = forwarded.Emit(chain, own.Proto, r.Host)
+		out = forwarded.Emit(chain, own.Proto, r.Host, h.EmitForwarded)
 	} else {
 		client, out, err = proxy.Forward(r.Header, peer, scheme, r.Host)
 		if err != nil {
 			h.logger.Debug("forwarded headers from a trusted proxy are malformed: none believed",
 				zap.String("peer", peer.String()), zap.Error(err))
 		}
-	}
-	if !h.EmitForwarded {
-		out.Forwarded = ""
 	}
 	for _, h := range clientNamingHeaders {
 		delete(r.Header, h)
@@ -195,14 +193,15 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 		// Forward sends it: the nearest address anyone vouches for.
 		clientIP = client.ReportedBy
 	}
+	clientIPText := clientIP.String()
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if repl != nil {
-		repl.Set("http.forwarded.client_ip", clientIP.String())
+		repl.Set("http.forwarded.client_ip", clientIPText)
 		repl.Set("http.forwarded.proto", out.XForwardedProto)
 		repl.Set("http.forwarded.host", out.XForwardedHost)
 	}
 	if clientIP.IsValid() {
-		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientIP.String())
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, clientIPText)
 	}
 
 	// reverse_proxy appends the remote address to X-Forwarded-For and,
@@ -305,15 +304,6 @@ func remoteAddr(s string) (netip.Addr, string) {
 		return netip.Addr{}, port
 	}
 	return a.Unmap(), port
-}
-
-func cmpOr(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // parseForwarded parses the directive. Syntax:

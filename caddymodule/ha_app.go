@@ -84,6 +84,15 @@ func (a *HAApp) Stop() error  { return nil }
 // Cleanup lets go of the store; the last config using it closes it.
 func (a *HAApp) Cleanup() error { return a.ref.release() }
 
+// withStoreTimeout bounds a store call by timeout; 0, for a store in this
+// process's memory, which cannot hang, sets no timer on the hot path.
+func withStoreTimeout(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout == 0 {
+		return parent, func() {}
+	}
+	return context.WithTimeout(parent, timeout)
+}
+
 // storeRef is one config's hold on a store in storePools.
 type storeRef struct {
 	key    string
@@ -153,7 +162,7 @@ type sharedStore struct {
 	name  string
 	store store.Store // the guarded store for a remote one
 	guard *store.Guard
-	local *store.Memory
+	local store.Store // nil for the memory store
 	up    prometheus.Gauge
 	stop  context.CancelFunc // ends the health checks, and a ping under way
 	done  chan struct{}
@@ -214,12 +223,7 @@ func (sh *sharedStore) Store() store.Store { return sh.store }
 // LocalFallback returns this instance's own memory, which handlers with a
 // local fallback count in while the store is down; nil for the memory
 // store, which has no fallback but itself.
-func (sh *sharedStore) LocalFallback() store.Store {
-	if sh.local == nil {
-		return nil // not a typed nil: callers compare with nil
-	}
-	return sh.local
-}
+func (sh *sharedStore) LocalFallback() store.Store { return sh.local }
 
 // RetryIn returns how long until a down store is tried again.
 func (sh *sharedStore) RetryIn() time.Duration {

@@ -144,15 +144,23 @@ func (r *RedisStore) Validate() error {
 }
 
 func (r *RedisStore) rootCAs() (*x509.CertPool, error) {
-	pem, err := os.ReadFile(r.TLS.CA)
+	pool, _, err := loadCAPool(r.TLS.CA, "redis store: tls ca")
+	return pool, err
+}
+
+// loadCAPool reads the PEM certificates of file into a pool; it returns
+// the PEM too, for callers that key on it. what names the setting in
+// errors.
+func loadCAPool(file, what string) (*x509.CertPool, []byte, error) {
+	pem, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("redis store: tls ca: %v", err)
+		return nil, nil, fmt.Errorf("%s: %v", what, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("redis store: tls ca %s: no PEM certificates", r.TLS.CA)
+		return nil, nil, fmt.Errorf("%s %s: no PEM certificates", what, file)
 	}
-	return pool, nil
+	return pool, pem, nil
 }
 
 func (r *RedisStore) describe() string { return "redis " + strings.Join(r.Addresses, ",") }

@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -315,7 +313,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	s.triedKey = fmt.Sprintf("ha.leader.tried.%p", s)
 	s.answeredKey = fmt.Sprintf("ha.leader.answered.%p", s)
 	s.readsAny = s.Reads == "any"
-	s.retryAfter = strconv.Itoa(int((time.Duration(s.RetryAfter) + time.Second - 1) / time.Second))
+	s.retryAfter = retryAfterValue(time.Duration(s.RetryAfter))
 
 	return s.configureDelivery(ctx, h)
 }
@@ -363,13 +361,9 @@ func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProb
 		tlsKey = append(tlsKey, "\x00server_name="+s.TLSServerName...)
 	}
 	if s.TLSCA != "" {
-		pem, err := os.ReadFile(s.TLSCA)
+		pool, pem, err := loadCAPool(s.TLSCA, "lb_policy leader: tls_ca")
 		if err != nil {
-			return nil, "", fmt.Errorf("lb_policy leader: tls_ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, "", fmt.Errorf("lb_policy leader: tls_ca %s: no PEM certificates", s.TLSCA)
+			return nil, "", err
 		}
 		tlsConf.RootCAs = pool
 		tlsKey = append(tlsKey, "\x00ca="...)

@@ -2,13 +2,13 @@ package caddymodule
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -83,9 +83,11 @@ type UploadAffinity struct {
 	inner      *reverseproxy.HTTPTransport
 	ownInner   bool // we made the transport, so we clean it up
 	discoverer *discoverer
-	localStore bool
-	storeRef   *storeRef // the policy's own store
-	logger     *zap.Logger
+	// callTimeout bounds each store call: store_timeout, or 0 for the
+	// memory store, which cannot hang.
+	callTimeout time.Duration
+	storeRef    *storeRef // the policy's own store
+	logger      *zap.Logger
 }
 
 func (UploadAffinity) CaddyModule() caddy.ModuleInfo {
@@ -97,16 +99,14 @@ const (
 	unknownReject   = "reject"
 	learnLocation   = "location"
 	learnJSONPrefix = "json:"
-	// creationBodyLimit bounds the creation response read to learn an id.
-	creationBodyLimit = 64 << 10
 )
 
 func (s *UploadAffinity) setDefaults() {
-	s.Path = cmpOr(s.Path, "/api/uploads/{id}")
-	s.LearnFrom = cmpOr(s.LearnFrom, learnLocation)
-	s.IdempotencyHeader = cmpOr(s.IdempotencyHeader, "Idempotency-Key")
-	s.CompletePath = cmpOr(s.CompletePath, "/complete")
-	s.Unknown = cmpOr(s.Unknown, unknownDiscover)
+	s.Path = cmp.Or(s.Path, "/api/uploads/{id}")
+	s.LearnFrom = cmp.Or(s.LearnFrom, learnLocation)
+	s.IdempotencyHeader = cmp.Or(s.IdempotencyHeader, "Idempotency-Key")
+	s.CompletePath = cmp.Or(s.CompletePath, "/complete")
+	s.Unknown = cmp.Or(s.Unknown, unknownDiscover)
 	if s.TTL == 0 {
 		s.TTL = caddy.Duration(24 * time.Hour)
 	}
@@ -120,7 +120,7 @@ func (s *UploadAffinity) setDefaults() {
 
 // check reports bad settings; the Caddyfile adapter calls it too.
 func (s *UploadAffinity) check() error {
-	if _, err := affinity.CompilePattern(cmpOr(s.Path, "/api/uploads/{id}")); err != nil {
+	if _, err := affinity.CompilePattern(cmp.Or(s.Path, "/api/uploads/{id}")); err != nil {
 		return fmt.Errorf("upload_affinity: path: %v", err)
 	}
 	switch {
@@ -158,7 +158,7 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 		s.jsonField = ""
 	}
 	s.varKey = fmt.Sprintf("ha.upload_affinity.%p", s)
-	s.retryAfter = strconv.FormatInt(max(ceilSeconds(time.Duration(s.RetryAfter)), 1), 10)
+	s.retryAfter = retryAfterValue(time.Duration(s.RetryAfter))
 
 	if s.FallbackRaw != nil {
 		mod, err := ctx.LoadModule(s, "FallbackRaw")
@@ -176,7 +176,9 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	}
 	s.storeRef = ref
 	s.bindings = &affinity.Bindings{Store: shared.Store(), Prefix: "ua:", TTL: time.Duration(s.TTL)}
-	s.localStore = store.IsLocal(shared.Store())
+	if !store.IsLocal(shared.Store()) {
+		s.callTimeout = time.Duration(s.StoreTimeout)
+	}
 
 	// The transport: its responses teach us the bindings.
 	h := enclosingProxy(ctx)
@@ -239,16 +241,15 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 	if !s.pattern.Unambiguous(path, r.URL.Path) {
 		// Routed by its escaped form, a server that decodes it, or ignores
 		// case, could take it for an upload it does not have.
-		return s.refuse(pool, r, http.StatusBadRequest, "refused", "the path names an upload differently once decoded or case-folded")
+		return s.refuse(pool, r, http.StatusBadRequest, affinityMetrics.refused, "the path names an upload differently once decoded or case-folded")
 	}
-	if id, ok := s.pattern.ID(path); ok {
-		return s.selectOwner(pool, r, id, path)
-	}
-	if rest, under := strings.CutPrefix(path, s.pattern.Path("")); under && rest != "" {
+	switch target := s.pattern.Target(path); {
+	case target.Kind == affinity.TargetUpload:
+		return s.selectOwner(pool, r, target.ID, path)
+	case target.Kind == affinity.TargetInvalid:
 		// Under the uploads, but not a valid id: never a store key.
-		return s.refuse(pool, r, http.StatusBadRequest, "refused", "invalid upload id")
-	}
-	if r.Method == http.MethodPost && s.pattern.IsCollection(path) {
+		return s.refuse(pool, r, http.StatusBadRequest, affinityMetrics.refused, "invalid upload id")
+	case target.Kind == affinity.TargetCollection && r.Method == http.MethodPost:
 		caddyhttp.SetVar(r.Context(), s.varKey, toCreation)
 		if key := r.Header.Get(s.IdempotencyHeader); key != "" {
 			avail := availableUpstreams(pool)
@@ -268,39 +269,43 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 // selectOwner routes a request of upload id to its owner, or to a refusal
 // the transport answers without sending anything anywhere.
 func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Request, id, path string) *reverseproxy.Upstream {
-	refuse := func(status int, event, msg string) *reverseproxy.Upstream {
+	refuse := func(status int, event prometheus.Counter, msg string) *reverseproxy.Upstream {
 		return s.refuse(pool, r, status, event, msg)
 	}
-	owner, found, err := s.storeCall(r, func(ctx context.Context) (string, bool, error) { return s.bindings.Owner(ctx, id) })
+	ctx, cancel := withStoreTimeout(r.Context(), s.callTimeout)
+	owner, found, err := s.bindings.Owner(ctx, id)
+	cancel()
 	if err != nil {
 		s.logger.Warn("upload bindings unavailable", zap.Error(err))
-		return refuse(http.StatusServiceUnavailable, "store_error", "upload bindings unavailable")
+		return refuse(http.StatusServiceUnavailable, affinityMetrics.storeError, "upload bindings unavailable")
 	}
 	if found {
-		affinityMetrics.events.WithLabelValues("hit").Inc()
+		affinityMetrics.hit.Inc()
 	} else {
-		affinityMetrics.events.WithLabelValues("miss").Inc()
+		affinityMetrics.miss.Inc()
 		if s.Unknown == unknownReject {
-			return refuse(http.StatusNotFound, "refused", "unknown upload")
+			return refuse(http.StatusNotFound, affinityMetrics.refused, "unknown upload")
 		}
 		owner, err = s.discoverer.find(r, pool, id)
 		switch {
 		case errors.Is(err, errTooManyDiscoveries):
-			return refuse(http.StatusServiceUnavailable, "refused", err.Error())
+			return refuse(http.StatusServiceUnavailable, affinityMetrics.refused, err.Error())
 		case err != nil: // the owner may be a server that did not answer
-			return refuse(http.StatusServiceUnavailable, "owner_down", err.Error())
+			return refuse(http.StatusServiceUnavailable, affinityMetrics.ownerDown, err.Error())
 		case owner == "":
-			return refuse(http.StatusNotFound, "refused", "no server has this upload")
+			return refuse(http.StatusNotFound, affinityMetrics.refused, "no server has this upload")
 		}
-		affinityMetrics.events.WithLabelValues("discovered").Inc()
-		if _, _, err := s.storeCall(r, func(ctx context.Context) (string, bool, error) { return "", false, s.bindings.Bind(ctx, id, owner) }); err != nil {
+		affinityMetrics.discovered.Inc()
+		ctx, cancel := withStoreTimeout(r.Context(), s.callTimeout)
+		if err := s.bindings.Bind(ctx, id, owner); err != nil {
 			s.logger.Warn("binding a discovered upload failed", zap.String("upload", id), zap.Error(err))
 		}
+		cancel()
 	}
 	for _, u := range pool {
 		if u.Dial == owner {
 			if !u.Available() {
-				return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is down")
+				return refuse(http.StatusServiceUnavailable, affinityMetrics.ownerDown, "the upload's server is down")
 			}
 			// What follows the upload's own path: "" or "/" for the upload.
 			under := path[len(s.pattern.Path(""))+len(id):]
@@ -312,27 +317,16 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 			return u
 		}
 	}
-	return refuse(http.StatusServiceUnavailable, "owner_down", "the upload's server is not in the pool")
+	return refuse(http.StatusServiceUnavailable, affinityMetrics.ownerDown, "the upload's server is not in the pool")
 }
 
 // refuse routes r to an answer the transport makes itself. The upstream
 // returned is not contacted and is none of the pool's, so the refusal
 // counts against no server's health or request counts.
-func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, status int, event, msg string) *reverseproxy.Upstream {
-	affinityMetrics.events.WithLabelValues(event).Inc()
+func (s *UploadAffinity) refuse(pool reverseproxy.UpstreamPool, r *http.Request, status int, event prometheus.Counter, msg string) *reverseproxy.Upstream {
+	event.Inc()
 	caddyhttp.SetVar(r.Context(), s.varKey, &uploadRoute{kind: routeRefuse, status: status, message: msg})
 	return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: pool[0].Dial}
-}
-
-// storeCall runs one store call with its own store_timeout; the memory
-// store cannot hang and needs none.
-func (s *UploadAffinity) storeCall(r *http.Request, call func(context.Context) (string, bool, error)) (string, bool, error) {
-	if s.localStore {
-		return call(r.Context())
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(s.StoreTimeout))
-	defer cancel()
-	return call(ctx)
 }
 
 func availableUpstreams(pool reverseproxy.UpstreamPool) []*reverseproxy.Upstream {
@@ -369,7 +363,7 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		// dropped): the client can send the request again later. A client
 		// that left gets the error as it is.
 		if err != nil && req.Context().Err() == nil {
-			affinityMetrics.events.WithLabelValues("owner_down").Inc()
+			affinityMetrics.ownerDown.Inc()
 			s.logger.Debug("an upload's server did not answer", zap.String("upload", s.uploadID(req)), zap.Error(err))
 			return s.answer(req, http.StatusServiceUnavailable, "the upload's server is down"), nil
 		}
@@ -377,10 +371,10 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			return nil, err
 		}
 		if route.complete && resp.StatusCode/100 == 2 {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
+			ctx, cancel := withStoreTimeout(context.WithoutCancel(req.Context()), s.callTimeout)
 			defer cancel()
 			if err := s.bindings.Unbind(ctx, s.uploadID(req)); err == nil {
-				affinityMetrics.events.WithLabelValues("removed").Inc()
+				affinityMetrics.removed.Inc()
 			}
 		}
 		return resp, nil
@@ -393,7 +387,7 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if s.jsonField == "" {
 		id, ok = affinity.IDFromLocation(resp.Header.Get("Location"), s.pattern)
 	} else {
-		body, rerr := io.ReadAll(io.LimitReader(resp.Body, creationBodyLimit))
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, affinity.MaxJSONBody))
 		resp.Body = struct {
 			io.Reader
 			io.Closer
@@ -407,13 +401,13 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		s.logger.Warn("a creation response names no valid upload id: its requests will be discovered", zap.Int("status", resp.StatusCode))
 		return resp, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), time.Duration(s.StoreTimeout))
+	ctx, cancel := withStoreTimeout(context.WithoutCancel(req.Context()), s.callTimeout)
 	defer cancel()
 	// The dial address as the pool writes it, which Select compares.
 	err = s.bindings.Bind(ctx, id, di.Upstream.Dial)
 	if errors.Is(err, affinity.ErrAlreadyBound) {
 		// Two servers name the same upload: no retry can route it.
-		affinityMetrics.events.WithLabelValues("refused").Inc()
+		affinityMetrics.refused.Inc()
 		s.logger.Error("a creation response names an upload another server owns",
 			zap.String("upload", id), zap.String("server", di.Upstream.Dial), zap.Error(err))
 		resp.Body.Close()
@@ -424,13 +418,13 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		// it retries with the same idempotency key, which rendezvous
 		// hashing takes to the same server, which returns the same upload,
 		// bound then.
-		affinityMetrics.events.WithLabelValues("store_error").Inc()
+		affinityMetrics.storeError.Inc()
 		s.logger.Warn("storing an upload binding failed: the creation is answered 503, for the client to retry",
 			zap.String("upload", id), zap.String("server", di.Upstream.Dial), zap.Error(err))
 		resp.Body.Close()
 		return s.answer(req, http.StatusServiceUnavailable, "the upload's binding could not be stored"), nil
 	}
-	affinityMetrics.events.WithLabelValues("learned").Inc()
+	affinityMetrics.learned.Inc()
 	return resp, nil
 }
 
@@ -452,17 +446,23 @@ func (s *UploadAffinity) answer(req *http.Request, status int, msg string) *http
 		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
 }
 
-var affinityMetrics = struct {
-	events     *prometheus.CounterVec
-	collectors []prometheus.Collector
-}{}
+// affinityMetrics are the counters of caddy_ha_upload_affinity_total, one
+// per event, resolved once rather than per request.
+var affinityMetrics struct {
+	learned, hit, miss, discovered, removed, ownerDown, storeError, refused prometheus.Counter
+	collectors                                                              []prometheus.Collector
+}
 
 func init() {
 	m := &affinityMetrics
-	m.events = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "upload_affinity_total",
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "upload_affinity_total",
 		Help: "Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404)."},
 		[]string{"event"})
-	m.collectors = []prometheus.Collector{m.events}
+	for counter, event := range map[*prometheus.Counter]string{&m.learned: "learned", &m.hit: "hit", &m.miss: "miss",
+		&m.discovered: "discovered", &m.removed: "removed", &m.ownerDown: "owner_down", &m.storeError: "store_error", &m.refused: "refused"} {
+		*counter = events.WithLabelValues(event)
+	}
+	m.collectors = []prometheus.Collector{events}
 }
 
 // UnmarshalCaddyfile sets up the policy. Syntax:

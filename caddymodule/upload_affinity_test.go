@@ -878,7 +878,7 @@ func TestUploadAffinityRefusalsAreNobodysFailure(t *testing.T) {
 func BenchmarkUploadAffinitySelectChunk(b *testing.B) {
 	mem := store.NewMemory(0, 0)
 	defer mem.Close()
-	s := &UploadAffinity{varKey: "ha.upload_affinity.bench", localStore: true}
+	s := &UploadAffinity{varKey: "ha.upload_affinity.bench"}
 	s.setDefaults()
 	s.pattern, _ = affinity.CompilePattern(s.Path)
 	s.bindings = &affinity.Bindings{Store: mem, Prefix: "ua:", TTL: time.Hour}

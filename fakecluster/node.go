@@ -106,15 +106,7 @@ func (n *Node) Start() error { return n.start() }
 
 func (n *Node) start() error {
 	n.halt(stateStopped)
-	var ln net.Listener
-	var err error
-	// The port of a node that was just closed can take a moment to free up.
-	for range 50 {
-		if ln, err = net.Listen("tcp", n.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ln, err := listen(n.addr)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.id, err)
 	}
@@ -131,6 +123,19 @@ func (n *Node) start() error {
 	go n.renewLoop(stop, done)
 	go srv.Serve(ln) //nolint:errcheck // returns when the node is halted
 	return nil
+}
+
+// listen listens on addr, retrying for about a second: the port of a
+// server that was just closed can take a moment to free up. A free port
+// (":0") is not retried, as waiting cannot help it.
+func listen(addr string) (ln net.Listener, err error) {
+	for range 50 {
+		if ln, err = net.Listen("tcp", addr); err == nil || strings.HasSuffix(addr, ":0") {
+			return ln, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, err
 }
 
 func (n *Node) renewLoop(stop, done chan struct{}) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -215,15 +214,7 @@ func (s *UploadServer) StartOn(addr string) error {
 	if running {
 		return fmt.Errorf("upload server %s: already running", s.id)
 	}
-	var ln net.Listener
-	var err error
-	// The port of a server that was just closed can take a moment to free up.
-	for range 50 {
-		if ln, err = net.Listen("tcp", addr); err == nil || strings.HasSuffix(addr, ":0") {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ln, err := listen(addr)
 	if err != nil {
 		return fmt.Errorf("upload server %s: %w", s.id, err)
 	}
@@ -364,7 +355,7 @@ func (s *UploadServer) route(w http.ResponseWriter, r *http.Request, rec *Reques
 	u := s.byID[parts[0]]
 	s.mu.Unlock()
 	if u == nil {
-		return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
+		return s.answerNoSuchUpload(w)
 	}
 	switch {
 	case len(parts) == 1:
@@ -435,9 +426,9 @@ func (s *UploadServer) create(w http.ResponseWriter, r *http.Request, rec *Reque
 		return answerError(w, http.StatusBadRequest, fmt.Sprintf("Upload-Length: an integer in 1..%d is required", MaxUploadLength))
 	}
 	s.mu.Lock()
-	if s.down {
+	if status, refused := s.refuseChange(w, nil); refused {
 		s.mu.Unlock()
-		return answerError(w, http.StatusServiceUnavailable, "server down")
+		return status
 	}
 	u := s.byKey[key]
 	switch {
@@ -465,8 +456,7 @@ func (s *UploadServer) create(w http.ResponseWriter, r *http.Request, rec *Reque
 	s.mu.Unlock()
 	rec.UploadID = u.id
 	w.Header().Set("Location", uploadsPath+"/"+u.id)
-	w.Header().Set("Upload-Offset", strconv.FormatInt(body.Offset, 10))
-	w.Header().Set("Upload-Length", strconv.FormatInt(body.Length, 10))
+	setUploadHeaders(w, body.Offset, body.Length)
 	return answer(w, http.StatusCreated, body)
 }
 
@@ -488,12 +478,10 @@ func (s *UploadServer) write(w http.ResponseWriter, r *http.Request, rec *Reques
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.down:
-		return answerError(w, http.StatusServiceUnavailable, "server down")
-	case u.aborted:
-		return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
-	case u.completed:
+	if status, refused := s.refuseChange(w, u); refused {
+		return status
+	}
+	if u.completed {
 		return answerError(w, http.StatusConflict, "upload already completed")
 	}
 	if len(body) > 0 {
@@ -511,10 +499,9 @@ func (s *UploadServer) status(w http.ResponseWriter, r *http.Request, u *upload)
 	aborted := u.aborted
 	s.mu.Unlock()
 	if aborted {
-		return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
+		return s.answerNoSuchUpload(w)
 	}
-	w.Header().Set("Upload-Offset", strconv.FormatInt(body.Offset, 10))
-	w.Header().Set("Upload-Length", strconv.FormatInt(body.Length, 10))
+	setUploadHeaders(w, body.Offset, body.Length)
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Method == http.MethodHead {
 		w.WriteHeader(http.StatusOK)
@@ -525,20 +512,15 @@ func (s *UploadServer) status(w http.ResponseWriter, r *http.Request, u *upload)
 
 func (s *UploadServer) complete(w http.ResponseWriter, u *upload) int {
 	s.mu.Lock()
-	switch {
-	case s.down:
+	if status, refused := s.refuseChange(w, u); refused {
 		s.mu.Unlock()
-		return answerError(w, http.StatusServiceUnavailable, "server down")
-	case u.aborted:
-		s.mu.Unlock()
-		return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
+		return status
 	}
 	done := u.received == u.length
 	u.completed = u.completed || done
 	body := statusJSON{ID: u.id, Length: u.length, Offset: u.received, Completed: u.completed}
 	s.mu.Unlock()
-	w.Header().Set("Upload-Offset", strconv.FormatInt(body.Offset, 10))
-	w.Header().Set("Upload-Length", strconv.FormatInt(body.Length, 10))
+	setUploadHeaders(w, body.Offset, body.Length)
 	if !done {
 		return answer(w, http.StatusConflict, map[string]any{
 			"error": "upload incomplete", "id": body.ID, "length": body.Length, "offset": body.Offset, "completed": false,
@@ -550,11 +532,8 @@ func (s *UploadServer) complete(w http.ResponseWriter, u *upload) int {
 func (s *UploadServer) abort(w http.ResponseWriter, u *upload) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.down:
-		return answerError(w, http.StatusServiceUnavailable, "server down")
-	case u.aborted:
-		return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
+	if status, refused := s.refuseChange(w, u); refused {
+		return status
 	}
 	u.aborted = true
 	delete(s.byID, u.id)
@@ -563,6 +542,33 @@ func (s *UploadServer) abort(w http.ResponseWriter, u *upload) int {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return http.StatusNoContent
+}
+
+// refuseChange answers the refusal of a request that would change u (nil
+// for a creation) and reports it, or reports that the server can serve it:
+// a server that is down changes nothing, and an aborted upload is gone.
+// The caller holds s.mu.
+func (s *UploadServer) refuseChange(w http.ResponseWriter, u *upload) (status int, refused bool) {
+	switch {
+	case s.down:
+		return answerError(w, http.StatusServiceUnavailable, "server down"), true
+	case u != nil && u.aborted:
+		return s.answerNoSuchUpload(w), true
+	}
+	return 0, false
+}
+
+// answerNoSuchUpload refuses a request on an upload the server does not
+// hold: created on another server, never created, or aborted.
+func (s *UploadServer) answerNoSuchUpload(w http.ResponseWriter) int {
+	return answerError(w, http.StatusNotFound, "no such upload on "+s.id)
+}
+
+// setUploadHeaders sets the headers that tell a client where an upload
+// stands: the distinct bytes received and the length.
+func setUploadHeaders(w http.ResponseWriter, offset, length int64) {
+	w.Header().Set("Upload-Offset", strconv.FormatInt(offset, 10))
+	w.Header().Set("Upload-Length", strconv.FormatInt(length, 10))
 }
 
 // newUploadID returns 26 characters of lowercase base32: 128 random bits.

@@ -73,6 +73,7 @@ func BenchmarkProxyForward(b *testing.B) {
 	}{
 		{"Fresh", Proxy{Trusted: trustInternal, Self: Node{Name: "_caddy"}}},
 		{"KeepChain", Proxy{Trusted: trustInternal, Self: Node{Name: "_caddy"}, KeepChain: true}},
+		{"FreshWithForwarded", Proxy{Trusted: trustInternal, Self: Node{Name: "_caddy"}, EmitForwarded: true}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -33,13 +33,14 @@ func (o Outgoing) Set(h http.Header) {
 
 // Emit formats chain, left (nearest the client) to right (this proxy's own
 // element), as the headers to send upstream: the elements whole in
-// Forwarded; their for= nodes in X-Forwarded-For, without ports, a node
+// Forwarded, if withForwarded (else it is not built: most proxies do not
+// send it); their for= nodes in X-Forwarded-For, without ports, a node
 // that is not an IP as "unknown", the only way that header can say so; and
 // proto and host, those the client used, in X-Forwarded-Proto and -Host.
 // The elements are to be as ParseForwarded returns them, or built from
 // values it would accept: Emit quotes and escapes, but cannot make a
 // control character or a bad address valid.
-func Emit(chain []Element, proto, host string) Outgoing {
+func Emit(chain []Element, proto, host string, withForwarded bool) Outgoing {
 	var buf [256]byte
 	b := buf[:0]
 	for i, e := range chain {
@@ -52,15 +53,18 @@ func Emit(chain []Element, proto, host string) Outgoing {
 			b = append(b, "unknown"...)
 		}
 	}
-	xff := string(b)
-	b = b[:0]
-	for i, e := range chain {
-		if i > 0 {
-			b = append(b, ", "...)
+	out := Outgoing{XForwardedFor: string(b), XForwardedProto: proto, XForwardedHost: host}
+	if withForwarded {
+		b = b[:0]
+		for i, e := range chain {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendElement(b, e)
 		}
-		b = appendElement(b, e)
+		out.Forwarded = string(b)
 	}
-	return Outgoing{XForwardedFor: xff, XForwardedProto: proto, XForwardedHost: host, Forwarded: string(b)}
+	return out
 }
 
 // appendElement appends e in RFC 7239 syntax, leaving out absent

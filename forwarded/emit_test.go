@@ -28,9 +28,14 @@ func TestEmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Emit(tt.chain, tt.proto, tt.host)
+			got := Emit(tt.chain, tt.proto, tt.host, true)
 			if got != tt.want {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
+			}
+			want := tt.want
+			want.Forwarded = ""
+			if got := Emit(tt.chain, tt.proto, tt.host, false); got != want {
+				t.Fatalf("without Forwarded\n got  %+v\nwant %+v", got, want)
 			}
 		})
 	}
@@ -43,7 +48,7 @@ func TestEmitRoundTrip(t *testing.T) {
 		{For: Node{Name: "unknown"}, Host: "a.example"},
 		{For: ipNode("192.0.2.1"), By: Node{Addr: ip("10.0.0.1"), Port: 80}, Proto: "http"},
 	}
-	out := Emit(chain, "https", "a.example")
+	out := Emit(chain, "https", "a.example", true)
 	elems, err := ParseForwarded(nil, []string{out.Forwarded})
 	if err != nil {
 		t.Fatalf("ParseForwarded(%q): %v", out.Forwarded, err)
@@ -143,9 +148,18 @@ func TestProxyForward(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, got, _ := tt.proxy.Forward(tt.h, tt.peer, tt.proto, tt.host)
+			proxy := tt.proxy
+			proxy.EmitForwarded = true
+			_, got, _ := proxy.Forward(tt.h, tt.peer, tt.proto, tt.host)
 			if got != tt.want {
 				t.Fatalf("\n got %+v\nwant %+v", got, tt.want)
+			}
+			// Without Forwarded, the X-Forwarded headers are the same.
+			proxy.EmitForwarded = false
+			want := tt.want
+			want.Forwarded = ""
+			if _, got, _ := proxy.Forward(tt.h, tt.peer, tt.proto, tt.host); got != want {
+				t.Fatalf("without Forwarded\n got %+v\nwant %+v", got, want)
 			}
 		})
 	}

@@ -74,7 +74,7 @@ func FuzzParseForwarded(f *testing.F) {
 			}
 		}
 
-		out := Emit(elems, "", "")
+		out := Emit(elems, "", "", true)
 		if len(out.Forwarded) <= MaxHeaderBytes {
 			again, err := ParseForwarded(nil, []string{out.Forwarded})
 			if err != nil {
@@ -136,7 +136,7 @@ func FuzzParseXForwardedFor(f *testing.F) {
 			chain[i].For.Addr = addr
 		}
 
-		out := Emit(chain, "", "")
+		out := Emit(chain, "", "", false)
 		if len(out.XForwardedFor) <= MaxHeaderBytes {
 			again, err := ParseXForwardedFor(nil, []string{out.XForwardedFor})
 			if err != nil {

@@ -130,6 +130,9 @@ type Proxy struct {
 	// ForceProto, when set, is the scheme sent for the client whatever
 	// the request or the proxies said: e.g. https where TLS ends in front.
 	ForceProto string
+	// EmitForwarded sends the Forwarded header too; the X-Forwarded
+	// headers are always sent.
+	EmitForwarded bool
 }
 
 // Resolve returns the client of a request with headers h received from
@@ -171,7 +174,7 @@ func (p Proxy) Forward(h http.Header, peer netip.Addr, proto, host string) (Clie
 		chain = chain[:0]
 		own.For, own.Proto, own.Host = client, clientProto, clientHost
 	}
-	return c, Emit(append(chain, own), clientProto, clientHost), err
+	return c, Emit(append(chain, own), clientProto, clientHost, p.EmitForwarded), err
 }
 
 // resolve parses the headers of p.Format into hops or elems (for their

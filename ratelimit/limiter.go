@@ -124,9 +124,17 @@ func newScratch(slots int) *scratch {
 // known to be over the limit, and returns the decision. An error means the
 // store did not answer: nothing was decided.
 func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
+	key = BoundedKey(key)
 	if d, ok := l.Remembered(key, now); ok {
 		return d, nil
 	}
+	return l.Count(ctx, s, key, now)
+}
+
+// Count is Decide for a caller that has just asked Remembered: it counts
+// the request without looking for the key among those over the limit.
+func (l *Limiter) Count(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
+	key = BoundedKey(key)
 	sc := l.buffers.Get().(*scratch)
 	defer l.buffers.Put(sc)
 	nowNs := now.UnixNano()
@@ -158,14 +166,14 @@ func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now tim
 		n--
 	}
 	wait := l.freeAfter(sc.counts, n, total-l.zone.Events, cur, nowNs)
-	l.over.add(boundedKey(key), now.Add(wait), now)
+	l.over.add(key, now.Add(wait), now)
 	return Decision{Reset: wait, RetryAfter: wait}, nil
 }
 
 // Remembered returns the refusal of a key known here to be over the limit,
 // decided without the store, and whether the key is one.
 func (l *Limiter) Remembered(key string, now time.Time) (Decision, bool) {
-	until, ok := l.over.until(boundedKey(key), now)
+	until, ok := l.over.until(BoundedKey(key), now)
 	if !ok {
 		return Decision{}, false
 	}
@@ -202,7 +210,7 @@ func (l *Limiter) keys(sc *scratch, key string, cur int64) string {
 	b := append(sc.buf[:0], "rl:{"...)
 	b = append(b, l.zone.Name...)
 	b = append(b, ':')
-	b = appendClientKey(b, key)
+	b = append(b, key...) // bounded by the caller
 	b = append(b, "}:"...)
 	stem := len(b)
 	var bounds [SlidingSlots + 2]int
@@ -219,23 +227,16 @@ func (l *Limiter) keys(sc *scratch, key string, cur int64) string {
 	return unsafe.String(&b[bounds[l.slots]], bounds[l.slots+1]-bounds[l.slots])
 }
 
-// appendClientKey appends key, or its hash when it is too long.
-// boundedKey is key as the memory of keys over the limit holds it: as in
-// the store, a long key by its hash, so remember_limited bounds bytes too.
-func boundedKey(key string) string {
+// BoundedKey is key as the limiter counts and remembers it: a key longer
+// than MaxKeyBytes by its SHA-256, so neither the store's keys nor the
+// memory of keys over the limit grow with it. It is its own fixed point,
+// so a caller that bounds a key once saves the hashing of every later call.
+func BoundedKey(key string) string {
 	if len(key) <= MaxKeyBytes {
 		return key
 	}
-	return string(appendClientKey(nil, key))
-}
-
-func appendClientKey(b []byte, key string) []byte {
-	if len(key) <= MaxKeyBytes {
-		return append(b, key...)
-	}
 	sum := sha256.Sum256([]byte(key))
-	b = append(b, '#')
-	return hex.AppendEncode(b, sum[:])
+	return "#" + hex.EncodeToString(sum[:])
 }
 
 func floorDiv(a, b int64) int64 {

@@ -207,18 +207,35 @@ func (s *Memory) IncrementAndCount(_ context.Context, key string, amount int64, 
 	} else {
 		count = amount
 	}
-	sh.mu.Unlock()
+	// The others usually share key's {hash tag}, so its shard: those are
+	// read under the lock already held, the rest each under its own after.
+	elsewhere := false
 	for i, other := range others {
-		o := s.shard(other)
-		o.mu.Lock()
-		oe, ok := o.live(other, now)
-		o.mu.Unlock()
-		counts[i] = 0
-		if ok {
-			counts[i] = oe.number()
+		if s.shard(other) == sh {
+			counts[i] = sh.number(other, now)
+		} else {
+			elsewhere = true
+		}
+	}
+	sh.mu.Unlock()
+	if elsewhere {
+		for i, other := range others {
+			if o := s.shard(other); o != sh {
+				o.mu.Lock()
+				counts[i] = o.number(other, now)
+				o.mu.Unlock()
+			}
 		}
 	}
 	return count, nil
+}
+
+// number is the count under key, 0 if it has none; the caller holds sh.mu.
+func (sh *memoryShard) number(key string, now int64) int64 {
+	if e, ok := sh.live(key, now); ok {
+		return e.number()
+	}
+	return 0
 }
 
 func (s *Memory) Ping(context.Context) error { return nil }

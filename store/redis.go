@@ -104,10 +104,7 @@ func (s *Redis) IncrementAndCount(ctx context.Context, key string, amount int64,
 		return nil
 	})
 	if err != nil {
-		if strings.Contains(err.Error(), "not an integer") {
-			return 0, ErrNotCounter
-		}
-		return 0, err
+		return 0, counterErr(err)
 	}
 	if mget != nil {
 		for i, v := range mget.Val() {
@@ -138,4 +135,13 @@ func found(v string, err error) (string, bool, error) {
 		return "", false, err
 	}
 	return v, true, nil
+}
+
+// counterErr is err, or ErrNotCounter when Redis refused to count a value
+// that is not a number.
+func counterErr(err error) error {
+	if strings.Contains(err.Error(), "not an integer") {
+		return ErrNotCounter
+	}
+	return err
 }

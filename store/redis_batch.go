@@ -186,19 +186,13 @@ func execResult(cmd *redis.Cmd, counts []int64, pipeErr error) (int64, error) {
 		if pipeErr != nil && cmd.Err() == nil {
 			err = pipeErr
 		}
-		if strings.Contains(err.Error(), "not an integer") {
-			return 0, ErrNotCounter
-		}
-		return 0, err
+		return 0, counterErr(err)
 	}
 	if len(reply) < 2 {
 		return 0, fmt.Errorf("store: EXEC answered %d replies", len(reply))
 	}
 	if e, ok := reply[0].(error); ok {
-		if strings.Contains(e.Error(), "not an integer") {
-			return 0, ErrNotCounter
-		}
-		return 0, e
+		return 0, counterErr(e)
 	}
 	count, ok := reply[0].(int64)
 	if !ok {

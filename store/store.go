@@ -39,8 +39,8 @@ type Store interface {
 	Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error)
 	// IncrementAndCount is Increment plus the counts of the keys in
 	// others (0 for absent ones) written into counts, read in the same
-	// round trip (in the same transaction on Redis; just after the
-	// increment in memory, where they can only have expired since).
+	// round trip (in the same transaction on Redis; in memory under the
+	// same lock when they share key's {hash tag}, else just after).
 	// Sliding rate limits use it.
 	IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error)
 	// Ping checks that the store answers.

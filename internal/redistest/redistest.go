@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 // Server is a redis-server the test started.
@@ -80,7 +81,7 @@ func StartCluster(t testing.TB) *Server {
 	if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
 		t.Fatalf("assigning the hash slots: %v", err)
 	}
-	s.waitFor("the cluster to be ok", func() bool {
+	poll.Until(t, 5*time.Second, "the cluster to be ok", func() bool {
 		return strings.Contains(c.ClusterInfo(ctx).Val(), "cluster_state:ok")
 	})
 	return s
@@ -100,22 +101,11 @@ func StartSentinel(t testing.TB, master *Server, name string) *Server {
 	})
 	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr})
 	defer c.Close()
-	s.waitFor("the sentinel to know the master", func() bool {
+	poll.Until(t, 5*time.Second, "the sentinel to know the master", func() bool {
 		addr, err := c.GetMasterAddrByName(context.Background(), name).Result()
 		return err == nil && len(addr) == 2 && net.JoinHostPort(addr[0], addr[1]) == master.Addr
 	})
 	return s
-}
-
-func (s *Server) waitFor(what string, cond func() bool) {
-	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func start(t testing.TB, args func(dir, port string) []string) *Server {

@@ -9,6 +9,7 @@
 package wrkbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -409,7 +410,7 @@ func (b *Bench) start(c *Contender, dir, backend string) {
 		return
 	}
 	c.URL = "http://" + listen + "/"
-	ready := "http://" + listen + cmpOr(b.ReadyPath, "/")
+	ready := "http://" + listen + cmp.Or(b.ReadyPath, "/")
 	if err := WaitHTTP(ready, p, 15*time.Second); err != nil {
 		c.Skipped = err.Error()
 		p.Stop()
@@ -421,13 +422,6 @@ func (b *Bench) start(c *Contender, dir, backend string) {
 			p.Stop()
 		}
 	}
-}
-
-func cmpOr(s, dflt string) string {
-	if s == "" {
-		return dflt
-	}
-	return s
 }
 
 // measure runs wrk once against c, through its probe if it has one.
