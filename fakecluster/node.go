@@ -73,6 +73,7 @@ type Node struct {
 	executed   []Execution
 	received   int    // requests other than probes, whatever the answer
 	probeHost  string // Host header of the last leader probe
+	sso        ssoLog
 }
 
 func newNode(c *Cluster, id, addr string) *Node {
@@ -113,7 +114,8 @@ func (n *Node) start() error {
 	if n.cluster.cfg.TLS != nil {
 		ln = tls.NewListener(ln, n.cluster.cfg.TLS)
 	}
-	srv := &http.Server{Handler: n, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: n, ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: n.sso.connContext(n.id), ConnState: n.sso.connState}
 	stop, done := make(chan struct{}), make(chan struct{})
 	n.mu.Lock()
 	n.state, n.server, n.stopRenew, n.renewDone = stateRunning, srv, stop, done
@@ -296,6 +298,16 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		role = "leader"
 	}
 	w.Header().Set("X-Node-Role", role)
+	if sc, _ := r.Context().Value(ssoConnKey{}).(*ssoConn); sc != nil && !strings.HasPrefix(r.URL.Path, "/healthz/") {
+		if n.serveSSO(w, r, sc) {
+			return
+		}
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			n.serveWebSocket(w, r, sc)
+			return
+		}
+		n.identify(w, r, sc)
+	}
 
 	switch {
 	case r.URL.Path == "/healthz/leader":
