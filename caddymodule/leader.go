@@ -337,15 +337,21 @@ func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProb
 	scheme := "http"
 	var tlsConf *tls.Config
 	var tlsKey []byte
-	if t, ok := h.Transport.(*reverseproxy.HTTPTransport); ok && t.TLS != nil {
+	var t *reverseproxy.HTTPTransport
+	switch tr := h.Transport.(type) {
+	case nil:
+	case *reverseproxy.HTTPTransport:
+		t = tr
+	case *PinnedTransport:
+		t = &tr.HTTPTransport
+	default:
+		return nil, "", fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
+	}
+	if t != nil && t.TLS != nil {
 		scheme = "https"
 		tlsKey, _ = json.Marshal(t.TLS)
 		if t.Transport != nil && t.Transport.TLSClientConfig != nil {
 			tlsConf = t.Transport.TLSClientConfig.Clone()
-		}
-	} else if h.Transport != nil {
-		if _, ok := h.Transport.(*reverseproxy.HTTPTransport); !ok {
-			return nil, "", fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
 		}
 	}
 	if s.TLSServerName != "" || s.TLSCA != "" {
@@ -553,6 +559,9 @@ func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
 	}
 	if transportErr, _ := repl.Get("http.reverse_proxy.is_transport_error"); transportErr == true {
 		return false, nil
+	}
+	if refused, _ := caddyhttp.GetVar(r.Context(), pinRefusedVar).(bool); refused {
+		return false, nil // the pinned transport's own answer: no node was asked
 	}
 	if status, _ := repl.Get("http.reverse_proxy.status_code"); status != http.StatusServiceUnavailable {
 		return false, nil

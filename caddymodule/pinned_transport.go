@@ -1,0 +1,346 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/caddy-ha/caddy-ha/pinning"
+)
+
+func init() {
+	caddy.RegisterModule(new(PinnedTransport))
+}
+
+// Defaults of the pinned transport.
+const (
+	defaultMaxPinned = 4096
+	// defaultPinIdle is the cluster's HAProxy timeout http-keep-alive.
+	defaultPinIdle = 60 * time.Second
+	// refusalLogInterval keeps a flood of refusals to one log line each.
+	refusalLogInterval = 10 * time.Second
+)
+
+// PinnedTransport is Caddy's http transport with HAProxy's http-reuse
+// never: each client connection gets an upstream connection of its own,
+// never used for another client, so that Windows SSO (NTLM, Negotiate,
+// Kerberos), which authenticates a connection and not a request, never
+// serves one user on another's authenticated connection. It takes every
+// option of the http transport (TLS, timeouts, keep-alive) and speaks
+// HTTP/1.1 to upstreams.
+//
+// Once a client connection's upstream connection has seen connection-based
+// authentication (a request's Authorization or a response's
+// WWW-Authenticate naming NTLM, Negotiate or Kerberos), that upstream
+// connection is never replaced: if the upstream closes it, the client
+// connection is closed too. When a request must go to another node (after
+// a failover), the client connection gets a new upstream connection there
+// and re-authenticates; a handshake cut in the middle is answered with 401
+// and a fresh challenge, and the client connection closes.
+//
+// Requests over HTTP/2 and HTTP/3 cannot carry connection-based
+// authentication: with such credentials they are answered 505; without,
+// each goes on an upstream connection of its own that closes after it.
+// Serve the site with protocols h1.
+type PinnedTransport struct {
+	reverseproxy.HTTPTransport
+
+	// Most client connections pinned at once. A client connection beyond
+	// it is answered 503 with Retry-After: 1, never sent on a shared
+	// connection. Default: 4096.
+	MaxPinned int `json:"max_pinned,omitempty"`
+
+	pool   *pinning.Pool
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (*PinnedTransport) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.transport.pinned",
+		New: func() caddy.Module { return new(PinnedTransport) },
+	}
+}
+
+// clientConnKey holds, in a request's context, the client connection it
+// arrived on, as the HTTP server accepted it.
+type clientConnKey struct{}
+
+// rememberClientConn is the HTTP server's ConnContext hook of pinned
+// transports: the connection itself is the identity, never its address,
+// which port reuse, NAT and HTTP/2 share.
+func rememberClientConn(ctx context.Context, c net.Conn) context.Context {
+	if ctx.Value(clientConnKey{}) != nil {
+		return ctx // another pinned transport of this server registered too
+	}
+	return context.WithValue(ctx, clientConnKey{}, c)
+}
+
+// pinRefusedVar marks a request the transport answered itself, so that
+// lb_policy leader does not take its 503 for a follower's.
+const pinRefusedVar = "ha.pinned.refused"
+
+func (t *PinnedTransport) setDefaults() {
+	if t.MaxPinned == 0 {
+		t.MaxPinned = defaultMaxPinned
+	}
+	if t.KeepAlive == nil {
+		t.KeepAlive = new(reverseproxy.KeepAlive)
+	}
+	if t.KeepAlive.IdleConnTimeout == 0 {
+		t.KeepAlive.IdleConnTimeout = caddy.Duration(defaultPinIdle)
+	}
+	if len(t.Versions) == 0 {
+		t.Versions = []string{"1.1"}
+	}
+}
+
+// Validate checks the settings that need no context, for caddy validate.
+func (t *PinnedTransport) Validate() error {
+	switch {
+	case t.MaxPinned < 0:
+		return errors.New("transport pinned: max_pinned must not be negative")
+	case !slices.Equal(t.Versions, []string{"1.1"}):
+		return fmt.Errorf("transport pinned: versions must be 1.1, not %s: NTLM and Negotiate authenticate an HTTP/1.1 connection", strings.Join(t.Versions, " "))
+	case t.KeepAlive != nil && t.KeepAlive.Enabled != nil && !*t.KeepAlive.Enabled:
+		return errors.New("transport pinned: keepalive must not be off: an authenticated connection must be kept alive")
+	case t.KeepAlive != nil && t.KeepAlive.IdleConnTimeout < 0:
+		return errors.New("transport pinned: keepalive must not be negative")
+	}
+	return nil
+}
+
+// Provision builds the http transport the pins clone and hooks the
+// enclosing HTTP server's connections.
+func (t *PinnedTransport) Provision(ctx caddy.Context) error {
+	t.setDefaults()
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok {
+		return errors.New("transport pinned: must be in an HTTP server's routes, whose connections it pins")
+	}
+	if err := t.HTTPTransport.Provision(ctx); err != nil {
+		return fmt.Errorf("transport pinned: %v", err)
+	}
+	t.logger = ctx.Logger()
+	if multiplexed := multiplexedProtocols(srv); len(multiplexed) > 0 {
+		t.logger.Warn("transport pinned: the server also speaks "+strings.Join(multiplexed, ", ")+
+			", which cannot carry NTLM or Negotiate: such requests with credentials are answered 505; serve the site with protocols h1",
+			zap.Strings("listen", srv.Listen))
+	}
+	if err := registerCollectors(ctx.GetMetricsRegistry(), pinnedMetrics.collectors...); err != nil {
+		return err
+	}
+	name := "unknown"
+	if h := enclosingProxy(ctx); h != nil {
+		addrs := make([]string, 0, len(h.Upstreams))
+		for _, u := range h.Upstreams {
+			addrs = append(addrs, u.Dial)
+		}
+		name = strings.Join(addrs, ",")
+	}
+	t.pool = pinning.New(t.Transport, pinning.Config{
+		Max:         t.MaxPinned,
+		IdleTimeout: time.Duration(t.KeepAlive.IdleConnTimeout),
+		Observer:    newPinObserver(name, t.logger),
+	})
+	srv.RegisterConnContext(rememberClientConn)
+	srv.RegisterConnState(t.pool.ConnState)
+	return nil
+}
+
+// multiplexedProtocols returns the protocols other than HTTP/1 that the
+// server speaks on any listener.
+func multiplexedProtocols(srv *caddyhttp.Server) []string {
+	all := slices.Clone(srv.Protocols)
+	for _, p := range srv.ListenProtocols {
+		all = append(all, p...)
+	}
+	var out []string
+	for _, p := range []string{"h2", "h2c", "h3"} {
+		if slices.Contains(all, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// RoundTrip sends the request on its client connection's pin.
+func (t *PinnedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.SetScheme(req)
+	client, _ := req.Context().Value(clientConnKey{}).(net.Conn)
+	resp, err := t.pool.RoundTrip(client, req)
+	if refusal, ok := errors.AsType[*pinning.Refusal](err); ok {
+		caddyhttp.SetVar(req.Context(), pinRefusedVar, true)
+		return refusal.Response(req), nil
+	}
+	return resp, err
+}
+
+// EnableH2C refuses h2c:// upstreams: pins speak HTTP/1.1.
+func (t *PinnedTransport) EnableH2C() error {
+	return errors.New("transport pinned: h2c upstreams cannot carry NTLM or Negotiate; use http:// or https://")
+}
+
+// Cleanup ends every pin and closes the transport's connections.
+func (t *PinnedTransport) Cleanup() error {
+	if t.pool != nil {
+		t.pool.Close()
+	}
+	return t.HTTPTransport.Cleanup()
+}
+
+// UnmarshalCaddyfile sets up the transport from Caddyfile tokens: every
+// subdirective of the http transport, and its own. Syntax:
+//
+//	transport pinned {
+//		max_pinned <n>
+//		<any http transport subdirective>
+//	}
+func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	name := d.Token()
+	// The http transport's own parser reads what is not ours.
+	httpTokens := []caddyfile.Token{name, {File: name.File, Line: name.Line, Text: "{"}}
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "max_pinned":
+			if seen[opt] {
+				return d.Errf("duplicate %s option", opt)
+			}
+			seen[opt] = true
+			if err := countArg(d, opt, &t.MaxPinned); err != nil {
+				return err
+			}
+			if err := noMoreArgs(d, opt); err != nil {
+				return err
+			}
+		default:
+			httpTokens = append(httpTokens, d.NextSegment()...)
+		}
+	}
+	httpTokens = append(httpTokens, caddyfile.Token{File: name.File, Line: name.Line, Text: "}"})
+	return t.HTTPTransport.UnmarshalCaddyfile(caddyfile.NewDispenser(httpTokens))
+}
+
+// pinnedMetrics are process-wide, as leaderMetrics are.
+var pinnedMetrics = struct {
+	pinned   *prometheus.GaugeVec
+	pins     *prometheus.CounterVec
+	ended    *prometheus.CounterVec
+	refusals *prometheus.CounterVec
+
+	collectors []prometheus.Collector
+}{}
+
+func init() {
+	const ns, sub = "caddy", "ha"
+	m := &pinnedMetrics
+	m.pinned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "pinned_connections",
+		Help: "Client connections with an upstream connection of their own right now (transport pinned)."}, []string{"pool"})
+	m.pins = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pins_total",
+		Help: "Pins begun: a client connection bound to an upstream connection of its own (again after a failover)."}, []string{"pool"})
+	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pins_ended_total",
+		Help: "Pins ended, by reason: client_closed, upstream_closed, failover, idle, upgraded, pool_closed."}, []string{"pool", "reason"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_refusals_total",
+		Help: "Requests the pinned transport answered itself, by reason: cap, http2, handshake_cut, pin_lost, no_client."}, []string{"pool", "reason"})
+	m.collectors = []prometheus.Collector{m.pinned, m.pins, m.ended, m.refusals}
+}
+
+// pinObserver turns a pool's events into metrics and logs.
+type pinObserver struct {
+	pool   string
+	logger *zap.Logger
+	pinned prometheus.Gauge
+	pins   prometheus.Counter
+
+	mu        sync.Mutex
+	lastWarn  map[string]time.Time // per refusal reason
+	unwarned  map[string]int       // refusals since that reason's last log line
+	logPeriod time.Duration
+}
+
+func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
+	return &pinObserver{
+		pool: pool, logger: logger,
+		pinned:    pinnedMetrics.pinned.WithLabelValues(pool),
+		pins:      pinnedMetrics.pins.WithLabelValues(pool),
+		lastWarn:  map[string]time.Time{},
+		unwarned:  map[string]int{},
+		logPeriod: refusalLogInterval,
+	}
+}
+
+func (o *pinObserver) Pinned() {
+	o.pinned.Inc()
+	o.pins.Inc()
+}
+
+func (o *pinObserver) Ended(reason pinning.EndReason) {
+	o.pinned.Dec()
+	pinnedMetrics.ended.WithLabelValues(o.pool, string(reason)).Inc()
+	if reason == pinning.EndFailover || reason == pinning.EndUpstreamClosed {
+		o.logger.Debug("pin ended", zap.String("pool", o.pool), zap.String("reason", string(reason)))
+	}
+}
+
+// Refused counts every refusal and logs each reason at most once per
+// logPeriod, with the count since the last line.
+func (o *pinObserver) Refused(r *pinning.Refusal) {
+	pinnedMetrics.refusals.WithLabelValues(o.pool, r.Reason).Inc()
+	o.mu.Lock()
+	o.unwarned[r.Reason]++
+	n := o.unwarned[r.Reason]
+	now := time.Now()
+	due := now.Sub(o.lastWarn[r.Reason]) >= o.logPeriod
+	if due {
+		o.lastWarn[r.Reason], o.unwarned[r.Reason] = now, 0
+	}
+	o.mu.Unlock()
+	if !due {
+		return
+	}
+	level := zap.InfoLevel
+	if r.Reason == pinning.RefusedAtCap || r.Reason == pinning.RefusedHTTP2 || r.Reason == pinning.RefusedNoClient {
+		level = zap.WarnLevel
+	}
+	if ce := o.logger.Check(level, "pinned transport answered a request itself"); ce != nil {
+		ce.Write(zap.String("pool", o.pool), zap.String("reason", r.Reason), zap.Int("status", r.Status),
+			zap.String("detail", r.Message), zap.Int("requests", n))
+	}
+}
+
+func (o *pinObserver) Panicked(v any, stack []byte) {
+	o.logger.Error("pinned transport: recovered from a panic", zap.Any("panic", v), zap.ByteString("stack", stack))
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner         = (*PinnedTransport)(nil)
+	_ caddy.Validator           = (*PinnedTransport)(nil)
+	_ caddy.CleanerUpper        = (*PinnedTransport)(nil)
+	_ http.RoundTripper         = (*PinnedTransport)(nil)
+	_ reverseproxy.TLSTransport = (*PinnedTransport)(nil)
+	_ reverseproxy.H2CTransport = (*PinnedTransport)(nil)
+	_ caddyfile.Unmarshaler     = (*PinnedTransport)(nil)
+	_ pinning.Observer          = (*pinObserver)(nil)
+)
