@@ -1,0 +1,512 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/internal/ntlmclient"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+// The server options of a site that does Windows SSO: HTTP/1.1 only, as the
+// cluster's alpn http/1.1.
+const ssoGlobal = `servers {
+		protocols h1
+	}`
+
+// ssoSite proxies to the cluster's leader with the given transport lines.
+func ssoSite(interval, transport string) string {
+	return fmt.Sprintf(`reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval %s
+		}
+		%s
+	}`, interval, transport)
+}
+
+const pinned = "transport pinned"
+
+func newBrowser(tc *testCaddy, i int) *ntlmclient.Browser {
+	user := fmt.Sprintf("user%02d", i)
+	return &ntlmclient.Browser{Name: "browser-" + user, User: user, Password: fakecluster.SSOPassword(user), Addr: tc.addr}
+}
+
+// ssoReport is what many browsers saw, and what the cluster recorded.
+type ssoReport struct {
+	problems []string
+}
+
+func (r *ssoReport) addf(format string, args ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, args...))
+}
+
+// runBrowsers has n browsers sign in at once, in lock step (every NEGOTIATE,
+// then every AUTHENTICATE, so that a shared pool mixes them up), then each
+// sends anonymous requests on its kept-alive connection. It reports every
+// handshake that failed, every answer given as another user, and every
+// client or upstream connection that served more than one of the other.
+func runBrowsers(t *testing.T, tc *testCaddy, c *fakecluster.Cluster, n int) *ssoReport {
+	t.Helper()
+	rep := &ssoReport{}
+	var mu sync.Mutex
+	report := func(format string, args ...any) {
+		mu.Lock()
+		rep.addf(format, args...)
+		mu.Unlock()
+	}
+	browsers := make([]*ntlmclient.Browser, n)
+	challenges := make([]*ntlmclient.Response, n)
+	step := func(f func(i int, b *ntlmclient.Browser)) {
+		var wg sync.WaitGroup
+		for i, b := range browsers {
+			wg.Go(func() { f(i, b) })
+		}
+		wg.Wait()
+	}
+	for i := range browsers {
+		browsers[i] = newBrowser(tc, i)
+	}
+	step(func(i int, b *ntlmclient.Browser) {
+		ch, err := b.Negotiate("/sso/me")
+		if err != nil {
+			report("%s: negotiate: %v", b.Name, err)
+			return
+		}
+		challenges[i] = ch
+	})
+	step(func(i int, b *ntlmclient.Browser) {
+		if challenges[i] == nil {
+			return
+		}
+		resp, err := b.Authenticate(challenges[i], "/sso/me")
+		switch {
+		case err != nil:
+			report("%s: authenticate: %v", b.Name, err)
+		case resp.Status != http.StatusOK:
+			report("%s: authenticate answered %d", b.Name, resp.Status)
+		case resp.User() != b.User:
+			report("%s: signed in as %q", b.Name, resp.User())
+		}
+	})
+	step(func(i int, b *ntlmclient.Browser) {
+		for range 3 {
+			resp, err := b.Do(http.MethodGet, "/api/whoami", nil)
+			switch {
+			case err != nil:
+				report("%s: request: %v", b.Name, err)
+				return
+			case resp.User() != b.User:
+				report("%s: answered as %q", b.Name, resp.User())
+			}
+		}
+		if b.Dials != 1 {
+			report("%s: used %d client connections", b.Name, b.Dials)
+		}
+	})
+	for _, b := range browsers {
+		b.Close()
+	}
+	checkOneToOne(rep, c, 1)
+	return rep
+}
+
+// checkOneToOne reports every browser served on more than perBrowser
+// upstream connections (one per node it was served by, after failovers),
+// every upstream connection that served more than one browser, and every
+// handshake the cluster refused.
+func checkOneToOne(rep *ssoReport, c *fakecluster.Cluster, perBrowser int) {
+	connsOf, clientsOf := map[string][]string{}, map[string][]string{}
+	for _, n := range c.Nodes() {
+		for _, s := range n.Served() {
+			if s.Client == "" {
+				continue
+			}
+			if !slices.Contains(connsOf[s.Client], s.Conn) {
+				connsOf[s.Client] = append(connsOf[s.Client], s.Conn)
+			}
+			if !slices.Contains(clientsOf[s.Conn], s.Client) {
+				clientsOf[s.Conn] = append(clientsOf[s.Conn], s.Client)
+			}
+		}
+		for _, f := range n.SSOFaults() {
+			rep.addf("%s refused an AUTHENTICATE of %s on %s: %s", n.ID(), f.Client, f.Conn, f.Reason)
+		}
+	}
+	for client, conns := range connsOf {
+		if len(conns) > perBrowser {
+			rep.addf("%s was served on %d upstream connections", client, len(conns))
+		}
+	}
+	for conn, clients := range clientsOf {
+		if len(clients) != 1 {
+			rep.addf("upstream connection %s served %d browsers", conn, len(clients))
+		}
+	}
+}
+
+// Many browsers at once, each on its own kept-alive connection: every
+// handshake completes, every later request keeps its identity, and client
+// and upstream connections map one to one.
+func TestPinnedManyBrowsers(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+	rep := runBrowsers(t, tc, c, 40)
+	for _, p := range rep.problems {
+		t.Error(p)
+	}
+	poll.Until(t, 2*time.Second, "every pin to end with its browser", func() bool {
+		return metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`) == 0
+	})
+}
+
+// The same browsers through Caddy's stock transport are mixed up: this is
+// the bug the pinned transport fixes, and it shows runBrowsers catches it.
+func TestStockTransportMixesUpBrowsers(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", ""))
+	rep := runBrowsers(t, tc, c, 40)
+	if len(rep.problems) == 0 {
+		t.Fatal("the stock transport served 40 browsers with no handshake split and no identity mixed up")
+	}
+	t.Logf("stock transport: %d problems, e.g. %s", len(rep.problems), rep.problems[0])
+}
+
+func poolName(c *fakecluster.Cluster) string {
+	var addrs []string
+	for _, n := range c.Nodes() {
+		addrs = append(addrs, n.Addr())
+	}
+	return strings.Join(addrs, ",")
+}
+
+// reuseAddr lets a dialer bind a local port that a connection just used.
+func reuseAddr(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	})
+	return errors.Join(err, serr)
+}
+
+// A fresh anonymous client after a signed-in one gets 401, even from the
+// same client port: the pin belongs to the connection, not its address.
+func TestPinnedFreshClientOnOldPortIsAnonymous(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+	alice := newBrowser(tc, 1)
+	if resp, err := alice.SignIn("/sso/me"); err != nil || resp.User() != alice.User {
+		t.Fatalf("sign-in: %v %+v", err, resp)
+	}
+	local := alice.Conn().LocalAddr().(*net.TCPAddr)
+	// Reset, not FIN: the port is free at once, for the next client.
+	_ = alice.Conn().(*net.TCPConn).SetLinger(0)
+	alice.Close()
+
+	anon := &ntlmclient.Browser{Name: "anonymous", Addr: tc.addr,
+		Dialer: &net.Dialer{LocalAddr: local, Control: reuseAddr, Timeout: 5 * time.Second}}
+	resp, err := anon.Do(http.MethodGet, "/sso/me", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Local != local.String() {
+		t.Fatalf("the anonymous client got port %s, want alice's %s", resp.Local, local)
+	}
+	if resp.Status != http.StatusUnauthorized || resp.User() != "" || len(resp.Header.Values("WWW-Authenticate")) == 0 {
+		t.Fatalf("anonymous client on alice's old port: %d as %q, challenges %v", resp.Status, resp.User(), resp.Header.Values("WWW-Authenticate"))
+	}
+	if resp, err := anon.Do(http.MethodGet, "/api/whoami", nil); err != nil || resp.User() != "" {
+		t.Fatalf("anonymous request answered as %q (%v)", resp.User(), err)
+	}
+}
+
+// upstreamConnOf returns the upstream connection that served an answer.
+func upstreamConnOf(t *testing.T, resp *ntlmclient.Response) string {
+	t.Helper()
+	id := resp.Header.Get("X-Upstream-Conn")
+	if id == "" {
+		t.Fatalf("an answer without X-Upstream-Conn: %+v", resp)
+	}
+	return id
+}
+
+func isOpen(c *fakecluster.Cluster, id string) bool {
+	for _, n := range c.Nodes() {
+		if slices.Contains(n.OpenConns(), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// A client that leaves: its upstream connection closes within a second.
+// An upstream that closes a signed-in connection: the client connection
+// closes too, and is never served on another upstream connection.
+func TestPinnedLifetimeFollowsBothEnds(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+
+	alice := newBrowser(tc, 1)
+	resp, err := alice.SignIn("/sso/me")
+	if err != nil || resp.User() != alice.User {
+		t.Fatalf("sign-in: %v %+v", err, resp)
+	}
+	up := upstreamConnOf(t, resp)
+	alice.Close()
+	poll.Until(t, time.Second, "alice's upstream connection to close", func() bool { return !isOpen(c, up) })
+
+	bob := newBrowser(tc, 2)
+	resp, err = bob.SignIn("/sso/me")
+	if err != nil || resp.User() != bob.User {
+		t.Fatalf("sign-in: %v %+v", err, resp)
+	}
+	up = upstreamConnOf(t, resp)
+	if !c.Node("node-a").CloseConn(up) {
+		t.Fatalf("upstream connection %s was not open", up)
+	}
+	_ = bob.Conn().SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := bob.Conn().Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("bob's connection after the upstream closed his: read %d, %v; want EOF", n, err)
+	}
+	for _, s := range c.Node("node-a").Served() {
+		if s.Client == bob.Name && s.Conn != up {
+			t.Fatalf("bob was served on %s as well as %s", s.Conn, up)
+		}
+	}
+	if got := counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="upstream_closed"}`); got != 1 {
+		t.Errorf("pins ended by the upstream: %v, want 1", got)
+	}
+}
+
+// leaderSeen waits until lb_policy leader routes to node.
+func leaderSeen(t *testing.T, tc *testCaddy, node *fakecluster.Node) time.Time {
+	t.Helper()
+	poll.Until(t, 10*time.Second, "the policy to see "+node.ID()+" lead", func() bool {
+		var v []healthcheck.PoolView
+		_ = json.Unmarshal([]byte(tc.adminGet("/ha/leader")), &v)
+		return len(v) == 1 && v[0].Leader == node.Addr()
+	})
+	return time.Now()
+}
+
+// servedAfter returns the requests of the given browsers a node answered
+// after t.
+func servedAfter(n *fakecluster.Node, at time.Time, names map[string]bool) []fakecluster.Served {
+	var out []fakecluster.Served
+	for _, s := range n.Served() {
+		if names[s.Client] && s.At.After(at) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// After a failover, each signed-in browser's next request reaches the new
+// leader on an upstream connection of its own; the browser signs in once
+// more there by itself, and nothing reaches the old leader. With a drain,
+// the old leader is still up and the pins leave it; without one, it
+// closes their connections and the browsers reconnect.
+func TestPinnedFailoverWhenIdle(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		drain  time.Duration
+		reason string
+	}{
+		{"old leader draining", 3 * time.Second, "failover"},
+		{"old leader gone", 0, "upstream_closed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClusterWith(t, fakecluster.Config{LeaseTTL: 2 * time.Second, RenewInterval: 100 * time.Millisecond, StopDrain: tt.drain}, 2)
+			tc := startCaddy(t, c, ssoGlobal, ssoSite("200ms", pinned))
+			leaderSeen(t, tc, c.Node("node-a"))
+			browsers := make([]*ntlmclient.Browser, 10)
+			names := map[string]bool{}
+			var oldConns []string
+			for i := range browsers {
+				b := newBrowser(tc, i)
+				browsers[i], names[b.Name] = b, true
+				resp, err := b.Fetch(http.MethodGet, "/sso/me")
+				if err != nil || resp.User() != b.User {
+					t.Fatalf("%s: sign-in: %v %+v", b.Name, err, resp)
+				}
+				oldConns = append(oldConns, upstreamConnOf(t, resp))
+			}
+			go c.Node("node-a").Stop()
+			seen := leaderSeen(t, tc, c.Node("node-b"))
+			for _, b := range browsers {
+				signIns := b.SignIns
+				resp, err := b.Fetch(http.MethodPost, "/sso/orders")
+				switch {
+				case err != nil:
+					t.Fatalf("%s after the failover: %v", b.Name, err)
+				case resp.Status != http.StatusOK || resp.User() != b.User || resp.Header.Get("X-Node-Id") != "node-b":
+					t.Fatalf("%s after the failover: %d as %q from %s", b.Name, resp.Status, resp.User(), resp.Header.Get("X-Node-Id"))
+				case b.SignIns != signIns+1:
+					t.Errorf("%s signed in %d more times, want 1", b.Name, b.SignIns-signIns)
+				}
+				b.Close()
+			}
+			if late := servedAfter(c.Node("node-a"), seen, names); len(late) > 0 {
+				t.Errorf("the old leader served %d requests after the policy saw the new one: %+v", len(late), late[0])
+			}
+			checkServedOnOwnConns(t, c, 2)
+			for _, id := range oldConns {
+				if isOpen(c, id) {
+					t.Errorf("upstream connection %s to the old leader is still open", id)
+				}
+			}
+			if got := counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="`+tt.reason+`"}`); got != 10 {
+				t.Errorf("pins ended (%s): %v, want 10", tt.reason, got)
+			}
+		})
+	}
+}
+
+// A failover between a handshake's legs: the handshake is never split. The
+// browser is told to start over (401 with a fresh challenge, or its
+// connection closed when the old leader closed its own) and signs in on
+// the new leader.
+func TestPinnedFailoverMidHandshake(t *testing.T) {
+	for _, drain := range []time.Duration{3 * time.Second, 0} {
+		t.Run(fmt.Sprint("drain ", drain), func(t *testing.T) {
+			c := newClusterWith(t, fakecluster.Config{LeaseTTL: 2 * time.Second, RenewInterval: 100 * time.Millisecond, StopDrain: drain}, 2)
+			tc := startCaddy(t, c, ssoGlobal, ssoSite("200ms", pinned))
+			leaderSeen(t, tc, c.Node("node-a"))
+			b := newBrowser(tc, 1)
+			ch, err := b.Negotiate("/sso/me")
+			if err != nil || ch.Header.Get("X-Node-Id") != "node-a" {
+				t.Fatalf("negotiate: %v %+v", err, ch)
+			}
+			go c.Node("node-a").Stop()
+			seen := leaderSeen(t, tc, c.Node("node-b"))
+			if drain == 0 {
+				// The old leader closed its connections as it stopped.
+				poll.Until(t, 2*time.Second, "the browser's connection to close", func() bool {
+					return metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`) == 0
+				})
+			}
+			resp, err := b.Authenticate(ch, "/sso/me")
+			switch {
+			case drain == 0 && err == nil:
+				t.Fatalf("the second leg on a connection whose pin was lost: %d, want it closed", resp.Status)
+			case drain > 0 && err != nil:
+				t.Fatal(err)
+			case drain > 0 && (resp.Status != http.StatusUnauthorized || len(resp.Header.Values("WWW-Authenticate")) == 0):
+				t.Fatalf("the cut handshake's second leg: %d %v, want 401 with a fresh challenge", resp.Status, resp.Header)
+			}
+			resp, err = b.Fetch(http.MethodGet, "/sso/me")
+			if err != nil || resp.User() != b.User || resp.Header.Get("X-Node-Id") != "node-b" {
+				t.Fatalf("starting over: %v %+v", err, resp)
+			}
+			if b.Dials != 2 {
+				t.Errorf("the browser used %d connections, want 2 (the cut one closed)", b.Dials)
+			}
+			if late := servedAfter(c.Node("node-a"), seen, map[string]bool{b.Name: true}); len(late) > 0 {
+				t.Errorf("the old leader served %+v after the policy saw the new one", late[0])
+			}
+			checkServedOnOwnConns(t, c, 2) // also: no AUTHENTICATE refused anywhere
+		})
+	}
+}
+
+// A write refused by a node that just became a follower is replayed on the
+// browser's own new upstream connection to the new leader; a request that
+// arrives while no node leads waits, and its first dial to the dead node
+// binds to the next.
+func TestPinnedReplayAndHold(t *testing.T) {
+	t.Run("replay", func(t *testing.T) {
+		c := newClusterWith(t, fakecluster.Config{LeaseTTL: 2 * time.Second, RenewInterval: 100 * time.Millisecond, StopDrain: 3 * time.Second}, 2)
+		tc := startCaddy(t, c, ssoGlobal, ssoSite("10s", pinned))
+		leaderSeen(t, tc, c.Node("node-a"))
+		b := newBrowser(tc, 1)
+		if resp, err := b.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != b.User {
+			t.Fatalf("sign-in: %v %+v", err, resp)
+		}
+		replayedMetric := `caddy_ha_replayed_requests_total{pool="` + poolName(c) + `"}`
+		replayed := counterValue(tc, replayedMetric)
+		go c.Node("node-a").Stop() // a follower for 3s: it refuses writes
+		poll.Until(t, 2*time.Second, "node-a to release its lease", func() bool { return c.State().Leader != "node-a" })
+		resp, err := b.Fetch(http.MethodPost, "/sso/orders")
+		if err != nil || resp.Status != http.StatusOK || resp.User() != b.User || resp.Header.Get("X-Node-Id") != "node-b" {
+			t.Fatalf("the write: %v %+v", err, resp)
+		}
+		if got := counterValue(tc, replayedMetric); got != replayed+1 {
+			t.Errorf("replayed requests: %v, want %v", got, replayed+1)
+		}
+		if ex := c.Node("node-a").Executed(); len(ex) != 0 {
+			t.Errorf("the old leader executed %+v", ex)
+		}
+		checkServedOnOwnConns(t, c, 2)
+	})
+	t.Run("hold", func(t *testing.T) {
+		c := newClusterWith(t, fakecluster.Config{LeaseTTL: time.Second, RenewInterval: 100 * time.Millisecond}, 2)
+		tc := startCaddy(t, c, ssoGlobal, ssoSite("10s", pinned))
+		leaderSeen(t, tc, c.Node("node-a"))
+		c.Node("node-a").Kill(fakecluster.KillRefuse)
+		b := newBrowser(tc, 1)
+		resp, err := b.Fetch(http.MethodPost, "/sso/orders")
+		if err != nil || resp.Status != http.StatusOK || resp.User() != b.User || resp.Header.Get("X-Node-Id") != "node-b" {
+			t.Fatalf("the held write: %v %+v", err, resp)
+		}
+		if b.Dials != 1 {
+			t.Errorf("the browser used %d connections, want 1", b.Dials)
+		}
+		checkServedOnOwnConns(t, c, 1)
+	})
+}
+
+func checkServedOnOwnConns(t *testing.T, c *fakecluster.Cluster, perBrowser int) {
+	t.Helper()
+	rep := &ssoReport{}
+	checkOneToOne(rep, c, perBrowser)
+	for _, p := range rep.problems {
+		t.Error(p)
+	}
+}
+
+// At the cap a client connection is answered 503 with Retry-After, and is
+// never sent on a shared connection; a pin that ends makes room.
+func TestPinnedCap(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\tmax_pinned 2\n\t\t}"))
+	var held []*ntlmclient.Browser
+	for i := range 2 {
+		b := newBrowser(tc, i)
+		if resp, err := b.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != b.User {
+			t.Fatalf("sign-in: %v %+v", err, resp)
+		}
+		held = append(held, b)
+	}
+	third := newBrowser(tc, 3)
+	resp, err := third.Do(http.MethodGet, "/sso/me", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-Upstream-Conn") != "" {
+		t.Fatalf("at the cap: %d, Retry-After %q, upstream %q", resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("X-Upstream-Conn"))
+	}
+	if got := counterValue(tc, `caddy_ha_pin_refusals_total{pool="`+poolName(c)+`",reason="cap"}`); got != 1 {
+		t.Errorf("refusals at the cap: %v, want 1", got)
+	}
+	if len(tc.logLines("pinned transport answered a request itself")) == 0 {
+		t.Error("no log line for the cap")
+	}
+	held[0].Close()
+	poll.Until(t, 2*time.Second, "a pin to end", func() bool {
+		return metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`) == 1
+	})
+	if resp, err := third.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != third.User {
+		t.Fatalf("after a pin ended: %v %+v", err, resp)
+	}
+}
