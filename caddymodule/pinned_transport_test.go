@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/healthcheck"
 	"github.com/caddy-ha/caddy-ha/internal/ntlmclient"
@@ -509,4 +511,134 @@ func TestPinnedCap(t *testing.T) {
 	if resp, err := third.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != third.User {
 		t.Fatalf("after a pin ended: %v %+v", err, resp)
 	}
+}
+
+// HTTP/2 cannot carry connection-based authentication: such credentials
+// are answered 505, never sent; anonymous requests each get an upstream
+// connection of their own. caddy validate warns of the server's h2c.
+func TestPinnedHTTP2(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, "servers {\n\t\tprotocols h1 h2c\n\t}", ssoSite("1s", pinned))
+	if len(tc.logLines("the server also speaks h2c")) == 0 {
+		t.Error("no warning that the server speaks h2c")
+	}
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	get := func(auth string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, tc.url("/sso/me"), nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		req.Header.Set("X-Client", "h2-client")
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("answered over HTTP/%d, want 2", resp.ProtoMajor)
+		}
+		return resp
+	}
+	// A NEGOTIATE message, as a browser sends it first.
+	if resp := get("NTLM TlRMTVNTUAABAAAAB4IIogAAAAAAAAAAAAAAAAAAAAAKAGFKAAAADw=="); resp.StatusCode != http.StatusHTTPVersionNotSupported {
+		t.Fatalf("credentials over HTTP/2: %d, want 505", resp.StatusCode)
+	}
+	for _, n := range c.Nodes() {
+		for _, s := range n.Served() {
+			if s.Client == "h2-client" {
+				t.Fatalf("credentials over HTTP/2 reached %s", s.Conn)
+			}
+		}
+	}
+	first, second := get(""), get("")
+	if first.StatusCode != http.StatusUnauthorized || second.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous over HTTP/2: %d, %d; want the upstream's 401", first.StatusCode, second.StatusCode)
+	}
+	a, b := first.Header.Get("X-Upstream-Conn"), second.Header.Get("X-Upstream-Conn")
+	if a == "" || a == b {
+		t.Fatalf("two anonymous HTTP/2 requests went on upstream connections %q and %q, want one each", a, b)
+	}
+	poll.Until(t, 2*time.Second, "one-off upstream connections to close", func() bool { return !isOpen(c, a) && !isOpen(c, b) })
+	if got := counterValue(tc, `caddy_ha_pin_refusals_total{pool="`+poolName(c)+`",reason="http2"}`); got != 1 {
+		t.Errorf("refusals of HTTP/2 credentials: %v, want 1", got)
+	}
+}
+
+// A WebSocket upgrade on a signed-in connection goes on that connection's
+// own upstream connection, as the signed-in user; both close with it.
+func TestPinnedWebSocket(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+	b := newBrowser(tc, 1)
+	resp, err := b.Fetch(http.MethodGet, "/sso/me")
+	if err != nil || resp.User() != b.User {
+		t.Fatalf("sign-in: %v %+v", err, resp)
+	}
+	up := upstreamConnOf(t, resp)
+	resp, stream, err := b.Upgrade("/ws")
+	if err != nil || resp.Status != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %+v\n%s", err, resp, strings.Join(tc.logLines("error"), "\n"))
+	}
+	if resp.User() != b.User || upstreamConnOf(t, resp) != up {
+		t.Fatalf("upgraded as %q on %s, want %q on %s", resp.User(), upstreamConnOf(t, resp), b.User, up)
+	}
+	if _, err := stream.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	echo := make([]byte, 5)
+	if _, err := io.ReadFull(stream, echo); err != nil || string(echo) != "ping\n" {
+		t.Fatalf("echo: %q, %v", echo, err)
+	}
+	if got := counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="upgraded"}`); got != 1 {
+		t.Errorf("pins ended by the upgrade: %v, want 1", got)
+	}
+	b.Close()
+	poll.Until(t, 2*time.Second, "the upgraded upstream connection to close", func() bool { return !isOpen(c, up) })
+}
+
+// A reload: the old config's pins end with their connections, which close
+// cleanly once idle; browsers sign in again on the new config. Stopping
+// Caddy closes every upstream connection.
+func TestPinnedReloadAndStop(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+	browsers := make([]*ntlmclient.Browser, 5)
+	var ups []string
+	for i := range browsers {
+		b := newBrowser(tc, i)
+		browsers[i] = b
+		resp, err := b.Fetch(http.MethodGet, "/sso/me")
+		if err != nil || resp.User() != b.User {
+			t.Fatalf("sign-in: %v %+v", err, resp)
+		}
+		ups = append(ups, upstreamConnOf(t, resp))
+	}
+	tc.load(c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\tmax_pinned 100\n\t\t}"))
+	for i, b := range browsers {
+		_ = b.Conn().SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := b.Conn().Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s's idle connection across the reload: read %d, %v; want a clean close", b.Name, n, err)
+		}
+		b.Close()
+		poll.Until(t, 2*time.Second, "the old pin's upstream connection to close", func() bool { return !isOpen(c, ups[i]) })
+	}
+	ups = ups[:0]
+	for _, b := range browsers {
+		resp, err := b.Fetch(http.MethodGet, "/sso/me")
+		if err != nil || resp.User() != b.User {
+			t.Fatalf("sign-in after the reload: %v %+v", err, resp)
+		}
+		ups = append(ups, upstreamConnOf(t, resp))
+	}
+	checkServedOnOwnConns(t, c, 2)
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 2*time.Second, "every upstream connection to close with Caddy", func() bool {
+		return !slices.ContainsFunc(ups, func(id string) bool { return isOpen(c, id) })
+	})
 }

@@ -284,7 +284,7 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 		pn.pool.observe(func(o Observer) { o.Ended(EndFailover); o.Pinned() })
 	}
 
-	resp, err := pn.rt.RoundTrip(req)
+	resp, err := pn.rt.RoundTrip(sameConnection(req))
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +298,21 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pn.mu.Unlock()
 	return resp, nil
+}
+
+// sameConnection returns req such that the pin's transport sends it on the
+// pin's connection. net/http keeps WebSocket upgrades in a pool of their
+// own (Request.requiresHTTP1: Upgrade equal to "websocket"), which would
+// dial a second connection; a trailing space, which the request writer
+// trims, keeps an upgrade in the pin's one pool. Pins speak only HTTP/1.1,
+// so nothing else depends on it.
+func sameConnection(req *http.Request) *http.Request {
+	if up := req.Header.Get("Upgrade"); up == "" || !strings.EqualFold(up, "websocket") {
+		return req
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Upgrade", req.Header.Get("Upgrade")+" ")
+	return req
 }
 
 // upstreamClosed hears that the binding's connection closed. If the pool

@@ -236,3 +236,20 @@ func (b *Browser) retried(f func() (*Response, error)) (*Response, error) {
 	}
 	return resp, err
 }
+
+// Upgrade asks for a WebSocket on the current connection and, on 101,
+// returns the stream: writes go to the connection, reads come from it.
+func (b *Browser) Upgrade(path string) (*Response, io.ReadWriter, error) {
+	resp, err := b.Do(http.MethodGet, path, http.Header{
+		"Connection": {"Upgrade"}, "Upgrade": {"websocket"},
+		"Sec-Websocket-Version": {"13"}, "Sec-Websocket-Key": {"dGhlIHNhbXBsZSBub25jZQ=="},
+	})
+	if err != nil || resp.Status != http.StatusSwitchingProtocols {
+		return resp, nil, err
+	}
+	_ = b.conn.SetDeadline(time.Time{})
+	return resp, struct {
+		io.Reader
+		io.Writer
+	}{b.br, b.conn}, nil
+}
