@@ -1,0 +1,298 @@
+package pinning
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+func TestHasConnectionAuth(t *testing.T) {
+	for _, tt := range []struct {
+		values []string
+		want   bool
+	}{
+		{[]string{"NTLM TlRMTVNTUAABAAAA"}, true},
+		{[]string{"negotiate YIIG"}, true},
+		{[]string{"KERBEROS"}, true},
+		{[]string{"Basic realm=x, Negotiate"}, true},
+		{[]string{"Basic realm=x", "ntlm"}, true},
+		{[]string{"Bearer abc"}, false},
+		{[]string{"Basic dXNlcjpwdw=="}, false},
+		{[]string{"NTLMish abc"}, false},
+		{nil, false},
+	} {
+		h := http.Header{"Www-Authenticate": tt.values}
+		if got := HasConnectionAuth(h, "WWW-Authenticate"); got != tt.want {
+			t.Errorf("%q: %v, want %v", tt.values, got, tt.want)
+		}
+	}
+}
+
+func TestContinuesHandshake(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		values []string
+		want   bool
+	}{
+		{401, []string{"NTLM TlRMTVNTUAACAAAA"}, true},
+		{401, []string{"Negotiate oYG2MIGzoAMKAQGh"}, true},
+		{401, []string{"Negotiate", "NTLM"}, false},
+		{401, []string{"Negotiate, NTLM"}, false},
+		{200, []string{"Negotiate oRQwEqADCgEA"}, false}, // Kerberos mutual authentication: done
+	} {
+		resp := &http.Response{StatusCode: tt.status, Header: http.Header{"Www-Authenticate": tt.values}}
+		if got := continuesHandshake(resp); got != tt.want {
+			t.Errorf("%d %q: %v, want %v", tt.status, tt.values, got, tt.want)
+		}
+	}
+}
+
+// upstream is a real HTTP server on loopback that names the connection
+// each answer went on. /challenge answers 401 with an NTLM challenge,
+// /offer 401 with a bare offer, /bye closes the connection after its answer.
+type upstream struct {
+	*httptest.Server
+	mu     sync.Mutex
+	closed map[string]bool
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{closed: map[string]bool{}}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Conn", r.RemoteAddr)
+		switch r.URL.Path {
+		case "/challenge":
+			w.Header().Set("WWW-Authenticate", "NTLM TlRMTVNTUAACAAAA")
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/offer":
+			w.Header().Add("WWW-Authenticate", "Negotiate")
+			w.Header().Add("WWW-Authenticate", "NTLM")
+			w.WriteHeader(http.StatusUnauthorized)
+		case "/bye":
+			w.Header().Set("Connection", "close")
+		}
+	}))
+	u.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			u.mu.Lock()
+			u.closed[c.RemoteAddr().String()] = true
+			u.mu.Unlock()
+		}
+	}
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) isClosed(conn string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.closed[conn]
+}
+
+func (u *upstream) addr() string { return u.Listener.Addr().String() }
+
+// client is a client connection as the proxy's server sees it: the pool
+// needs it only as an identity to close.
+type client struct {
+	conn, peer net.Conn
+}
+
+func newClient(t *testing.T) *client {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return &client{conn: a, peer: b}
+}
+
+// isClosed reports whether the pool closed the client connection.
+func (c *client) isClosed() bool {
+	_ = c.peer.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := c.peer.Read(make([]byte, 1))
+	return errors.Is(err, io.EOF)
+}
+
+// send makes one request of c's through the pool, framed as the server
+// does (active, then idle), and returns the answer's upstream connection.
+func send(t *testing.T, p *Pool, c *client, upstreamAddr, path string, header http.Header) (*http.Response, error) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+upstreamAddr+path, nil)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.ProtoMajor, req.ProtoMinor = 1, 1
+	p.ConnState(c.conn, http.StateActive)
+	resp, err := p.RoundTrip(c.conn, req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	p.ConnState(c.conn, http.StateIdle)
+	return resp, err
+}
+
+func mustSend(t *testing.T, p *Pool, c *client, upstreamAddr, path string) *http.Response {
+	t.Helper()
+	resp, err := send(t, p, c, upstreamAddr, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func newPool(t *testing.T, cfg Config) *Pool {
+	if cfg.Max == 0 {
+		cfg.Max = 100
+	}
+	p := New(&http.Transport{}, cfg)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestEachClientItsOwnUpstreamConnection(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{})
+	alice, bob := newClient(t), newClient(t)
+	conns := map[*client]string{}
+	for range 3 {
+		for _, c := range []*client{alice, bob} {
+			got := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+			if conns[c] == "" {
+				conns[c] = got
+			}
+			if got != conns[c] {
+				t.Fatalf("a client moved from upstream connection %s to %s", conns[c], got)
+			}
+		}
+	}
+	if conns[alice] == conns[bob] {
+		t.Fatal("two clients shared an upstream connection")
+	}
+	if p.Len() != 2 {
+		t.Fatalf("%d pins, want 2", p.Len())
+	}
+}
+
+// An unlocked pin whose connection closed dials again; a locked one never
+// does: its client is told to sign in again and its connection closes.
+func TestLockedPinNeverGetsAnotherConnection(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{})
+	c := newClient(t)
+	first := mustSend(t, p, c, u.addr(), "/bye").Header.Get("X-Conn")
+	poll.Until(t, time.Second, "the upstream to close", func() bool { return u.isClosed(first) })
+	if second := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn"); second == first || c.isClosed() {
+		t.Fatalf("an unlocked pin did not get a new connection (%s, %s)", first, second)
+	}
+
+	locked := newClient(t)
+	up := mustSend(t, p, locked, u.addr(), "/challenge").Header.Get("X-Conn")
+	if resp := mustSend(t, p, locked, u.addr(), "/bye"); resp.Header.Get("X-Conn") != up {
+		t.Fatal("a locked pin's request went on another connection")
+	}
+	poll.Until(t, time.Second, "the client connection to close once idle", locked.isClosed)
+	_, err := send(t, p, locked, u.addr(), "/", nil)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Reason != RefusedPinLost || r.Status != http.StatusUnauthorized {
+		t.Fatalf("a request on a lost pin: %v, want the pin_lost refusal", err)
+	}
+}
+
+// A pin whose requests must go to another node: mid-handshake the client is
+// told to start over; otherwise it moves there on a fresh connection and
+// the old one closes.
+func TestPinMovesOnlyBetweenHandshakes(t *testing.T) {
+	a, b := newUpstream(t), newUpstream(t)
+	p := newPool(t, Config{})
+
+	mid := newClient(t)
+	mustSend(t, p, mid, a.addr(), "/challenge")
+	_, err := send(t, p, mid, b.addr(), "/", http.Header{"Authorization": {"NTLM TlRMTVNTUAADAAAA"}})
+	r, ok := errors.AsType[*Refusal](err)
+	if !ok || r.Reason != RefusedHandshakeCut || r.Header.Get("Www-Authenticate") != "NTLM" {
+		t.Fatalf("a handshake's second leg to another node: %v, want handshake_cut with NTLM offered", err)
+	}
+	poll.Until(t, time.Second, "the cut client's connection to close", mid.isClosed)
+
+	done := newClient(t)
+	mustSend(t, p, done, a.addr(), "/offer")
+	old := mustSend(t, p, done, a.addr(), "/").Header.Get("X-Conn")
+	mustSend(t, p, done, b.addr(), "/")
+	poll.Until(t, time.Second, "the old node's connection to close", func() bool { return a.isClosed(old) })
+	if done.isClosed() {
+		t.Fatal("a pin that moved between handshakes closed its client")
+	}
+}
+
+func TestCapRefusesNeverShares(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{Max: 1})
+	first, second := newClient(t), newClient(t)
+	mustSend(t, p, first, u.addr(), "/")
+	_, err := send(t, p, second, u.addr(), "/", nil)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("beyond the cap: %v, want 503 with Retry-After", err)
+	}
+	p.ConnState(first.conn, http.StateClosed)
+	mustSend(t, p, second, u.addr(), "/")
+}
+
+func TestIdleTimeoutClosesBothEnds(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{IdleTimeout: 20 * time.Millisecond})
+	c := newClient(t)
+	up := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+	poll.Until(t, time.Second, "the idle client to be closed", c.isClosed)
+	p.ConnState(c.conn, http.StateClosed) // what the server does next
+	poll.Until(t, time.Second, "its upstream connection to close", func() bool { return u.isClosed(up) })
+	if p.Len() != 0 {
+		t.Fatalf("%d pins left", p.Len())
+	}
+}
+
+func TestHTTP2CredentialsRefused(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{})
+	req, _ := http.NewRequest(http.MethodGet, "http://"+u.addr()+"/", nil)
+	req.ProtoMajor = 2
+	req.Header.Set("Authorization", "Negotiate YIIG")
+	if _, err := p.RoundTrip(newClient(t).conn, req); !isRefusal(err, http.StatusHTTPVersionNotSupported) {
+		t.Fatalf("HTTP/2 credentials: %v, want 505", err)
+	}
+	req.Header.Del("Authorization")
+	resp, err := p.RoundTrip(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	conn := resp.Header.Get("X-Conn")
+	poll.Until(t, time.Second, "the one-off connection to close", func() bool { return u.isClosed(conn) })
+	if p.Len() != 0 {
+		t.Fatal("an HTTP/2 request was pinned")
+	}
+}
+
+func isRefusal(err error, status int) bool {
+	r, ok := errors.AsType[*Refusal](err)
+	return ok && r.Status == status
+}
+
+func TestCloseEndsEveryPin(t *testing.T) {
+	u := newUpstream(t)
+	p := New(&http.Transport{}, Config{Max: 10})
+	c := newClient(t)
+	up := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+	p.Close()
+	poll.Until(t, time.Second, "the upstream connection to close", func() bool { return u.isClosed(up) })
+	if !c.isClosed() {
+		t.Fatal("the client connection is still open")
+	}
+	if _, err := send(t, p, c, u.addr(), "/", nil); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
