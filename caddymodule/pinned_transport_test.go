@@ -202,16 +202,33 @@ func reuseAddr(_, _ string, rc syscall.RawConn) error {
 	return errors.Join(err, serr)
 }
 
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // A fresh anonymous client after a signed-in one gets 401, even from the
 // same client port: the pin belongs to the connection, not its address.
 func TestPinnedFreshClientOnOldPortIsAnonymous(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
+	// Alice's port is bound, not picked by connect, which may share an
+	// ephemeral port among connections to other places.
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 	alice := newBrowser(tc, 1)
+	poll.Until(t, 2*time.Second, "a local port for alice", func() bool {
+		local.Port = freePort(t)
+		alice.Dialer = &net.Dialer{LocalAddr: local, Control: reuseAddr, Timeout: 5 * time.Second}
+		_, err := alice.Do(http.MethodGet, "/api/whoami", nil)
+		return err == nil
+	})
 	if resp, err := alice.SignIn("/sso/me"); err != nil || resp.User() != alice.User {
 		t.Fatalf("sign-in: %v %+v", err, resp)
 	}
-	local := alice.Conn().LocalAddr().(*net.TCPAddr)
 	// Reset, not FIN: the port is free at once, for the next client.
 	_ = alice.Conn().(*net.TCPConn).SetLinger(0)
 	alice.Close()
@@ -505,9 +522,10 @@ func TestPinnedCap(t *testing.T) {
 	if len(tc.logLines("pinned transport answered a request itself")) == 0 {
 		t.Error("no log line for the cap")
 	}
+	pinnedBefore := metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`)
 	held[0].Close()
 	poll.Until(t, 2*time.Second, "a pin to end", func() bool {
-		return metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`) == 1
+		return metricValue(tc, `caddy_ha_pinned_connections{pool="`+poolName(c)+`"}`) == pinnedBefore-1
 	})
 	if resp, err := third.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != third.User {
 		t.Fatalf("after a pin ended: %v %+v", err, resp)

@@ -1,0 +1,131 @@
+// Command pinned measures, side by side in one run, what transport pinned
+// (HAProxy's http-reuse never: each client connection gets an upstream
+// connection of its own, for Windows SSO) costs a Caddy that proxies to a
+// trivial backend on loopback, against stock Caddy's transport http, which
+// pools upstream connections and shares them among clients:
+//
+//	none:   reverse_proxy with transport http (pooled; the baseline)
+//	pinned: reverse_proxy with transport pinned (max_pinned 4096, far
+//	        above the load, so no request is refused)
+//
+// Both sites serve HTTP/1.1 only (servers { protocols h1 }), as transport
+// pinned wants, so that the transport is the only difference. It measures
+// two scenarios, one after the other, each a side-by-side bench of its own:
+//
+//	(1) kept-alive clients: wrk's connections (-connections) stay open, so
+//	    each pin dials its upstream connection once and reuses it; what
+//	    differs is the pin's lookup per request and one upstream connection
+//	    per client connection. Goal: pinned keeps >= 90% of none's req/s.
+//	(2) a new client connection per request: every request carries
+//	    Connection: close, so Caddy closes wrk's connection after each
+//	    answer and wrk opens another (-newconn-connections at a time).
+//	    pinned dials an upstream connection for every client connection
+//	    and closes it with the client's, where none reuses its pool: the
+//	    ratio is the cost of a new pin. Reported, without a goal.
+//
+// Within each scenario wrk loads the contenders in turn, interleaved within
+// each round (none, pinned, none, ...) so that machine noise spreads over
+// both; every run is checked for non-2xx responses and socket errors. Each
+// scenario reports per contender the median req/s and p99 latency over
+// rounds and the median, over rounds, of pinned's req/s as a share of
+// none's in the same round. The defaults (4s runs, 3 rounds) keep the whole
+// run to about a minute.
+//
+// The memory a pinned connection holds is measured by BenchmarkPinnedMemory
+// (go test -run '^$' -bench . -benchmem ./bench/pinned), on a pinning.Pool
+// directly.
+//
+// Everything runs on loopback, and every process it starts is stopped on
+// exit, on error and on Ctrl-C.
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
+)
+
+var newConnConnections = flag.Int("newconn-connections", 32,
+	"wrk connections of scenario (2), each request on a new one (-connections is scenario (1)'s)")
+
+// keptAliveGoal is the least req/s pinned is to keep, with kept-alive
+// clients, as a share of none's in the same round.
+const keptAliveGoal = 0.90
+
+// pinnedID is the module the pinned contender needs in the custom Caddy.
+const pinnedID = "http.reverse_proxy.transport.pinned"
+
+func main() {
+	keptAlive := &wrkbench.Bench{
+		Name: "pinned",
+		Title: []string{
+			"Cost of transport pinned in Caddy, (1) kept-alive clients: req/s and p99 latency",
+			"through Caddy (protocols h1) to a trivial backend (200, 2-byte body) on loopback,",
+			"wrk's connections kept alive. Contenders run interleaved within each round.",
+		},
+		CostOf: "the pinned transport",
+		Contenders: []*wrkbench.Contender{
+			{Name: "none", Label: "stock reverse_proxy, transport http (pooled upstream connections)", Config: config(pooled)},
+			{Name: "pinned", Label: "transport pinned (an upstream connection per client connection)",
+				Config: config(pinned), Handler: pinnedID, Goal: keptAliveGoal},
+		},
+	}
+	newConn := &wrkbench.Bench{
+		Name: "pinned-newconn",
+		Title: []string{
+			"Cost of transport pinned in Caddy, (2) a new client connection per request: req/s",
+			"and p99 latency through Caddy (protocols h1) to the same trivial backend, every",
+			"request with Connection: close, so that wrk opens a new connection for each.",
+			"Contenders run interleaved within each round.",
+		},
+		CostOf:  "the pinned transport",
+		Headers: []string{"Connection: close"},
+		Contenders: []*wrkbench.Contender{
+			{Name: "none", Label: "stock reverse_proxy, transport http (its pool outlives client connections)", Config: config(pooled)},
+			{Name: "pinned", Label: "transport pinned (dials and closes an upstream connection per client connection)",
+				Config: config(pinned), Handler: pinnedID},
+		},
+	}
+	keptAlive.DefineFlags()
+	// Two scenarios of two contenders each: shorter runs than the other
+	// benches' keep the whole run to about a minute.
+	setDefault("duration", "4s")
+	setDefault("connections", "64")
+
+	// Main returns once its bench is done and everything it started is
+	// stopped (on an error or an interrupt it exits instead), so the second
+	// scenario starts afresh, with the same flags but its own connections.
+	keptAlive.Main()
+	fmt.Println()
+	newConn.CaddyBin, newConn.WrkBin = keptAlive.CaddyBin, keptAlive.WrkBin
+	newConn.Threads, newConn.Connections = keptAlive.Threads, *newConnConnections
+	newConn.Duration, newConn.Warmup = keptAlive.Duration, keptAlive.Warmup
+	newConn.Rounds, newConn.Only = keptAlive.Rounds, keptAlive.Only
+	newConn.Main()
+}
+
+// The contenders' transports, as reverse_proxy's transport subdirective.
+const (
+	pooled = "transport http"
+	pinned = "transport pinned {\n\t\t\tmax_pinned 4096\n\t\t}"
+)
+
+// config returns a contender's Caddyfile: reverse_proxy with transport on
+// a server that speaks HTTP/1.1 only.
+func config(transport string) func(listen, admin, backend string) string {
+	return func(listen, admin, backend string) string {
+		site := fmt.Sprintf("\treverse_proxy %s {\n\t\t%s\n\t}\n", backend, transport)
+		return wrkbench.Caddyfile(listen, admin, "\tservers {\n\t\tprotocols h1\n\t}\n", site)
+	}
+}
+
+// setDefault changes the default of a flag DefineFlags defined, in -help
+// too.
+func setDefault(name, value string) {
+	f := flag.Lookup(name)
+	if err := f.Value.Set(value); err != nil {
+		panic(err)
+	}
+	f.DefValue = value
+}
