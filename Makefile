@@ -38,10 +38,12 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -timeout 5m ./forwarded || exit 1; \
 	done
 
-# The store tests run a real redis-server on a loopback port.
+# The store tests run a real redis-server on a loopback port; the Windows SSO
+# tests run curl --ntlm.
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
-	@command -v redis-server >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; }
+	@missing=""; for t in redis-server curl; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
 
 # Go benchmarks of the hot paths, then the side-by-side benchmarks.
 bench: build bench-deps

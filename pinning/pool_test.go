@@ -255,14 +255,16 @@ func TestIdleTimeoutClosesBothEnds(t *testing.T) {
 	}
 }
 
-func TestHTTP2CredentialsRefused(t *testing.T) {
+func TestHTTP2And3CredentialsRefused(t *testing.T) {
 	u := newUpstream(t)
 	p := newPool(t, Config{})
 	req, _ := http.NewRequest(http.MethodGet, "http://"+u.addr()+"/", nil)
-	req.ProtoMajor = 2
 	req.Header.Set("Authorization", "Negotiate YIIG")
-	if _, err := p.RoundTrip(newClient(t).conn, req); !isRefusal(err, http.StatusHTTPVersionNotSupported) {
-		t.Fatalf("HTTP/2 credentials: %v, want 505", err)
+	for _, major := range []int{2, 3} {
+		req.ProtoMajor = major
+		if _, err := p.RoundTrip(newClient(t).conn, req); !isRefusal(err, http.StatusHTTPVersionNotSupported) {
+			t.Fatalf("HTTP/%d credentials: %v, want 505", major, err)
+		}
 	}
 	req.Header.Del("Authorization")
 	resp, err := p.RoundTrip(nil, req)
