@@ -357,9 +357,9 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 			text = strings.Replace(text, r.old, r.new, 1)
 		}
 		// The backends' TLS settings: this backend speaks plain HTTP.
-		start := strings.Index(text, "\t\ttransport http {")
+		start := strings.Index(text, "\t\ttransport pinned {")
 		end := strings.Index(text[start:], "\n\t\t}\n") + start + len("\n\t\t}\n")
-		return text[:start] + text[end:]
+		return text[:start] + "\t\ttransport pinned\n" + text[end:]
 	}
 	var site string
 	for attempt := 0; ; attempt++ {

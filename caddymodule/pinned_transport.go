@@ -238,7 +238,9 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			httpTokens = append(httpTokens, d.NextSegment()...)
 		}
 	}
-	httpTokens = append(httpTokens, caddyfile.Token{File: name.File, Line: name.Line, Text: "}"})
+	// The closing brace on a line of its own, so that it is nobody's argument.
+	last := httpTokens[len(httpTokens)-1]
+	httpTokens = append(httpTokens, caddyfile.Token{File: last.File, Line: last.Line + 1 + strings.Count(last.Text, "\n"), Text: "}"})
 	return t.HTTPTransport.UnmarshalCaddyfile(caddyfile.NewDispenser(httpTokens))
 }
 

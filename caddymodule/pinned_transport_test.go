@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/healthcheck"
@@ -701,4 +702,34 @@ func TestPinnedCurlNTLM(t *testing.T) {
 		t.Error(err)
 	}
 	checkServedOnOwnConns(t, c, 1)
+}
+
+// Bad transport pinned settings fail at adapt (with the line) or at load.
+func TestPinnedConfigErrors(t *testing.T) {
+	for _, tt := range []struct{ block, want string }{
+		{"max_pinned 0", "max_pinned must be a whole number of at least 1"},
+		{"max_pinned 5\n\t\t\tmax_pinned 6", "duplicate max_pinned option"},
+		{"frobnicate 1", "unrecognized subdirective frobnicate"},
+		{"dial_timeout", "wrong argument count"},
+	} {
+		cf := "http://127.0.0.1:1 {\n\treverse_proxy 127.0.0.1:2 {\n\t\ttransport pinned {\n\t\t\t" + tt.block + "\n\t\t}\n\t}\n}\n"
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), map[string]any{"filename": "Caddyfile"})
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "Caddyfile:") {
+			t.Errorf("%q: error %v, want %q with its line", tt.block, err, tt.want)
+		}
+	}
+	cf := "http://127.0.0.1:1 {\n\treverse_proxy h2c://127.0.0.1:2 {\n\t\ttransport pinned\n\t}\n}\n"
+	if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil); err == nil || !strings.Contains(err.Error(), "h2c upstreams") {
+		t.Errorf("h2c upstream: %v", err)
+	}
+	for _, tt := range []struct{ transport, want string }{
+		{`{"protocol":"pinned","versions":["1.1","2"]}`, "versions must be 1.1"},
+		{`{"protocol":"pinned","keep_alive":{"enabled":false}}`, "keepalive must not be off"},
+		{`{"protocol":"pinned","max_pinned":-1}`, "max_pinned must not be negative"},
+	} {
+		cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","upstreams":[{"dial":"127.0.0.1:2"}],"transport":` + tt.transport + `}]}]}}}}}`
+		if err := caddy.Validate(mustConfig(t, cfg)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %q", tt.transport, err, tt.want)
+		}
+	}
 }

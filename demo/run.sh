@@ -69,6 +69,14 @@ Try:
   curl -si -X PATCH -H 'Upload-Offset: 5' --data-binary 56789 http://127.0.0.1:8081\$loc | grep -E 'HTTP|X-Server-Id'
   curl -si -X POST http://127.0.0.1:8081\$loc/complete | grep -E 'HTTP|X-Server-Id'
 
+  # Windows SSO: NTLM authenticates a connection. curl signs in (any user;
+  # the password is pw-<user>) and then asks anonymously on the same
+  # connection: both answers say alice, from one node connection of her own
+  curl -s --ntlm -u alice:pw-alice -D - -o /dev/null http://127.0.0.1:8080/sso/me -D - -o /dev/null http://127.0.0.1:8080/api/whoami | grep -E 'HTTP/|X-Authenticated-User|X-Upstream-Conn'
+  # a fresh connection is anonymous: 401 with WWW-Authenticate Negotiate and NTLM
+  curl -si http://127.0.0.1:8080/sso/me | grep -E 'HTTP/|WWW-Authenticate'
+  curl -s http://127.0.0.1:2019/metrics | grep caddy_ha_pin
+
   # the database unreachable: both nodes followers; requests wait 15s, then 503
   curl -s -X POST http://127.0.0.1:9000/database/down ; curl -s -X POST http://127.0.0.1:9000/database/up
 
