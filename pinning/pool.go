@@ -127,8 +127,16 @@ func (p *Pool) pinOf(client net.Conn) (*pin, error) {
 		return nil, p.refuse(refusedAtCap(p.cfg.Max))
 	}
 	pn := p.newPin(client)
-	p.pins.Store(client, pn)
+	if v, loaded := p.pins.LoadOrStore(client, pn); loaded {
+		p.count.Add(-1)
+		return v.(*pin), nil
+	}
 	p.observe(func(o Observer) { o.Pinned() })
+	if p.closed.Load() { // Close ran meanwhile and did not see this pin
+		p.pins.Delete(client)
+		pn.end(EndPoolClosed, true)
+		return nil, ErrPoolClosed
+	}
 	return pn, nil
 }
 
@@ -279,7 +287,7 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pn.node = addr
 	pn.mu.Unlock()
-	if moved {
+	if old != nil { // not after a dial that failed: nothing was bound
 		old.closeByPin()
 		pn.pool.observe(func(o Observer) { o.Ended(EndFailover); o.Pinned() })
 	}
