@@ -2,7 +2,9 @@
 // fronts: nodes on loopback sharing one lease with the seed's semantics
 // (TTL, renew ticks, an epoch per acquisition), followers that refuse
 // mutating requests with 503 and Retry-After: 30, and a control API to
-// crash, hang, stop and start nodes. Tests start it in-process; the
+// crash, hang, stop and start nodes, and Windows SSO bound to each TCP
+// connection as Kestrel's Negotiate handler does it (ntlm.go). Tests start
+// it in-process; the
 // fakecluster command serves it for demos and benchmarks.
 //
 // It also simulates the active/active mode (uploads.go): upload servers,
