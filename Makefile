@@ -52,6 +52,7 @@ bench: build bench-deps
 	$(GO) run ./bench/ratelimit
 	$(GO) run ./bench/forwarded
 	$(GO) run ./bench/affinity
+	$(GO) run ./bench/pinned
 
 BENCH_TOOLS := haproxy wrk redis-server
 bench-deps: test-deps

@@ -10,18 +10,26 @@
 //
 // Both sites serve HTTP/1.1 only (servers { protocols h1 }), as transport
 // pinned wants, so that the transport is the only difference. It measures
-// two scenarios, one after the other, each a side-by-side bench of its own:
+// three scenarios, one after the other, each a side-by-side bench of its
+// own:
 //
-//	(1) kept-alive clients: wrk's connections (-connections) stay open, so
-//	    each pin dials its upstream connection once and reuses it; what
-//	    differs is the pin's lookup per request and one upstream connection
-//	    per client connection. Goal: pinned keeps >= 90% of none's req/s.
-//	(2) a new client connection per request: every request carries
-//	    Connection: close, so Caddy closes wrk's connection after each
-//	    answer and wrk opens another (-newconn-connections at a time).
-//	    pinned dials an upstream connection for every client connection
-//	    and closes it with the client's, where none reuses its pool: the
-//	    ratio is the cost of a new pin. Reported, without a goal.
+//	(1)  kept-alive clients: wrk's connections (-connections, 32) stay
+//	     open, so each pin dials its upstream connection once and reuses
+//	     it, and none's pool keeps as many idle upstream connections as
+//	     there are clients (stock Caddy's keepalive_idle_conns_per_host is
+//	     32): what differs is the work per request of finding the pin and
+//	     its transport. Goal: pinned keeps >= 90% of none's req/s.
+//	(1b) the same with more kept-alive clients than that
+//	     (-beyond-pool-connections, 64): none's pool closes the upstream
+//	     connections beyond 32 as they go idle and dials again when the
+//	     load needs them, where each pin keeps its own. Same goal.
+//	(2)  a new client connection per request: every request carries
+//	     Connection: close, so Caddy closes wrk's connection after each
+//	     answer and wrk opens another (-newconn-connections, 32, at a
+//	     time). pinned dials an upstream connection for every client
+//	     connection and closes it with the client's, where none reuses its
+//	     pool: the ratio is the cost of a new pin. Reported, without a
+//	     goal.
 //
 // Within each scenario wrk loads the contenders in turn, interleaved within
 // each round (none, pinned, none, ...) so that machine noise spreads over
@@ -29,7 +37,7 @@
 // scenario reports per contender the median req/s and p99 latency over
 // rounds and the median, over rounds, of pinned's req/s as a share of
 // none's in the same round. The defaults (4s runs, 3 rounds) keep the whole
-// run to about a minute.
+// run under a minute and a half.
 //
 // The memory a pinned connection holds is measured by BenchmarkPinnedMemory
 // (go test -run '^$' -bench . -benchmem ./bench/pinned), on a pinning.Pool
@@ -46,8 +54,12 @@ import (
 	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 )
 
-var newConnConnections = flag.Int("newconn-connections", 32,
-	"wrk connections of scenario (2), each request on a new one (-connections is scenario (1)'s)")
+var (
+	beyondPoolConnections = flag.Int("beyond-pool-connections", 64,
+		"wrk connections of scenario (1b), kept alive, more than stock Caddy's 32 idle upstream connections; 0: skip it")
+	newConnConnections = flag.Int("newconn-connections", 32,
+		"wrk connections of scenario (2), each request on a new one; 0: skip it")
+)
 
 // keptAliveGoal is the least req/s pinned is to keep, with kept-alive
 // clients, as a share of none's in the same round.
@@ -64,12 +76,18 @@ func main() {
 			"through Caddy (protocols h1) to a trivial backend (200, 2-byte body) on loopback,",
 			"wrk's connections kept alive. Contenders run interleaved within each round.",
 		},
-		CostOf: "the pinned transport",
-		Contenders: []*wrkbench.Contender{
-			{Name: "none", Label: "stock reverse_proxy, transport http (pooled upstream connections)", Config: config(pooled)},
-			{Name: "pinned", Label: "transport pinned (an upstream connection per client connection)",
-				Config: config(pinned), Handler: pinnedID, Goal: keptAliveGoal},
+		CostOf:     "the pinned transport",
+		Contenders: contenders(keptAliveGoal),
+	}
+	beyondPool := &wrkbench.Bench{
+		Name: "pinned-beyond-pool",
+		Title: []string{
+			"Cost of transport pinned in Caddy, (1b) more kept-alive clients than stock Caddy keeps",
+			"idle upstream connections (32): req/s and p99 latency through Caddy (protocols h1) to",
+			"the same trivial backend. Contenders run interleaved within each round.",
 		},
+		CostOf:     "the pinned transport",
+		Contenders: contenders(keptAliveGoal),
 	}
 	newConn := &wrkbench.Bench{
 		Name: "pinned-newconn",
@@ -79,30 +97,46 @@ func main() {
 			"request with Connection: close, so that wrk opens a new connection for each.",
 			"Contenders run interleaved within each round.",
 		},
-		CostOf:  "the pinned transport",
-		Headers: []string{"Connection: close"},
-		Contenders: []*wrkbench.Contender{
-			{Name: "none", Label: "stock reverse_proxy, transport http (its pool outlives client connections)", Config: config(pooled)},
-			{Name: "pinned", Label: "transport pinned (dials and closes an upstream connection per client connection)",
-				Config: config(pinned), Handler: pinnedID},
-		},
+		CostOf:     "the pinned transport",
+		Headers:    []string{"Connection: close"},
+		Contenders: contenders(0),
 	}
 	keptAlive.DefineFlags()
-	// Two scenarios of two contenders each: shorter runs than the other
-	// benches' keep the whole run to about a minute.
+	// Three scenarios of two contenders each: shorter runs than the other
+	// benches' keep the whole run short.
 	setDefault("duration", "4s")
-	setDefault("connections", "64")
+	setDefault("connections", "32")
+	flag.Lookup("connections").Usage = "wrk connections of scenario (1), kept alive"
 
 	// Main returns once its bench is done and everything it started is
-	// stopped (on an error or an interrupt it exits instead), so the second
+	// stopped (on an error or an interrupt it exits instead), so each later
 	// scenario starts afresh, with the same flags but its own connections.
 	keptAlive.Main()
-	fmt.Println()
-	newConn.CaddyBin, newConn.WrkBin = keptAlive.CaddyBin, keptAlive.WrkBin
-	newConn.Threads, newConn.Connections = keptAlive.Threads, *newConnConnections
-	newConn.Duration, newConn.Warmup = keptAlive.Duration, keptAlive.Warmup
-	newConn.Rounds, newConn.Only = keptAlive.Rounds, keptAlive.Only
-	newConn.Main()
+	for _, s := range []struct {
+		bench       *wrkbench.Bench
+		connections int
+	}{{beyondPool, *beyondPoolConnections}, {newConn, *newConnConnections}} {
+		if s.connections == 0 {
+			continue
+		}
+		fmt.Println()
+		b := s.bench
+		b.CaddyBin, b.WrkBin = keptAlive.CaddyBin, keptAlive.WrkBin
+		b.Threads, b.Connections = keptAlive.Threads, s.connections
+		b.Duration, b.Warmup = keptAlive.Duration, keptAlive.Warmup
+		b.Rounds, b.Only = keptAlive.Rounds, keptAlive.Only
+		b.Main()
+	}
+}
+
+// contenders returns a scenario's contenders: pinned with goal (0: none)
+// against none.
+func contenders(goal float64) []*wrkbench.Contender {
+	return []*wrkbench.Contender{
+		{Name: "none", Label: "stock reverse_proxy, transport http (pooled upstream connections)", Config: config(pooled)},
+		{Name: "pinned", Label: "transport pinned (an upstream connection per client connection)",
+			Config: config(pinned), Handler: pinnedID, Goal: goal},
+	}
 }
 
 // The contenders' transports, as reverse_proxy's transport subdirective.
