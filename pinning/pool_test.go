@@ -298,3 +298,36 @@ func TestCloseEndsEveryPin(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// The pin's request path against a shared transport's, to the same real
+// upstream on loopback: the difference is what finding the pin, checking
+// the headers and cloning nothing costs per request.
+func BenchmarkRoundTrip(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.ProtoMajor, req.ProtoMinor = 1, 1
+	do := func(b *testing.B, rt func(*http.Request) (*http.Response, error)) {
+		for b.Loop() {
+			resp, err := rt(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	b.Run("shared", func(b *testing.B) {
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		do(b, tr.RoundTrip)
+	})
+	b.Run("pinned", func(b *testing.B) {
+		p := New(&http.Transport{}, Config{Max: 10})
+		defer p.Close()
+		conn, peer := net.Pipe()
+		defer peer.Close()
+		do(b, func(r *http.Request) (*http.Response, error) { return p.RoundTrip(conn, r) })
+	})
+}
