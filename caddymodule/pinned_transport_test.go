@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +18,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/quic-go/quic-go/http3"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/ntlmclient"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
@@ -730,6 +733,58 @@ func TestPinnedConfigErrors(t *testing.T) {
 		cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","upstreams":[{"dial":"127.0.0.1:2"}],"transport":` + tt.transport + `}]}]}}}}}`
 		if err := caddy.Validate(mustConfig(t, cfg)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %q", tt.transport, err, tt.want)
+		}
+	}
+}
+
+// HTTP/3 cannot carry connection-based authentication either: credentials
+// over it are answered 505 and sent nowhere.
+func TestPinnedHTTP3(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	addr := loopback.FreeAddr()
+	admin := loopback.FreeAddr()
+	cf := fmt.Sprintf(`{
+	admin %s
+	persist_config off
+	local_certs
+	skip_install_trust
+	servers {
+		protocols h1 h3
+	}
+}
+https://%s {
+	tls internal
+	%s
+}
+`, admin, addr, strings.ReplaceAll(ssoSite("1s", pinned), "{upstreams}", c.Nodes()[0].Addr()+" "+c.Nodes()[1].Addr()))
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "127.0.0.1"}}
+	defer tr.Close()
+	req, _ := http.NewRequest(http.MethodGet, "https://"+addr+"/sso/me", nil)
+	req.Header.Set("Authorization", "NTLM TlRMTVNTUAABAAAAB4IIogAAAAAAAAAAAAAAAAAAAAAKAGFKAAAADw==")
+	req.Header.Set("X-Client", "h3-client")
+	var resp *http.Response
+	poll.Until(t, 10*time.Second, "an HTTP/3 answer", func() bool {
+		resp, err = tr.RoundTrip(req)
+		return err == nil
+	})
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 3 || resp.StatusCode != http.StatusHTTPVersionNotSupported {
+		t.Fatalf("credentials over HTTP/%d: %d, want 505 over HTTP/3", resp.ProtoMajor, resp.StatusCode)
+	}
+	for _, n := range c.Nodes() {
+		for _, s := range n.Served() {
+			if s.Client == "h3-client" {
+				t.Fatalf("credentials over HTTP/3 reached %s", s.Conn)
+			}
 		}
 	}
 }
