@@ -275,20 +275,18 @@ type pinObserver struct {
 	pinned prometheus.Gauge
 	pins   prometheus.Counter
 
-	mu        sync.Mutex
-	lastWarn  map[string]time.Time // per refusal reason
-	unwarned  map[string]int       // refusals since that reason's last log line
-	logPeriod time.Duration
+	mu       sync.Mutex
+	lastWarn map[string]time.Time // per refusal reason
+	unwarned map[string]int       // refusals since that reason's last log line
 }
 
 func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
 	return &pinObserver{
 		pool: pool, logger: logger,
-		pinned:    pinnedMetrics.pinned.WithLabelValues(pool),
-		pins:      pinnedMetrics.pins.WithLabelValues(pool),
-		lastWarn:  map[string]time.Time{},
-		unwarned:  map[string]int{},
-		logPeriod: refusalLogInterval,
+		pinned:   pinnedMetrics.pinned.WithLabelValues(pool),
+		pins:     pinnedMetrics.pins.WithLabelValues(pool),
+		lastWarn: map[string]time.Time{},
+		unwarned: map[string]int{},
 	}
 }
 
@@ -306,14 +304,14 @@ func (o *pinObserver) Ended(reason pinning.EndReason) {
 }
 
 // Refused counts every refusal and logs each reason at most once per
-// logPeriod, with the count since the last line.
+// refusalLogInterval, with the count since the last line.
 func (o *pinObserver) Refused(r *pinning.Refusal) {
 	pinnedMetrics.refusals.WithLabelValues(o.pool, r.Reason).Inc()
 	o.mu.Lock()
 	o.unwarned[r.Reason]++
 	n := o.unwarned[r.Reason]
 	now := time.Now()
-	due := now.Sub(o.lastWarn[r.Reason]) >= o.logPeriod
+	due := now.Sub(o.lastWarn[r.Reason]) >= refusalLogInterval
 	if due {
 		o.lastWarn[r.Reason], o.unwarned[r.Reason] = now, 0
 	}

@@ -107,7 +107,7 @@ func (p *Pool) RoundTrip(client net.Conn, req *http.Request) (*http.Response, er
 	}
 	if client == nil || req.ProtoMajor != 1 {
 		if HasConnectionAuth(req.Header, "Authorization") {
-			return nil, p.refuse(refusedHTTP2(req.ProtoMajor))
+			return nil, p.refuse(refusedUnpinnable(req.ProtoMajor))
 		}
 		return p.oneOff.RoundTrip(req)
 	}
@@ -497,7 +497,9 @@ func refusedAtCap(limit int) *Refusal {
 	}
 }
 
-func refusedHTTP2(protoMajor int) *Refusal {
+// refusedUnpinnable answers credentials that no pin can carry: over HTTP/2
+// or HTTP/3, or from an unknown client connection.
+func refusedUnpinnable(protoMajor int) *Refusal {
 	if protoMajor == 1 {
 		return &Refusal{
 			Status: http.StatusBadGateway, Reason: RefusedNoClient,
