@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -266,21 +267,13 @@ func (m *Monitor) record(n *Node, r Result) {
 		}
 		n.status, n.epoch = StatusLeader, r.Epoch
 		n.passes++
-		// The lease lasts LeaseLeft after the renewal the answer reports,
-		// less the renewal's age by the node's own Date header (which,
-		// in whole seconds, errs on the long side). Both are the cluster's
-		// times, so clock skew does not matter. The same renewal seen
-		// again extends nothing.
+		// The same renewal seen again extends nothing.
 		switch {
 		case r.LeaseLeft <= 0:
 			n.validUntil.Store(0)
 		case !r.LastRenewAt.Equal(n.renewedAt) || n.validUntil.Load() == 0:
 			n.renewedAt = r.LastRenewAt
-			left := r.LeaseLeft
-			if age := r.ServerTime.Sub(r.LastRenewAt); !r.ServerTime.IsZero() && age > 0 {
-				left -= age
-			}
-			n.validUntil.Store(r.Started.Add(left).UnixNano())
+			n.validUntil.Store(leaseValidUntil(r))
 		}
 		reason = fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
 	default:
@@ -294,6 +287,27 @@ func (m *Monitor) record(n *Node, r Result) {
 	close(n.answered)
 	n.answered = make(chan struct{})
 	m.recomputeLocked(reason)
+}
+
+// leaseValidUntil is when the lease of leader answer r ends by this
+// process's clock, in unix ns: LeaseLeft after the renewal the answer
+// reports, less the renewal's age by the node's own Date header (which, in
+// whole seconds, errs on the long side). Both are the cluster's times, so
+// clock skew does not matter. A lease of centuries saturates rather than
+// overflowing into the past; one already over is 1 (0 means unknown).
+func leaseValidUntil(r Result) int64 {
+	left := r.LeaseLeft
+	if age := r.ServerTime.Sub(r.LastRenewAt); !r.ServerTime.IsZero() && age > 0 {
+		left -= age // both positive: cannot overflow
+	}
+	start := r.Started.UnixNano()
+	switch {
+	case left > 0 && start > math.MaxInt64-int64(left):
+		return math.MaxInt64
+	case start+int64(left) <= 0:
+		return 1
+	}
+	return start + int64(left)
 }
 
 // eligible reports whether n may lead. m.mu must be held.

@@ -491,3 +491,26 @@ func TestOldRenewalSeenFirstIsNotALease(t *testing.T) {
 	p.set("a", r)
 	poll.Until(t, 2*time.Second, "a leads after renewing", func() bool { return leaderAddr(m) == "a" })
 }
+
+// A lease of centuries (or a leaseExpiresAt at the end of time) saturates:
+// the node is elected and stays leader, rather than its lease overflowing
+// into the past.
+func TestLeaseOfCenturiesSaturates(t *testing.T) {
+	for _, expires := range []string{"2600-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z"} {
+		t.Run(expires, func(t *testing.T) {
+			body := `{"status":"leader","nodeId":"a","leaseEpoch":4,"lastRenewAt":"2026-12-01T00:00:00Z","leaseExpiresAt":"` + expires + `"}`
+			leader, epoch, _, left, renewed, err := parseLeaderBody([]byte(body), false)
+			if err != nil || !leader || epoch != 4 {
+				t.Fatalf("parse: leader %v epoch %d err %v", leader, epoch, err)
+			}
+			p := newScripted()
+			p.set("a", Result{Answered: true, Status: 200, Leader: true, Epoch: epoch, LeaseLeft: left, LastRenewAt: renewed,
+				ServerTime: time.Now()})
+			m, _ := startMonitor(t, p, testConfig(), "a")
+			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+			if until := m.Nodes()[0].validUntil.Load(); until < time.Now().Add(100*365*24*time.Hour).UnixNano() {
+				t.Fatalf("lease valid until %v, want saturated far ahead", time.Unix(0, until))
+			}
+		})
+	}
+}
