@@ -14,4 +14,6 @@
 //     server owns which upload, for as long as the upload keeps being used.
 //   - Rendezvous picks the server a creation goes to, the same one in every
 //     proxy without coordination.
+//   - Unreachable takes a server that creations could not connect to out of
+//     that hashing until it accepts connections again.
 package affinity

@@ -35,9 +35,13 @@ func init() {
 // the owner is down or gone from the pool they are answered 503 with
 // Retry-After. Creations are spread by rendezvous hashing of their
 // idempotency key, so a retried creation reaches the same server from every
-// instance. Other requests are balanced by the fallback policy.
+// instance. A creation that cannot connect to its server goes to the key's
+// next one at once, and that server gets no creations until it accepts
+// connections again. Other requests are balanced by the fallback policy.
 //
-// It wraps its reverse_proxy's HTTP transport to see the responses.
+// It wraps its reverse_proxy's HTTP transport to see the responses, and
+// sets lb_retries to the number of upstreams unless lb_retries or
+// lb_try_duration is set, so that Caddy sends such a creation again.
 type UploadAffinity struct {
 	// The path of an upload and everything under it; {id} is the upload id,
 	// one path segment. Creations are POSTed to the part before /{id}.
@@ -88,11 +92,23 @@ type UploadAffinity struct {
 	callTimeout time.Duration
 	storeRef    *storeRef // the policy's own store
 	logger      *zap.Logger
+	// unreachable are the servers creations could not connect to; a
+	// goroutine rechecks them until stopRecheck.
+	unreachable *affinity.Unreachable
+	stopRecheck context.CancelFunc
+	recheckDone chan struct{}
 }
 
 func (UploadAffinity) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.reverse_proxy.selection_policies.upload_affinity", New: func() caddy.Module { return new(UploadAffinity) }}
 }
+
+const (
+	// unreachableRecheck is how often a server that creations could not
+	// connect to is tried again, each try bounded by unreachableDialTimeout.
+	unreachableRecheck     = 500 * time.Millisecond
+	unreachableDialTimeout = time.Second
+)
 
 const (
 	unknownDiscover = "discover"
@@ -198,12 +214,66 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	}
 	h.Transport = &affinityTransport{HTTPTransport: s.inner, policy: s}
 	s.discoverer = newDiscoverer(s.inner, s.pattern)
+	if lb := h.LoadBalancing; lb.Retries == 0 && lb.TryDuration == 0 {
+		lb.Retries = max(len(h.Upstreams), 1)
+	}
+	s.unreachable = new(affinity.Unreachable)
+	ctx2, cancel := context.WithCancel(context.Background())
+	s.stopRecheck, s.recheckDone = cancel, make(chan struct{})
+	goRecovered(s.logger, "upload_affinity: the recheck of unreachable servers", func() {
+		defer close(s.recheckDone)
+		s.recheckUnreachable(ctx2)
+	})
 	return nil
+}
+
+// recheckUnreachable tries the servers that creations could not connect
+// to, every unreachableRecheck, and puts back those that accept, until ctx
+// ends.
+func (s *UploadAffinity) recheckUnreachable(ctx context.Context) {
+	tick := time.NewTicker(unreachableRecheck)
+	defer tick.Stop()
+	connect := func(ctx context.Context, server string) error {
+		ctx, cancel := context.WithTimeout(ctx, unreachableDialTimeout)
+		defer cancel()
+		conn, err := s.inner.Transport.DialContext(ctx, "tcp", server)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s.unreachable.Len() == 0 {
+			continue
+		}
+		for _, server := range s.unreachable.Recheck(ctx, connect) {
+			s.logger.Info("an upload server accepts connections again: it gets creations again", zap.String("server", server))
+		}
+	}
+}
+
+// markUnreachable takes a server a creation could not connect to out of
+// creation hashing.
+func (s *UploadAffinity) markUnreachable(server string, err error) {
+	if s.unreachable.Mark(server) {
+		affinityMetrics.unreachable.Inc()
+		s.logger.Warn("a creation could not connect to its upload server: creations go to the next server until it accepts connections again",
+			zap.String("server", server), zap.Error(err))
+	}
 }
 
 // Cleanup cleans up the transport this policy created and lets go of its
 // own store.
 func (s *UploadAffinity) Cleanup() error {
+	if s.stopRecheck != nil {
+		s.stopRecheck()
+		<-s.recheckDone
+	}
 	err := s.storeRef.release()
 	if s.ownInner && s.inner != nil {
 		err = errors.Join(err, s.inner.Cleanup())
@@ -251,19 +321,40 @@ func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 		return s.refuse(pool, r, http.StatusBadRequest, affinityMetrics.refused, "invalid upload id")
 	case target.Kind == affinity.TargetCollection && r.Method == http.MethodPost:
 		caddyhttp.SetVar(r.Context(), s.varKey, toCreation)
+		servers := s.creationServers(pool)
 		if key := r.Header.Get(s.IdempotencyHeader); key != "" {
-			avail := availableUpstreams(pool)
-			if len(avail) == 0 {
+			if len(servers) == 0 {
 				return nil
 			}
-			dials := make([]string, len(avail))
-			for i, u := range avail {
+			dials := make([]string, len(servers))
+			for i, u := range servers {
 				dials[i] = u.Dial
 			}
-			return avail[affinity.Rendezvous(key, dials)]
+			return servers[affinity.Rendezvous(key, dials)]
 		}
+		return s.fallback.Select(servers, r, w)
 	}
 	return s.fallback.Select(pool, r, w)
+}
+
+// creationServers are the servers a creation may go to: those available
+// and not known to be unreachable, or, if every available one is, all of
+// them, as one may be back.
+func (s *UploadAffinity) creationServers(pool reverseproxy.UpstreamPool) reverseproxy.UpstreamPool {
+	avail := availableUpstreams(pool)
+	if s.unreachable.Len() == 0 {
+		return avail
+	}
+	reachable := make(reverseproxy.UpstreamPool, 0, len(avail))
+	for _, u := range avail {
+		if !s.unreachable.Has(u.Dial) {
+			reachable = append(reachable, u)
+		}
+	}
+	if len(reachable) == 0 {
+		return avail
+	}
+	return reachable
 }
 
 // selectOwner routes a request of upload id to its owner, or to a refusal
@@ -304,7 +395,7 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 	}
 	for _, u := range pool {
 		if u.Dial == owner {
-			if !u.Available() {
+			if !u.Available() || s.unreachable.Has(owner) {
 				return refuse(http.StatusServiceUnavailable, affinityMetrics.ownerDown, "the upload's server is down")
 			}
 			// What follows the upload's own path: "" or "/" for the upload.
@@ -380,6 +471,10 @@ func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return resp, nil
 	}
 	resp, err := t.HTTPTransport.RoundTrip(req) // a creation
+	if di, ok := reverseproxy.GetDialInfo(req.Context()); ok && di.Upstream != nil && errors.As(err, new(reverseproxy.DialError)) {
+		// Nothing was sent: Caddy's retry sends it to the key's next server.
+		s.markUnreachable(di.Upstream.Dial, err)
+	}
 	if err != nil || resp.StatusCode/100 != 2 {
 		return resp, err
 	}
@@ -449,17 +544,17 @@ func (s *UploadAffinity) answer(req *http.Request, status int, msg string) *http
 // affinityMetrics are the counters of caddy_ha_upload_affinity_total, one
 // per event, resolved once rather than per request.
 var affinityMetrics struct {
-	learned, hit, miss, discovered, removed, ownerDown, storeError, refused prometheus.Counter
-	collectors                                                              []prometheus.Collector
+	learned, hit, miss, discovered, removed, ownerDown, storeError, refused, unreachable prometheus.Counter
+	collectors                                                                           []prometheus.Collector
 }
 
 func init() {
 	m := &affinityMetrics
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "upload_affinity_total",
-		Help: "Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404)."},
+		Help: "Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404), unreachable (a server out of creation hashing)."},
 		[]string{"event"})
 	for counter, event := range map[*prometheus.Counter]string{&m.learned: "learned", &m.hit: "hit", &m.miss: "miss",
-		&m.discovered: "discovered", &m.removed: "removed", &m.ownerDown: "owner_down", &m.storeError: "store_error", &m.refused: "refused"} {
+		&m.discovered: "discovered", &m.removed: "removed", &m.ownerDown: "owner_down", &m.storeError: "store_error", &m.refused: "refused", &m.unreachable: "unreachable"} {
 		*counter = events.WithLabelValues(event)
 	}
 	m.collectors = []prometheus.Collector{events}

@@ -937,3 +937,89 @@ func TestUploadAffinityUploadNamedByTwoServers(t *testing.T) {
 		t.Fatalf("the upload after the conflict: %v %v, want routed to the server that named it first", resp, err)
 	}
 }
+
+// A server that dies gets no new uploads: 50 uploads through two instances
+// sharing Redis, the busiest server killed halfway. Its uploads get 503
+// with Retry-After and none of their requests reaches another server;
+// every upload created after the kill completes, those whose key hashes
+// to the dead server included; once it is back it gets creations again.
+func TestUploadAffinityDeadServerGetsNoCreations(t *testing.T) {
+	srv := redistest.Start(t)
+	servers := uploadServers(t, 3)
+	const policy = " {\n\t\t\tunknown reject\n\t\t\tretry_after 7s\n\t\t}"
+	opts := redisOption(srv, "ha:")
+	a := startCaddy(t, nil, opts, affinitySite(servers, policy))
+	b := startCaddyProcess(t, opts, affinitySite(servers, policy))
+	c := newUploadClient("http://"+a.addr, b.url("")).fromTwoAddresses()
+	ups := randomUploads(50, rand.New(rand.NewPCG(11, 11)))
+	before, after := ups[:25], ups[25:]
+
+	var victim *fakecluster.UploadServer
+	owned := map[string]bool{}
+	errs := runUploads(t, c, before, func() {
+		victim = servers[0]
+		for _, s := range servers {
+			if len(s.Uploads()) > len(victim.Uploads()) {
+				victim = s
+			}
+		}
+		for _, u := range victim.Uploads() {
+			owned[u.IdempotencyKey] = true
+		}
+		victim.Kill()
+	})
+	checkVictimsUploadsRefused(t, before, errs, owned)
+
+	dials := make([]string, len(servers))
+	for i, s := range servers {
+		dials[i] = s.Addr()
+	}
+	hashesToVictim := func(key string) bool { return dials[affinity.Rendezvous(key, dials)] == victim.Addr() }
+	moved := 0
+	for _, u := range after {
+		if hashesToVictim(u.key) {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no upload created after the kill hashes to the dead server: the test proves nothing")
+	}
+	for u, err := range runUploads(t, c, after, nil) {
+		t.Errorf("upload %s, created after the kill: %v", u.key, err)
+	}
+	checkServers(t, servers, ups, errs)
+	if v := affinityEvent(a, "unreachable"); v < 1 {
+		t.Errorf("unreachable events: %v", v)
+	}
+
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	attempt := 0
+	victimKey := func() string {
+		for {
+			attempt++
+			if key := fmt.Sprintf("after-restart-%d", attempt); hashesToVictim(key) {
+				return key
+			}
+		}
+	}
+	poll.Until(t, 10*time.Second, "both instances to send creations to the restarted server", func() bool {
+		for _, proxy := range []string{"http://" + a.addr, b.url("")} {
+			key := victimKey()
+			if _, err := newUploadClient(proxy).create(key, 10); err != nil || !hasUpload(victim, key) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func hasUpload(s *fakecluster.UploadServer, key string) bool {
+	for _, u := range s.Uploads() {
+		if u.IdempotencyKey == key {
+			return true
+		}
+	}
+	return false
+}
