@@ -1,5 +1,6 @@
 // Package redistest starts real redis-server processes on free loopback
-// ports for tests, and can kill, pause and restart them.
+// ports for tests (Server), and for programs that are not tests
+// (Process, used by cmd/chaos), and can kill, pause and restart them.
 package redistest
 
 import (
@@ -21,9 +22,15 @@ import (
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
-// Server is a redis-server the test started.
+// Server is a redis-server the test started: a Process whose failures
+// fail the test, stopped when the test ends.
 type Server struct {
-	t    testing.TB
+	t testing.TB
+	*Process
+}
+
+// Process is a redis-server on a loopback port.
+type Process struct {
 	Addr string // 127.0.0.1:port
 	cmd  *exec.Cmd
 	args func(dir, port string) []string // redis-server's arguments
@@ -31,6 +38,12 @@ type Server struct {
 	// How the test's own clients reach it (password, TLS).
 	password string
 	tls      *tls.Config
+}
+
+// StartProcess runs redis-server on a free loopback port, without
+// persistence, working in dir. The caller Kills it when done.
+func StartProcess(dir string) (*Process, error) {
+	return startProcess(dir, Options{}, serverArgs(Options{}))
 }
 
 // Start runs redis-server on a free loopback port, without persistence,
@@ -54,7 +67,13 @@ type Options struct {
 // StartWith is Start with a password and/or TLS.
 func StartWith(t testing.TB, o Options) *Server {
 	t.Helper()
-	return startAs(t, o, func(_, port string) []string {
+	return startAs(t, o, serverArgs(o))
+}
+
+// serverArgs are the arguments of a plain (not Cluster, not Sentinel)
+// redis-server with o's password and TLS.
+func serverArgs(o Options) func(dir, port string) []string {
+	return func(_, port string) []string {
 		args := []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--loglevel", "warning"}
 		if o.Password != "" {
 			args = append(args, "--requirepass", o.Password)
@@ -64,7 +83,7 @@ func StartWith(t testing.TB, o Options) *Server {
 				"--tls-key-file", o.KeyFile, "--tls-auth-clients", "no")
 		}
 		return args
-	})
+	}
 }
 
 // StartCluster runs a one-node Redis Cluster holding every hash slot: it
@@ -115,31 +134,48 @@ func start(t testing.TB, args func(dir, port string) []string) *Server {
 
 func startAs(t testing.TB, o Options, args func(dir, port string) []string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server is not installed: run make test-deps (apt-get install redis-server)")
+	p, err := startProcess(t.TempDir(), o, args)
+	if err != nil {
+		t.Fatal(err)
 	}
-	s := &Server{t: t, args: args, dir: t.TempDir(), password: o.Password, tls: o.ClientTLS}
+	t.Cleanup(p.Kill)
+	return &Server{t: t, Process: p}
+}
+
+func startProcess(dir string, o Options, args func(dir, port string) []string) (*Process, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("redis-server is not installed: run make test-deps (apt-get install redis-server)")
+	}
+	s := &Process{args: args, dir: dir, password: o.Password, tls: o.ClientTLS}
 	for attempt := 0; ; attempt++ {
 		s.Addr = loopback.FreeAddr()
-		if err := s.run(); err == nil {
-			break
-		} else if attempt == 4 {
-			t.Fatalf("starting redis-server: %v", err)
+		err := s.run()
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 4 {
+			return nil, fmt.Errorf("starting redis-server: %v", err)
 		}
 	}
-	t.Cleanup(s.Kill)
-	return s
 }
 
 // Restart starts the server again on the same address after Kill.
 func (s *Server) Restart() {
 	s.t.Helper()
-	if err := s.run(); err != nil {
-		s.t.Fatalf("restarting redis-server: %v", err)
+	if err := s.Process.Restart(); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
-func (s *Server) run() error {
+// Restart starts the process again on the same address after Kill.
+func (s *Process) Restart() error {
+	if err := s.run(); err != nil {
+		return fmt.Errorf("restarting redis-server: %v", err)
+	}
+	return nil
+}
+
+func (s *Process) run() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command("redis-server", s.args(s.dir, port)...)
 	s.cmd.Dir = s.dir
@@ -164,12 +200,12 @@ func (s *Server) run() error {
 	}
 }
 
-func (s *Server) exited() bool {
+func (s *Process) exited() bool {
 	return s.cmd.ProcessState != nil || s.cmd.Process.Signal(syscall.Signal(0)) != nil
 }
 
 // Kill stops the server at once; its port then refuses connections.
-func (s *Server) Kill() {
+func (s *Process) Kill() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -181,16 +217,32 @@ func (s *Server) Kill() {
 
 // Pause stops the process without closing its socket: connections are
 // accepted by the kernel but never answered, like a hung Redis.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.t.Helper(); s.must(s.Process.Pause()) }
 
 // Resume continues a paused server.
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.t.Helper(); s.must(s.Process.Resume()) }
 
-func (s *Server) signal(sig os.Signal) {
+func (s *Server) must(err error) {
 	s.t.Helper()
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("signalling redis-server: %v", err)
+	if err != nil {
+		s.t.Fatal(err)
 	}
+}
+
+// Pause stops the process as Server.Pause does.
+func (s *Process) Pause() error { return s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process.
+func (s *Process) Resume() error { return s.signal(syscall.SIGCONT) }
+
+func (s *Process) signal(sig os.Signal) error {
+	if s.cmd == nil {
+		return fmt.Errorf("signalling redis-server on %s: not running", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signalling redis-server: %v", err)
+	}
+	return nil
 }
 
 // Client returns a client of the server, closed when the test ends.
