@@ -36,8 +36,11 @@ func ValidID(id string) bool {
 // or an absolute path (/api/uploads/ID), whose path must match p. The host
 // is not checked: a server may well name itself by an address the proxy
 // does not know. A path relative to the request (uploads/ID) is refused, as
-// resolving it would need the request; so are other schemes and Locations
-// over 8 KiB. The query and fragment are ignored.
+// resolving it would need the request; so are other schemes, Locations
+// over 8 KiB, and paths that name the upload differently once decoded and
+// their dot segments resolved (/api/uploads/ID/../ID2), as a client that
+// follows the Location, and the server it reaches, read them. The query and
+// fragment are ignored.
 func IDFromLocation(location string, p *Pattern) (string, bool) {
 	if location == "" || len(location) > 8<<10 {
 		return "", false
@@ -52,7 +55,7 @@ func IDFromLocation(location string, p *Pattern) (string, bool) {
 		return "", false // not a place the upload could be reached at
 	}
 	path := u.EscapedPath()
-	if !strings.HasPrefix(path, "/") {
+	if !strings.HasPrefix(path, "/") || !p.Unambiguous(path, u.Path) {
 		return "", false
 	}
 	return p.ID(path)

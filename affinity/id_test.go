@@ -75,6 +75,10 @@ func TestIDFromLocation(t *testing.T) {
 		{"/api/uploads/%2e%2e", ""},
 		{"/api/uploads/a%2Fb", ""},
 		{"/api/uploads/a%2fb/chunks", ""},
+		{"/api/uploads/abc/../def", ""}, // upload def, once resolved
+		{"/api/uploads/abc/..", ""},     // the collection, once resolved
+		{"/api/uploads/abc/%2e%2e/def", ""},
+		{"https://example.com/api/uploads/abc/./chunks", "abc"},
 		{"/api/uploads/%zz", ""}, // malformed escape
 		{"/api/uploads/a b", ""},
 		{"/api/uploads/a\x00b", ""},

@@ -119,8 +119,10 @@ func (p *Pattern) ID(path string) (id string, ok bool) {
 // needs cleaning.
 func (p *Pattern) Unambiguous(escaped, decoded string) bool {
 	clean := path.Clean(decoded)
-	if clean == strings.TrimSuffix(escaped, "/") {
-		// The same path, bar a trailing slash: the usual case.
+	if clean == escaped || clean != "/" && clean == strings.TrimSuffix(escaped, "/") {
+		// The same path, bar a trailing slash: the usual case. "//" is
+		// not: under the pattern /{id} it holds an empty id, cleaned it
+		// is the collection.
 		return !p.underOnceFolded(escaped)
 	}
 	target := p.Target(escaped)

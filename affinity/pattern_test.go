@@ -150,6 +150,9 @@ func TestPatternUnambiguous(t *testing.T) {
 			t.Errorf("Unambiguous(%q, %q) = %v, want %v", tc.escaped, tc.decoded, got, tc.ok)
 		}
 	}
+	if root := mustCompile(t, "/{id}"); root.Unambiguous("//", "//") {
+		t.Errorf("/{id}: Unambiguous(%q) = true: an empty id, read as the collection", "//")
+	}
 	if n := testing.AllocsPerRun(100, func() {
 		p.Unambiguous("/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB/chunks/7", "/api/uploads/01HZX3K9Q7M2V8W4T6R5Y1N0PB/chunks/7")
 	}); n != 0 {
