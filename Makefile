@@ -20,8 +20,8 @@ demo: build
 	./demo/run.sh
 
 # Installs what the tests need if it is missing, then runs every test, then
-# fuzzes the forwarded-header parsers for a bounded number of inputs each
-# (inputs that fail are saved under forwarded/testdata/fuzz and rerun by go test).
+# fuzzes each fuzz target for a bounded number of inputs (inputs that fail are
+# saved under its package's testdata/fuzz and rerun by go test).
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
@@ -31,11 +31,15 @@ test: test-deps
 # coordinator can fail a duration run with "context deadline exceeded" when the
 # time runs out mid-input (golang/go#75804, fixed in Go 1.27). -timeout bounds it.
 FUZZTIME ?= 400000x
-FUZZ_TARGETS := FuzzParseForwarded FuzzParseXForwardedFor
+# Go fuzzes one target of one package at a time: package:target.
+FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
+	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil \
+	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON
 fuzz:
-	@for f in $(FUZZ_TARGETS); do \
-		echo "fuzz $$f for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -timeout 5m ./forwarded || exit 1; \
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; f=$${t#*:}; \
+		echo "fuzz $$f in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -timeout 5m $$pkg || exit 1; \
 	done
 
 # The store tests run a real redis-server on a loopback port; the Windows SSO
