@@ -27,14 +27,14 @@ test: test-deps
 	$(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
-# A count of inputs (about 10 s each here), not a duration: Go 1.26's fuzz
+# A count of inputs (10–30 s each here), not a duration: Go 1.26's fuzz
 # coordinator can fail a duration run with "context deadline exceeded" when the
 # time runs out mid-input (golang/go#75804, fixed in Go 1.27). -timeout bounds it.
 FUZZTIME ?= 400000x
 # Go fuzzes one target of one package at a time: package:target.
 FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
-	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil \
-	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON
+	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON \
+	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; f=$${t#*:}; \
