@@ -1,6 +1,7 @@
 // Command failover measures, side by side in one run, how proxies in front
-// of the fake cluster handle a leader crash and a planned stop, and how many
-// writes each sends to the follower right after start and after a reload:
+// of the fake cluster handle a leader crash and a planned stop (with the
+// node's drain and without), and how many writes each sends to the follower
+// right after start and after a reload:
 //
 //	(i)   stock Caddy configured like the seed's HAProxy (5s health checks)
 //	(ii)  stock Caddy tuned (1s health checks, lb_try_duration, retry on 503)
@@ -44,7 +45,7 @@ var (
 	ttl        = flag.Duration("lease-ttl", 6*time.Second, "lease TTL of the fake cluster")
 	renew      = flag.Duration("renew", 2*time.Second, "renew interval of the fake cluster")
 	timeout    = flag.Duration("client-timeout", 2*time.Second, "timeout of each write")
-	drain      = flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease")
+	drain      = flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease (a planned stop is also measured without)")
 	only       = flag.String("only", "", "comma-separated proxies to run (seed,tuned,haproxy,ours)")
 	modes      = flag.String("modes", "start,kill,stop", "comma-separated measurements: start (start and reload), kill, stop")
 )
@@ -202,12 +203,12 @@ type measurement struct {
 	err          error
 }
 
-// runFailover starts a cluster and a proxy, kills or stops the leader
-// under load, and measures.
-func runFailover(p proxy, mode string) (m measurement) {
+// runFailover starts a cluster whose planned stops drain for drain and a
+// proxy, kills or stops the leader under load, and measures.
+func runFailover(p proxy, mode string, drain time.Duration) (m measurement) {
 	dir, _ := os.MkdirTemp("", "failover-"+p.name)
 	defer os.RemoveAll(dir)
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, StopDrain: *drain}, 2)
+	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, StopDrain: drain}, 2)
 	if err != nil {
 		return measurement{err: err}
 	}
@@ -385,9 +386,9 @@ func measureStartAndReload(selected []proxy) {
 		var start, reload int
 		reloadCol := "n/a"
 		for range *runs {
-			start += runFailover(p, "start").followerHits
+			start += runFailover(p, "start", *drain).followerHits
 			if p.reload != nil {
-				m := runFailover(p, "reload")
+				m := runFailover(p, "reload", *drain)
 				if m.err != nil {
 					fmt.Println(p.name, "reload:", m.err)
 				}
@@ -403,41 +404,63 @@ func measureStartAndReload(selected []proxy) {
 
 func measureFailover(selected []proxy, mode string) {
 	fmt.Printf("\nleader %s (%s)\n", mode, map[string]string{"kill": "crash: port refuses, lease runs out", "stop": "planned: lease released, then stop"}[mode])
-	fmt.Printf("%-8s %24s %24s %7s %s\n", "proxy", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
-	medians := map[string]time.Duration{}
-	for _, p := range selected {
-		var delays, outages []time.Duration
-		errs := map[string]int{}
-		late, ghosts := 0, 0
-		for range *runs {
-			m := runFailover(p, mode)
-			if m.err != nil {
-				fmt.Printf("%-8s run failed: %v\n", p.name, m.err)
-				continue
-			}
-			delays = append(delays, m.routingDelay)
-			outages = append(outages, m.outage)
-			for k, v := range m.errors {
-				errs[k] += v
-			}
-			late += m.errorsLate
-			ghosts += m.ghosts
-		}
-		if len(delays) > 0 {
-			medians[p.name] = median(delays)
-		}
-		fmt.Printf("%-8s %24s %24s %7d %s\n", p.name, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
+	fmt.Printf("%-8s %6s %24s %24s %7s %s\n", "proxy", "drain", "routing delay med/max", "write outage med/max", "ghosts", "client errors (all runs; late: sent >=50ms after the event)")
+	// A planned stop also without a drain: the node shuts its server down
+	// the instant it has released the lease, so requests it has read but
+	// not answered, and connections it is about to close, meet the proxy.
+	drains := []time.Duration{*drain}
+	if mode == "stop" {
+		drains = slices.Compact(append(drains, 0))
 	}
-	// Ratios within this run: absolute times on a shared machine are noise.
-	if ours, ok := medians["ours"]; ok && ours > 0 {
-		fmt.Print("median routing delay / ours:")
+	for _, drain := range drains {
+		medians := map[string]time.Duration{}
 		for _, p := range selected {
-			if d, ok := medians[p.name]; ok && p.name != "ours" {
-				fmt.Printf("  %s %.1fx", p.name, float64(d)/float64(ours))
+			if d := measureRow(p, mode, drain); d > 0 {
+				medians[p.name] = d
 			}
 		}
-		fmt.Println()
+		// Ratios within this run: absolute times on a shared machine are noise.
+		if ours, ok := medians["ours"]; ok {
+			fmt.Print("median routing delay / ours:")
+			for _, p := range selected {
+				if d, ok := medians[p.name]; ok && p.name != "ours" {
+					fmt.Printf("  %s %.1fx", p.name, float64(d)/float64(ours))
+				}
+			}
+			fmt.Println()
+		}
 	}
+}
+
+// measureRow runs p in mode *runs times, prints the row of the results, and
+// returns the median routing delay (0 if every run failed).
+func measureRow(p proxy, mode string, drain time.Duration) time.Duration {
+	drainCol := "-" // a crash does not drain
+	if mode == "stop" {
+		drainCol = fmt.Sprint(drain)
+	}
+	var delays, outages []time.Duration
+	errs := map[string]int{}
+	late, ghosts := 0, 0
+	for range *runs {
+		m := runFailover(p, mode, drain)
+		if m.err != nil {
+			fmt.Printf("%-8s %6s run failed: %v\n", p.name, drainCol, m.err)
+			continue
+		}
+		delays = append(delays, m.routingDelay)
+		outages = append(outages, m.outage)
+		for k, v := range m.errors {
+			errs[k] += v
+		}
+		late += m.errorsLate
+		ghosts += m.ghosts
+	}
+	fmt.Printf("%-8s %6s %24s %24s %7d %s\n", p.name, drainCol, medMax(delays), medMax(outages), ghosts, formatErrors(errs, late))
+	if len(delays) == 0 {
+		return 0
+	}
+	return median(delays)
 }
 
 func median(ds []time.Duration) time.Duration {
