@@ -100,7 +100,9 @@ type LeaderSelection struct {
 
 	pool        *leaderPool
 	poolKey     string
-	triedKey    string        // per instance: another proxy in the same request has its own
+	triedKey    string // per instance: another proxy in the same request has its own
+	attemptKey  string // the request's *attemptTrace
+	timeouts    transportTimeouts
 	answeredKey string        // set once this request was answered "no leader"
 	holdFor     time.Duration // hold, or the reverse_proxy's longer try_duration
 	leaderPaths caddyhttp.MatchPath
@@ -311,6 +313,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	}
 	s.pool = val.(*leaderPool)
 	s.triedKey = fmt.Sprintf("ha.leader.tried.%p", s)
+	s.attemptKey = fmt.Sprintf("ha.leader.attempt.%p", s)
 	s.answeredKey = fmt.Sprintf("ha.leader.answered.%p", s)
 	s.readsAny = s.Reads == "any"
 	s.retryAfter = retryAfterValue(time.Duration(s.RetryAfter))
@@ -346,6 +349,9 @@ func (s *LeaderSelection) prober(h *reverseproxy.Handler) (*healthcheck.HTTPProb
 		t = &tr.HTTPTransport
 	default:
 		return nil, "", fmt.Errorf("lb_policy leader: transport %T is not supported (probes speak HTTP)", h.Transport)
+	}
+	if t != nil {
+		s.timeouts = transportTimeouts{responseHeader: time.Duration(t.ResponseHeaderTimeout), read: time.Duration(t.ReadTimeout)}
 	}
 	if t != nil && t.TLS != nil {
 		scheme = "https"
@@ -425,7 +431,7 @@ func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.H
 	if err := expr.Provision(ctx); err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
 	}
-	lb.RetryMatch = append(lb.RetryMatch, caddyhttp.MatcherSet{expr, followerRefusal{s}})
+	lb.RetryMatch = append(lb.RetryMatch, caddyhttp.MatcherSet{expr, followerRefusal{s}}, caddyhttp.MatcherSet{plannedStopClose{s}})
 	return nil
 }
 
@@ -501,11 +507,22 @@ func (s *LeaderSelection) noLeader(ctx context.Context, w http.ResponseWriter) *
 	return nil
 }
 
-// pick returns the upstream of node n and remembers it for a retry.
+// pick returns the upstream of node n and remembers it for a retry. A
+// request that may be replayed has its attempts traced, for the proof that
+// a closed connection did not execute it.
 func (s *LeaderSelection) pick(pool reverseproxy.UpstreamPool, n *healthcheck.Node, r *http.Request) *reverseproxy.Upstream {
 	for _, u := range pool {
 		if u.Dial == n.Addr {
 			caddyhttp.SetVar(r.Context(), s.triedKey, n)
+			if s.isReplayable(r) {
+				if at, _ := caddyhttp.GetVar(r.Context(), s.attemptKey).(*attemptTrace); at != nil {
+					at.reset()
+				} else {
+					at = new(attemptTrace)
+					caddyhttp.SetVar(r.Context(), s.attemptKey, at)
+					traceAttempts(r, at)
+				}
+			}
 			return u
 		}
 	}
@@ -544,52 +561,6 @@ func (s *LeaderSelection) bodyBuffered(r *http.Request) bool {
 	// Caddy sets ContentLength to the buffered size only when the whole
 	// body fit below the limit.
 	return r.ContentLength < s.replayLimit
-}
-
-// followerRefusal is the retry_match entry that lets Caddy replay a
-// request: the node answered 503 with Retry-After and a probe sent after
-// that answer gets 503 too (the node is a follower), so the request never
-// executed.
-type followerRefusal struct{ s *LeaderSelection }
-
-func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return false, nil
-	}
-	if transportErr, _ := repl.Get("http.reverse_proxy.is_transport_error"); transportErr == true {
-		return false, nil
-	}
-	if refused, _ := caddyhttp.GetVar(r.Context(), pinRefusedVar).(bool); refused {
-		return false, nil // the pinned transport's own answer: no node was asked
-	}
-	if status, _ := repl.Get("http.reverse_proxy.status_code"); status != http.StatusServiceUnavailable {
-		return false, nil
-	}
-	tried, _ := caddyhttp.GetVar(r.Context(), m.s.triedKey).(*healthcheck.Node)
-	if tried == nil {
-		return false, nil
-	}
-	since := time.Now()
-	mon := m.s.pool.mon
-	mon.Doubt(tried, "answered 503 to a request")
-	if !m.s.isReplayable(r) {
-		return false, nil
-	}
-	if _, hasRetryAfter := repl.Get("http.reverse_proxy.header.Retry-After"); !hasRetryAfter {
-		return false, nil
-	}
-	if !mon.ConfirmFollower(r.Context(), tried, since) {
-		return false, nil
-	}
-	m.s.pool.obs.replayed.Inc()
-	return true, nil
-}
-
-// Match implements caddyhttp.RequestMatcher.
-func (m followerRefusal) Match(r *http.Request) bool {
-	ok, _ := m.MatchWithError(r)
-	return ok
 }
 
 // UnmarshalCaddyfile sets up the policy from Caddyfile tokens. Syntax:
@@ -669,10 +640,9 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ caddy.Provisioner                 = (*LeaderSelection)(nil)
-	_ caddy.Validator                   = (*LeaderSelection)(nil)
-	_ caddy.CleanerUpper                = (*LeaderSelection)(nil)
-	_ reverseproxy.Selector             = (*LeaderSelection)(nil)
-	_ caddyfile.Unmarshaler             = (*LeaderSelection)(nil)
-	_ caddyhttp.RequestMatcherWithError = followerRefusal{}
+	_ caddy.Provisioner     = (*LeaderSelection)(nil)
+	_ caddy.Validator       = (*LeaderSelection)(nil)
+	_ caddy.CleanerUpper    = (*LeaderSelection)(nil)
+	_ reverseproxy.Selector = (*LeaderSelection)(nil)
+	_ caddyfile.Unmarshaler = (*LeaderSelection)(nil)
 )

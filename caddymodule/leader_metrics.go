@@ -43,7 +43,7 @@ func init() {
 	m.holding = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "requests_holding",
 		Help: "Requests waiting for a leader right now."}, []string{"pool"})
 	m.replayed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replayed_requests_total",
-		Help: "Requests refused by a node confirmed to be a follower and replayed to the leader."}, []string{"pool"})
+		Help: "Requests replayed to the leader that provably never executed on the node they were sent to: reason follower_refusal (refused by a node confirmed to be a follower) or planned_stop (its connection closed by a node that released its lease early)."}, []string{"pool", "reason"})
 	m.noLeader = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "no_leader_responses_total",
 		Help: "Requests answered with 503 because no leader was found within hold."}, []string{"pool"})
 	m.collectors = []prometheus.Collector{m.leader, m.epoch, m.failovers, m.probe, m.held, m.holding, m.replayed, m.noLeader}
@@ -70,8 +70,11 @@ func registerCollectors(reg *prometheus.Registry, collectors ...prometheus.Colle
 type leaderObserver struct {
 	pool string
 	// The pool's request metrics, looked up once.
-	held, replayed, noLeader prometheus.Counter
-	holding                  prometheus.Gauge
+	held, noLeader prometheus.Counter
+	// Requests replayed after a follower's refusal, or after a planned
+	// stop closed their connection.
+	replayedRefusal, replayedClosed prometheus.Counter
+	holding                         prometheus.Gauge
 
 	// The flags make an outage one log line each, not one per request.
 	mu             sync.Mutex
@@ -81,11 +84,12 @@ type leaderObserver struct {
 
 func newLeaderObserver(pool string) *leaderObserver {
 	return &leaderObserver{
-		pool:     pool,
-		held:     leaderMetrics.held.WithLabelValues(pool),
-		replayed: leaderMetrics.replayed.WithLabelValues(pool),
-		noLeader: leaderMetrics.noLeader.WithLabelValues(pool),
-		holding:  leaderMetrics.holding.WithLabelValues(pool),
+		pool:            pool,
+		held:            leaderMetrics.held.WithLabelValues(pool),
+		replayedRefusal: leaderMetrics.replayed.WithLabelValues(pool, "follower_refusal"),
+		replayedClosed:  leaderMetrics.replayed.WithLabelValues(pool, "planned_stop"),
+		noLeader:        leaderMetrics.noLeader.WithLabelValues(pool),
+		holding:         leaderMetrics.holding.WithLabelValues(pool),
 	}
 }
 

@@ -458,7 +458,7 @@ func TestPinnedReplayAndHold(t *testing.T) {
 		if resp, err := b.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != b.User {
 			t.Fatalf("sign-in: %v %+v", err, resp)
 		}
-		replayedMetric := `caddy_ha_replayed_requests_total{pool="` + poolName(c) + `"}`
+		replayedMetric := `caddy_ha_replayed_requests_total{pool="` + poolName(c) + `",reason="follower_refusal"}`
 		replayed := counterValue(tc, replayedMetric)
 		go c.Node("node-a").Stop() // a follower for 3s: it refuses writes
 		poll.Until(t, 2*time.Second, "node-a to release its lease", func() bool { return c.State().Leader != "node-a" })

@@ -101,8 +101,20 @@ type Node struct {
 	epoch     int64
 	doubtedAt time.Time // a live request failed on it; cleared by a later probe
 	renewedAt time.Time // lastRenewAt of its last leader answer
+	lease     leaseSeen // its last leader answer's lease, in the cluster's clock
 	last      Result
 	answered  chan struct{} // closed and replaced after every probe
+}
+
+// leaseSeen is the lease of a node's last leader answer, as the cluster's
+// own clock (the database's) writes it.
+type leaseSeen struct {
+	epoch int64
+	// firstRenewAt is the earliest lastRenewAt seen for this epoch: about
+	// when the node acquired it (the first renewal is the acquisition).
+	firstRenewAt time.Time
+	// expiresAt is leaseExpiresAt of the last answer.
+	expiresAt time.Time
 }
 
 // Monitor keeps the leader view of one pool of nodes.
@@ -264,6 +276,12 @@ func (m *Monitor) record(n *Node, r Result) {
 		}
 		if n.status != StatusLeader || n.epoch != r.Epoch {
 			n.passes = 0
+		}
+		if n.lease.epoch != r.Epoch || n.lease.firstRenewAt.IsZero() {
+			n.lease = leaseSeen{epoch: r.Epoch, firstRenewAt: r.LastRenewAt}
+		}
+		if r.LeaseLeft > 0 {
+			n.lease.expiresAt = r.LastRenewAt.Add(r.LeaseLeft)
 		}
 		n.status, n.epoch = StatusLeader, r.Epoch
 		n.passes++
@@ -477,6 +495,59 @@ func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time)
 		case <-ctx.Done():
 			return false
 		case <-timer.C:
+			return false
+		}
+	}
+}
+
+// ReleasedEarly reports whether the lease that n last held turns out to
+// have been released before it could have run out: a node leads with a
+// higher epoch that it acquired (by the cluster's clock) before n's last
+// known lease expiry. A leader that crashed keeps its lease until it runs
+// out, so this proves a planned stop, whose graceful shutdown answers every
+// request it has read. It waits until that is seen, or can no longer be
+// (the successor acquired later, or n's lease may have run out by now), or
+// deadline, or ctx ends; without lease times it reports false at once.
+func (m *Monitor) ReleasedEarly(ctx context.Context, n *Node, deadline time.Time) bool {
+	m.mu.Lock()
+	held, until := n.lease, n.validUntil.Load()
+	m.mu.Unlock()
+	if held.expiresAt.IsZero() || held.firstRenewAt.IsZero() || until <= 0 {
+		return false
+	}
+	// A successor that acquired before the expiry is seen within a probe
+	// of it; after that, any successor came too late to prove anything.
+	giveUp := time.Unix(0, until).Add(m.cfg.Timeout + m.cfg.FastInterval + minProbeGap)
+	if deadline.Before(giveUp) {
+		giveUp = deadline
+	}
+	timer := time.NewTimer(time.Until(giveUp))
+	defer timer.Stop()
+	tick := time.NewTicker(m.cfg.FastInterval)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		var successor *leaseSeen
+		for _, s := range m.nodes {
+			if s.lease.epoch > held.epoch && !s.lease.firstRenewAt.IsZero() && (successor == nil || s.lease.epoch > successor.epoch) {
+				successor = &s.lease
+			}
+		}
+		var early bool
+		if successor != nil {
+			early = successor.firstRenewAt.Before(held.expiresAt)
+		}
+		changed := m.changed
+		m.mu.Unlock()
+		if successor != nil {
+			return early
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
 			return false
 		}
 	}

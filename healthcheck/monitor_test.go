@@ -514,3 +514,54 @@ func TestLeaseOfCenturiesSaturates(t *testing.T) {
 		})
 	}
 }
+
+// ReleasedEarly tells a planned stop (the lease released: a successor
+// acquired it before it could have run out) from a crash (the successor
+// acquired it only after it ran out), by the cluster's clock.
+func TestReleasedEarly(t *testing.T) {
+	renewed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	leaseOf := func(epoch int64, renewedAt time.Time) Result {
+		r := leaderAt(epoch)
+		r.LeaseLeft, r.LastRenewAt, r.ServerTime = 2*time.Second, renewedAt, renewedAt
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		successor Result
+		want      bool
+	}{
+		{"successor acquired before the lease could run out", leaseOf(6, renewed.Add(400*time.Millisecond)), true},
+		{"successor acquired after the lease ran out", leaseOf(6, renewed.Add(2*time.Second)), false},
+		{"no successor before the lease runs out", follower, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newScripted()
+			p.set("a", leaseOf(5, renewed))
+			p.set("b", follower)
+			m, _ := startMonitor(t, p, testConfig(), "a", "b")
+			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+			a := m.Nodes()[0]
+			p.set("a", refused)
+			m.Doubt(a, "a request to it failed")
+			p.set("b", tc.successor)
+			start := time.Now()
+			if got := m.ReleasedEarly(context.Background(), a, time.Now().Add(5*time.Second)); got != tc.want {
+				t.Fatalf("ReleasedEarly = %v, want %v", got, tc.want)
+			}
+			// Without a successor it gives up once the lease may have run out
+			// (2s after the last answer), not at the deadline.
+			if waited := time.Since(start); waited > 3*time.Second {
+				t.Fatalf("waited %v", waited)
+			}
+		})
+	}
+	t.Run("no lease times", func(t *testing.T) {
+		p := newScripted()
+		p.set("a", leaderAt(5))
+		m, _ := startMonitor(t, p, testConfig(), "a")
+		poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+		if m.ReleasedEarly(context.Background(), m.Nodes()[0], time.Now().Add(5*time.Second)) {
+			t.Fatal("released early without lease times")
+		}
+	})
+}
