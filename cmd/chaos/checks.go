@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+)
+
+// row is what one fault run found: what its clients saw, and the
+// invariants checked on the records of the nodes, the upload servers and
+// the rate-limit backend.
+type row struct {
+	fault    fault
+	took     time.Duration
+	requests int
+	errors   map[string]int // client errors by kind
+
+	unexplained    int // client errors the fault does not explain (any, for a planned event)
+	followerWrites int // writes a node executed without holding the lease of their epoch
+	writesTwice    int // executions of a write beyond its first
+	misrouted      int // upload requests that changed state on a server other than the upload's owner
+	uploadsBroken  int // uploads completed for their client but not complete and byte-exact on their owner
+	limitWindows   int // rate-limit windows in which Redis counted every request
+	limitInexact   int // of those, windows whose passed requests were not min(events, requests)
+	overBound      int // requests that took longer than their class's bound
+}
+
+// failed reports whether any invariant failed.
+func (r row) failed() bool {
+	return r.unexplained+r.followerWrites+r.writesTwice+r.misrouted+r.uploadsBroken+r.limitInexact+r.overBound > 0
+}
+
+// uploadMarks are how many requests each upload server had recorded: a
+// run checks those after its mark.
+func uploadMarks(servers []*fakecluster.UploadServer) []int {
+	marks := make([]int, len(servers))
+	for i, s := range servers {
+		marks[i] = len(s.Requests())
+	}
+	return marks
+}
+
+// check runs every invariant over a finished run.
+func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration) row {
+	rw := row{fault: f, took: took, requests: len(l.results), errors: map[string]int{}}
+	for _, res := range l.results {
+		if res.failed() {
+			rw.errors[res.errorKind()]++
+			if eff.explains == nil || !eff.explains(res) {
+				rw.unexplained++
+			}
+		}
+		if res.done.Sub(res.sent) > res.class.bound() {
+			rw.overBound++
+		}
+	}
+	rw.followerWrites, rw.writesTwice = checkWrites(r.cluster, l.run+"-w")
+	rw.misrouted = misroutedRequests(r.uploads, marks)
+	rw.uploadsBroken = brokenUploads(r.uploads, l.uploads)
+	rw.limitWindows, rw.limitInexact = checkLimits(l, r.limited)
+	return rw
+}
+
+// checkWrites goes through the writes the nodes executed (those whose id
+// starts with prefix). A write is a follower's unless the node held the
+// lease of the write's epoch, acquired by it (the cluster's acquisitions)
+// and not yet taken over by the next epoch. A write executed more than
+// once counts once per extra execution.
+func checkWrites(c *fakecluster.Cluster, prefix string) (followerWrites, twice int) {
+	acquisitions := c.State().Acquisitions
+	seen := map[string]bool{}
+	for _, n := range c.Nodes() {
+		for _, e := range n.Executed() {
+			if !strings.HasPrefix(e.RequestID, prefix) {
+				continue
+			}
+			if seen[e.RequestID] {
+				twice++
+			}
+			seen[e.RequestID] = true
+			if !heldLease(acquisitions, e) {
+				followerWrites++
+			}
+		}
+	}
+	return followerWrites, twice
+}
+
+func heldLease(acquisitions []fakecluster.Acquisition, e fakecluster.Execution) bool {
+	for i, a := range acquisitions {
+		if a.Epoch == e.Epoch {
+			next := i + 1
+			return a.Node == e.Node && !e.At.Before(a.At) && (next == len(acquisitions) || e.At.Before(acquisitions[next].At))
+		}
+	}
+	return false
+}
+
+// misroutedRequests counts the requests on an upload (its chunks, its
+// completion, its abort) that reached a server other than its owner, from
+// every server's own record since its mark. Status requests (HEAD, GET)
+// are left out: the policy's search for the owner of an unbound upload
+// asks every server, by design.
+func misroutedRequests(servers []*fakecluster.UploadServer, marks []int) int {
+	owner := map[string]string{}
+	for _, s := range servers {
+		for _, u := range s.Uploads() {
+			owner[u.ID] = s.ID()
+		}
+	}
+	n := 0
+	for i, s := range servers {
+		reqs := s.Requests()
+		for _, q := range reqs[min(marks[i], len(reqs)):] {
+			if q.UploadID != "" && q.Method != http.MethodGet && q.Method != http.MethodHead && owner[q.UploadID] != s.ID() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// brokenUploads counts the uploads whose client saw them completed but
+// whose owner does not hold them complete, byte for byte.
+func brokenUploads(servers []*fakecluster.UploadServer, uploads []*upload) int {
+	n := 0
+	for _, u := range uploads {
+		if !u.completed {
+			continue
+		}
+		intact := false
+		for _, s := range servers {
+			if rec, ok := s.Upload(u.id); ok {
+				intact = rec.Completed && bytes.Equal(rec.Data, u.data)
+				break
+			}
+		}
+		if !intact {
+			n++
+		}
+	}
+	return n
+}
+
+// checkLimits checks, for every rate-limit window in which Redis counted
+// every request of the zone, that exactly min(events, requests) passed:
+// never more than the limit, and as many as the limit allows of the
+// requests that were answered (one that failed in transport may or may not
+// have been counted). Passed requests are the backend's record. Redis
+// counted every request when the zone's fallback count did not move from
+// the window's start to the next one's, sampled before the window's first
+// request and after its last answer.
+func checkLimits(l *load, backend *limitBackend) (windows, inexact int) {
+	type window struct {
+		answered, passed int
+		first, last      time.Time // the first request sent, the last answered
+	}
+	byWindow := map[int64]*window{}
+	for _, res := range l.results {
+		if res.class != classLimited {
+			continue
+		}
+		n := windowOf(res.sent)
+		w := byWindow[n]
+		if w == nil {
+			w = &window{first: res.sent}
+			byWindow[n] = w
+		}
+		w.first = minTime(w.first, res.sent)
+		w.last = maxTime(w.last, res.done)
+		if res.status == http.StatusOK || res.status == http.StatusTooManyRequests {
+			w.answered++
+		}
+		w.passed += backend.passedCount(res.id)
+	}
+	for n, w := range byWindow {
+		start, okStart := l.samples[n]
+		end, okEnd := l.samples[n+1]
+		if !okStart || !okEnd || start.fallbacks != end.fallbacks || !start.at.Before(w.first) || !end.at.After(w.last) {
+			continue
+		}
+		windows++
+		if w.passed > limitEvents || w.passed < min(limitEvents, w.answered) {
+			inexact++
+		}
+	}
+	return windows, inexact
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

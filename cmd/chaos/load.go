@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/ratelimit"
+)
+
+// class is a kind of request of the mixed load.
+type class int
+
+const (
+	classWrite   class = iota // POST through lb_policy leader
+	classRead                 // GET through lb_policy leader
+	classLimited              // GET in the rate-limit zone, from the fixed client
+	classCreate               // an upload's creation
+	classUpload               // a request on an existing upload: a chunk, the completion
+)
+
+// bound is the longest a request of the class may take by the modules'
+// own promises, plus a margin for a loaded 2-core machine.
+func (c class) bound() time.Duration {
+	const margin = 500 * time.Millisecond
+	switch c {
+	case classWrite, classRead:
+		// Held for a leader, then one attempt at a node that may hang.
+		return hold + responseHeaderTimeout + margin
+	case classLimited:
+		// A store that fails or hangs is given up after store_timeout.
+		return limitStoreTimeout + margin
+	default:
+		// A store lookup, a search for the owner, the owner's answer.
+		return uploadStoreTimeout + discoveryTimeout + margin
+	}
+}
+
+// The mixed load: rates per stream.
+const (
+	writeEvery  = 5 * time.Millisecond   // 200 writes/s
+	readEvery   = 10 * time.Millisecond  // 100 reads/s
+	uploadEvery = 100 * time.Millisecond // 10 uploads/s, 5 requests each
+	// An upload's steps are this far apart, as a client sending chunks as
+	// they come: about ten uploads are under way at any moment.
+	uploadPace = 250 * time.Millisecond
+	// The fixed client of the rate-limit zone sends limitPerWindow requests
+	// a window, 100 ms apart from 100 ms after its start: well inside the
+	// window (the limiter's clock decides), and more than limitEvents.
+	limitPerWindow = 6
+	// limitClient is who the fixed client says it is (X-Forwarded-For
+	// from a trusted peer): forwarded makes it the zone's {client_ip}.
+	limitClient = "198.51.100.7"
+
+	uploadLength  = 20_000
+	uploadChunk   = 8192
+	uploadBudget  = 20 * time.Second // an upload retries its steps this long, then gives up
+	uploadBackoff = 200 * time.Millisecond
+	maxInFlight   = 2048 // per stream
+)
+
+// result is one request as its client saw it.
+type result struct {
+	class  class
+	id     string // writes and limited requests: X-Request-Id; creations: the idempotency key; upload requests: the upload id
+	sent   time.Time
+	done   time.Time
+	status int   // 0 if err
+	err    error // transport error or client timeout
+}
+
+func (r result) failed() bool { return r.err != nil || r.status >= 500 }
+
+// errorKind names a failure: its status, "timeout" or "conn".
+func (r result) errorKind() string {
+	var ne net.Error
+	switch {
+	case r.err == nil:
+		return strconv.Itoa(r.status)
+	case errors.As(r.err, &ne) && ne.Timeout():
+		return "timeout"
+	default:
+		return "conn"
+	}
+}
+
+// clients are the load's HTTP clients, kept for the whole suite so that
+// their kept-alive connections live through every fault, reloads included.
+type clients struct {
+	pool, limited, uploads *http.Client
+}
+
+func newClients() *clients {
+	client := func(c class, idle int) *http.Client {
+		// The timeout lets a request run past its bound, to be seen doing so.
+		return &http.Client{Timeout: c.bound() + 2*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: idle}}
+	}
+	return &clients{pool: client(classWrite, 256), limited: client(classLimited, 4), uploads: client(classUpload, 64)}
+}
+
+func (c *clients) closeIdle() {
+	for _, cl := range []*http.Client{c.pool, c.limited, c.uploads} {
+		cl.CloseIdleConnections()
+	}
+}
+
+// upload is one upload the load made.
+type upload struct {
+	key, id   string
+	data      []byte
+	completed bool // the client saw its completion answered 200
+}
+
+// limitSample is the count of the zone's fallback decisions (see
+// rig.limitFallbacks) between two windows: after the answers of one, before
+// the requests of the next. The check makes sure of both.
+type limitSample struct {
+	at        time.Time
+	fallbacks float64
+}
+
+// load is the mixed traffic of one fault run: open-loop streams whose
+// requests each run in a goroutine of their own, so that a stuck request
+// delays no other. Every id starts with the run's name, unique in the
+// suite.
+type load struct {
+	run     string
+	rig     *rig
+	clients *clients
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	results []result
+	uploads []*upload
+	samples map[int64]limitSample // by the number of the window it precedes
+}
+
+func startLoad(r *rig, c *clients, run string) *load {
+	l := &load{run: run, rig: r, clients: c, stop: make(chan struct{}), samples: map[int64]limitSample{}}
+	start := time.Now()
+	every := func(d time.Duration) func(int) time.Time {
+		return func(seq int) time.Time { return start.Add(time.Duration(seq) * d) }
+	}
+	l.stream(every(writeEvery), l.write)
+	l.stream(every(readEvery), l.read)
+	l.stream(every(uploadEvery), l.upload)
+
+	// The rate-limit zone's windows start at multiples of the window since
+	// the Unix epoch; the first whole one after now is the first counted.
+	first := ratelimit.WindowStart(start, limitWindow).Add(limitWindow)
+	l.stream(func(seq int) time.Time {
+		return first.Add(time.Duration(seq/limitPerWindow)*limitWindow + time.Duration(seq%limitPerWindow+1)*100*time.Millisecond)
+	}, l.limited)
+	l.stream(func(seq int) time.Time { return first.Add(time.Duration(seq)*limitWindow + 30*time.Millisecond) },
+		func(int) { l.sampleLimit(windowOf(time.Now())) })
+	return l
+}
+
+// stream calls fire(seq) at(seq) for seq = 0, 1, …, each in a goroutine,
+// until stopLoad.
+func (l *load) stream(at func(seq int) time.Time, fire func(seq int)) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		inFlight := make(chan struct{}, maxInFlight)
+		for seq := 0; ; seq++ {
+			t := time.NewTimer(time.Until(at(seq)))
+			select {
+			case <-l.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			select {
+			case <-l.stop:
+				return
+			case inFlight <- struct{}{}:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer func() { <-inFlight; l.wg.Done() }()
+				fire(seq)
+			}()
+		}
+	}()
+}
+
+// stopLoad stops sending and waits for every request in flight; each is
+// bounded by its client's timeout, each upload by uploadBudget. Then it
+// samples the zone's fallbacks after its last window, which has no
+// sample of its own when the load stopped within it.
+func (l *load) stopLoad() {
+	close(l.stop)
+	l.wg.Wait()
+	var last time.Time
+	for _, res := range l.results {
+		if res.class == classLimited {
+			last = maxTime(last, res.sent)
+		}
+	}
+	if _, sampled := l.samples[windowOf(last)+1]; !last.IsZero() && !sampled {
+		l.sampleLimit(windowOf(last) + 1)
+	}
+}
+
+// do sends one request and records what the client saw; status is 0 if
+// the request failed in transport.
+func (l *load) do(client *http.Client, c class, id string, req *http.Request) (status int, header http.Header) {
+	res := result{class: c, id: id, sent: time.Now()}
+	resp, err := client.Do(req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			res.status, header = resp.StatusCode, resp.Header
+		}
+	}
+	res.err, res.done = err, time.Now()
+	l.mu.Lock()
+	l.results = append(l.results, res)
+	l.mu.Unlock()
+	return res.status, header
+}
+
+func (l *load) write(seq int) {
+	id := fmt.Sprintf("%s-w%d", l.run, seq)
+	req, _ := http.NewRequest(http.MethodPost, l.rig.url("/api/orders"), strings.NewReader(`{"id":"`+id+`"}`))
+	req.Header.Set("X-Request-Id", id)
+	l.do(l.clients.pool, classWrite, id, req)
+}
+
+func (l *load) read(seq int) {
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/api/items/"+strconv.Itoa(seq)), nil)
+	l.do(l.clients.pool, classRead, "", req)
+}
+
+func (l *load) limited(seq int) {
+	id := fmt.Sprintf("%s-l%d", l.run, seq)
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/limited/"+id), nil)
+	req.Header.Set("X-Request-Id", id)
+	req.Header.Set("X-Forwarded-For", limitClient)
+	l.do(l.clients.limited, classLimited, id, req)
+}
+
+// sampleLimit records the zone's fallback count now as the sample that
+// precedes the given window. A failed sample leaves windows out.
+func (l *load) sampleLimit(window int64) {
+	at := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	n, err := l.rig.limitFallbacks(ctx)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.samples[window] = limitSample{at: at, fallbacks: n}
+	l.mu.Unlock()
+}
+
+// windowOf is the number of the rate-limit window t falls in, as the
+// limiter numbers it.
+func windowOf(t time.Time) int64 { return t.UnixNano() / int64(limitWindow) }
+
+// upload makes one upload as an upload client does: create it with an
+// idempotency key, send its chunks (by offset and by number, in turn) and
+// complete it, each step sent again after a failure until uploadBudget.
+func (l *load) upload(seq int) {
+	u := &upload{key: fmt.Sprintf("%s-u%d", l.run, seq), data: make([]byte, uploadLength)}
+	rng := rand.New(rand.NewPCG(uint64(seq), uint64(len(l.run))))
+	for i := range u.data {
+		u.data[i] = byte(rng.Uint32())
+	}
+	l.mu.Lock()
+	l.uploads = append(l.uploads, u)
+	l.mu.Unlock()
+	deadline := time.Now().Add(uploadBudget)
+	status, header := l.until(deadline, classCreate, u.key, func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, l.rig.url("/api/uploads"), nil)
+		req.Header.Set("Idempotency-Key", u.key)
+		req.Header.Set("Upload-Length", strconv.Itoa(uploadLength))
+		return req
+	})
+	location := header.Get("Location")
+	if (status != http.StatusCreated && status != http.StatusOK) || !strings.HasPrefix(location, "/api/uploads/") {
+		return
+	}
+	u.id = strings.TrimPrefix(location, "/api/uploads/")
+	for n, off := 0, 0; off < uploadLength; n, off = n+1, off+uploadChunk {
+		time.Sleep(uploadPace)
+		chunk := u.data[off:min(off+uploadChunk, uploadLength)]
+		status, _ = l.until(deadline, classUpload, u.id, func() *http.Request {
+			if n%2 == 0 {
+				req, _ := http.NewRequest(http.MethodPatch, l.rig.url(location), bytes.NewReader(chunk))
+				req.Header.Set("Upload-Offset", strconv.Itoa(off))
+				return req
+			}
+			req, _ := http.NewRequest(http.MethodPut, l.rig.url(location+"/chunks/"+strconv.Itoa(n)), bytes.NewReader(chunk))
+			req.Header.Set("Chunk-Size", strconv.Itoa(uploadChunk))
+			return req
+		})
+		if status != http.StatusNoContent {
+			return
+		}
+	}
+	time.Sleep(uploadPace)
+	status, _ = l.until(deadline, classUpload, u.id, func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, l.rig.url(location+"/complete"), nil)
+		return req
+	})
+	u.completed = status == http.StatusOK
+}
+
+// until sends the request newRequest makes until it is not answered with
+// an error (a transport error or a 5xx), or the deadline has passed.
+func (l *load) until(deadline time.Time, c class, id string, newRequest func() *http.Request) (int, http.Header) {
+	for {
+		status, header := l.do(l.clients.uploads, c, id, newRequest())
+		if (status != 0 && status < 500) || time.Now().Add(uploadBackoff).After(deadline) {
+			return status, header
+		}
+		// Stopping the load ends new uploads, not this one: it has its budget.
+		time.Sleep(uploadBackoff)
+	}
+}
