@@ -1,0 +1,100 @@
+// Package handoff lets a server that is being replaced pass its idle
+// HTTP/1 connections to its successor on the same address instead of
+// closing them.
+//
+// Go's http.Server.Shutdown closes an idle kept-alive connection at once,
+// while its client may be sending the next request on it: the client sees
+// a reset or EOF. HAProxy answers one more request on such a connection
+// (idle-close-on-response); a Caddy config reload does better by handing
+// the connection to the new config's server, which reads that next request
+// itself. Nothing is lost: a connection is handed off only while the old
+// server holds none of its bytes unanswered, and a read in progress is
+// interrupted (by a deadline, as net/http does itself) and what it got is
+// given to the successor first.
+//
+// Only plain HTTP/1 connections are handed off: TLS state and HTTP/2
+// streams live in the old server's objects. Every other connection, and
+// every connection without a successor listening on its address, is
+// closed as before. It knows nothing of Caddy.
+package handoff
+
+import (
+	"net"
+	"sync"
+	"time"
+)
+
+// Registry knows the open Listeners by address, so that a closing one can
+// find its successor. One Registry serves a process.
+type Registry struct {
+	mu        sync.Mutex
+	listeners map[string]map[*Listener]struct{}
+	// HandedOff, if set, is called for every connection handed off.
+	HandedOff func()
+}
+
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry {
+	return &Registry{listeners: map[string]map[*Listener]struct{}{}}
+}
+
+// maxPending bounds the connections handed to a listener that its server
+// has not accepted yet; beyond it they are closed.
+const maxPending = 1024
+
+// Wrap returns ln as a Listener of r: its connections can be handed off to
+// a successor, and it accepts those its predecessors hand off.
+func (r *Registry) Wrap(ln net.Listener) *Listener {
+	l := &Listener{
+		Listener: ln,
+		registry: r,
+		key:      ln.Addr().Network() + "/" + ln.Addr().String(),
+		accepted: make(chan accepted),
+		handed:   make(chan *Conn, maxPending),
+		closed:   make(chan struct{}),
+	}
+	r.mu.Lock()
+	if r.listeners[l.key] == nil {
+		r.listeners[l.key] = map[*Listener]struct{}{}
+	}
+	r.listeners[l.key][l] = struct{}{}
+	r.mu.Unlock()
+	go l.acceptLoop()
+	return l
+}
+
+// handOffOrClose gives c to an open listener on from's address other than
+// from, after clearing the deadlines its old server set; without one that
+// takes it, c is closed.
+func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
+	if err := c.Conn.SetDeadline(time.Time{}); err != nil {
+		return c.Conn.Close()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for to := range r.listeners[from.key] {
+		if to == from {
+			continue
+		}
+		c.ln = to
+		select {
+		case to.handed <- c:
+			if r.HandedOff != nil {
+				r.HandedOff()
+			}
+			return nil
+		default: // its server is not accepting: try another, or close
+		}
+	}
+	return c.Conn.Close()
+}
+
+// remove forgets l.
+func (r *Registry) remove(l *Listener) {
+	r.mu.Lock()
+	delete(r.listeners[l.key], l)
+	if len(r.listeners[l.key]) == 0 {
+		delete(r.listeners, l.key)
+	}
+	r.mu.Unlock()
+}

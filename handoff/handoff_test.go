@@ -1,0 +1,137 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+// sharedListener hands one socket to several servers in turn, as Caddy's
+// listener pool does across a reload: closing one server's view wakes its
+// Accept with a past deadline and leaves the socket open.
+type sharedListener struct {
+	*net.TCPListener
+	closed atomic.Bool
+}
+
+func (l *sharedListener) Accept() (net.Conn, error) {
+	for {
+		if l.closed.Load() {
+			return nil, net.ErrClosed
+		}
+		c, err := l.TCPListener.Accept()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			if l.closed.Load() {
+				return nil, net.ErrClosed
+			}
+			_ = l.TCPListener.SetDeadline(time.Time{})
+			continue
+		}
+		return c, err
+	}
+}
+
+func (l *sharedListener) Close() error {
+	l.closed.Store(true)
+	return l.TCPListener.SetDeadline(time.Now().Add(-time.Minute))
+}
+
+// server serves the socket through r with a handler that names its
+// generation.
+func server(t *testing.T, r *Registry, sock *net.TCPListener, gen string) *http.Server {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		w.Header().Set("X-Generation", gen)
+		_, _ = io.WriteString(w, gen)
+	})}
+	ln := r.Wrap(&sharedListener{TCPListener: sock})
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// POSTs on 32 kept-alive connections while the server is replaced five
+// times: no client error, and the new servers answer on connections the
+// old ones accepted.
+func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
+	sock, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	var handedOff atomic.Int64
+	r := NewRegistry()
+	r.HandedOff = func() { handedOff.Add(1) }
+	current := server(t, r, sock, "0")
+
+	url := "http://" + sock.Addr().String() + "/orders"
+	tr := &http.Transport{MaxIdleConnsPerHost: 32, MaxConnsPerHost: 32}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	var (
+		requests atomic.Int64
+		mu       sync.Mutex
+		failures []error
+		wg       sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Post(url, "application/json", strings.NewReader(`{"n":1}`))
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = errors.New(resp.Status)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, err)
+					mu.Unlock()
+				}
+				requests.Add(1)
+			}
+		}()
+	}
+	for gen := range 5 {
+		n := requests.Load()
+		poll.Until(t, 5*time.Second, "requests flowing", func() bool { return requests.Load() > n+200 })
+		next := server(t, r, sock, string(rune('1'+gen)))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := current.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown %d: %v", gen, err)
+		}
+		cancel()
+		current = next
+	}
+	n := requests.Load()
+	poll.Until(t, 5*time.Second, "requests after the last replacement", func() bool { return requests.Load() > n+200 })
+	close(stop)
+	wg.Wait()
+	for _, err := range failures {
+		t.Errorf("client error: %v", err)
+	}
+	if handedOff.Load() == 0 {
+		t.Error("no connection was handed off")
+	}
+	t.Logf("%d requests, %d connections handed off", requests.Load(), handedOff.Load())
+}

@@ -1,0 +1,101 @@
+package handoff
+
+import (
+	"crypto/tls"
+	"net"
+	"sync"
+)
+
+// Listener is a net.Listener whose connections can be handed off to a
+// successor on the same address once it is closed.
+type Listener struct {
+	net.Listener
+	registry *Registry
+	key      string
+	accepted chan accepted // from acceptLoop
+	handed   chan *Conn    // from closing predecessors
+	closed   chan struct{}
+	once     sync.Once
+}
+
+type accepted struct {
+	conn net.Conn
+	err  error
+}
+
+// acceptLoop accepts from the wrapped listener until it fails for good or
+// l is closed, so that Accept can also wait for handed-off connections.
+func (l *Listener) acceptLoop() {
+	for {
+		conn, err := l.Listener.Accept()
+		select {
+		case l.accepted <- accepted{conn, err}:
+		case <-l.closed:
+			if conn != nil {
+				// Accepted as its server stopped accepting: a successor's.
+				_ = l.registry.handOffOrClose(l, &Conn{Conn: conn})
+			}
+			return
+		}
+		if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
+			return // closed or broken: Accept has returned the error
+		}
+	}
+}
+
+// Accept returns the next connection: a new one, or one a predecessor
+// handed off.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.handed:
+		return c, nil
+	case a := <-l.accepted:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return l.wrap(a.conn), nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// wrap makes conn a Conn of l, unless it carries TLS: a *tls.Conn must
+// reach the HTTP server as it is (it looks for one to serve TLS and
+// HTTP/2), and its state could not move anyway.
+func (l *Listener) wrap(conn net.Conn) net.Conn {
+	if _, ok := conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
+		return conn
+	}
+	return &Conn{Conn: conn, ln: l}
+}
+
+// Close closes the wrapped listener. From then on, each of l's connections
+// that its server closes while idle is handed off to a successor, if one
+// listens on the same address.
+func (l *Listener) Close() error {
+	var err error
+	l.once.Do(func() {
+		l.registry.remove(l)
+		close(l.closed)
+		err = l.Listener.Close()
+		// Handed to l but never accepted: on to another successor.
+		for {
+			select {
+			case c := <-l.handed:
+				_ = l.registry.handOffOrClose(l, c)
+			default:
+				return
+			}
+		}
+	})
+	return err
+}
+
+func (l *Listener) isClosed() bool {
+	select {
+	case <-l.closed:
+		return true
+	default:
+		return false
+	}
+}
