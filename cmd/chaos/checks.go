@@ -22,7 +22,7 @@ type row struct {
 	followerWrites int // writes a node executed without holding the lease of their epoch
 	writesTwice    int // executions of a write beyond its first
 	misrouted      int // upload requests that changed state on a server other than the upload's owner
-	uploadsBroken  int // uploads completed for their client but not complete and byte-exact on their owner
+	uploadsBroken  int // uploads not completed for their client, or not complete and byte-exact on their owner
 	limitWindows   int // rate-limit windows in which Redis counted every request
 	limitInexact   int // of those, windows whose passed requests were not min(events, requests)
 	overBound      int // requests that took longer than their class's bound
@@ -123,12 +123,15 @@ func misroutedRequests(servers []*fakecluster.UploadServer, marks []int) int {
 	return n
 }
 
-// brokenUploads counts the uploads whose client saw them completed but
-// whose owner does not hold them complete, byte for byte.
+// brokenUploads counts the uploads that their client could not complete
+// within its budget (it sends failed steps again, so a fault that ends
+// costs none), and those it completed whose owner does not hold them
+// complete, byte for byte.
 func brokenUploads(servers []*fakecluster.UploadServer, uploads []*upload) int {
 	n := 0
 	for _, u := range uploads {
 		if !u.completed {
+			n++
 			continue
 		}
 		intact := false

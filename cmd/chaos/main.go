@@ -63,8 +63,9 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, selected, *handoff))
+	code := run(ctx, selected, *handoff)
+	stop()
+	os.Exit(code)
 }
 
 // run runs the faults and returns the exit status.

@@ -31,7 +31,8 @@ unexplained errors: client errors the fault does not explain. A planned event ex
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
-  request records). uploads intact: uploads completed for their client that are not complete and byte-exact on their owner.
+  request records). uploads intact: uploads that their client could not complete (it sends a failed step again for
+  20s) or that are not complete and byte-exact on their owner.
 limits exact: windows ("w") of the rate-limit zone in which Redis counted every request (no fallback decision), each
   letting exactly min(events, requests) through to the backend. over bound: requests that took longer than their bound
   (hold + response_header_timeout, store_timeout, or store_timeout + discovery; each + 500ms).
