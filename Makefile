@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all build demo test test-deps fuzz bench bench-deps clean FORCE
+.PHONY: all build demo test test-deps fuzz bench bench-deps chaos clean FORCE
 
 all: build
 
@@ -62,6 +62,13 @@ BENCH_TOOLS := haproxy wrk redis-server
 bench-deps: test-deps
 	@missing=""; for t in $(BENCH_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
+
+# The fault suite (cmd/chaos): one Caddy with every module under mixed load,
+# faults in turn, invariants from the cluster's and servers' own records, one
+# table; about 75 s here, loopback only. Not part of make test. Needs
+# redis-server, which test-deps installs.
+chaos: test-deps
+	$(GO) run ./cmd/chaos
 
 clean:
 	rm -rf $(BIN)
