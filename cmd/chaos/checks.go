@@ -24,7 +24,7 @@ type row struct {
 	misrouted      int // upload requests that changed state on a server other than the upload's owner
 	uploadsBroken  int // uploads not completed for their client, or not complete and byte-exact on their owner
 	limitWindows   int // rate-limit windows in which Redis counted every request
-	limitInexact   int // of those, windows whose passed requests were not min(events, requests)
+	limitInexact   int // of those, windows that let more than the limit through, or refused before it
 	overBound      int // requests that took longer than their class's bound
 }
 
@@ -148,18 +148,18 @@ func brokenUploads(servers []*fakecluster.UploadServer, uploads []*upload) int {
 	return n
 }
 
-// checkLimits checks, for every rate-limit window in which Redis counted
-// every request of the zone, that exactly min(events, requests) passed:
-// never more than the limit, and as many as the limit allows of the
-// requests that were answered (one that failed in transport may or may not
-// have been counted). Passed requests are the backend's record. Redis
+// checkLimits checks every rate-limit window in which Redis counted every
+// request of the zone: the window let exactly limitEvents through to the
+// backend (its record) once more were sent — never more, and none refused
+// before limitEvents had passed, counting the requests that failed (in
+// transport, or 5xx on the way to the backend) as possibly passed. Redis
 // counted every request when the zone's fallback count did not move from
-// the window's start to the next one's, sampled before the window's first
-// request and after its last answer.
+// the sample before the window's first request to the one after its last
+// answer.
 func checkLimits(l *load, backend *limitBackend) (windows, inexact int) {
 	type window struct {
-		answered, passed int
-		first, last      time.Time // the first request sent, the last answered
+		passed, refused, failed int
+		first, last             time.Time // the first request sent, the last answered
 	}
 	byWindow := map[int64]*window{}
 	for _, res := range l.results {
@@ -174,19 +174,23 @@ func checkLimits(l *load, backend *limitBackend) (windows, inexact int) {
 		}
 		w.first = minTime(w.first, res.sent)
 		w.last = maxTime(w.last, res.done)
-		if res.status == http.StatusOK || res.status == http.StatusTooManyRequests {
-			w.answered++
-		}
 		w.passed += backend.passedCount(res.id)
+		switch {
+		case res.status == http.StatusTooManyRequests:
+			w.refused++
+		case res.failed():
+			w.failed++
+		}
 	}
 	for n, w := range byWindow {
-		start, okStart := l.samples[n]
-		end, okEnd := l.samples[n+1]
-		if !okStart || !okEnd || start.fallbacks != end.fallbacks || !start.at.Before(w.first) || !end.at.After(w.last) {
+		before, okBefore := l.samples[n]
+		after, okAfter := l.samples[n+1]
+		if !okBefore || !okAfter || before.fallbacks != after.fallbacks ||
+			!before.answered.Before(w.first) || !after.asked.After(w.last) {
 			continue
 		}
 		windows++
-		if w.passed > limitEvents || w.passed < min(limitEvents, w.answered) {
+		if w.passed > limitEvents || (w.refused > 0 && w.passed+w.failed < limitEvents) {
 			inexact++
 		}
 	}

@@ -24,7 +24,7 @@ type effect struct {
 }
 
 // reloadsPerRun config reloads are spread over the fault's duration.
-const reloadsPerRun = 4
+const reloadsPerRun = 6
 
 func faults() []fault {
 	return []fault{

@@ -122,10 +122,11 @@ type upload struct {
 
 // limitSample is the count of the zone's fallback decisions (see
 // rig.limitFallbacks) between two windows: after the answers of one, before
-// the requests of the next. The check makes sure of both.
+// the requests of the next. The check makes sure of both: Caddy read the
+// count between asked and answered.
 type limitSample struct {
-	at        time.Time
-	fallbacks float64
+	asked, answered time.Time
+	fallbacks       float64
 }
 
 // load is the mixed traffic of one fault run: open-loop streams whose
@@ -255,7 +256,7 @@ func (l *load) limited(seq int) {
 // sampleLimit records the zone's fallback count now as the sample that
 // precedes the given window. A failed sample leaves windows out.
 func (l *load) sampleLimit(window int64) {
-	at := time.Now()
+	asked := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	n, err := l.rig.limitFallbacks(ctx)
@@ -263,7 +264,7 @@ func (l *load) sampleLimit(window int64) {
 		return
 	}
 	l.mu.Lock()
-	l.samples[window] = limitSample{at: at, fallbacks: n}
+	l.samples[window] = limitSample{asked: asked, answered: time.Now(), fallbacks: n}
 	l.mu.Unlock()
 }
 
