@@ -31,6 +31,9 @@ type Registry struct {
 	listeners map[string]map[*Listener]struct{}
 	// HandedOff, if set, is called for every connection handed off.
 	HandedOff func()
+	// Panicked, if set, is told of a panic in a Listener's accept loop (a
+	// listener that panicked accepts nothing more).
+	Panicked func(v any, stack []byte)
 }
 
 // NewRegistry returns an empty Registry.

@@ -3,6 +3,7 @@ package handoff
 import (
 	"crypto/tls"
 	"net"
+	"runtime/debug"
 	"sync"
 )
 
@@ -26,6 +27,11 @@ type accepted struct {
 // acceptLoop accepts from the wrapped listener until it fails for good or
 // l is closed, so that Accept can also wait for handed-off connections.
 func (l *Listener) acceptLoop() {
+	defer func() {
+		if v := recover(); v != nil && l.registry.Panicked != nil {
+			l.registry.Panicked(v, debug.Stack())
+		}
+	}()
 	for {
 		conn, err := l.Listener.Accept()
 		select {

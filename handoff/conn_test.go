@@ -1,0 +1,208 @@
+package handoff
+
+import (
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+// listenerPair returns a closed Listener (its server shutting down) and an
+// open one on the same address, its successor, both of a new Registry.
+func listenerPair(t *testing.T) (closing, successor *Listener, sock net.Listener) {
+	t.Helper()
+	sock, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	r := NewRegistry()
+	closing, successor = r.Wrap(nopClose{sock}), r.Wrap(nopClose{sock})
+	t.Cleanup(func() { successor.Close() })
+	closing.Close()
+	return closing, successor, sock
+}
+
+// nopClose leaves the shared socket open when one Listener closes.
+type nopClose struct{ net.Listener }
+
+func (nopClose) Close() error { return nil }
+
+// conn returns a Conn of ln on one end of a pipe, and the client's end.
+func conn(ln *Listener) (*Conn, net.Conn) {
+	server, client := net.Pipe()
+	return &Conn{Conn: server, ln: ln}, client
+}
+
+// closedByPeer reports whether the client's end sees its connection closed.
+func closedByPeer(t *testing.T, client net.Conn) bool {
+	t.Helper()
+	_ = client.SetReadDeadline(time.Now().Add(time.Second))
+	_, err := client.Read(make([]byte, 1))
+	return err == io.EOF || err == io.ErrClosedPipe
+}
+
+// serve plays a server that reads a request and may answer it.
+func serve(t *testing.T, c *Conn, client net.Conn, request string, answer string) {
+	t.Helper()
+	go func() { _, _ = client.Write([]byte(request)) }()
+	buf := make([]byte, len(request))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+	if answer != "" {
+		go func() { _, _ = io.ReadFull(client, make([]byte, len(answer))) }()
+		if _, err := c.Write([]byte(answer)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
+	const request = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+	for _, tt := range []struct {
+		name     string
+		play     func(t *testing.T, c *Conn, client net.Conn)
+		handOver bool
+	}{
+		{"answered, then idle", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		}, true},
+		{"read and dropped before any handler ran", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, "")
+		}, true},
+		{"seen by a handler, unanswered", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, "")
+			// net/http's background read: a handler has read the body.
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			_, _ = c.Read(make([]byte, 1))
+			_ = c.SetReadDeadline(time.Time{})
+		}, false},
+		{"switched to another protocol", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+		}, false},
+		{"TLS on the wire", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, "\x16\x03\x01\x00\x05hello", "")
+		}, false},
+		{"HTTP/2's preface", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "")
+		}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			closing, successor, _ := listenerPair(t)
+			c, client := conn(closing)
+			defer client.Close()
+			tt.play(t, c, client)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case next := <-successor.handed:
+				if !tt.handOver {
+					t.Fatal("handed off")
+				}
+				// The successor reads first what the old server left unanswered.
+				if tt.name == "read and dropped before any handler ran" {
+					buf := make([]byte, len(request))
+					if _, err := io.ReadFull(next, buf); err != nil || string(buf) != request {
+						t.Fatalf("successor read %q, %v", buf, err)
+					}
+				}
+				next.Conn.Close()
+			default:
+				if tt.handOver {
+					t.Fatal("not handed off")
+				}
+				if !closedByPeer(t, client) {
+					t.Fatal("neither handed off nor closed")
+				}
+			}
+		})
+	}
+}
+
+// An idle connection's pending read is interrupted, and what it got goes
+// to the successor.
+func TestConnIdleReadInterrupted(t *testing.T) {
+	closing, successor, _ := listenerPair(t)
+	c, client := conn(closing)
+	defer client.Close()
+	readErr := make(chan error)
+	go func() {
+		_, err := c.Read(make([]byte, 4096)) // the server waiting for the next request
+		readErr <- err
+	}()
+	poll.Until(t, time.Second, "the read to start", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.reading
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-readErr; err != net.ErrClosed {
+		t.Fatalf("the old server's read: %v, want net.ErrClosed", err)
+	}
+	next := <-successor.handed
+	go func() { _, _ = client.Write([]byte("GET / HTTP/1.1\r\n")) }()
+	buf := make([]byte, 16)
+	if _, err := io.ReadFull(next, buf); err != nil || string(buf) != "GET / HTTP/1.1\r\n" {
+		t.Fatalf("successor read %q, %v", buf, err)
+	}
+}
+
+// Without a successor, or before the listener closes, Close closes.
+func TestConnClosesWithoutSuccessor(t *testing.T) {
+	sock, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	r := NewRegistry()
+	open := r.Wrap(nopClose{sock})
+	c, client := conn(open)
+	c.Close()
+	if !closedByPeer(t, client) {
+		t.Fatal("an open listener's connection was not closed")
+	}
+	open.Close()
+	c, client = conn(open)
+	c.Close()
+	if !closedByPeer(t, client) {
+		t.Fatal("a connection without a successor was not closed")
+	}
+}
+
+// A TLS connection reaches the server as the *tls.Conn it is.
+func TestTLSConnPassesThrough(t *testing.T) {
+	srv := httptest.NewUnstartedServer(nil)
+	srv.StartTLS()
+	defer srv.Close()
+	cfg := srv.TLS
+	sock, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	ln := NewRegistry().Wrap(tls.NewListener(sock, cfg))
+	defer ln.Close()
+	go func() {
+		c, err := tls.Dial("tcp", sock.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err == nil {
+			_ = c.Handshake()
+			c.Close()
+		}
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*tls.Conn); !ok {
+		t.Fatalf("accepted %T, want *tls.Conn", c)
+	}
+}
