@@ -20,7 +20,20 @@ type Run struct {
 	Requests     int64
 	Non2xx       int64
 	SocketErrors string // wrk's "Socket errors:" line, if any
+	Socket       SocketCounts
 }
+
+// SocketCounts are the counts of wrk's "Socket errors:" line.
+type SocketCounts struct {
+	Connect, Read, Write, Timeout int64
+}
+
+// Total is the sum of the counts.
+func (s SocketCounts) Total() int64 { return s.Connect + s.Read + s.Write + s.Timeout }
+
+// ClientErrors are the requests that failed as the client saw them: socket
+// errors and non-2xx or 3xx responses.
+func (r Run) ClientErrors() int64 { return r.Socket.Total() + r.Non2xx }
 
 // runWrk runs wrk against url for d, with the bench's headers, and parses
 // its report.
@@ -52,6 +65,7 @@ var (
 	requestsRe  = regexp.MustCompile(`(?m)^\s*(\d+) requests in `)
 	non2xxRe    = regexp.MustCompile(`(?m)^\s*Non-2xx or 3xx responses:\s+(\d+)`)
 	socketRe    = regexp.MustCompile(`(?m)^\s*Socket errors:\s*(.+)$`)
+	socketsRe   = regexp.MustCompile(`^connect (\d+), read (\d+), write (\d+), timeout (\d+)$`)
 	p99Re       = regexp.MustCompile(`(?m)^\s*99(?:\.0+)?%\s+([0-9.]+)(us|ms|s|m|h)\s*$`)
 )
 
@@ -87,6 +101,13 @@ func parseWrk(out string) (Run, error) {
 	}
 	if m = socketRe.FindStringSubmatch(out); m != nil {
 		r.SocketErrors = strings.TrimSpace(m[1])
+		c := socketsRe.FindStringSubmatch(r.SocketErrors)
+		if c == nil {
+			return r, fmt.Errorf("wrk's socket errors %q: not connect N, read N, write N, timeout N", r.SocketErrors)
+		}
+		for i, n := range []*int64{&r.Socket.Connect, &r.Socket.Read, &r.Socket.Write, &r.Socket.Timeout} {
+			*n, _ = strconv.ParseInt(c[i+1], 10, 64)
+		}
 	}
 	return r, nil
 }

@@ -27,7 +27,8 @@ Transfer/sec:      6.00MB
 		t.Fatal(err)
 	}
 	if r.ReqPerSec != 48786.12 || r.P99 != 1230*time.Millisecond || r.Requests != 243980 || r.Non2xx != 17 ||
-		r.SocketErrors != "connect 0, read 3, write 0, timeout 12" {
+		r.SocketErrors != "connect 0, read 3, write 0, timeout 12" ||
+		r.Socket != (SocketCounts{Read: 3, Timeout: 12}) || r.ClientErrors() != 32 {
 		t.Errorf("parsed %+v", r)
 	}
 	for _, c := range []struct {
@@ -35,7 +36,7 @@ Transfer/sec:      6.00MB
 		want time.Duration
 	}{{"99%  850.00us", 850 * time.Microsecond}, {"99%   12.34ms", 12340 * time.Microsecond}, {"99%   32.87ms", 32870 * time.Microsecond}, {"99%    1.50m", 90 * time.Second}} {
 		r, err := parseWrk("  Latency Distribution\n     " + c.line + "\n  10 requests in 1.00s, 1KB read\nRequests/sec:     10.00\n")
-		if err != nil || r.P99 != c.want || r.Non2xx != 0 || r.SocketErrors != "" {
+		if err != nil || r.P99 != c.want || r.Non2xx != 0 || r.SocketErrors != "" || r.ClientErrors() != 0 {
 			t.Errorf("%q: %v, %+v", c.line, err, r)
 		}
 	}

@@ -54,6 +54,9 @@ type Bench struct {
 	// ReadyPath is polled on each contender's Caddy until it answers 200
 	// before anything is measured; "/" if empty.
 	ReadyPath string
+	// CaddyPackage, if set, is the Go package (run from the module's root)
+	// built into CaddyBin when CaddyBin is missing, e.g. ./cmd/caddy.
+	CaddyPackage string
 	// Contenders, the baseline first.
 	Contenders []*Contender
 	// Prepare, if set, runs once the contenders are selected and those
@@ -61,6 +64,9 @@ type Bench struct {
 	// what they need in dir and marks those that cannot run as skipped. It
 	// returns notes for the header's wrk line.
 	Prepare func(dir string, selected []*Contender) (headerNotes []string, err error)
+	// Summary, if set, prints the summary in place of the req/s and p99
+	// table, given the contenders selected and those that could run.
+	Summary func(selected, active []*Contender)
 
 	// The common flags.
 	CaddyBin    string
@@ -238,6 +244,15 @@ func (b *Bench) run() error {
 	if _, err := exec.LookPath(b.WrkBin); err != nil {
 		return fmt.Errorf("wrk not found (apt-get install wrk): %v", err)
 	}
+	if _, err := os.Stat(b.CaddyBin); err != nil && b.CaddyPackage != "" {
+		fmt.Printf("%s is missing: go build -o %s %s\n", b.CaddyBin, b.CaddyBin, b.CaddyPackage)
+		ctx, cancel := context.WithTimeout(interrupted, 10*time.Minute)
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", b.CaddyBin, b.CaddyPackage).CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("go build -o %s %s: %v: %s", b.CaddyBin, b.CaddyPackage, err, LastLines(string(out), 3))
+		}
+	}
 	if _, err := os.Stat(b.CaddyBin); err != nil {
 		return fmt.Errorf("build the custom Caddy first (make build): %v", err)
 	}
@@ -337,7 +352,11 @@ func (b *Bench) run() error {
 		}
 	}
 	fmt.Println()
-	b.printSummary(selected, active)
+	if b.Summary != nil {
+		b.Summary(selected, active)
+	} else {
+		b.printSummary(selected, active)
+	}
 	return nil
 }
 
@@ -564,6 +583,10 @@ func (b *Bench) printSummary(selected, active []*Contender) {
 	}
 }
 
+// PairedRatio is the median over rounds of c's req/s over base's in the
+// same round.
+func PairedRatio(c, base *Contender) (float64, bool) { return pairedRatio(c, base) }
+
 // pairedRatio is the median over rounds of c's req/s over base's in the
 // same round: rounds are close in time, so machine drift cancels out.
 func pairedRatio(c, base *Contender) (float64, bool) {
@@ -580,6 +603,9 @@ func pairedRatio(c, base *Contender) (float64, bool) {
 	}
 	return median(ratios), true
 }
+
+// Median is the median of xs, which is not empty.
+func Median(xs []float64) float64 { return median(xs) }
 
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
