@@ -57,6 +57,7 @@ bench: build bench-deps
 	$(GO) run ./bench/forwarded
 	$(GO) run ./bench/affinity
 	$(GO) run ./bench/pinned
+	$(GO) run ./bench/reload
 
 BENCH_TOOLS := haproxy wrk redis-server
 bench-deps: test-deps
