@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -17,6 +18,8 @@ type row struct {
 	took     time.Duration
 	requests int
 	errors   map[string]int // client errors by kind
+
+	notes []string // what failed, in more detail
 
 	unexplained    int // client errors the fault does not explain (any, for a planned event)
 	followerWrites int // writes a node executed without holding the lease of their epoch
@@ -46,15 +49,30 @@ func uploadMarks(servers []*fakecluster.UploadServer) []int {
 // check runs every invariant over a finished run.
 func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration) row {
 	rw := row{fault: f, took: took, requests: len(l.results), errors: map[string]int{}}
+	unexplained := map[string]int{} // by class and kind
+	over := map[class]int{}
+	slowest := map[class]time.Duration{}
 	for _, res := range l.results {
 		if res.failed() {
 			rw.errors[res.errorKind()]++
 			if eff.explains == nil || !eff.explains(res) {
 				rw.unexplained++
+				unexplained[res.class.String()+" "+res.errorKind()]++
 			}
 		}
-		if res.done.Sub(res.sent) > res.class.bound() {
+		if took := res.done.Sub(res.sent); took > res.class.bound() {
 			rw.overBound++
+			over[res.class]++
+			slowest[res.class] = max(slowest[res.class], took)
+		}
+	}
+	if rw.unexplained > 0 {
+		rw.notes = append(rw.notes, "unexplained errors: "+byCount(unexplained))
+	}
+	for c := range classes {
+		if over[c] > 0 {
+			rw.notes = append(rw.notes, fmt.Sprintf("over bound: %d %s (slowest %v, bound %v)",
+				over[c], c, slowest[c].Round(time.Millisecond), c.bound()))
 		}
 	}
 	rw.followerWrites, rw.writesTwice = checkWrites(r.cluster, l.run+"-w")

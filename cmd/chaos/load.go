@@ -26,7 +26,12 @@ const (
 	classLimited              // GET in the rate-limit zone, from the fixed client
 	classCreate               // an upload's creation
 	classUpload               // a request on an existing upload: a chunk, the completion
+	classes                   // how many there are
 )
+
+func (c class) String() string {
+	return [...]string{"write", "read", "limited", "create", "upload"}[c]
+}
 
 // bound is the longest a request of the class may take by the modules'
 // own promises, plus a margin for a loaded 2-core machine.
@@ -277,9 +282,8 @@ func windowOf(t time.Time) int64 { return t.UnixNano() / int64(limitWindow) }
 // complete it, each step sent again after a failure until uploadBudget.
 func (l *load) upload(seq int) {
 	u := &upload{key: fmt.Sprintf("%s-u%d", l.run, seq), data: make([]byte, uploadLength)}
-	rng := rand.New(rand.NewPCG(uint64(seq), uint64(len(l.run))))
 	for i := range u.data {
-		u.data[i] = byte(rng.Uint32())
+		u.data[i] = byte(rand.Uint32())
 	}
 	l.mu.Lock()
 	l.uploads = append(l.uploads, u)

@@ -23,6 +23,11 @@ func printTable(w io.Writer, rows []row) {
 			verdict(r.misrouted), verdict(r.uploadsBroken), limitVerdict(r.limitWindows, r.limitInexact), verdict(r.overBound))
 	}
 	tw.Flush()
+	for _, r := range rows {
+		for _, note := range r.notes {
+			fmt.Fprintf(w, "%s: %s\n", r.fault.name, note)
+		}
+	}
 	fmt.Fprint(w, `
 client errors: status >= 500, "conn" (a transport error) or "timeout" (the client's, set past the bound), by kind; upload steps failed are sent again.
 unexplained errors: client errors the fault does not explain. A planned event explains none; a leader crash or hang
@@ -57,12 +62,19 @@ func clientErrors(byKind map[string]int) string {
 	if len(byKind) == 0 {
 		return "0"
 	}
-	kinds := make([]string, 0, len(byKind))
 	total := 0
-	for k, n := range byKind {
-		kinds = append(kinds, fmt.Sprintf("%s:%d", k, n))
+	for _, n := range byKind {
 		total += n
 	}
-	slices.Sort(kinds)
-	return fmt.Sprintf("%d (%s)", total, strings.Join(kinds, " "))
+	return fmt.Sprintf("%d (%s)", total, byCount(byKind))
+}
+
+// byCount lists counts by name, "502:3 conn:1", in the names' order.
+func byCount(counts map[string]int) string {
+	parts := make([]string, 0, len(counts))
+	for name, n := range counts {
+		parts = append(parts, fmt.Sprintf("%s:%d", name, n))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
 }
