@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -55,12 +57,16 @@ func noMoreArgs(d *caddyfile.Dispenser, opt string) error {
 	return nil
 }
 
+// optionLines are the lines of a block's options, by name, so that a
+// setting found wrong after the block is reported where it was written.
+type optionLines map[string]int
+
 // parseDirective reads a directive's (or module's) name, which takes no
 // arguments, then its block of options; see parseOptions.
-func parseDirective(d *caddyfile.Dispenser, option func(name string) error) error {
+func parseDirective(d *caddyfile.Dispenser, option func(name string) error) (optionLines, error) {
 	d.Next() // the name
 	if d.NextArg() {
-		return d.ArgErr()
+		return nil, d.ArgErr()
 	}
 	return parseOptions(d, option)
 }
@@ -68,17 +74,66 @@ func parseDirective(d *caddyfile.Dispenser, option func(name string) error) erro
 // parseOptions reads the block that opens at the current token, handing
 // each option's name to option, which reads its arguments; an option left
 // with arguments it did not read fails with its line.
-func parseOptions(d *caddyfile.Dispenser, option func(name string) error) error {
+func parseOptions(d *caddyfile.Dispenser, option func(name string) error) (optionLines, error) {
+	lines := optionLines{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		name := d.Val()
+		lines[name] = d.Line()
 		if err := option(name); err != nil {
-			return err
+			return nil, err
 		}
 		if err := noMoreArgs(d, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return lines, nil
+}
+
+// parseValidated reads a module's name and block with option (see
+// parseDirective), then validates the module once, as Caddy does after
+// provisioning: a bad setting is reported at the line of the option that
+// set it (options maps a JSON field to that option where their names
+// differ), else at the block's end.
+func parseValidated(d *caddyfile.Dispenser, m caddy.Validator, options map[string]string, option func(name string) error) error {
+	lines, err := parseDirective(d, option)
+	if err != nil {
+		return err
+	}
+	return validatedAt(d, lines, options, m.Validate())
+}
+
+// validatedAt is err with the line of the setting it names, if any.
+func validatedAt(d *caddyfile.Dispenser, lines optionLines, options map[string]string, err error) error {
+	if err == nil {
+		return nil
+	}
+	line := d.Line()
+	if bad, ok := errors.AsType[*settingError](err); ok {
+		opt := bad.field
+		if name, ok := options[opt]; ok {
+			opt = name
+		}
+		if l, ok := lines[opt]; ok {
+			line = l
+		}
+	}
+	return fmt.Errorf("%w, at %s:%d", err, d.File(), line)
+}
+
+// settingError is a setting that a module's Validate refuses, named by the
+// JSON field a JSON config writes (the Caddyfile option is mostly named
+// alike).
+type settingError struct {
+	module string // as the Caddyfile names it, e.g. "lb_policy leader"
+	field  string
+	msg    string
+}
+
+func (e *settingError) Error() string { return e.module + ": " + e.field + " " + e.msg }
+
+// badSetting is a settingError of module's field.
+func badSetting(module, field, format string, args ...any) error {
+	return &settingError{module: module, field: field, msg: fmt.Sprintf(format, args...)}
 }
 
 // onOffArg reads the argument of an on|off option.
@@ -119,14 +174,3 @@ func storeArg(d *caddyfile.Dispenser, set json.RawMessage) (json.RawMessage, err
 	return moduleArg(d, "ha.stores", "backend")
 }
 
-// checked is err, or else what check finds wrong, with the line: for
-// settings that are wrong only together.
-func checked(d *caddyfile.Dispenser, err error, check func() error) error {
-	if err != nil {
-		return err
-	}
-	if err := check(); err != nil {
-		return d.Err(err.Error())
-	}
-	return nil
-}

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,28 +66,55 @@ func (CloudflareRanges) CaddyModule() caddy.ModuleInfo {
 // cloudflareSets shares one set and refresher per settings.
 var cloudflareSets = caddy.NewUsagePool()
 
-func (c *CloudflareRanges) Provision(ctx caddy.Context) error {
-	if c.IPv4URL == "" {
-		c.IPv4URL = cloudflareIPv4URL
-	}
-	if c.IPv6URL == "" {
-		c.IPv6URL = cloudflareIPv6URL
-	}
-	if c.File == "" {
-		c.File = filepath.Join(caddy.AppDataDir(), "cloudflare-ranges.txt")
+// Defaults of cloudflare_ranges.
+const (
+	defaultCloudflareFile        = "cloudflare-ranges.txt" // in Caddy's data directory
+	defaultCloudflareRefresh     = 24 * time.Hour
+	defaultCloudflareFileRefresh = time.Minute // with downloads off
+	defaultCloudflareTimeout     = 30 * time.Second
+)
+
+// setDefaults fills in what is unset. With downloads off the file is not
+// defaulted: it must name the copy another instance keeps.
+func (c *CloudflareRanges) setDefaults() {
+	c.IPv4URL = cmp.Or(c.IPv4URL, cloudflareIPv4URL)
+	c.IPv6URL = cmp.Or(c.IPv6URL, cloudflareIPv6URL)
+	if c.File == "" && !c.DisableDownloads {
+		c.File = filepath.Join(caddy.AppDataDir(), defaultCloudflareFile)
 	}
 	if c.Refresh == 0 {
-		c.Refresh = caddy.Duration(24 * time.Hour)
+		c.Refresh = caddy.Duration(defaultCloudflareRefresh)
 		if c.DisableDownloads {
-			c.Refresh = caddy.Duration(time.Minute)
+			c.Refresh = caddy.Duration(defaultCloudflareFileRefresh)
 		}
 	}
 	if c.Timeout == 0 {
-		c.Timeout = caddy.Duration(30 * time.Second)
+		c.Timeout = caddy.Duration(defaultCloudflareTimeout)
 	}
-	if c.Refresh < 0 || c.Timeout < 0 {
-		return errors.New("cloudflare_ranges: refresh and timeout must be positive")
+}
+
+const cloudflareModule = "cloudflare_ranges"
+
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
+func (c *CloudflareRanges) Validate() error {
+	v := *c
+	v.setDefaults()
+	switch {
+	case v.Refresh < 0:
+		return badSetting(cloudflareModule, "refresh", "must not be negative")
+	case v.Timeout < 0:
+		return badSetting(cloudflareModule, "timeout", "must not be negative")
+	case v.File == "":
+		return badSetting(cloudflareModule, "file", "must name the shared copy to read, with downloads off")
 	}
+	return nil
+}
+
+// Provision sets the defaults and joins (or starts) the set of these
+// settings.
+func (c *CloudflareRanges) Provision(ctx caddy.Context) error {
+	c.setDefaults()
 	key, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -250,7 +278,7 @@ func (s *cloudflareSet) Destruct() error {
 //		timeout   <duration>
 //	}
 func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	if err := parseDirective(d, func(opt string) error {
+	return parseValidated(d, c, nil, func(opt string) error {
 		var err error
 		switch opt {
 		case "ipv4_url":
@@ -271,18 +299,13 @@ func (c *CloudflareRanges) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = d.Errf("unrecognized cloudflare_ranges option '%s'", opt)
 		}
 		return err
-	}); err != nil {
-		return err
-	}
-	if c.DisableDownloads && c.File == "" {
-		return d.Err("cloudflare_ranges: with downloads off, file names the shared copy to read")
-	}
-	return nil
+	})
 }
 
 // Interface guards
 var (
 	_ caddy.Provisioner       = (*CloudflareRanges)(nil)
+	_ caddy.Validator         = (*CloudflareRanges)(nil)
 	_ caddy.CleanerUpper      = (*CloudflareRanges)(nil)
 	_ caddyhttp.IPRangeSource = (*CloudflareRanges)(nil)
 	_ caddyfile.Unmarshaler   = (*CloudflareRanges)(nil)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,19 +119,17 @@ func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.edge_rate_limit", New: func() caddy.Module { return new(EdgeRateLimit) }}
 }
 
+func (h *EdgeRateLimit) setDefaults() {
+	h.OnStoreError = cmp.Or(h.OnStoreError, onStoreErrorLocal)
+	h.RememberLimited = cmp.Or(h.RememberLimited, defaultRemembered)
+}
+
+// Provision sets the defaults and readies the zones on the store.
 func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	if err := registerCollectors(ctx.GetMetricsRegistry(), rateLimitMetrics.collectors...); err != nil {
 		return err
 	}
-	if h.OnStoreError == "" {
-		h.OnStoreError = onStoreErrorLocal
-	}
-	if h.RememberLimited == 0 {
-		h.RememberLimited = defaultRemembered
-	}
-	if err := h.validate(); err != nil {
-		return err
-	}
+	h.setDefaults()
 	shared, ref, err := handlerStore(ctx, h, "StoreRaw", h.StoreRaw)
 	if err != nil {
 		return err
@@ -170,48 +169,41 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 	return nil
 }
 
-// validate checks what Provision cannot fix up; Caddy's validate step and
-// the Caddyfile adapter both end up here.
-func (h *EdgeRateLimit) validate() error {
-	if len(h.Zones) == 0 {
-		return errors.New("edge_rate_limit: at least one zone is required")
-	}
-	if err := checkZones(h.Zones); err != nil {
-		return fmt.Errorf("edge_rate_limit: %v", err)
-	}
-	if err := checkOnStoreError(h.OnStoreError); err != nil {
-		return fmt.Errorf("edge_rate_limit: %v", err)
-	}
-	if h.StoreTimeout < 0 || h.RememberLimited < 0 {
-		return errors.New("edge_rate_limit: store_timeout and remember_limited must be positive")
-	}
-	return nil
-}
+const rateLimitModule = "edge_rate_limit"
 
-// checkZones reports the first zone that is wrong, or named twice.
-func checkZones(zones []*RateLimitZone) error {
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
+func (h *EdgeRateLimit) Validate() error {
+	v := *h
+	v.setDefaults()
+	if len(v.Zones) == 0 {
+		return badSetting(rateLimitModule, "zones", "must hold at least one zone")
+	}
 	seen := map[string]bool{}
-	for _, z := range zones {
+	for _, z := range v.Zones {
 		if err := (ratelimit.Zone{Name: z.Name, Events: z.Events, Window: time.Duration(z.Window), Sliding: z.Sliding}).Validate(); err != nil {
-			return err
+			return badSetting(rateLimitModule, "zones", "%v", err)
 		}
 		if seen[z.Name] {
-			return fmt.Errorf("zone %s is defined twice", z.Name)
+			return badSetting(rateLimitModule, "zones", "zone %s is defined twice", z.Name)
 		}
 		seen[z.Name] = true
 		if z.Key == "" {
-			return fmt.Errorf("zone %s needs a key, e.g. {http.vars.client_ip}", z.Name)
+			return badSetting(rateLimitModule, "zones", "zone %s needs a key, e.g. {http.vars.client_ip}", z.Name)
 		}
 	}
-	return nil
-}
-
-func checkOnStoreError(policy string) error {
-	switch policy {
+	switch v.OnStoreError {
 	case onStoreErrorLocal, onStoreErrorAllow, onStoreErrorDeny:
-		return nil
+	default:
+		return badSetting(rateLimitModule, "on_store_error", "must be local, allow or deny, got %q", v.OnStoreError)
 	}
-	return fmt.Errorf("on_store_error must be local, allow or deny, got %q", policy)
+	switch {
+	case v.StoreTimeout < 0:
+		return badSetting(rateLimitModule, "store_timeout", "must not be negative")
+	case v.RememberLimited < 0:
+		return badSetting(rateLimitModule, "remember_limited", "must not be negative")
+	}
+	return nil
 }
 
 // zoneDecision is one zone's decision for a request.
@@ -484,15 +476,13 @@ func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 }
 
 func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	if err := parseDirective(d, func(opt string) error {
+	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers"}, func(opt string) error {
 		var err error
 		switch opt {
 		case "zone":
 			err = h.unmarshalZone(d)
 		case "on_store_error":
-			if err = stringArg(d, &h.OnStoreError); err == nil {
-				err = checked(d, nil, func() error { return checkOnStoreError(h.OnStoreError) })
-			}
+			err = stringArg(d, &h.OnStoreError)
 		case "store":
 			h.StoreRaw, err = storeArg(d, h.StoreRaw)
 		case "store_timeout":
@@ -507,13 +497,7 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = d.Errf("unrecognized edge_rate_limit option '%s'", opt)
 		}
 		return err
-	}); err != nil {
-		return err
-	}
-	if len(h.Zones) == 0 {
-		return d.Err("edge_rate_limit needs at least one zone")
-	}
-	return nil
+	})
 }
 
 func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
@@ -524,7 +508,7 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 	if err := noMoreArgs(d, "zone"); err != nil {
 		return err
 	}
-	if err := parseOptions(d, func(opt string) error {
+	if _, err := parseOptions(d, func(opt string) error {
 		var err error
 		switch opt {
 		case "match":
@@ -550,9 +534,6 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 	}); err != nil {
 		return err
 	}
-	if err := checkZones(append(h.Zones, z)); err != nil {
-		return d.Err(err.Error())
-	}
 	h.Zones = append(h.Zones, z)
 	return nil
 }
@@ -560,6 +541,7 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*EdgeRateLimit)(nil)
+	_ caddy.Validator             = (*EdgeRateLimit)(nil)
 	_ caddy.CleanerUpper          = (*EdgeRateLimit)(nil)
 	_ caddyhttp.MiddlewareHandler = (*EdgeRateLimit)(nil)
 	_ caddyfile.Unmarshaler       = (*EdgeRateLimit)(nil)

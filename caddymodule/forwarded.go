@@ -92,11 +92,9 @@ func (Forwarded) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.forwarded", New: func() caddy.Module { return new(Forwarded) }}
 }
 
+// Provision loads the trusted sources and readies the proxy's settings.
 func (h *Forwarded) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	if err := h.check(); err != nil {
-		return err
-	}
 	h.servers = new(sync.Map)
 	if h.TrustedProxiesRaw != nil {
 		mod, err := ctx.LoadModule(h, "TrustedProxiesRaw")
@@ -117,26 +115,29 @@ func (h *Forwarded) Provision(ctx caddy.Context) error {
 		h.proxy.Format = forwarded.RFC7239
 	}
 	if h.By != "" {
-		h.proxy.Self, _ = forwarded.ParseNode(h.By) // checked above
+		h.proxy.Self, _ = forwarded.ParseNode(h.By) // Validate refuses a bad one
 	}
 	return nil
 }
 
-// check reports bad settings; the Caddyfile adapter calls it too.
-func (h *Forwarded) check() error {
+const forwardedModule = "forwarded"
+
+// Validate checks the settings: Caddy calls it after Provision, the
+// Caddyfile adapter after the block.
+func (h *Forwarded) Validate() error {
 	switch h.Inbound {
 	case "", inboundXForwarded, inboundForwarded:
 	default:
-		return fmt.Errorf("forwarded: inbound must be x-forwarded or forwarded, got %q", h.Inbound)
+		return badSetting(forwardedModule, "inbound", "must be x-forwarded or forwarded, got %q", h.Inbound)
 	}
 	switch h.Proto {
 	case "", "http", "https":
 	default:
-		return fmt.Errorf("forwarded: proto must be http or https, got %q", h.Proto)
+		return badSetting(forwardedModule, "proto", "must be http or https, got %q", h.Proto)
 	}
 	if h.By != "" {
 		if _, err := forwarded.ParseNode(h.By); err != nil {
-			return fmt.Errorf("forwarded: by %q: want an IP, unknown or _name", h.By)
+			return badSetting(forwardedModule, "by", "%q: want an IP, unknown or _name", h.By)
 		}
 	}
 	return nil
@@ -325,8 +326,10 @@ func parseForwarded(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 	return f, f.UnmarshalCaddyfile(h.Dispenser)
 }
 
+// UnmarshalCaddyfile sets up the handler; see parseForwarded for the
+// syntax.
 func (h *Forwarded) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, func(opt string) error {
+	return parseValidated(d, h, nil, func(opt string) error {
 		var err error
 		switch opt {
 		case "trusted_proxies":
@@ -346,13 +349,14 @@ func (h *Forwarded) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized forwarded option '%s'", opt)
 		}
-		return checked(d, err, h.check)
+		return err
 	})
 }
 
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Forwarded)(nil)
+	_ caddy.Validator             = (*Forwarded)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Forwarded)(nil)
 	_ caddyfile.Unmarshaler       = (*Forwarded)(nil)
 )

@@ -63,6 +63,7 @@ const (
 	localFallbackKeys = 100_000
 )
 
+// Provision sets the defaults and opens (or joins) the store.
 func (a *HAApp) Provision(ctx caddy.Context) error {
 	if a.StoreRaw == nil {
 		a.StoreRaw = json.RawMessage(`{"backend":"memory"}`)
@@ -71,15 +72,27 @@ func (a *HAApp) Provision(ctx caddy.Context) error {
 		a.HealthInterval = caddy.Duration(defaultHealthInterval)
 	}
 	if a.HealthInterval < 0 {
-		return fmt.Errorf("health_interval must be positive")
+		return a.Validate() // the store's health checks cannot run
 	}
 	var err error
 	a.ref, err = holdStore(ctx, a, "StoreRaw", a.StoreRaw, time.Duration(a.HealthInterval))
 	return err
 }
 
+// Validate checks the settings: Caddy calls it after Provision, the
+// Caddyfile adapter after the block.
+func (a *HAApp) Validate() error {
+	if a.HealthInterval < 0 {
+		return badSetting("ha", "health_interval", "must not be negative")
+	}
+	return nil
+}
+
+// Start does nothing: the store is opened in Provision.
 func (a *HAApp) Start() error { return nil }
-func (a *HAApp) Stop() error  { return nil }
+
+// Stop does nothing: the store is closed in Cleanup, by its last user.
+func (a *HAApp) Stop() error { return nil }
 
 // Cleanup lets go of the store; the last config using it closes it.
 func (a *HAApp) Cleanup() error { return a.ref.release() }
@@ -309,7 +322,7 @@ func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.Err("the ha option may appear only once")
 	}
 	app := new(HAApp)
-	err := parseDirective(d, func(opt string) error {
+	err := parseValidated(d, app, nil, func(opt string) error {
 		switch opt {
 		case "store":
 			var err error
@@ -330,6 +343,7 @@ func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
 var (
 	_ caddy.App          = (*HAApp)(nil)
 	_ caddy.Provisioner  = (*HAApp)(nil)
+	_ caddy.Validator    = (*HAApp)(nil)
 	_ caddy.CleanerUpper = (*HAApp)(nil)
 	_ caddy.Destructor   = (*sharedStore)(nil)
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -40,9 +39,11 @@ func (MemoryStore) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "ha.stores.memory", New: func() caddy.Module { return new(MemoryStore) }}
 }
 
+// Validate checks the settings: Caddy calls it after Provision, the
+// Caddyfile adapter after the block.
 func (m *MemoryStore) Validate() error {
 	if m.MaxKeys < 0 {
-		return errors.New("max_keys must be positive")
+		return badSetting("store memory", "max_keys", "must not be negative")
 	}
 	return nil
 }
@@ -56,7 +57,7 @@ func (m *MemoryStore) describe() string                { return "memory" }
 //		max_keys <n>
 //	}
 func (m *MemoryStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, func(opt string) error {
+	return parseValidated(d, m, nil, func(opt string) error {
 		if opt != "max_keys" {
 			return d.Errf("unrecognized memory store option '%s'", opt)
 		}
@@ -113,27 +114,35 @@ func (RedisStore) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "ha.stores.redis", New: func() caddy.Module { return new(RedisStore) }}
 }
 
+const redisModule = "store redis"
+
+// Validate checks the settings: Caddy calls it after Provision, the
+// Caddyfile adapter after the block.
 func (r *RedisStore) Validate() error {
 	if len(r.Addresses) == 0 {
-		return errors.New("redis store: at least one address is required")
+		return badSetting(redisModule, "addresses", "must hold at least one address")
 	}
 	for _, a := range r.Addresses {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return fmt.Errorf("redis store: address %q: want host:port", a)
+			return badSetting(redisModule, "addresses", "%q: want host:port", a)
 		}
 	}
 	clustered := r.Cluster || len(r.Addresses) > 1 && r.MasterName == ""
 	switch {
 	case r.DB < 0:
-		return errors.New("redis store: db must not be negative")
+		return badSetting(redisModule, "db", "must not be negative")
 	case clustered && r.DB != 0:
-		return errors.New("redis store: Redis Cluster has only db 0")
+		return badSetting(redisModule, "db", "must be 0: Redis Cluster has only db 0")
 	case r.Cluster && r.MasterName != "":
-		return errors.New("redis store: cluster and master_name exclude each other")
+		return badSetting(redisModule, "cluster", "and master_name exclude each other")
 	case r.PoolSize < 0:
-		return errors.New("redis store: pool_size must be positive")
-	case r.DialTimeout < 0 || r.ReadTimeout < 0 || r.WriteTimeout < 0:
-		return errors.New("redis store: timeouts must be positive")
+		return badSetting(redisModule, "pool_size", "must not be negative")
+	case r.DialTimeout < 0:
+		return badSetting(redisModule, "dial_timeout", "must not be negative")
+	case r.ReadTimeout < 0:
+		return badSetting(redisModule, "read_timeout", "must not be negative")
+	case r.WriteTimeout < 0:
+		return badSetting(redisModule, "write_timeout", "must not be negative")
 	}
 	if r.TLS != nil && r.TLS.CA != "" {
 		if _, err := r.rootCAs(); err != nil {
@@ -227,7 +236,7 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 // UnmarshalCaddyfile sets up the Redis store; see parseHAOption for the
 // syntax.
 func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	if err := parseDirective(d, func(opt string) error {
+	return parseValidated(d, r, map[string]string{"addresses": "address"}, func(opt string) error {
 		var err error
 		switch opt {
 		case "address", "addresses":
@@ -262,7 +271,7 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "tls":
 			r.TLS = new(RedisTLS)
-			err = parseOptions(d, func(tlsOpt string) error {
+			_, err = parseOptions(d, func(tlsOpt string) error {
 				switch tlsOpt {
 				case "server_name":
 					return stringArg(d, &r.TLS.ServerName)
@@ -283,13 +292,7 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = d.Errf("unrecognized redis store option '%s'", opt)
 		}
 		return err
-	}); err != nil {
-		return err
-	}
-	if err := r.Validate(); err != nil {
-		return d.Err(err.Error())
-	}
-	return nil
+	})
 }
 
 // Interface guards

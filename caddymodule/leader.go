@@ -223,38 +223,40 @@ func (s *LeaderSelection) healthConfig() healthcheck.Config {
 	}
 }
 
-// Validate checks the settings that need no context, for caddy validate.
+const leaderModule = "lb_policy leader"
+
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
 func (s *LeaderSelection) Validate() error {
-	if err := s.healthConfig().Validate(); err != nil {
-		return fmt.Errorf("lb_policy leader: %w", err)
+	v := *s
+	v.setDefaults()
+	if err := v.healthConfig().Validate(); err != nil {
+		return fmt.Errorf("%s: %w", leaderModule, err)
 	}
 	switch {
-	case !strings.HasPrefix(s.URI, "/"):
-		return fmt.Errorf("lb_policy leader: uri %q must start with /", s.URI)
-	case s.Hold < 0:
-		return errors.New("lb_policy leader: hold must not be negative")
-	case s.RetryAfter < 0:
-		return errors.New("lb_policy leader: retry_after must not be negative")
-	case s.Reads != "leader" && s.Reads != "any":
-		return fmt.Errorf("lb_policy leader: reads must be leader or any, not %q", s.Reads)
-	case s.ReplayBuffer < 0:
-		return errors.New("lb_policy leader: replay_buffer must not be negative")
+	case !strings.HasPrefix(v.URI, "/"):
+		return badSetting(leaderModule, "uri", "%q must start with /", v.URI)
+	case v.Hold < 0:
+		return badSetting(leaderModule, "hold", "must not be negative")
+	case v.RetryAfter < 0:
+		return badSetting(leaderModule, "retry_after", "must not be negative")
+	case v.Reads != "leader" && v.Reads != "any":
+		return badSetting(leaderModule, "reads", "must be leader or any, not %q", v.Reads)
+	case v.ReplayBuffer < 0:
+		return badSetting(leaderModule, "replay_buffer", "must not be negative")
 	}
-	for _, p := range s.LeaderPaths {
+	for _, p := range v.LeaderPaths {
 		if !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "*") {
-			return fmt.Errorf("lb_policy leader: leader_paths: %q must start with / (or *)", p)
+			return badSetting(leaderModule, "leader_paths", "%q must start with / (or *)", p)
 		}
 	}
 	return nil
 }
 
-// Provision starts (or joins) the pool's prober and sets the delivery
-// settings on the enclosing reverse_proxy.
+// Provision sets the defaults, starts (or joins) the pool's prober and
+// sets the delivery settings on the enclosing reverse_proxy.
 func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	s.setDefaults()
-	if err := s.Validate(); err != nil {
-		return err
-	}
 	h := enclosingProxy(ctx)
 	if h == nil {
 		return errors.New("lb_policy leader: must be the selection policy of a reverse_proxy")
@@ -583,7 +585,7 @@ func (s *LeaderSelection) bodyBuffered(r *http.Request) bool {
 //		tls_ca          <pem file>
 //	}
 func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, func(opt string) error {
+	return parseValidated(d, s, nil, func(opt string) error {
 		var err error
 		switch opt {
 		case "uri":
@@ -605,9 +607,7 @@ func (s *LeaderSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "passes":
 			err = countArg(d, opt, &s.Passes)
 		case "reads":
-			if err = stringArg(d, &s.Reads); err == nil && s.Reads != "leader" && s.Reads != "any" {
-				err = d.Errf("reads must be leader or any, got %s", s.Reads)
-			}
+			err = stringArg(d, &s.Reads)
 		case "leader_paths":
 			s.LeaderPaths = append(s.LeaderPaths, d.RemainingArgs()...)
 			if len(s.LeaderPaths) == 0 {

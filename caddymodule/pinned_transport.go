@@ -108,28 +108,32 @@ func (t *PinnedTransport) setDefaults() {
 	}
 }
 
-// Validate checks the settings that need no context, for caddy validate.
+const pinnedModule = "transport pinned"
+
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
 func (t *PinnedTransport) Validate() error {
+	maxPinned, versions, keepAlive := t.MaxPinned, t.Versions, t.KeepAlive
+	if len(versions) == 0 {
+		versions = []string{"1.1"}
+	}
 	switch {
-	case t.MaxPinned < 0:
-		return errors.New("transport pinned: max_pinned must not be negative")
-	case !slices.Equal(t.Versions, []string{"1.1"}):
-		return fmt.Errorf("transport pinned: versions must be 1.1, not %s: NTLM and Negotiate authenticate an HTTP/1.1 connection", strings.Join(t.Versions, " "))
-	case t.KeepAlive != nil && t.KeepAlive.Enabled != nil && !*t.KeepAlive.Enabled:
-		return errors.New("transport pinned: keepalive must not be off: an authenticated connection must be kept alive")
-	case t.KeepAlive != nil && t.KeepAlive.IdleConnTimeout < 0:
-		return errors.New("transport pinned: keepalive must not be negative")
+	case maxPinned < 0:
+		return badSetting(pinnedModule, "max_pinned", "must not be negative")
+	case !slices.Equal(versions, []string{"1.1"}):
+		return badSetting(pinnedModule, "versions", "must be 1.1, not %s: NTLM and Negotiate authenticate an HTTP/1.1 connection", strings.Join(versions, " "))
+	case keepAlive != nil && keepAlive.Enabled != nil && !*keepAlive.Enabled:
+		return badSetting(pinnedModule, "keep_alive", "must not be off: an authenticated connection must be kept alive")
+	case keepAlive != nil && keepAlive.IdleConnTimeout < 0:
+		return badSetting(pinnedModule, "keep_alive", "idle_timeout must not be negative")
 	}
 	return nil
 }
 
-// Provision builds the http transport the pins clone and hooks the
-// enclosing HTTP server's connections.
+// Provision sets the defaults, builds the http transport the pins clone
+// and hooks the enclosing HTTP server's connections.
 func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 	t.setDefaults()
-	if err := t.Validate(); err != nil {
-		return err
-	}
 	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if !ok {
 		return errors.New("transport pinned: must be in an HTTP server's routes, whose connections it pins")
@@ -220,14 +224,16 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	name := d.Token()
 	// The http transport's own parser reads what is not ours.
 	httpTokens := []caddyfile.Token{name, {File: name.File, Line: name.Line, Text: "{"}}
-	seen := map[string]bool{}
+	lines := optionLines{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch opt := d.Val(); opt {
+		opt := d.Val()
+		_, seen := lines[opt]
+		lines[opt] = d.Line()
+		switch opt {
 		case "max_pinned":
-			if seen[opt] {
+			if seen {
 				return d.Errf("duplicate %s option", opt)
 			}
-			seen[opt] = true
 			if err := countArg(d, opt, &t.MaxPinned); err != nil {
 				return err
 			}
@@ -241,7 +247,10 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// The closing brace on a line of its own, so that it is nobody's argument.
 	last := httpTokens[len(httpTokens)-1]
 	httpTokens = append(httpTokens, caddyfile.Token{File: last.File, Line: last.Line + 1 + strings.Count(last.Text, "\n"), Text: "}"})
-	return t.HTTPTransport.UnmarshalCaddyfile(caddyfile.NewDispenser(httpTokens))
+	if err := t.HTTPTransport.UnmarshalCaddyfile(caddyfile.NewDispenser(httpTokens)); err != nil {
+		return err
+	}
+	return validatedAt(d, lines, map[string]string{"keep_alive": "keepalive"}, t.Validate())
 }
 
 // pinnedMetrics are process-wide, as leaderMetrics are.

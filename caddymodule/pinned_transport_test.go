@@ -727,7 +727,7 @@ func TestPinnedConfigErrors(t *testing.T) {
 	}
 	for _, tt := range []struct{ transport, want string }{
 		{`{"protocol":"pinned","versions":["1.1","2"]}`, "versions must be 1.1"},
-		{`{"protocol":"pinned","keep_alive":{"enabled":false}}`, "keepalive must not be off"},
+		{`{"protocol":"pinned","keep_alive":{"enabled":false}}`, "keep_alive must not be off"},
 		{`{"protocol":"pinned","max_pinned":-1}`, "max_pinned must not be negative"},
 	} {
 		cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","upstreams":[{"dial":"127.0.0.1:2"}],"transport":` + tt.transport + `}]}]}}}}}`

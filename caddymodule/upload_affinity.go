@@ -117,58 +117,73 @@ const (
 	learnJSONPrefix = "json:"
 )
 
+// Defaults of upload_affinity.
+const (
+	defaultUploadPath        = "/api/uploads/{id}"
+	defaultIdempotencyHeader = "Idempotency-Key"
+	defaultCompletePath      = "/complete"
+	defaultBindingTTL        = 24 * time.Hour
+	defaultOwnerRetryAfter   = 5 * time.Second
+	defaultBindingTimeout    = time.Second
+)
+
 func (s *UploadAffinity) setDefaults() {
-	s.Path = cmp.Or(s.Path, "/api/uploads/{id}")
+	s.Path = cmp.Or(s.Path, defaultUploadPath)
 	s.LearnFrom = cmp.Or(s.LearnFrom, learnLocation)
-	s.IdempotencyHeader = cmp.Or(s.IdempotencyHeader, "Idempotency-Key")
-	s.CompletePath = cmp.Or(s.CompletePath, "/complete")
+	s.IdempotencyHeader = cmp.Or(s.IdempotencyHeader, defaultIdempotencyHeader)
+	s.CompletePath = cmp.Or(s.CompletePath, defaultCompletePath)
 	s.Unknown = cmp.Or(s.Unknown, unknownDiscover)
-	if s.TTL == 0 {
-		s.TTL = caddy.Duration(24 * time.Hour)
-	}
-	if s.RetryAfter == 0 {
-		s.RetryAfter = caddy.Duration(5 * time.Second)
-	}
-	if s.StoreTimeout == 0 {
-		s.StoreTimeout = caddy.Duration(time.Second)
-	}
+	s.TTL = cmp.Or(s.TTL, caddy.Duration(defaultBindingTTL))
+	s.RetryAfter = cmp.Or(s.RetryAfter, caddy.Duration(defaultOwnerRetryAfter))
+	s.StoreTimeout = cmp.Or(s.StoreTimeout, caddy.Duration(defaultBindingTimeout))
 }
 
-// check reports bad settings; the Caddyfile adapter calls it too.
-func (s *UploadAffinity) check() error {
-	if _, err := affinity.CompilePattern(cmp.Or(s.Path, "/api/uploads/{id}")); err != nil {
-		return fmt.Errorf("upload_affinity: path: %v", err)
+const affinityModule = "lb_policy upload_affinity"
+
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
+func (s *UploadAffinity) Validate() error {
+	v := *s
+	v.setDefaults()
+	if _, err := affinity.CompilePattern(v.Path); err != nil {
+		return badSetting(affinityModule, "path", "%q is not an upload pattern: %v", v.Path, err)
 	}
 	switch {
-	case s.LearnFrom == "", s.LearnFrom == learnLocation:
-	case strings.HasPrefix(s.LearnFrom, learnJSONPrefix) && len(s.LearnFrom) > len(learnJSONPrefix):
+	case v.LearnFrom == learnLocation:
+	case strings.HasPrefix(v.LearnFrom, learnJSONPrefix) && len(v.LearnFrom) > len(learnJSONPrefix):
 	default:
-		return fmt.Errorf("upload_affinity: learn must be location or json <field>, got %q", s.LearnFrom)
+		return badSetting(affinityModule, "learn_from", "must be location or json:<field> (Caddyfile: learn location|json <field>), got %q", v.LearnFrom)
 	}
-	switch s.Unknown {
-	case "", unknownDiscover, unknownReject:
+	switch v.Unknown {
+	case unknownDiscover, unknownReject:
 	default:
-		return fmt.Errorf("upload_affinity: unknown must be discover or reject, got %q", s.Unknown)
+		return badSetting(affinityModule, "unknown", "must be discover or reject, got %q", v.Unknown)
 	}
-	if s.CompletePath != "" && !strings.HasPrefix(s.CompletePath, "/") {
-		return fmt.Errorf("upload_affinity: complete must start with /, got %q", s.CompletePath)
-	}
-	if s.TTL < 0 || s.RetryAfter < 0 || s.StoreTimeout < 0 {
-		return errors.New("upload_affinity: ttl, retry_after and store_timeout must be positive")
+	switch {
+	case !strings.HasPrefix(v.CompletePath, "/"):
+		return badSetting(affinityModule, "complete_path", "must start with /, got %q", v.CompletePath)
+	case v.TTL < 0:
+		return badSetting(affinityModule, "ttl", "must not be negative")
+	case v.RetryAfter < 0:
+		return badSetting(affinityModule, "retry_after", "must not be negative")
+	case v.StoreTimeout < 0:
+		return badSetting(affinityModule, "store_timeout", "must not be negative")
 	}
 	return nil
 }
 
+// Provision sets the defaults, opens the bindings' store and wraps the
+// enclosing reverse_proxy's transport.
 func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	s.logger = ctx.Logger()
 	if err := registerCollectors(ctx.GetMetricsRegistry(), affinityMetrics.collectors...); err != nil {
 		return err
 	}
-	if err := s.check(); err != nil {
-		return err
-	}
 	s.setDefaults()
-	s.pattern, _ = affinity.CompilePattern(s.Path)
+	var err error
+	if s.pattern, err = affinity.CompilePattern(s.Path); err != nil {
+		return s.Validate()
+	}
 	s.jsonField = strings.TrimPrefix(s.LearnFrom, learnJSONPrefix)
 	if s.LearnFrom == learnLocation {
 		s.jsonField = ""
@@ -575,7 +590,7 @@ func init() {
 //		fallback           <policy> [<args...>]
 //	}
 func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseDirective(d, func(opt string) error {
+	return parseValidated(d, s, map[string]string{"learn_from": "learn", "complete_path": "complete"}, func(opt string) error {
 		var err error
 		switch opt {
 		case "path":
@@ -610,13 +625,14 @@ func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			err = d.Errf("unrecognized lb_policy upload_affinity option '%s'", opt)
 		}
-		return checked(d, err, s.check)
+		return err
 	})
 }
 
 // Interface guards
 var (
 	_ caddy.Provisioner     = (*UploadAffinity)(nil)
+	_ caddy.Validator       = (*UploadAffinity)(nil)
 	_ caddy.CleanerUpper    = (*UploadAffinity)(nil)
 	_ reverseproxy.Selector = (*UploadAffinity)(nil)
 	_ caddyfile.Unmarshaler = (*UploadAffinity)(nil)

@@ -816,12 +816,12 @@ func TestUploadAffinityConfig(t *testing.T) {
 		t.Errorf("defaults: %s", got)
 	}
 	for _, tt := range []struct{ block, want string }{
-		{"path /uploads", "path:"},
-		{"path /a/{id}/b", "path:"},
-		{"learn header", "learn must be location or json"},
+		{"path /uploads", `path "/uploads" is not an upload pattern`},
+		{"path /a/{id}/b", `path "/a/{id}/b" is not an upload pattern`},
+		{"learn header", "learn_from must be location or json"},
 		{"learn json", "wrong argument count"},
 		{"unknown guess", "unknown must be discover or reject"},
-		{"complete finish", "complete must start with /"},
+		{"complete finish", "complete_path must start with /"},
 		{"ttl -1s", "ttl must be positive"},
 		{"fallback nosuch", "selection_policies.nosuch"},
 		{"store etcd", "ha.stores.etcd"},
