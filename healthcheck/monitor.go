@@ -337,65 +337,118 @@ func (m *Monitor) eligible(n *Node, now time.Time) bool {
 	return until == 0 || now.UnixNano() < until
 }
 
-// recomputeLocked picks the leader: the node answering 200 with the highest
-// epoch, not in doubt; on a tie the current leader stays. m.mu must be held.
+// recomputeLocked applies the leader rules after any change of a node: no
+// leader until every node has been probed once; then the eligible node
+// leads, the current leader keeping a tie; reads go to the readable nodes;
+// and a new leader, a doubt or a loss is reported. m.mu must be held.
 func (m *Monitor) recomputeLocked(reason string) {
 	now := time.Now()
 	prev := m.leader.Load()
+	var next *Node
+	if m.everyNodeProbedLocked() {
+		next = m.nextLeaderLocked(prev, now)
+	}
+	readable := m.readableNodesLocked()
+	m.readable.Store(&readable)
+	if next == prev {
+		if next == nil {
+			m.reportLossOnceLocked(reason, now)
+		}
+		return
+	}
+	m.leader.Store(next)
+	if next == nil {
+		m.reportLeaderChange(m.leaderGoneLocked(reason, now))
+	} else {
+		m.reportLeaderChange(m.leaderFoundLocked(next, reason))
+	}
+}
+
+// everyNodeProbedLocked reports whether every node has been probed once
+// (answered or failed). A stale leader may answer before the real one, so
+// claims are compared only from then on. m.mu must be held.
+func (m *Monitor) everyNodeProbedLocked() bool {
 	if !m.allProbed {
-		// A stale leader may answer before the real one: no leader until
-		// every node has had its say once (answered or failed).
 		m.allProbed = true
 		for _, n := range m.nodes {
 			m.allProbed = m.allProbed && !n.last.Started.IsZero()
 		}
 	}
+	return m.allProbed
+}
+
+// nextLeaderLocked returns the node that leads now: an eligible one (all
+// of them claim the highest epoch), and the current leader if it still is
+// eligible, so that two claims of the same epoch keep the leader where it
+// is; nil if none is eligible. m.mu must be held.
+func (m *Monitor) nextLeaderLocked(current *Node, now time.Time) *Node {
 	var next *Node
 	for _, n := range m.nodes {
-		if m.allProbed && m.eligible(n, now) && (next == nil || n == prev) {
+		if m.eligible(n, now) && (next == nil || n == current) {
 			next = n
 		}
 	}
+	return next
+}
+
+// readableNodesLocked returns the nodes that a read may go to: they answer
+// probes, are not stale, and no request failed on them since their last
+// probe. m.mu must be held.
+func (m *Monitor) readableNodesLocked() []*Node {
 	readable := make([]*Node, 0, len(m.nodes))
 	for _, n := range m.nodes {
 		if n.status != StatusStale && n.status != StatusUnknown && n.status != StatusDown && n.fails == 0 && n.doubtedAt.IsZero() {
 			readable = append(readable, n)
 		}
 	}
-	m.readable.Store(&readable)
-	if next == prev {
-		// A doubt that turns into a loss (Fails failed probes, a follower
-		// or stale answer, an expired lease) is reported once.
-		if next == nil && m.lastAddr != "" && !m.lossReported && !m.lastLeaderInDoubt(now) {
-			m.lossReported = true
-			if m.obs != nil {
-				m.obs.LeaderChanged(LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason})
-			}
-		}
+	return readable
+}
+
+// reportLossOnceLocked reports, once, that the last leader is lost rather
+// than in doubt: a doubt turns into a loss with Fails failed probes, a
+// follower or stale answer, or an expired lease. m.mu must be held.
+func (m *Monitor) reportLossOnceLocked(reason string, now time.Time) {
+	if m.lastAddr == "" || m.lossReported || m.lastLeaderInDoubt(now) {
 		return
 	}
-	m.leader.Store(next)
+	m.lossReported = true
+	m.reportLeaderChange(LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason})
+}
+
+// leaderGoneLocked records that the pool has no leader from now, in doubt
+// or lost, and puts every node to fast polling at once rather than after
+// its interval. It returns the change to report. m.mu must be held.
+func (m *Monitor) leaderGoneLocked(reason string, now time.Time) LeaderChange {
 	change := LeaderChange{Pool: m.name, From: m.lastAddr, Reason: reason}
-	if next == nil {
-		m.noLeaderFrom = now
-		change.InDoubt = m.lastLeaderInDoubt(now)
-		m.lossReported = !change.InDoubt
-		// Every node goes to fast polling at once, not after its interval.
-		for _, n := range m.nodes {
-			n.kickProbe()
-		}
-	} else {
-		change.To, change.Epoch = next.Addr, next.epoch
-		id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
-		change.Failover = m.lastLeader != "" && m.lastLeader != id
-		change.Confirmed = m.lastLeader == id
-		m.lastLeader, m.lastAddr = id, next.Addr
-		m.lossReported = false
-		close(m.changed)
-		m.changed = make(chan struct{})
+	m.noLeaderFrom = now
+	change.InDoubt = m.lastLeaderInDoubt(now)
+	m.lossReported = !change.InDoubt
+	for _, n := range m.nodes {
+		n.kickProbe()
 	}
+	return change
+}
+
+// leaderFoundLocked records next as the leader, wakes the requests that
+// wait for one, and returns the change to report: a failover if next is
+// another node or epoch than the last leader, a confirmation if it is the
+// same one after a doubt. m.mu must be held.
+func (m *Monitor) leaderFoundLocked(next *Node, reason string) LeaderChange {
+	change := LeaderChange{Pool: m.name, From: m.lastAddr, To: next.Addr, Epoch: next.epoch, Reason: reason}
+	id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
+	change.Failover = m.lastLeader != "" && m.lastLeader != id
+	change.Confirmed = m.lastLeader == id
+	m.lastLeader, m.lastAddr = id, next.Addr
+	m.lossReported = false
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return change
+}
+
+// reportLeaderChange tells the observer, if any, of c.
+func (m *Monitor) reportLeaderChange(c LeaderChange) {
 	if m.obs != nil {
-		m.obs.LeaderChanged(change)
+		m.obs.LeaderChanged(c)
 	}
 }
 
