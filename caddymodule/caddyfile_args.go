@@ -71,13 +71,22 @@ func parseDirective(d *caddyfile.Dispenser, option func(name string) error) (opt
 	return parseOptions(d, option)
 }
 
+// repeatableOptions may be written more than once in a block: each adds
+// to a list. Any other option written twice is refused, rather than the
+// last one silently winning.
+var repeatableOptions = map[string]bool{"zone": true, "match": true, "leader_paths": true, "address": true, "addresses": true}
+
 // parseOptions reads the block that opens at the current token, handing
-// each option's name to option, which reads its arguments; an option left
-// with arguments it did not read fails with its line.
+// each option's name to option, which reads its arguments; an option
+// written twice (unless repeatable), or left with arguments it did not
+// read, fails with its line.
 func parseOptions(d *caddyfile.Dispenser, option func(name string) error) (optionLines, error) {
 	lines := optionLines{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		name := d.Val()
+		if _, seen := lines[name]; seen && !repeatableOptions[name] {
+			return nil, d.Errf("duplicate %s option", name)
+		}
 		lines[name] = d.Line()
 		if err := option(name); err != nil {
 			return nil, err
@@ -165,12 +174,8 @@ func moduleArg(d *caddyfile.Dispenser, ns, inlineKey string) (json.RawMessage, e
 	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
 }
 
-// storeArg reads `store memory|redis { … }`, which may appear once (set is
-// what an earlier one read).
-func storeArg(d *caddyfile.Dispenser, set json.RawMessage) (json.RawMessage, error) {
-	if set != nil {
-		return nil, d.Err("store may appear only once")
-	}
+// storeArg reads `store memory|redis { … }`.
+func storeArg(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	return moduleArg(d, "ha.stores", "backend")
 }
 

@@ -484,7 +484,7 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "on_store_error":
 			err = stringArg(d, &h.OnStoreError)
 		case "store":
-			h.StoreRaw, err = storeArg(d, h.StoreRaw)
+			h.StoreRaw, err = storeArg(d)
 		case "store_timeout":
 			err = durationArg(d, opt, &h.StoreTimeout)
 		case "headers":

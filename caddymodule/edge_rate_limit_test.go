@@ -582,7 +582,7 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n}", "defined twice"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\ton_store_error maybe\n}", "on_store_error must be"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t\tburst 3\n\t}\n}", "unrecognized zone option 'burst'"},
-		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore memory\n\tstore memory\n}", "store may appear only once"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore memory\n\tstore memory\n}", "duplicate store option"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore redis\n}", "at least one address"},
 		{"ha {\n\tstore redis {\n\t}\n}", "respond ok", "at least one address"},
 		{"ha {\n\tstore redis {\n\t\taddress nohost\n\t}\n}", "respond ok", "want host:port"},

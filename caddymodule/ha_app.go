@@ -326,7 +326,7 @@ func parseHAOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		switch opt {
 		case "store":
 			var err error
-			app.StoreRaw, err = storeArg(d, app.StoreRaw)
+			app.StoreRaw, err = storeArg(d)
 			return err
 		case "health_interval":
 			return durationArg(d, opt, &app.HealthInterval)

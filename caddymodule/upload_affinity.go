@@ -617,7 +617,7 @@ func (s *UploadAffinity) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "retry_after":
 			err = durationArg(d, opt, &s.RetryAfter)
 		case "store":
-			s.StoreRaw, err = storeArg(d, s.StoreRaw)
+			s.StoreRaw, err = storeArg(d)
 		case "store_timeout":
 			err = durationArg(d, opt, &s.StoreTimeout)
 		case "fallback":
