@@ -256,44 +256,9 @@ func (m *Monitor) record(n *Node, r Result) {
 	switch {
 	case !r.Answered || (!r.Leader && r.Status != http.StatusServiceUnavailable):
 		// Only 200 and 503 are answers of the seed's leader endpoint.
-		n.fails++
-		n.passes = 0
-		if n.fails >= m.cfg.Fails {
-			n.status = StatusDown
-		}
-		why := fmt.Sprint(r.Err)
-		if r.Answered {
-			why = fmt.Sprintf("answered %d", r.Status)
-		}
-		reason = fmt.Sprintf("%s: probe failed (%d in a row): %s", n.Addr, n.fails, why)
+		reason = m.probeFailedLocked(n, r)
 	case r.Leader:
-		n.fails = 0
-		m.maxEpoch = max(m.maxEpoch, r.Epoch)
-		if r.Epoch < m.maxEpoch {
-			n.status, n.passes = StatusStale, 0
-			reason = fmt.Sprintf("%s: answers as leader of epoch %d, lower than %d: stale", n.Addr, r.Epoch, m.maxEpoch)
-			break
-		}
-		if n.status != StatusLeader || n.epoch != r.Epoch {
-			n.passes = 0
-		}
-		if n.lease.epoch != r.Epoch || n.lease.firstRenewAt.IsZero() {
-			n.lease = leaseSeen{epoch: r.Epoch, firstRenewAt: r.LastRenewAt}
-		}
-		if r.LeaseLeft > 0 {
-			n.lease.expiresAt = r.LastRenewAt.Add(r.LeaseLeft)
-		}
-		n.status, n.epoch = StatusLeader, r.Epoch
-		n.passes++
-		// The same renewal seen again extends nothing.
-		switch {
-		case r.LeaseLeft <= 0:
-			n.validUntil.Store(0)
-		case !r.LastRenewAt.Equal(n.renewedAt) || n.validUntil.Load() == 0:
-			n.renewedAt = r.LastRenewAt
-			n.validUntil.Store(leaseValidUntil(r))
-		}
-		reason = fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
+		reason = m.leaderAnswerLocked(n, r)
 	default:
 		n.fails, n.passes = 0, 0
 		n.status = StatusFollower
@@ -305,6 +270,59 @@ func (m *Monitor) record(n *Node, r Result) {
 	close(n.answered)
 	n.answered = make(chan struct{})
 	m.recomputeLocked(reason)
+}
+
+// probeFailedLocked counts failed probe r of n, which is down after Fails
+// in a row, and returns why it failed. m.mu must be held.
+func (m *Monitor) probeFailedLocked(n *Node, r Result) string {
+	n.fails++
+	n.passes = 0
+	if n.fails >= m.cfg.Fails {
+		n.status = StatusDown
+	}
+	why := fmt.Sprint(r.Err)
+	if r.Answered {
+		why = fmt.Sprintf("answered %d", r.Status)
+	}
+	return fmt.Sprintf("%s: probe failed (%d in a row): %s", n.Addr, n.fails, why)
+}
+
+// leaderAnswerLocked takes in leader answer r of n: stale if its epoch is
+// lower than the highest seen, else one more pass and its lease. It
+// returns what n answered. m.mu must be held.
+func (m *Monitor) leaderAnswerLocked(n *Node, r Result) string {
+	n.fails = 0
+	m.maxEpoch = max(m.maxEpoch, r.Epoch)
+	if r.Epoch < m.maxEpoch {
+		n.status, n.passes = StatusStale, 0
+		return fmt.Sprintf("%s: answers as leader of epoch %d, lower than %d: stale", n.Addr, r.Epoch, m.maxEpoch)
+	}
+	if n.status != StatusLeader || n.epoch != r.Epoch {
+		n.passes = 0
+	}
+	n.status, n.epoch = StatusLeader, r.Epoch
+	n.passes++
+	n.recordLease(r)
+	return fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
+}
+
+// recordLease keeps the lease of n's leader answer r: its times in the
+// cluster's clock, and when it ends by this process's. m.mu must be held.
+func (n *Node) recordLease(r Result) {
+	if n.lease.epoch != r.Epoch || n.lease.firstRenewAt.IsZero() {
+		n.lease = leaseSeen{epoch: r.Epoch, firstRenewAt: r.LastRenewAt}
+	}
+	if r.LeaseLeft > 0 {
+		n.lease.expiresAt = r.LastRenewAt.Add(r.LeaseLeft)
+	}
+	// The same renewal seen again extends nothing.
+	switch {
+	case r.LeaseLeft <= 0:
+		n.validUntil.Store(0)
+	case !r.LastRenewAt.Equal(n.renewedAt) || n.validUntil.Load() == 0:
+		n.renewedAt = r.LastRenewAt
+		n.validUntil.Store(leaseValidUntil(r))
+	}
 }
 
 // leaseValidUntil is when the lease of leader answer r ends by this
@@ -580,20 +598,11 @@ func (m *Monitor) ReleasedEarly(ctx context.Context, n *Node, deadline time.Time
 	defer tick.Stop()
 	for {
 		m.mu.Lock()
-		var successor *leaseSeen
-		for _, s := range m.nodes {
-			if s.lease.epoch > held.epoch && !s.lease.firstRenewAt.IsZero() && (successor == nil || s.lease.epoch > successor.epoch) {
-				successor = &s.lease
-			}
-		}
-		var early bool
-		if successor != nil {
-			early = successor.firstRenewAt.Before(held.expiresAt)
-		}
+		successor, found := m.successorLocked(held.epoch)
 		changed := m.changed
 		m.mu.Unlock()
-		if successor != nil {
-			return early
+		if found {
+			return successor.firstRenewAt.Before(held.expiresAt)
 		}
 		select {
 		case <-changed:
@@ -604,6 +613,22 @@ func (m *Monitor) ReleasedEarly(ctx context.Context, n *Node, deadline time.Time
 			return false
 		}
 	}
+}
+
+// successorLocked returns the lease of the highest epoch above epoch that
+// a node has answered with a renewal, and whether there is one. m.mu must
+// be held.
+func (m *Monitor) successorLocked(epoch int64) (leaseSeen, bool) {
+	var successor *leaseSeen
+	for _, s := range m.nodes {
+		if s.lease.epoch > epoch && !s.lease.firstRenewAt.IsZero() && (successor == nil || s.lease.epoch > successor.epoch) {
+			successor = &s.lease
+		}
+	}
+	if successor == nil {
+		return leaseSeen{}, false
+	}
+	return *successor, true
 }
 
 // NodeView is one node in a PoolView.
