@@ -60,10 +60,10 @@ func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration
 				unexplained[res.class.String()+" "+res.errorKind()]++
 			}
 		}
-		if took := res.done.Sub(res.sent); took > res.class.bound() {
+		if d := res.done.Sub(res.sent); d > res.class.bound() {
 			rw.overBound++
 			over[res.class]++
-			slowest[res.class] = max(slowest[res.class], took)
+			slowest[res.class] = max(slowest[res.class], d)
 		}
 	}
 	if rw.unexplained > 0 {

@@ -123,7 +123,6 @@ func runFault(ctx context.Context, r *rig, c *clients, f fault) (row, error) {
 	l := startLoad(r, c, f.slug)
 	eff, err := play(ctx, r, f)
 	l.stopLoad()
-
 	if err != nil {
 		return row{}, err
 	}

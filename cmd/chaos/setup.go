@@ -231,14 +231,14 @@ func (r *rig) waitServing(timeout time.Duration) error {
 	if _, err := r.cluster.WaitLeader(timeout); err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: time.Second}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
 	for {
 		resp, err := client.Get(r.url("/api/ping"))
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				client.CloseIdleConnections()
 				return nil
 			}
 			err = fmt.Errorf("status %d", resp.StatusCode)
