@@ -351,9 +351,20 @@ func (m *Monitor) eligible(n *Node, now time.Time) bool {
 	if n.status != StatusLeader || n.epoch != m.maxEpoch || n.passes < m.cfg.Passes || n.fails > 0 || !n.doubtedAt.IsZero() {
 		return false
 	}
-	until := n.validUntil.Load()
-	return until == 0 || now.UnixNano() < until
+	return n.leaseValid(now.UnixNano)
 }
+
+// leaseValid reports whether n's lease is not known to have run out at the
+// time, in unix ns, that now returns. now is called only for a lease whose
+// end is known, so that Leader reads no clock (tens of ns) for a node that
+// reports no lease times.
+func (n *Node) leaseValid(now func() int64) bool {
+	until := n.validUntil.Load()
+	return until == 0 || now() < until
+}
+
+// unixNanoNow is this process's clock in unix ns, the unit of validUntil.
+func unixNanoNow() int64 { return time.Now().UnixNano() }
 
 // recomputeLocked applies the leader rules after any change of a node: no
 // leader until every node has been probed once; then the eligible node
@@ -476,8 +487,7 @@ func (m *Monitor) reportLeaderChange(c LeaderChange) {
 func (m *Monitor) lastLeaderInDoubt(now time.Time) bool {
 	for _, n := range m.nodes {
 		if n.Addr == m.lastAddr {
-			until := n.validUntil.Load()
-			return n.status == StatusLeader && n.epoch == m.maxEpoch && n.fails < m.cfg.Fails && (until == 0 || now.UnixNano() < until)
+			return n.status == StatusLeader && n.epoch == m.maxEpoch && n.fails < m.cfg.Fails && n.leaseValid(now.UnixNano)
 		}
 	}
 	return false
@@ -486,14 +496,10 @@ func (m *Monitor) lastLeaderInDoubt(now time.Time) bool {
 // Leader returns the leader, or nil while there is none or it is in doubt.
 // It does not allocate or lock.
 func (m *Monitor) Leader() *Node {
-	n := m.leader.Load()
-	if n == nil {
-		return nil
+	if n := m.leader.Load(); n != nil && n.leaseValid(unixNanoNow) {
+		return n
 	}
-	if until := n.validUntil.Load(); until != 0 && time.Now().UnixNano() >= until {
-		return nil
-	}
-	return n
+	return nil
 }
 
 // WaitLeader waits for a leader until ctx ends or the deadline passes and
