@@ -122,6 +122,7 @@ func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
 func (h *EdgeRateLimit) setDefaults() {
 	h.OnStoreError = cmp.Or(h.OnStoreError, onStoreErrorLocal)
 	h.RememberLimited = cmp.Or(h.RememberLimited, defaultRemembered)
+	h.StoreTimeout = cmp.Or(h.StoreTimeout, caddy.Duration(defaultStoreTimeout))
 }
 
 // Provision sets the defaults and readies the zones on the store.
@@ -145,7 +146,7 @@ func (h *EdgeRateLimit) Cleanup() error { return h.storeRef.release() }
 func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) error {
 	h.store, h.retryIn = shared.Store(), shared.RetryIn
 	if !store.IsLocal(h.store) {
-		h.callTimeout = durationOr(h.StoreTimeout, defaultStoreTimeout)
+		h.callTimeout = time.Duration(h.StoreTimeout)
 	}
 	h.local = shared.LocalFallback()
 	for i, zc := range h.Zones {

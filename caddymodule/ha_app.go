@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -61,16 +62,22 @@ const (
 	// localFallbackKeys bounds the memory that counts for on_store_error
 	// local while a remote store is down.
 	localFallbackKeys = 100_000
+	// A store found down is tried again after storeRetryFirst, the pause
+	// doubling up to storeRetryMax while it stays down.
+	storeRetryFirst = 100 * time.Millisecond
+	storeRetryMax   = 5 * time.Second
 )
 
-// Provision sets the defaults and opens (or joins) the store.
-func (a *HAApp) Provision(ctx caddy.Context) error {
+func (a *HAApp) setDefaults() {
 	if a.StoreRaw == nil {
 		a.StoreRaw = json.RawMessage(`{"backend":"memory"}`)
 	}
-	if a.HealthInterval == 0 {
-		a.HealthInterval = caddy.Duration(defaultHealthInterval)
-	}
+	a.HealthInterval = cmp.Or(a.HealthInterval, caddy.Duration(defaultHealthInterval))
+}
+
+// Provision sets the defaults and opens (or joins) the store.
+func (a *HAApp) Provision(ctx caddy.Context) error {
+	a.setDefaults()
 	if a.HealthInterval < 0 {
 		return a.Validate() // the store's health checks cannot run
 	}
@@ -193,7 +200,7 @@ func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, 
 		return sh, nil
 	}
 	log := caddy.Log().Named("ha.store")
-	sh.guard = store.NewGuard(s, 100*time.Millisecond, 5*time.Second, func(err error) {
+	sh.guard = store.NewGuard(s, storeRetryFirst, storeRetryMax, func(err error) {
 		// Once per outage: handlers answer by their on_store_error policy meanwhile.
 		if err != nil {
 			sh.up.Set(0)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -48,7 +49,13 @@ func (m *MemoryStore) Validate() error {
 	return nil
 }
 
-func (m *MemoryStore) openStore() (store.Store, error) { return store.NewMemory(m.MaxKeys, 0), nil }
+func (m *MemoryStore) setDefaults() { m.MaxKeys = cmp.Or(m.MaxKeys, store.DefaultMaxKeys) }
+
+func (m *MemoryStore) openStore() (store.Store, error) {
+	v := *m
+	v.setDefaults()
+	return store.NewMemory(v.MaxKeys, store.DefaultSweep), nil
+}
 func (m *MemoryStore) describe() string                { return "memory" }
 
 // UnmarshalCaddyfile sets up the memory store. Syntax:
@@ -184,8 +191,28 @@ func (redisLogger) Printf(_ context.Context, format string, v ...any) {
 
 var setRedisLogger sync.Once
 
+// Defaults of the Redis store. The pool size is go-redis's: 10 per CPU.
+const (
+	defaultRedisDialTimeout  = time.Second
+	defaultRedisReadTimeout  = 500 * time.Millisecond
+	defaultRedisWriteTimeout = 500 * time.Millisecond
+)
+
+// setDefaults fills in what is unset. It is applied to a copy when the
+// store opens: the settings as written key the shared store.
+func (r *RedisStore) setDefaults() {
+	r.DialTimeout = cmp.Or(r.DialTimeout, caddy.Duration(defaultRedisDialTimeout))
+	r.ReadTimeout = cmp.Or(r.ReadTimeout, caddy.Duration(defaultRedisReadTimeout))
+	r.WriteTimeout = cmp.Or(r.WriteTimeout, caddy.Duration(defaultRedisWriteTimeout))
+	if r.Prefix == nil {
+		prefix := DefaultStorePrefix
+		r.Prefix = &prefix
+	}
+}
+
 func (r *RedisStore) openStore() (store.Store, error) {
 	setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
+	r = r.withDefaults()
 	repl := caddy.NewReplacer()
 	opts := &redis.UniversalOptions{
 		Addrs:            r.Addresses,
@@ -196,9 +223,9 @@ func (r *RedisStore) openStore() (store.Store, error) {
 		SentinelUsername: repl.ReplaceAll(r.SentinelUsername, ""),
 		SentinelPassword: repl.ReplaceAll(r.SentinelPassword, ""),
 		IsClusterMode:    r.Cluster,
-		DialTimeout:      durationOr(r.DialTimeout, time.Second),
-		ReadTimeout:      durationOr(r.ReadTimeout, 500*time.Millisecond),
-		WriteTimeout:     durationOr(r.WriteTimeout, 500*time.Millisecond),
+		DialTimeout:      time.Duration(r.DialTimeout),
+		ReadTimeout:      time.Duration(r.ReadTimeout),
+		WriteTimeout:     time.Duration(r.WriteTimeout),
 		PoolSize:         r.PoolSize,
 		// The caller's deadline bounds every call; a retry could count an
 		// increment twice, and the caller's fallback beats a late answer.
@@ -217,20 +244,16 @@ func (r *RedisStore) openStore() (store.Store, error) {
 			opts.TLSConfig.RootCAs = pool
 		}
 	}
-	prefix := DefaultStorePrefix
-	if r.Prefix != nil {
-		prefix = *r.Prefix
-	}
 	// No connection yet: a Redis that is down at start is a store outage
 	// (handled by the fallback), not a config error.
-	return store.NewRedis(redis.NewUniversalClient(opts), prefix), nil
+	return store.NewRedis(redis.NewUniversalClient(opts), *r.Prefix), nil
 }
 
-func durationOr(d caddy.Duration, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return time.Duration(d)
+// withDefaults is a copy of r with the defaults set.
+func (r *RedisStore) withDefaults() *RedisStore {
+	v := *r
+	v.setDefaults()
+	return &v
 }
 
 // UnmarshalCaddyfile sets up the Redis store; see parseHAOption for the

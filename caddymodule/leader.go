@@ -64,7 +64,7 @@ type LeaderSelection struct {
 	// Interval between probes while a leader is known. Default: 1s.
 	Interval caddy.Duration `json:"interval,omitempty"`
 	// Interval between probes of all nodes while there is no leader or
-	// the leader is in doubt. Default: 100ms.
+	// the leader is in doubt. Default: 50ms, or interval if shorter.
 	FastInterval caddy.Duration `json:"fast_interval,omitempty"`
 	// Timeout of one probe. Default: 500ms.
 	Timeout caddy.Duration `json:"timeout,omitempty"`

@@ -10,8 +10,12 @@ import (
 	"time"
 )
 
-// DefaultMaxKeys is the memory store's size when none is set.
-const DefaultMaxKeys = 1_000_000
+// Defaults of the memory store: its size, and how often expired keys are
+// swept.
+const (
+	DefaultMaxKeys = 1_000_000
+	DefaultSweep   = 10 * time.Second
+)
 
 const memoryShards = 64
 
@@ -59,7 +63,7 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 		maxKeys = DefaultMaxKeys
 	}
 	if sweep <= 0 {
-		sweep = 10 * time.Second
+		sweep = DefaultSweep
 	}
 	s := &Memory{maxKeys: int64(maxKeys), seed: maphash.MakeSeed(), epoch: time.Now(),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
