@@ -39,8 +39,9 @@ misrouted chunks: chunks, completions and aborts that reached a server other tha
   request records). uploads intact: uploads that their client could not complete (it sends a failed step again for
   20s) or that are not complete and byte-exact on their owner.
 limits exact: windows ("w") of the rate-limit zone in which Redis counted every request (no fallback decision), each
-  letting exactly the limit through to the backend: no more, none refused before it. over bound: requests that took longer than their bound
-  (hold + response_header_timeout, store_timeout, or store_timeout + discovery; each + 500ms).
+  letting exactly the limit through to the backend: no more, none refused before it.
+over bound: requests that took longer than their bound (hold + response_header_timeout, store_timeout, or
+  store_timeout + discovery; each + 500ms).
 `)
 }
 
