@@ -327,7 +327,7 @@ func TestForwardedClientKeysRateLimits(t *testing.T) {
 	}
 }
 
-// Caddyfile.example's frontend does what the seed's HAProxy frontend does:
+// Caddyfile.example's frontend does what the cluster's HAProxy frontend does:
 // del-header Forwarded, X-Forwarded-For and X-Forwarded-Proto, forwardfor,
 // and X-Forwarded-Proto https. The example runs here as written, with
 // loopback addresses and no TLS.

@@ -61,7 +61,7 @@ func testPKI(t *testing.T) (caFile string, server *tls.Config) {
 }
 
 // Probes reach TLS nodes the way proxied requests do (server name, trust
-// pool) with the configured Host header, as the seed's HAProxy checks do
+// pool) with the configured Host header, as the cluster's HAProxy checks do
 // with verify required; a node whose certificate does not verify is never
 // taken for the leader.
 func TestProbesOverTLS(t *testing.T) {

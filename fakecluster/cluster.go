@@ -1,5 +1,6 @@
 // Package fakecluster simulates the active/passive cluster that caddy-ha
-// fronts: nodes on loopback sharing one lease with the seed's semantics
+// fronts: nodes on loopback sharing one lease with the semantics of NodePilot's HA
+// documentation
 // (TTL, renew ticks, an epoch per acquisition), followers that refuse
 // mutating requests with 503 and Retry-After: 30, and a control API to
 // crash, hang, stop and start nodes, and Windows SSO bound to each TCP
@@ -24,11 +25,11 @@ import (
 	"time"
 )
 
-// Config sets the lease timing. Zero values take the seed's defaults.
+// Config sets the lease timing. Zero values take the cluster's defaults.
 type Config struct {
-	// LeaseTTL is how long a lease lasts without a renew (seed: 30 s).
+	// LeaseTTL is how long a lease lasts without a renew (the cluster's: 30 s).
 	LeaseTTL time.Duration
-	// RenewInterval is each node's renew tick (seed: 10 s).
+	// RenewInterval is each node's renew tick (the cluster's: 10 s).
 	RenewInterval time.Duration
 	// BasePort, if set, puts node i on 127.0.0.1:BasePort+i; otherwise
 	// each node gets a free port.
@@ -48,7 +49,7 @@ type Acquisition struct {
 	At    time.Time `json:"at"`
 }
 
-// lease is the single-row ClusterLeader table of the seed.
+// lease is the cluster's single-row ClusterLeader table.
 type lease struct {
 	owner       string
 	epoch       int64
@@ -185,7 +186,7 @@ func (c *Cluster) leaderLocked(id string, now time.Time) bool {
 }
 
 // renew is a node's renew tick: an atomic renew of its own lease, or an
-// acquisition of an expired or released one (the seed's UPDATE … WHERE).
+// acquisition of an expired or released one (the cluster's UPDATE … WHERE).
 func (c *Cluster) renew(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -209,7 +210,7 @@ func (c *Cluster) renew(id string) {
 	}
 }
 
-// release gives up node id's lease, as the seed's leader does at shutdown.
+// release gives up node id's lease, as the cluster's leader does at shutdown.
 func (c *Cluster) release(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -326,7 +326,7 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "nodeId": n.id})
 	case isMutating(r):
 		if !leader {
-			// The seed's LeaderRequiredMiddleware: refuse before doing anything.
+			// The cluster's LeaderRequiredMiddleware: refuse before doing anything.
 			w.Header().Set("Retry-After", "30")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "not the leader", "nodeId": n.id})
 			return

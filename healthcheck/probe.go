@@ -70,7 +70,7 @@ type HTTPProber struct {
 	AcceptBare200 bool
 }
 
-// leaderBody is the seed's /healthz/leader answer on the leader.
+// leaderBody is the cluster's /healthz/leader answer on the leader.
 type leaderBody struct {
 	Status         string    `json:"status"`
 	NodeID         string    `json:"nodeId"`
@@ -112,7 +112,7 @@ func (p *HTTPProber) Probe(ctx context.Context, addr string) Result {
 	return res
 }
 
-// parseLeaderBody reads a 200 answer. A body that is not the seed's leader
+// parseLeaderBody reads a 200 answer. A body that is not the cluster's leader
 // JSON is a leader only if bare 200s are accepted.
 func parseLeaderBody(body []byte, acceptBare bool) (leader bool, epoch int64, nodeID string, leaseLeft time.Duration, renewedAt time.Time, err error) {
 	var b leaderBody

@@ -18,7 +18,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/store"
 )
 
-// The same cases run against every store: they are the seed's semantics.
+// The same cases run against every store: they are the toolkit guide's semantics.
 func TestMemoryConformance(t *testing.T) {
 	conformance(t, func(t *testing.T) store.Store {
 		s := store.NewMemory(0, 20*time.Millisecond)

@@ -16,7 +16,7 @@ import (
 )
 
 // The keys live under the prefix, so services sharing one Redis stay apart,
-// and each operation is the seed's command: one round trip.
+// and each operation is the toolkit guide's command: one round trip.
 func TestRedisPrefixAndCommands(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)

@@ -1,4 +1,5 @@
-// Package store is the seed's short-lived store in Go: keys with string
+// Package store is the short-lived store of the cluster's toolkit (its
+// guide "Running Multiple Servers") in Go: keys with string
 // values that expire after a lifetime, with operations that are each
 // atomic across every process sharing the store. Memory keeps everything in
 // this process (bounded); Redis is shared by every Caddy instance and by the

@@ -3,9 +3,9 @@
 // node's drain and without), and how many writes each sends to the follower
 // right after start and after a reload:
 //
-//	(i)   stock Caddy configured like the seed's HAProxy (5s health checks)
+//	(i)   stock Caddy configured like the cluster's HAProxy (5s health checks)
 //	(ii)  stock Caddy tuned (1s health checks, lb_try_duration, retry on 503)
-//	(iii) HAProxy with the seed's configuration over plain HTTP
+//	(iii) HAProxy with the cluster's configuration over plain HTTP
 //	(iv)  caddy-ha's lb_policy leader
 //
 // It drives a steady stream of POSTs (each its own client with a timeout)
@@ -46,7 +46,7 @@ var (
 	renew      = flag.Duration("renew", 2*time.Second, "renew interval of the fake cluster")
 	timeout    = flag.Duration("client-timeout", 2*time.Second, "timeout of each write")
 	drain      = flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease (a planned stop is also measured without)")
-	only       = flag.String("only", "", "comma-separated proxies to run (seed,tuned,haproxy,ours)")
+	only       = flag.String("only", "", "comma-separated proxies to run (stock,tuned,haproxy,ours)")
 	modes      = flag.String("modes", "start,kill,stop", "comma-separated measurements: start (start and reload), kill, stop")
 )
 
@@ -108,7 +108,7 @@ func startWithConfig(dir, name, cfg, logName, bin string, args ...string) (*exec
 
 func proxies() []proxy {
 	return []proxy{
-		{name: "seed", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 5s\n\t\thealth_fails 2\n\t\thealth_passes 1"),
+		{name: "stock", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 5s\n\t\thealth_fails 2\n\t\thealth_passes 1"),
 			start: startCaddy, reload: reloadCaddy},
 		{name: "tuned", config: caddyConfig("\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1\n\t\tlb_try_duration 15s\n\t\tlb_retry_match {\n\t\t\texpression `{rp.status_code} in [503]`\n\t\t}"),
 			start: startCaddy, reload: reloadCaddy},
@@ -118,7 +118,7 @@ func proxies() []proxy {
 	}
 }
 
-// haproxyConfig is the seed's configuration, over plain HTTP on loopback.
+// haproxyConfig is the cluster's configuration, over plain HTTP on loopback.
 func haproxyConfig(listen, _ string, nodes []string) string {
 	return fmt.Sprintf(`global
     maxconn 4096
