@@ -138,6 +138,7 @@ type settingError struct {
 	msg    string
 }
 
+// Error names the module and the field.
 func (e *settingError) Error() string { return e.module + ": " + e.field + " " + e.msg }
 
 // badSetting is a settingError of module's field.

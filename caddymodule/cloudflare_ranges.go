@@ -59,6 +59,7 @@ const (
 	cloudflareIPv6URL = "https://www.cloudflare.com/ips-v6"
 )
 
+// CaddyModule returns the Caddy module information.
 func (CloudflareRanges) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.ip_sources.cloudflare_ranges", New: func() caddy.Module { return new(CloudflareRanges) }}
 }
@@ -261,6 +262,7 @@ func (s *cloudflareSet) current() []netip.Prefix {
 	return nil
 }
 
+// Destruct stops the refresher, when the last user lets go of the set.
 func (s *cloudflareSet) Destruct() error {
 	s.stop()
 	<-s.done

@@ -115,6 +115,7 @@ const (
 	defaultRemembered   = 100_000
 )
 
+// CaddyModule returns the Caddy module information.
 func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.edge_rate_limit", New: func() caddy.Module { return new(EdgeRateLimit) }}
 }
@@ -217,6 +218,8 @@ type zoneDecision struct {
 	unknown bool
 }
 
+// ServeHTTP counts the request in every zone it matches and refuses it
+// with 429 if any is over its limit.
 func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	now := time.Now()
 	var buf [4]zoneDecision
@@ -476,6 +479,8 @@ func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 	return rl, rl.UnmarshalCaddyfile(h.Dispenser)
 }
 
+// UnmarshalCaddyfile sets up the handler; see parseEdgeRateLimit for the
+// syntax.
 func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers"}, func(opt string) error {
 		var err error

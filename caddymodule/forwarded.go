@@ -88,6 +88,7 @@ const (
 	inboundForwarded  = "forwarded"
 )
 
+// CaddyModule returns the Caddy module information.
 func (Forwarded) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.forwarded", New: func() caddy.Module { return new(Forwarded) }}
 }
@@ -149,6 +150,8 @@ const headerCFConnecting = "Cf-Connecting-Ip"
 
 var clientNamingHeaders = []string{"X-Real-Ip", headerCFConnecting, "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"}
 
+// ServeHTTP resolves the client, strips what an untrusted peer sent and
+// sets the forwarded headers upstream gets.
 func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	peer, peerPort := remoteAddr(r.RemoteAddr)
 	serverRanges := h.serverRanges(r)

@@ -50,6 +50,7 @@ type storeBackend interface {
 	describe() string
 }
 
+// CaddyModule returns the Caddy module information.
 func (HAApp) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "ha", New: func() caddy.Module { return new(HAApp) }}
 }
@@ -253,6 +254,8 @@ func (sh *sharedStore) RetryIn() time.Duration {
 	return sh.guard.RetryIn()
 }
 
+// Destruct stops the health checks and closes the store, when its last
+// user lets go.
 func (sh *sharedStore) Destruct() error {
 	if sh.stop != nil {
 		sh.stop()

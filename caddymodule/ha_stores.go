@@ -36,6 +36,7 @@ type MemoryStore struct {
 	MaxKeys int `json:"max_keys,omitempty"`
 }
 
+// CaddyModule returns the Caddy module information.
 func (MemoryStore) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "ha.stores.memory", New: func() caddy.Module { return new(MemoryStore) }}
 }
@@ -117,6 +118,7 @@ type RedisTLS struct {
 // DefaultStorePrefix is the Redis store's key prefix when none is set.
 const DefaultStorePrefix = "caddy-ha:"
 
+// CaddyModule returns the Caddy module information.
 func (RedisStore) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "ha.stores.redis", New: func() caddy.Module { return new(RedisStore) }}
 }
@@ -185,6 +187,7 @@ func (r *RedisStore) describe() string { return "redis " + strings.Join(r.Addres
 // outages they tell of are logged once each by the ha app.
 type redisLogger struct{}
 
+// Printf logs one of go-redis's messages.
 func (redisLogger) Printf(_ context.Context, format string, v ...any) {
 	caddy.Log().Named("ha.store.redis").Debug(fmt.Sprintf(format, v...))
 }

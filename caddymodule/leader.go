@@ -174,6 +174,7 @@ type leaderPool struct {
 	roots *x509.CertPool
 }
 
+// Destruct stops the prober, when its last user lets go.
 func (p *leaderPool) Destruct() error {
 	p.mon.Stop()
 	p.prober.Client.CloseIdleConnections()

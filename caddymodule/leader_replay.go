@@ -20,6 +20,8 @@ import (
 // executed.
 type followerRefusal struct{ s *LeaderSelection }
 
+// MatchWithError reports whether the response is a confirmed follower
+// refusal of a request that may be replayed.
 func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
 	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	if !ok {
@@ -66,6 +68,8 @@ func (m followerRefusal) Match(r *http.Request) bool {
 // transport errors only.
 type plannedStopClose struct{ s *LeaderSelection }
 
+// MatchWithError reports whether the request's transport error is a
+// connection a planned stop closed before it executed.
 func (m plannedStopClose) MatchWithError(r *http.Request) (bool, error) {
 	tried, _ := caddyhttp.GetVar(r.Context(), m.s.triedKey).(*healthcheck.Node)
 	if tried == nil {

@@ -299,11 +299,13 @@ func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
 	}
 }
 
+// Pinned counts a new pin.
 func (o *pinObserver) Pinned() {
 	o.pinned.Inc()
 	o.pins.Inc()
 }
 
+// Ended counts a pin that ended, by why.
 func (o *pinObserver) Ended(reason pinning.EndReason) {
 	o.pinned.Dec()
 	pinnedMetrics.ended.WithLabelValues(o.pool, string(reason)).Inc()
@@ -338,6 +340,7 @@ func (o *pinObserver) Refused(r *pinning.Refusal) {
 	}
 }
 
+// Panicked logs a panic in a pin's timer, with its stack.
 func (o *pinObserver) Panicked(v any, stack []byte) {
 	o.logger.Error("pinned transport: recovered from a panic", zap.Any("panic", v), zap.ByteString("stack", stack))
 }

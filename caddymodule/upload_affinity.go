@@ -99,6 +99,7 @@ type UploadAffinity struct {
 	recheckDone chan struct{}
 }
 
+// CaddyModule returns the Caddy module information.
 func (UploadAffinity) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.reverse_proxy.selection_policies.upload_affinity", New: func() caddy.Module { return new(UploadAffinity) }}
 }
@@ -318,6 +319,8 @@ var (
 	toCreation        = &uploadRoute{kind: routeCreate}
 )
 
+// Select routes an upload's request to its owner, a creation by its
+// idempotency key, and anything else by the fallback policy.
 func (s *UploadAffinity) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	if len(pool) == 0 {
 		return nil
@@ -454,6 +457,8 @@ type affinityTransport struct {
 	policy *UploadAffinity
 }
 
+// RoundTrip sends the request as Select routed it and learns from the
+// answer.
 func (t *affinityTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s := t.policy
 	route, _ := caddyhttp.GetVar(req.Context(), s.varKey).(*uploadRoute)
