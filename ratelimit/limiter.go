@@ -120,19 +120,11 @@ func newScratch(slots int) *scratch {
 	return &scratch{buf: make([]byte, 0, 64*(slots+1)), others: make([]string, slots), counts: make([]int64, slots)}
 }
 
-// Decide counts one request of key at now in s, unless the key is already
-// known to be over the limit, and returns the decision. An error means the
-// store did not answer: nothing was decided.
-func (l *Limiter) Decide(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
-	key = BoundedKey(key)
-	if d, ok := l.Remembered(key, now); ok {
-		return d, nil
-	}
-	return l.Count(ctx, s, key, now)
-}
-
-// Count is Decide for a caller that has just asked Remembered: it counts
-// the request without looking for the key among those over the limit.
+// Count counts one request of key at now in s and returns the decision;
+// a refusal is remembered (see Remembered). An error means the store did
+// not answer: nothing was decided. A caller asks Remembered first, for
+// every zone a request counts in, so that a key remembered over the limit
+// anywhere never reaches the store.
 func (l *Limiter) Count(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
 	key = BoundedKey(key)
 	sc := l.buffers.Get().(*scratch)
