@@ -105,6 +105,17 @@ func (p *Pattern) ID(path string) (id string, ok bool) {
 	return id, true
 }
 
+// Under returns what follows the upload's own path in path, the escaped
+// path as for ID: "" for the upload itself, "/" with a trailing slash,
+// "/chunks/3" for a chunk; ok is false when path is not an upload's.
+func (p *Pattern) Under(path string) (rest string, ok bool) {
+	id, ok := p.ID(path)
+	if !ok {
+		return "", false
+	}
+	return path[len(p.prefix)+len(id):], true
+}
+
 // Unambiguous reports whether a request path names the same thing of the
 // pattern in its escaped form (escaped, which ID is given) and in its
 // decoded form (decoded) with dot segments and doubled slashes resolved, as

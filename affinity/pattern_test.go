@@ -201,3 +201,25 @@ func TestPatternPathAndCollection(t *testing.T) {
 		}
 	}
 }
+
+func TestPatternUnder(t *testing.T) {
+	p, err := CompilePattern("/api/uploads/{id}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/api/uploads/abc":          "",
+		"/api/uploads/abc/":         "/",
+		"/api/uploads/abc/chunks/3": "/chunks/3",
+		"/api/uploads/abc/complete": "/complete",
+	} {
+		if got, ok := p.Under(path); !ok || got != want {
+			t.Errorf("Under(%q) = %q, %v; want %q", path, got, ok, want)
+		}
+	}
+	for _, path := range []string{"/api/uploads", "/api/uploads/", "/api/other/abc", "/api/uploads/a%2Fb"} {
+		if got, ok := p.Under(path); ok {
+			t.Errorf("Under(%q) = %q, true; want not an upload's path", path, got)
+		}
+	}
+}

@@ -416,8 +416,7 @@ func (s *UploadAffinity) selectOwner(pool reverseproxy.UpstreamPool, r *http.Req
 			if !u.Available() || s.unreachable.Has(owner) {
 				return refuse(http.StatusServiceUnavailable, affinityMetrics.ownerDown, "the upload's server is down")
 			}
-			// What follows the upload's own path: "" or "/" for the upload.
-			under := path[len(s.pattern.Path(""))+len(id):]
+			under, _ := s.pattern.Under(path)
 			route := toOwner
 			if r.Method == http.MethodDelete && (under == "" || under == "/") || under == s.CompletePath {
 				route = toOwnerCompleting
