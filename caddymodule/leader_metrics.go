@@ -159,3 +159,10 @@ func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
 	}
 	leaderMetrics.probe.WithLabelValues(pool, addr, outcome).Observe(r.Duration.Seconds())
 }
+
+// Panicked logs a recovered panic of a probe loop with its stack; the
+// loop probes the node again an interval later.
+func (o *leaderObserver) Panicked(pool, addr string, v any, stack []byte) {
+	o.logger().Error("leader probe panicked", zap.String("pool", pool), zap.String("node", addr),
+		zap.Any("error", v), zap.ByteString("stack", stack))
+}

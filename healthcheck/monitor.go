@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,10 @@ type LeaderChange struct {
 type Observer interface {
 	LeaderChanged(LeaderChange)
 	Probed(pool, addr string, r Result)
+	// Panicked: a probe of addr panicked with v (in the Prober or the
+	// Observer), which was recovered; the node is probed again an Interval
+	// later.
+	Panicked(pool, addr string, v any, stack []byte)
 }
 
 // Node is one upstream of a pool.
@@ -198,17 +203,32 @@ func (m *Monitor) Stop() {
 	m.wg.Wait()
 }
 
+// probeLoop probes n until ctx ends. After a panic in a probe it goes on
+// an Interval later: a node never probed again would freeze the leader
+// view, and the wait bounds how often a panic that recurs is logged.
 func (m *Monitor) probeLoop(ctx context.Context, n *Node) {
 	defer m.wg.Done()
+	for !m.probeUntilDone(ctx, n) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(m.cfg.Interval):
+		}
+	}
+}
+
+// probeUntilDone probes n at once, then every Interval while there is a
+// leader, every FastInterval while there is none, and when kicked, until
+// ctx ends (true) or a probe panics (false, the panic reported).
+func (m *Monitor) probeUntilDone(ctx context.Context, n *Node) (done bool) {
+	defer m.recoverProbe(n)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
-		pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
-		r := m.prober.Probe(pctx, n.Addr)
-		cancel()
+		r := m.probe(ctx, n)
 		if ctx.Err() != nil {
-			return
+			return true
 		}
 		m.record(n, r)
 		if m.obs != nil {
@@ -223,7 +243,7 @@ func (m *Monitor) probeLoop(ctx context.Context, n *Node) {
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-			return
+			return true
 		case <-timer.C:
 		case <-n.kick:
 			timer.Stop()
@@ -232,11 +252,31 @@ func (m *Monitor) probeLoop(ctx context.Context, n *Node) {
 				timer.Reset(minProbeGap - r.Duration)
 				select {
 				case <-ctx.Done():
-					return
+					return true
 				case <-timer.C:
 				}
 			}
 		}
+	}
+}
+
+// probe sends one probe to n, within the probe timeout.
+func (m *Monitor) probe(ctx context.Context, n *Node) Result {
+	pctx, cancel := context.WithTimeout(ctx, m.cfg.Timeout)
+	defer cancel()
+	return m.prober.Probe(pctx, n.Addr)
+}
+
+// recoverProbe, deferred, recovers a panic in a probe of n (in the Prober
+// or the Observer) and reports it with its stack, as Caddy's active health
+// checker does, rather than letting it take the process down.
+func (m *Monitor) recoverProbe(n *Node) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if m.obs != nil {
+		m.obs.Panicked(m.name, n.Addr, v, debug.Stack())
 	}
 }
 

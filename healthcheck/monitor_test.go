@@ -1,6 +1,7 @@
 package healthcheck
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -69,10 +70,18 @@ var (
 	hang     = Result{Err: errHang}
 )
 
-// recorder is an Observer that keeps the leader changes.
+// recorder is an Observer that keeps the leader changes and the panics.
 type recorder struct {
 	mu      sync.Mutex
 	changes []LeaderChange
+	panics  []panicReport
+}
+
+// panicReport is one call of Observer.Panicked.
+type panicReport struct {
+	pool, addr string
+	v          any
+	stack      []byte
 }
 
 func (r *recorder) LeaderChanged(c LeaderChange) {
@@ -81,6 +90,11 @@ func (r *recorder) LeaderChanged(c LeaderChange) {
 	r.mu.Unlock()
 }
 func (r *recorder) Probed(string, string, Result) {}
+func (r *recorder) Panicked(pool, addr string, v any, stack []byte) {
+	r.mu.Lock()
+	r.panics = append(r.panics, panicReport{pool: pool, addr: addr, v: v, stack: stack})
+	r.mu.Unlock()
+}
 
 func testConfig() Config {
 	return Config{Interval: 40 * time.Millisecond, FastInterval: 5 * time.Millisecond, Timeout: 30 * time.Millisecond, Fails: 2, Passes: 1}
@@ -564,4 +578,43 @@ func TestReleasedEarly(t *testing.T) {
 			t.Fatal("released early without lease times")
 		}
 	})
+}
+
+// panickingProber panics at its first probes (as many as panics says),
+// then probes as its scriptedProber does.
+type panickingProber struct {
+	*scriptedProber
+	panics int
+}
+
+func (p *panickingProber) Probe(ctx context.Context, addr string) Result {
+	p.mu.Lock()
+	panicNow := p.panics > 0
+	p.panics--
+	p.mu.Unlock()
+	if panicNow {
+		panic("prober bug")
+	}
+	return p.scriptedProber.Probe(ctx, addr)
+}
+
+// A Prober that panics is reported with its stack, and the node is probed
+// (and elected) afterwards rather than never again.
+func TestProbePanicIsReportedAndProbingGoesOn(t *testing.T) {
+	p := &panickingProber{scriptedProber: newScripted(), panics: 1}
+	p.set("a", leaderAt(1))
+	m, rec := startMonitor(t, p, testConfig(), "a")
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.panics) != 1 {
+		t.Fatalf("%d panics reported, want 1: %+v", len(rec.panics), rec.panics)
+	}
+	got := rec.panics[0]
+	if got.pool != "pool" || got.addr != "a" || got.v != "prober bug" {
+		t.Fatalf("panic reported as %q %q %v, want pool a prober bug", got.pool, got.addr, got.v)
+	}
+	if !bytes.Contains(got.stack, []byte("panickingProber")) {
+		t.Fatalf("the stack does not show the panicking Prober:\n%s", got.stack)
+	}
 }
