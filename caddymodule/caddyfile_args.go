@@ -179,4 +179,3 @@ func moduleArg(d *caddyfile.Dispenser, ns, inlineKey string) (json.RawMessage, e
 func storeArg(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	return moduleArg(d, "ha.stores", "backend")
 }
-

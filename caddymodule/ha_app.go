@@ -42,12 +42,19 @@ type HAApp struct {
 	ref *storeRef
 }
 
-// storeBackend is what a module in ha.stores provides.
-type storeBackend interface {
-	// openStore connects; the store is shared until its last user leaves.
-	openStore() (store.Store, error)
-	// describe names the store in logs and metrics, e.g. "redis 10.0.0.5:6379".
-	describe() string
+// StoreBackend is what a module in the ha.stores namespace provides: the
+// contract of a store that the ha app and the handlers keep their state in
+// (memory and redis here; a third-party module implements the same). The
+// store's operations and their semantics are store.Store's; its conformance
+// suite (store/conformance_test.go) is what a new store must pass.
+type StoreBackend interface {
+	// OpenStore connects (without waiting for the store: one that is down
+	// is an outage, not a config error); the store is shared until its
+	// last user leaves, which closes it.
+	OpenStore() (store.Store, error)
+	// Describe names the store in logs and metrics, e.g.
+	// "redis 10.0.0.5:6379". It must not hold secrets.
+	Describe() string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -138,12 +145,15 @@ func holdStore(ctx caddy.Context, owner any, field string, raw json.RawMessage, 
 	if err != nil {
 		return nil, fmt.Errorf("loading the store: %v", err)
 	}
-	backend := mod.(storeBackend)
+	backend, ok := mod.(StoreBackend)
+	if !ok {
+		return nil, fmt.Errorf("store module %T is not an ha store (caddymodule.StoreBackend)", mod)
+	}
 	val, _, err := storePools.LoadOrNew(string(key), func() (caddy.Destructor, error) {
 		return openShared(backend, healthEvery)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the %s store: %v", backend.describe(), err)
+		return nil, fmt.Errorf("opening the %s store: %v", backend.Describe(), err)
 	}
 	return &storeRef{key: string(key), shared: val.(*sharedStore)}, nil
 }
@@ -189,12 +199,12 @@ type sharedStore struct {
 	done  chan struct{}
 }
 
-func openShared(backend storeBackend, healthEvery time.Duration) (*sharedStore, error) {
-	s, err := backend.openStore()
+func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, error) {
+	s, err := backend.OpenStore()
 	if err != nil {
 		return nil, err
 	}
-	sh := &sharedStore{name: backend.describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.describe())}
+	sh := &sharedStore{name: backend.Describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.Describe())}
 	storeMetrics.holdLabel(sh.name)
 	sh.up.Set(1)
 	if store.IsLocal(s) {

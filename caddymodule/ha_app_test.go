@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
@@ -57,4 +59,23 @@ func TestStoreDownAtStartIsReported(t *testing.T) {
 	poll.Until(t, 5*time.Second, "store_up 0", func() bool {
 		return metricValue(tc, `caddy_ha_store_up{store="redis `+addr+`"}`) == 0
 	})
+}
+
+// notAStore is a module in the ha.stores namespace that is no store, as a
+// third-party module written against another contract would be.
+type notAStore struct{}
+
+func (notAStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha.stores.not_a_store", New: func() caddy.Module { return new(notAStore) }}
+}
+
+func init() { caddy.RegisterModule(notAStore{}) }
+
+// A module of ha.stores that does not implement StoreBackend is a config
+// error, not a panic.
+func TestStoreModuleOfAnotherContract(t *testing.T) {
+	err := caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{"ha":{"store":{"backend":"not_a_store"}}}}`))
+	if err == nil || !strings.Contains(err.Error(), "is not an ha store (caddymodule.StoreBackend)") {
+		t.Fatalf("error %v", err)
+	}
 }

@@ -52,12 +52,15 @@ func (m *MemoryStore) Validate() error {
 
 func (m *MemoryStore) setDefaults() { m.MaxKeys = cmp.Or(m.MaxKeys, store.DefaultMaxKeys) }
 
-func (m *MemoryStore) openStore() (store.Store, error) {
+// OpenStore opens a store in this process's memory.
+func (m *MemoryStore) OpenStore() (store.Store, error) {
 	v := *m
 	v.setDefaults()
 	return store.NewMemory(v.MaxKeys, store.DefaultSweep), nil
 }
-func (m *MemoryStore) describe() string                { return "memory" }
+
+// Describe names the store: memory.
+func (m *MemoryStore) Describe() string { return "memory" }
 
 // UnmarshalCaddyfile sets up the memory store. Syntax:
 //
@@ -181,7 +184,8 @@ func loadCAPool(file, what string) (*x509.CertPool, []byte, error) {
 	return pool, pem, nil
 }
 
-func (r *RedisStore) describe() string { return "redis " + strings.Join(r.Addresses, ",") }
+// Describe names the store by its addresses.
+func (r *RedisStore) Describe() string { return "redis " + strings.Join(r.Addresses, ",") }
 
 // redisLogger sends go-redis's own messages to Caddy's log at DEBUG: the
 // outages they tell of are logged once each by the ha app.
@@ -213,7 +217,8 @@ func (r *RedisStore) setDefaults() {
 	}
 }
 
-func (r *RedisStore) openStore() (store.Store, error) {
+// OpenStore makes the Redis client; it connects on first use.
+func (r *RedisStore) OpenStore() (store.Store, error) {
 	setRedisLogger.Do(func() { redis.SetLogger(redisLogger{}) })
 	r = r.withDefaults()
 	repl := caddy.NewReplacer()
@@ -323,10 +328,10 @@ func (r *RedisStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ storeBackend          = (*MemoryStore)(nil)
+	_ StoreBackend          = (*MemoryStore)(nil)
 	_ caddy.Validator       = (*MemoryStore)(nil)
 	_ caddyfile.Unmarshaler = (*MemoryStore)(nil)
-	_ storeBackend          = (*RedisStore)(nil)
+	_ StoreBackend          = (*RedisStore)(nil)
 	_ caddy.Validator       = (*RedisStore)(nil)
 	_ caddyfile.Unmarshaler = (*RedisStore)(nil)
 )
