@@ -231,8 +231,8 @@ const leaderModule = "lb_policy leader"
 func (s *LeaderSelection) Validate() error {
 	v := *s
 	v.setDefaults()
-	if err := v.healthConfig().Validate(); err != nil {
-		return fmt.Errorf("%s: %w", leaderModule, err)
+	if bad, ok := errors.AsType[*healthcheck.SettingError](v.healthConfig().Validate()); ok {
+		return badSetting(leaderModule, bad.Setting, "%s", bad.Problem)
 	}
 	switch {
 	case !strings.HasPrefix(v.URI, "/"):

@@ -112,6 +112,7 @@ func (o *leaderObserver) logger() *zap.Logger {
 	return caddy.Log().Named("http.reverse_proxy.selection_policies.leader")
 }
 
+// LeaderChanged logs and counts a change of leader.
 func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	if c.From != "" {
 		leaderMetrics.leader.WithLabelValues(c.Pool, c.From).Set(0)
@@ -149,6 +150,7 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 }
 
+// Probed records a probe's duration and outcome.
 func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
 	outcome := "failed"
 	switch {

@@ -537,7 +537,7 @@ func TestCaddyfileConfig(t *testing.T) {
 	for _, tc := range []struct{ policy, want string }{
 		{`{"policy":"leader","interval":-1000000000}`, "interval must be positive"},
 		{`{"policy":"leader","reads":"some"}`, "reads must be leader or any"},
-		{`{"policy":"leader","fast_interval":5000000000,"interval":1000000000}`, "fast interval"},
+		{`{"policy":"leader","fast_interval":5000000000,"interval":1000000000}`, "fast_interval 5s is longer than interval 1s"},
 	} {
 		cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"reverse_proxy","upstreams":[{"dial":"127.0.0.1:2"}],"load_balancing":{"selection_policy":` + tc.policy + `}}]}]}}}}}`
 		err := caddy.Validate(mustConfig(t, cfg))

@@ -28,24 +28,34 @@ type Config struct {
 	Passes int
 }
 
-// Validate reports a configuration that cannot work.
+// Validate reports a configuration that cannot work, as a *SettingError.
 func (c Config) Validate() error {
+	bad := func(setting, problem string) error { return &SettingError{Setting: setting, Problem: problem} }
 	switch {
 	case c.Interval <= 0:
-		return errors.New("interval must be positive")
+		return bad("interval", "must be positive")
 	case c.FastInterval <= 0:
-		return errors.New("fast interval must be positive")
+		return bad("fast_interval", "must be positive")
 	case c.FastInterval > c.Interval:
-		return fmt.Errorf("fast interval %v is longer than interval %v", c.FastInterval, c.Interval)
+		return bad("fast_interval", fmt.Sprintf("%v is longer than interval %v", c.FastInterval, c.Interval))
 	case c.Timeout <= 0:
-		return errors.New("timeout must be positive")
+		return bad("timeout", "must be positive")
 	case c.Fails < 1:
-		return errors.New("fails must be at least 1")
+		return bad("fails", "must be at least 1")
 	case c.Passes < 1:
-		return errors.New("passes must be at least 1")
+		return bad("passes", "must be at least 1")
 	}
 	return nil
 }
+
+// SettingError is a Config setting that cannot work, named as
+// configurations write it: interval, fast_interval, timeout, fails, passes.
+type SettingError struct {
+	Setting, Problem string
+}
+
+// Error names the setting and what is wrong with it.
+func (e *SettingError) Error() string { return e.Setting + " " + e.Problem }
 
 // minProbeGap keeps a node that many requests report at once from being
 // probed back to back.
@@ -295,7 +305,7 @@ func (m *Monitor) record(n *Node, r Result) {
 	var reason string
 	switch {
 	case !r.Answered || (!r.Leader && r.Status != http.StatusServiceUnavailable):
-		// Only 200 and 503 are answers of the seed's leader endpoint.
+		// Only 200 and 503 are answers of the cluster's leader endpoint.
 		reason = m.probeFailedLocked(n, r)
 	case r.Leader:
 		reason = m.leaderAnswerLocked(n, r)
@@ -374,11 +384,17 @@ func (n *Node) recordLease(r Result) {
 func leaseValidUntil(r Result) int64 {
 	left := r.LeaseLeft
 	if age := r.ServerTime.Sub(r.LastRenewAt); !r.ServerTime.IsZero() && age > 0 {
-		left -= age // both positive: cannot overflow
+		if age >= left {
+			return 1 // over before it was seen
+		}
+		left -= age
+	}
+	if left <= 0 {
+		return 1
 	}
 	start := r.Started.UnixNano()
 	switch {
-	case left > 0 && start > math.MaxInt64-int64(left):
+	case start > math.MaxInt64-int64(left):
 		return math.MaxInt64
 	case start+int64(left) <= 0:
 		return 1
