@@ -67,8 +67,10 @@ func (CloudflareRanges) CaddyModule() caddy.ModuleInfo {
 // cloudflareSets shares one set and refresher per settings.
 var cloudflareSets = caddy.NewUsagePool()
 
-// Defaults of cloudflare_ranges.
+// Defaults of cloudflare_ranges, and the first pause after a failed
+// download (it doubles up to refresh).
 const (
+	cloudflareRetryFirst         = 5 * time.Second
 	defaultCloudflareFile        = "cloudflare-ranges.txt" // in Caddy's data directory
 	defaultCloudflareRefresh     = 24 * time.Hour
 	defaultCloudflareFileRefresh = time.Minute // with downloads off
@@ -164,7 +166,8 @@ func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
 	s := &cloudflareSet{cfg: cfg, client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
 		stop: stop, done: make(chan struct{})}
 	s.readFile() // the last good set, until a download succeeds
-	go s.keep(ctx)
+	goLoop(caddy.Log().Named("cloudflare_ranges"), "the Cloudflare ranges' refresher", cloudflareRetryFirst, ctx.Done(), s.done,
+		func() { s.keep(ctx) })
 	return s
 }
 
@@ -172,15 +175,14 @@ func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
 // sooner than refresh (5s, doubling), so a node that boots while the lists
 // cannot be fetched does not go a whole refresh trusting nothing.
 func (s *cloudflareSet) keep(ctx context.Context) {
-	defer close(s.done)
 	refresh := time.Duration(s.cfg.Refresh)
-	retry := min(5*time.Second, refresh)
+	retry := min(cloudflareRetryFirst, refresh)
 	for {
 		wait := refresh
 		if !s.cfg.DisableDownloads && !s.download(ctx) {
 			wait, retry = retry, min(2*retry, refresh)
 		} else {
-			retry = min(5*time.Second, refresh)
+			retry = min(cloudflareRetryFirst, refresh)
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -225,14 +225,13 @@ func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, 
 	sh.store, sh.local = sh.guard, store.NewMemory(localFallbackKeys, 0)
 	ctx, stop := context.WithCancel(context.Background())
 	sh.stop, sh.done = stop, make(chan struct{})
-	go sh.checkHealth(ctx, healthEvery)
+	goLoop(log, "the store's health check", healthEvery, ctx.Done(), sh.done, func() { sh.checkHealth(ctx, healthEvery) })
 	return sh, nil
 }
 
 // checkHealth pings the store through its guard until Destruct, the first
 // time at once, so a store down from the start is noticed without traffic.
 func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
-	defer close(sh.done)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -3,14 +3,17 @@ package caddymodule
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
+	"github.com/caddy-ha/caddy-ha/store"
 )
 
 // A store goes with the last config using it: its connections close, and
@@ -77,5 +80,48 @@ func TestStoreModuleOfAnotherContract(t *testing.T) {
 	err := caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{"ha":{"store":{"backend":"not_a_store"}}}}`))
 	if err == nil || !strings.Contains(err.Error(), "is not an ha store (caddymodule.StoreBackend)") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// panickyStore is a remote store (not Local) whose first Ping panics.
+type panickyStore struct {
+	store.Store
+	pings atomic.Int32
+}
+
+func (s *panickyStore) Local() bool { return false }
+
+func (s *panickyStore) Ping(ctx context.Context) error {
+	if s.pings.Add(1) == 1 {
+		panic("the first ping panics")
+	}
+	return nil
+}
+
+var panicky = &panickyStore{Store: store.NewMemory(10, 0)}
+
+// panickyBackend is a third-party store module serving panicky.
+type panickyBackend struct{}
+
+func (panickyBackend) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha.stores.panicky", New: func() caddy.Module { return new(panickyBackend) }}
+}
+func (panickyBackend) OpenStore() (store.Store, error) { return panicky, nil }
+func (panickyBackend) Describe() string                { return "panicky" }
+func (panickyBackend) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	return nil
+}
+
+func init() { caddy.RegisterModule(panickyBackend{}) }
+
+// A panic in the store's health check is logged with its stack, and the
+// checks go on: Caddy stays up.
+func TestStoreHealthCheckSurvivesAPanic(t *testing.T) {
+	tc := startCaddy(t, nil, "ha {\n\t\tstore panicky\n\t\thealth_interval 20ms\n\t}", "respond ok")
+	poll.Until(t, 5*time.Second, "pings after the panic", func() bool { return panicky.pings.Load() >= 3 })
+	lines := tc.logLines("the store's health check panicked")
+	if len(lines) != 1 || !strings.Contains(lines[0], "the first ping panics") || !strings.Contains(lines[0], "goroutine") {
+		t.Fatalf("log lines %q", lines)
 	}
 }

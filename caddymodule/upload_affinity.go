@@ -229,17 +229,15 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("upload_affinity: needs reverse_proxy's http transport, not %T", h.Transport)
 	}
 	h.Transport = &affinityTransport{HTTPTransport: s.inner, policy: s}
-	s.discoverer = newDiscoverer(s.inner, s.pattern)
+	s.discoverer = newDiscoverer(s.inner, s.pattern, s.logger)
 	if lb := h.LoadBalancing; lb.Retries == 0 && lb.TryDuration == 0 {
 		lb.Retries = max(len(h.Upstreams), 1)
 	}
 	s.unreachable = new(affinity.Unreachable)
 	ctx2, cancel := context.WithCancel(context.Background())
 	s.stopRecheck, s.recheckDone = cancel, make(chan struct{})
-	goRecovered(s.logger, "upload_affinity: the recheck of unreachable servers", func() {
-		defer close(s.recheckDone)
-		s.recheckUnreachable(ctx2)
-	})
+	goLoop(s.logger, "upload_affinity: the recheck of unreachable servers", unreachableRecheck, ctx2.Done(), s.recheckDone,
+		func() { s.recheckUnreachable(ctx2) })
 	return nil
 }
 

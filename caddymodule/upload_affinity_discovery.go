@@ -10,8 +10,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/affinity"
+	"github.com/caddy-ha/caddy-ha/internal/recovered"
 )
 
 // discoverer finds the owner of an upload whose binding is unknown by
@@ -23,6 +25,7 @@ import (
 type discoverer struct {
 	inner   *reverseproxy.HTTPTransport
 	pattern *affinity.Pattern
+	logger  *zap.Logger
 	slots   chan struct{}
 
 	mu       sync.Mutex
@@ -57,8 +60,8 @@ const (
 // status request answer it as they would the client's.
 var credentialHeaders = []string{"Authorization", "Cookie"}
 
-func newDiscoverer(inner *reverseproxy.HTTPTransport, pattern *affinity.Pattern) *discoverer {
-	return &discoverer{inner: inner, pattern: pattern, slots: make(chan struct{}, maxDiscoveries),
+func newDiscoverer(inner *reverseproxy.HTTPTransport, pattern *affinity.Pattern, logger *zap.Logger) *discoverer {
+	return &discoverer{inner: inner, pattern: pattern, logger: logger, slots: make(chan struct{}, maxDiscoveries),
 		running: map[string]*discovery{}, notFound: map[string]time.Time{}}
 }
 
@@ -141,29 +144,7 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+addr.JoinHostPort(0)+d.pattern.Path(id), nil)
-			if err != nil {
-				unanswered.Store(true)
-				return
-			}
-			req.Host = r.Host
-			for _, h := range credentialHeaders {
-				if v := r.Header.Values(h); len(v) > 0 {
-					req.Header[h] = v
-				}
-			}
-			resp, err := d.inner.Transport.RoundTrip(req)
-			if err != nil {
-				unanswered.Store(true)
-				return
-			}
-			resp.Body.Close()
-			switch {
-			case resp.StatusCode/100 == 2:
-				found <- u.Dial
-			case resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusGone:
-				// Throttled, wanting other credentials, redirecting,
-				// failing: it may have the upload.
+			if !recovered.Call(panicLogger(d.logger, "upload_affinity: asking a server for an upload"), func() { d.askOne(ctx, r, u, addr, scheme, id, found, &unanswered) }) {
 				unanswered.Store(true)
 			}
 		}()
@@ -176,4 +157,35 @@ func (d *discoverer) ask(r *http.Request, pool reverseproxy.UpstreamPool, id str
 		return "", errNotAllAnswered
 	}
 	return "", nil
+}
+
+// askOne asks the server u at addr whether it has upload id (HEAD, with
+// the client's credentials): it sends u's address to found if it does, and
+// sets unanswered if it may.
+func (d *discoverer) askOne(ctx context.Context, r *http.Request, u *reverseproxy.Upstream, addr caddy.NetworkAddress, scheme, id string, found chan<- string, unanswered *atomic.Bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, scheme+"://"+addr.JoinHostPort(0)+d.pattern.Path(id), nil)
+	if err != nil {
+		unanswered.Store(true)
+		return
+	}
+	req.Host = r.Host
+	for _, h := range credentialHeaders {
+		if v := r.Header.Values(h); len(v) > 0 {
+			req.Header[h] = v
+		}
+	}
+	resp, err := d.inner.Transport.RoundTrip(req)
+	if err != nil {
+		unanswered.Store(true)
+		return
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode/100 == 2:
+		found <- u.Dial
+	case resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusGone:
+		// Throttled, wanting other credentials, redirecting, failing: it
+		// may have the upload.
+		unanswered.Store(true)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/recovered"
 )
 
 // Defaults of the memory store: its size, and how often expired keys are
@@ -70,7 +72,10 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memoryEntry)
 	}
-	go s.sweepEvery(sweep)
+	go func() {
+		defer close(s.done)
+		recovered.Loop(reporter("the memory store's sweeper"), sweep, s.stop, func() { s.sweepEvery(sweep) })
+	}()
 	return s
 }
 
@@ -258,7 +263,6 @@ func (s *Memory) delete(sh *memoryShard, key string) {
 }
 
 func (s *Memory) sweepEvery(every time.Duration) {
-	defer close(s.done)
 	const minGap = 100 * time.Millisecond
 	t := time.NewTicker(every)
 	defer t.Stop()

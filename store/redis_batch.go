@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/caddy-ha/caddy-ha/internal/recovered"
 )
 
 // batchCall is one call waiting to be sent: an increment (MULTI INCRBY
@@ -68,7 +70,12 @@ func newBatcher(client redis.UniversalClient) *batcher {
 	b := &batcher{client: client, queue: make(chan *batchCall, batchQueueCap), stop: make(chan struct{})}
 	b.wg.Add(batchSenders)
 	for range batchSenders {
-		go b.send()
+		go func() {
+			defer b.wg.Done()
+			// A sender that panicked goes on: the calls of its batch end
+			// by their deadlines, later ones are sent.
+			recovered.Loop(reporter("a Redis batch sender"), batchPanicPause, b.stop, b.send)
+		}()
 	}
 	return b
 }
@@ -96,8 +103,11 @@ func (b *batcher) do(ctx context.Context, c *batchCall) error {
 	}
 }
 
+// batchPanicPause is how long a sender that panicked pauses before it
+// goes on, so that a panic on every batch does not spin.
+const batchPanicPause = 10 * time.Millisecond
+
 func (b *batcher) send() {
-	defer b.wg.Done()
 	batch := make([]*batchCall, 0, batchMax)
 	for {
 		select {
