@@ -218,74 +218,33 @@ type zoneDecision struct {
 	unknown bool
 }
 
-// ServeHTTP counts the request in every zone it matches and refuses it
-// with 429 if any is over its limit.
+// ServeHTTP decides the request in the README's steps: the zones it
+// matches, each key remembered over its limit refusing it without the
+// store, else a count in every zone within one store_timeout; then the
+// answer: 429 over a limit, 503 when on_store_error deny decided, else on
+// to the next handler, with the RateLimit fields.
 func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	now := time.Now()
 	var buf [4]zoneDecision
-	decisions := buf[:0]
-	remembered := false
-	for _, z := range h.zones {
-		match, err := z.matchers.AnyMatchWithError(r)
-		if err != nil {
-			return caddyhttp.Error(http.StatusInternalServerError, err)
-		}
-		if !match {
-			continue
-		}
-		// Bounded once here: the limiter's calls below then need not hash a long key again.
-		d := zoneDecision{zone: z, key: ratelimit.BoundedKey(z.key.resolve(r))}
-		d.Decision, _ = z.limiter.Remembered(d.key, now)
-		remembered = remembered || d.Cached
-		decisions = append(decisions, d)
-	}
-	limited, denied := remembered, false
-	if remembered {
-		// A key remembered over the limit in any zone is refused without
-		// asking the store for the others, so a flood never reaches it.
-		kept := decisions[:0]
-		for _, d := range decisions {
-			if d.Cached {
-				d.zone.metrics.limited.Inc()
-				kept = append(kept, d)
-			}
-		}
-		decisions = kept
-	} else {
-		// One deadline for all the zones: a request waits for the store
-		// store_timeout at most, however many zones it counts in.
-		ctx, cancel := withStoreTimeout(r.Context(), h.callTimeout)
-		defer cancel()
-		for i := range decisions {
-			d := &decisions[i]
-			*d = h.decide(ctx, r, d.zone, d.key, now)
-			switch {
-			case d.unknown && !d.Allowed:
-				denied = true
-				d.zone.metrics.denied.Inc()
-			case d.Allowed:
-				d.zone.metrics.allowed.Inc()
-			default:
-				limited = true
-				d.zone.metrics.limited.Inc()
-			}
-		}
+	decisions, remembered, err := h.matchZones(r, now, buf[:0])
+	if err != nil {
+		return caddyhttp.Error(http.StatusInternalServerError, err)
 	}
 	if len(decisions) == 0 {
 		return next.ServeHTTP(w, r)
+	}
+	limited, denied := remembered, false
+	if remembered {
+		decisions = refuseRemembered(decisions)
+	} else {
+		limited, denied = h.count(r, decisions, now)
 	}
 	if limited || !h.HideHeaders {
 		h.setFields(w.Header(), decisions)
 	}
 	switch {
 	case limited:
-		var wait time.Duration
-		var zone string
-		for _, d := range decisions {
-			if !d.Allowed && !d.unknown && d.RetryAfter >= wait {
-				wait, zone = d.RetryAfter, d.zone.name
-			}
-		}
+		wait, zone := longestWait(decisions)
 		return refuse(w, r, http.StatusTooManyRequests, wait,
 			fmt.Sprintf("429 Too Many Requests: the rate limit of zone %q is reached; retry in %d s", zone, ceilSeconds(wait)))
 	case denied:
@@ -294,6 +253,75 @@ func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next c
 			fmt.Sprintf("503 Service Unavailable: the rate limit store does not answer; retry in %d s", ceilSeconds(wait)))
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// matchZones appends to decisions one for each zone r matches, with its
+// key and, for a key remembered over the limit, its refusal; remembered
+// reports whether any is.
+func (h *EdgeRateLimit) matchZones(r *http.Request, now time.Time, decisions []zoneDecision) (_ []zoneDecision, remembered bool, err error) {
+	for _, z := range h.zones {
+		match, err := z.matchers.AnyMatchWithError(r)
+		if err != nil {
+			return nil, false, err
+		}
+		if !match {
+			continue
+		}
+		// Bounded once here: the limiter's calls then need not hash a long key again.
+		d := zoneDecision{zone: z, key: ratelimit.BoundedKey(z.key.resolve(r))}
+		d.Decision, _ = z.limiter.Remembered(d.key, now)
+		remembered = remembered || d.Cached
+		decisions = append(decisions, d)
+	}
+	return decisions, remembered, nil
+}
+
+// refuseRemembered keeps the decisions of keys remembered over the limit:
+// such a request is refused without asking the store for the other zones,
+// so a flood never reaches it.
+func refuseRemembered(decisions []zoneDecision) []zoneDecision {
+	kept := decisions[:0]
+	for _, d := range decisions {
+		if d.Cached {
+			d.zone.metrics.limited.Inc()
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+// count counts the request in every zone of decisions, all within one
+// store_timeout however many zones there are, and reports whether a zone
+// is over its limit or on_store_error deny refused it.
+func (h *EdgeRateLimit) count(r *http.Request, decisions []zoneDecision, now time.Time) (limited, denied bool) {
+	ctx, cancel := withStoreTimeout(r.Context(), h.callTimeout)
+	defer cancel()
+	for i := range decisions {
+		d := &decisions[i]
+		*d = h.decide(ctx, r, d.zone, d.key, now)
+		switch {
+		case d.unknown && !d.Allowed:
+			denied = true
+			d.zone.metrics.denied.Inc()
+		case d.Allowed:
+			d.zone.metrics.allowed.Inc()
+		default:
+			limited = true
+			d.zone.metrics.limited.Inc()
+		}
+	}
+	return limited, denied
+}
+
+// longestWait returns the longest Retry-After of the zones over their
+// limit, and the zone it is.
+func longestWait(decisions []zoneDecision) (wait time.Duration, zone string) {
+	for _, d := range decisions {
+		if !d.Allowed && !d.unknown && d.RetryAfter >= wait {
+			wait, zone = d.RetryAfter, d.zone.name
+		}
+	}
+	return wait, zone
 }
 
 // decide counts a request of a key not remembered over the limit in the
