@@ -564,13 +564,7 @@ func (m *Monitor) WaitLeader(ctx context.Context, deadline time.Time) *Node {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
-		m.mu.Lock()
-		if n := m.leader.Load(); n != nil && !m.eligible(n, time.Now()) {
-			// The lease ran out without a fresh answer.
-			m.recomputeLocked(fmt.Sprintf("%s: lease expired without a renewal seen", n.Addr))
-		}
-		changed := m.changed
-		m.mu.Unlock()
+		changed := m.dropExpiredLeader()
 		if n := m.Leader(); n != nil {
 			return n
 		}
@@ -582,6 +576,18 @@ func (m *Monitor) WaitLeader(ctx context.Context, deadline time.Time) *Node {
 			return nil
 		}
 	}
+}
+
+// dropExpiredLeader recomputes the leader if its lease ran out without a
+// fresh answer, and returns the channel closed when one is found. The lock
+// is released by defer, so that a panicking Observer cannot leave it held.
+func (m *Monitor) dropExpiredLeader() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := m.leader.Load(); n != nil && !m.eligible(n, time.Now()) {
+		m.recomputeLocked(fmt.Sprintf("%s: lease expired without a renewal seen", n.Addr))
+	}
+	return m.changed
 }
 
 // Readable returns a node for a read that any answering node may serve,
@@ -598,13 +604,19 @@ func (m *Monitor) Readable() *Node {
 // n answered 503): n gets no traffic until a probe sent after now answers,
 // and that probe is sent at once.
 func (m *Monitor) Doubt(n *Node, why string) {
+	m.markDoubted(n, why)
+	n.kickProbe()
+}
+
+// markDoubted marks n doubted under the lock, released by defer so that a
+// panicking Observer cannot leave it held.
+func (m *Monitor) markDoubted(n *Node, why string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if n.doubtedAt.IsZero() {
 		n.doubtedAt = time.Now()
 		m.recomputeLocked(fmt.Sprintf("%s: %s", n.Addr, why))
 	}
-	m.mu.Unlock()
-	n.kickProbe()
 }
 
 // ConfirmFollower probes n (a probe sent after since) and reports whether
