@@ -707,3 +707,65 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 	}
 	t.Logf("%d writes, %v replayed after a planned stop closed their connection", len(results), replayed)
 }
+
+// The coupling to Caddy's provisioning order (see "What caddy-ha relies on
+// in Caddy" in the README): the policy is provisioned after the transport
+// and before Caddy's retry defaults, so what it sets on its reverse_proxy
+// stays. If Caddy changed that order, this fails first.
+func TestLeaderSetsItsProxysRetrySettings(t *testing.T) {
+	c := newCluster(t, 2, 2*time.Second, 400*time.Millisecond)
+	startCaddy(t, c, "", fmt.Sprintf(leaderSite, "7s"))
+	h := loadedProxy(t)
+	lb := h.LoadBalancing
+	if time.Duration(lb.TryDuration) != 7*time.Second || time.Duration(lb.TryInterval) != retryInterval || h.RequestBuffers != defaultReplayBuffer {
+		t.Errorf("try_duration %v, try_interval %v, request_buffers %d: want 7s, %v, %d",
+			time.Duration(lb.TryDuration), time.Duration(lb.TryInterval), h.RequestBuffers, retryInterval, defaultReplayBuffer)
+	}
+	var refusal, closed bool
+	for _, set := range lb.RetryMatch {
+		for _, m := range set {
+			switch m.(type) {
+			case followerRefusal:
+				refusal = true
+			case plannedStopClose:
+				closed = len(set) == 1
+			}
+		}
+	}
+	if !refusal || !closed {
+		t.Errorf("retry_match has the follower refusal entry %v, the planned stop entry (alone in its set) %v", refusal, closed)
+	}
+}
+
+// loadedProxy returns the first reverse_proxy handler of the running
+// config's first server.
+func loadedProxy(t *testing.T) *reverseproxy.Handler {
+	t.Helper()
+	app, err := caddy.ActiveContext().App("http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var find func(routes caddyhttp.RouteList) *reverseproxy.Handler
+	find = func(routes caddyhttp.RouteList) *reverseproxy.Handler {
+		for _, r := range routes {
+			for _, h := range r.Handlers {
+				switch h := h.(type) {
+				case *reverseproxy.Handler:
+					return h
+				case *caddyhttp.Subroute:
+					if found := find(h.Routes); found != nil {
+						return found
+					}
+				}
+			}
+		}
+		return nil
+	}
+	for _, srv := range app.(*caddyhttp.App).Servers {
+		if h := find(srv.Routes); h != nil {
+			return h
+		}
+	}
+	t.Fatal("no reverse_proxy in the running config")
+	return nil
+}
