@@ -42,11 +42,13 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -timeout 5m $$pkg || exit 1; \
 	done
 
-# The store tests run a real redis-server on a loopback port; the Windows SSO
-# tests run curl --ntlm.
+# The store tests run a real redis-server and a real PostgreSQL (Debian's
+# postgresql package, under /usr/lib/postgresql) on loopback ports; the
+# Windows SSO tests run curl --ntlm.
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
 	@missing=""; for t in redis-server curl; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
 
 # Go benchmarks of the hot paths, then the side-by-side benchmarks.

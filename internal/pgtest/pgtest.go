@@ -1,0 +1,394 @@
+// Package pgtest starts throwaway PostgreSQL servers, from Debian's
+// postgresql package, on free loopback ports: for tests (Server) and for
+// programs that are not tests (Process). They can be paused, killed and
+// restarted on the same port and data.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+)
+
+// Server is a PostgreSQL the test started: a Process whose failures fail
+// the test, stopped and removed when the test ends.
+type Server struct {
+	t testing.TB
+	*Process
+}
+
+// Start runs PostgreSQL on a free loopback port for the test. The test
+// fails if PostgreSQL is not installed (make test-deps installs it).
+func Start(t testing.TB) *Server {
+	t.Helper()
+	p, err := StartProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return &Server{t: t, Process: p}
+}
+
+// Pause stops the server as Process.Pause does.
+func (s *Server) Pause() { s.t.Helper(); s.must(s.Process.Pause()) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.t.Helper(); s.must(s.Process.Resume()) }
+
+// Restart starts the server again after Kill.
+func (s *Server) Restart() { s.t.Helper(); s.must(s.Process.Restart()) }
+
+func (s *Server) must(err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Process is a PostgreSQL server (the postmaster and its backends) on a
+// loopback port, with trust authentication for the user postgres.
+type Process struct {
+	Port int
+	// StatementStats reports whether pg_stat_statements is loaded and
+	// created in the postgres database, so that statements can be counted.
+	StatementStats bool
+
+	root    string              // holds data/ and postgres.log
+	bin     string              // the directory of postgres and initdb
+	cred    *syscall.Credential // the postgres user when run by root; else nil
+	cmd     *exec.Cmd           // the postmaster
+	exited  chan struct{}       // closed once the postmaster has exited
+	logFile *os.File
+}
+
+// readyTimeout bounds waiting for a started server to accept connections
+// (crash recovery after Kill included).
+const readyTimeout = 30 * time.Second
+
+// StartProcess creates a database cluster in a new temporary directory and
+// runs PostgreSQL on it, on a free loopback port. The caller Stops it.
+func StartProcess() (*Process, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{bin: bin}
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses to run as root.
+		if p.cred, err = postgresUser(); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.initdb(); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		_, port, _ := net.SplitHostPort(loopback.FreeAddr())
+		p.Port, _ = strconv.Atoi(port)
+		err := p.run()
+		if err == nil {
+			break
+		}
+		if attempt == 4 { // the port was taken in between every time, or worse
+			p.Stop()
+			return nil, err
+		}
+	}
+	if err := p.createStatementStats(); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// binDir is the bin directory of the highest PostgreSQL version Debian
+// installed, else the directory of postgres on PATH.
+func binDir() (string, error) {
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	if len(found) > 0 {
+		version := func(path string) int { // /usr/lib/postgresql/15/bin/postgres → 15
+			major, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+			return major
+		}
+		return filepath.Dir(slices.MaxFunc(found, func(a, b string) int { return version(a) - version(b) })), nil
+	}
+	path, err := exec.LookPath("postgres")
+	if err != nil {
+		return "", errors.New("PostgreSQL is not installed: run make test-deps (apt-get install postgresql)")
+	}
+	return filepath.Dir(path), nil
+}
+
+func postgresUser() (*syscall.Credential, error) {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running PostgreSQL as root needs the postgres user (the postgresql package creates it): %v", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func (p *Process) dataDir() string { return filepath.Join(p.root, "data") }
+
+// initdb makes the temporary directory and the database cluster in it. The
+// directory comes from os.MkdirTemp, not t.TempDir, whose parents are root's
+// and closed to the postgres user.
+func (p *Process) initdb() error {
+	var err error
+	if p.root, err = os.MkdirTemp("", "pgtest-"); err != nil {
+		return err
+	}
+	if err := os.Chmod(p.root, 0o755); err != nil { // the postgres user reaches data/ through it
+		return err
+	}
+	if err := os.Mkdir(p.dataDir(), 0o700); err != nil {
+		return err
+	}
+	if p.cred != nil {
+		if err := os.Chown(p.dataDir(), int(p.cred.Uid), int(p.cred.Gid)); err != nil {
+			return err
+		}
+	}
+	if p.logFile, err = os.Create(filepath.Join(p.root, "postgres.log")); err != nil {
+		return err
+	}
+	cmd := p.command("initdb", "-D", p.dataDir(), "--auth=trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// command runs a PostgreSQL program as the user the server runs as, in the
+// temporary directory (the postgres user may not read the test's own).
+func (p *Process) command(program string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(p.bin, program), args...)
+	cmd.Dir = p.root
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: p.cred,
+		// Its own process group: a ^C of the test reaches the test only,
+		// whose cleanup stops the server; Pdeathsig stops it if the test
+		// dies without cleaning up.
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	return cmd
+}
+
+// run starts the postmaster on p.Port and waits until it accepts
+// connections.
+func (p *Process) run() error {
+	args := []string{"-D", p.dataDir(), "-p", strconv.Itoa(p.Port), "-k", p.dataDir(),
+		"-c", "listen_addresses=127.0.0.1",
+		// Nothing here needs to survive a crash: Kill loses the commits
+		// of the last moments (at most 3 wal_writer_delay, 0.6 s).
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}
+	if p.hasStatementStats() {
+		args = append(args, "-c", "shared_preload_libraries=pg_stat_statements")
+	}
+	p.cmd = p.command("postgres", args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logFile, p.logFile
+	if err := p.cmd.Start(); err != nil {
+		return fmt.Errorf("starting postgres: %v", err)
+	}
+	p.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) {
+		_ = cmd.Wait()
+		close(exited)
+	}(p.cmd, p.exited)
+	if err := p.waitReady(); err != nil {
+		p.Kill()
+		return fmt.Errorf("postgres on port %d did not answer: %v\n%s", p.Port, err, p.logTail())
+	}
+	return nil
+}
+
+// hasStatementStats reports whether pg_stat_statements is installed
+// (Debian ships it with the server).
+func (p *Process) hasStatementStats() bool {
+	_, err := os.Stat(filepath.Join(p.bin, "..", "lib", "pg_stat_statements.so"))
+	return err == nil
+}
+
+func (p *Process) createStatementStats() error {
+	if !p.hasStatementStats() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.URL())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		return fmt.Errorf("creating pg_stat_statements: %v", err)
+	}
+	p.StatementStats = true
+	return nil
+}
+
+// waitReady polls a connection until one succeeds, the postmaster exits
+// (the port was taken, say) or readyTimeout passes.
+func (p *Process) waitReady() error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, p.URL())
+		if err == nil {
+			err = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("postgres exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logTail is the end of the server's log, for error messages.
+func (p *Process) logTail() string {
+	log, _ := os.ReadFile(p.logFile.Name())
+	const keep = 4000
+	return string(log[max(len(log)-keep, 0):])
+}
+
+// URL is a connection string for pgx to the postgres database.
+func (p *Process) URL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
+}
+
+// Pool returns a pool of connections for the test's own checks, closed
+// when t ends.
+func (p *Process) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), p.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Pause stops the postmaster and every backend (SIGSTOP) without closing
+// a socket: new connections are accepted by the kernel and existing ones
+// stay open, but nothing is answered, like a hung database.
+//
+// PostgreSQL makes each backend the leader of its own process group, so
+// the postmaster's group does not hold them: they are signalled one by
+// one, after the postmaster, which then forks no more.
+func (p *Process) Pause() error {
+	pid, err := p.pid()
+	if err != nil {
+		return err
+	}
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	for _, child := range children(pid) {
+		_ = syscall.Kill(child, syscall.SIGSTOP) // it may have just exited
+	}
+	return nil
+}
+
+// Resume continues a paused server: the backends, then the postmaster.
+func (p *Process) Resume() error {
+	pid, err := p.pid()
+	if err != nil {
+		return err
+	}
+	for _, child := range children(pid) {
+		_ = syscall.Kill(child, syscall.SIGCONT)
+	}
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	return nil
+}
+
+// pid is the postmaster's.
+func (p *Process) pid() (int, error) {
+	if p.cmd == nil {
+		return 0, fmt.Errorf("postgres on port %d is not running", p.Port)
+	}
+	return p.cmd.Process.Pid, nil
+}
+
+// children are the processes whose parent is pid.
+func children(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var found []int
+	for _, path := range stats {
+		stat, err := os.ReadFile(path)
+		if err != nil {
+			continue // it exited
+		}
+		// pid (comm) state ppid …, where comm may hold spaces and parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			found = append(found, child)
+		}
+	}
+	return found
+}
+
+// Kill stops the server at once (SIGKILL to the postmaster and its
+// backends, paused or not), leaving its data for Restart. Its port then
+// refuses connections.
+func (p *Process) Kill() {
+	pid, err := p.pid()
+	if err != nil {
+		return
+	}
+	_ = p.Pause() // the backends stay its children until they are killed
+	for _, child := range children(pid) {
+		_ = syscall.Kill(child, syscall.SIGKILL)
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	<-p.exited
+	p.cmd = nil
+}
+
+// Restart starts the server again after Kill, on the same port and data
+// (PostgreSQL recovers from the crash), and waits until it answers.
+func (p *Process) Restart() error {
+	if p.cmd != nil {
+		return fmt.Errorf("restarting postgres on port %d: still running", p.Port)
+	}
+	return p.run()
+}
+
+// Stop kills the server and removes its data.
+func (p *Process) Stop() {
+	p.Kill()
+	if p.logFile != nil {
+		p.logFile.Close()
+	}
+	if p.root != "" {
+		os.RemoveAll(p.root)
+	}
+}

@@ -1,0 +1,78 @@
+package pgtest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-ha/caddy-ha/internal/pgtest"
+)
+
+// A started server answers; paused it answers nothing, on a connection
+// opened before (its backend is paused too) or a new one; resumed it
+// answers again; killed and restarted it answers on the same URL with the
+// data it had at its last checkpoint.
+func TestStartPauseKillRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	pool := srv.Pool(t)
+	wantOne(t, pool)
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	if !srv.StatementStats {
+		t.Error("pg_stat_statements is not available (Debian's postgresql package ships it)")
+	}
+
+	open, err := pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	for _, how := range []string{"an open connection", "a new connection"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		var n int
+		if how == "a new connection" {
+			err = srv.Pool(t).QueryRow(ctx, "select 1").Scan(&n)
+		} else {
+			err = open.QueryRow(ctx, "select 1").Scan(&n)
+		}
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("select 1 on %s of a paused server: %v, want a timeout", how, err)
+		}
+	}
+	open.Release() // broken by the timeout: the pool drops it
+	srv.Resume()
+	wantOne(t, pool)
+
+	// Commits reach the WAL a little after they are acknowledged
+	// (synchronous_commit=off): a checkpoint makes the table survive.
+	if _, err := pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := pool.Ping(ctx); err == nil {
+		t.Fatal("a killed server answered")
+	}
+	srv.Restart()
+	wantOne(t, pool)
+	var kept int
+	if err := pool.QueryRow(context.Background(), "SELECT n FROM kept").Scan(&kept); err != nil || kept != 7 {
+		t.Fatalf("after the restart the table holds %d, %v; want 7", kept, err)
+	}
+}
+
+func wantOne(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var n int
+	if err := pool.QueryRow(ctx, "select 1").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("select 1 = %d, %v", n, err)
+	}
+}
