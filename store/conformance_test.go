@@ -203,6 +203,18 @@ func conformance(t *testing.T, newStore func(*testing.T) store.Store) {
 		}
 		wantAbsent(t, s, "k")
 	})
+	t.Run("ClockIsTheServers", func(t *testing.T) {
+		clock, ok := newStore(t).(store.Clock)
+		if !ok {
+			t.Skip("a store without a clock of its own")
+		}
+		// The server runs on this machine, so on this clock.
+		before := time.Now()
+		now, err := clock.Now(ctx)
+		if err != nil || now.Before(before.Add(-time.Second)) || now.After(time.Now().Add(time.Second)) {
+			t.Fatalf("Now = %v, %v; this machine says %v", now, err, before)
+		}
+	})
 	t.Run("ConcurrentTryAddOneWins", func(t *testing.T) {
 		s := newStore(t)
 		var wins atomic.Int32

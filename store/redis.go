@@ -119,6 +119,9 @@ func (s *Redis) IncrementAndCount(ctx context.Context, key string, amount int64,
 
 func (s *Redis) Ping(ctx context.Context) error { return s.client.Ping(ctx).Err() }
 
+// Now is Redis's clock (TIME), so that it is a Clock.
+func (s *Redis) Now(ctx context.Context) (time.Time, error) { return s.client.Time(ctx).Result() }
+
 func (s *Redis) Close() error {
 	if s.batch != nil {
 		s.batch.close()

@@ -50,6 +50,16 @@ type Store interface {
 	Close() error
 }
 
+// Clock is implemented by the stores that have a clock of their own, the
+// remote ones: the server's time, which every process sharing the store
+// reads alike, so that windows counted by several instances (rate limits)
+// agree whatever the instances' own clocks say. The memory store has none:
+// its process's clock is the only one that counts there.
+type Clock interface {
+	// Now returns the store's current time.
+	Now(ctx context.Context) (time.Time, error)
+}
+
 // ErrFull is returned when a bounded store has no room for a new key.
 var ErrFull = errors.New("store: full")
 
