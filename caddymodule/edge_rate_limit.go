@@ -64,6 +64,13 @@ type EdgeRateLimit struct {
 	// them is answered here without asking the store. Default: 100000.
 	RememberLimited int `json:"remember_limited,omitempty"`
 
+	// Whose clock numbers the windows: "store" (the store's own, Redis
+	// TIME or the database's now(), measured as an offset at every health
+	// check, so that every instance numbers windows alike whatever its own
+	// clock says) or "local" (this Caddy's). Default: store, for a store
+	// with a clock; local for the memory store.
+	Clock string `json:"clock,omitempty"`
+
 	zones    []*rateZone
 	storeRef *storeRef // the handler's own store
 	store    store.Store
@@ -72,6 +79,7 @@ type EdgeRateLimit struct {
 	// for the memory store, which cannot hang.
 	callTimeout time.Duration
 	retryIn     func() time.Duration
+	now         func() time.Time // the clock windows follow
 }
 
 // RateLimitZone is one limit: events requests per window for each key.
@@ -112,6 +120,8 @@ const (
 	onStoreErrorAllow   = "allow"
 	onStoreErrorDeny    = "deny"
 	defaultStoreTimeout = 50 * time.Millisecond
+	clockStore          = "store"
+	clockLocal          = "local"
 	defaultRemembered   = 100_000
 )
 
@@ -146,6 +156,13 @@ func (h *EdgeRateLimit) Cleanup() error { return h.storeRef.release() }
 // provisionZones readies the zones on shared.
 func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) error {
 	h.store, h.retryIn = shared.Store(), shared.RetryIn
+	h.now = wallClock
+	switch {
+	case h.Clock == clockStore && !shared.HasClock():
+		return badSetting(rateLimitModule, "clock", "store: the %s store has no clock of its own", shared.name)
+	case h.Clock == clockStore, h.Clock == "" && shared.HasClock():
+		h.now = shared.Now
+	}
 	if !store.IsLocal(h.store) {
 		h.callTimeout = time.Duration(h.StoreTimeout)
 	}
@@ -194,6 +211,11 @@ func (h *EdgeRateLimit) Validate() error {
 			return badSetting(rateLimitModule, "zones", "zone %s needs a key, e.g. {http.vars.client_ip}", z.Name)
 		}
 	}
+	switch v.Clock {
+	case "", clockStore, clockLocal:
+	default:
+		return badSetting(rateLimitModule, "clock", "must be store or local, got %q", v.Clock)
+	}
 	switch v.OnStoreError {
 	case onStoreErrorLocal, onStoreErrorAllow, onStoreErrorDeny:
 	default:
@@ -224,7 +246,7 @@ type zoneDecision struct {
 // answer: 429 over a limit, 503 when on_store_error deny decided, else on
 // to the next handler, with the RateLimit fields.
 func (h *EdgeRateLimit) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	now := time.Now()
+	now := h.now()
 	var buf [4]zoneDecision
 	decisions, remembered, err := h.matchZones(r, now, buf[:0])
 	if err != nil {
@@ -496,11 +518,12 @@ func newZoneMetrics(zone string) zoneMetrics {
 //			window <duration>
 //			sliding
 //		}
-//		store            memory|redis { … }
+//		store            memory|redis|postgres { … }
 //		on_store_error   local|allow|deny
 //		store_timeout    <duration>
 //		headers          on|off
 //		remember_limited <n>
+//		clock            store|local
 //	}
 func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	rl := new(EdgeRateLimit)
@@ -527,6 +550,8 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.HideHeaders = !on
 		case "remember_limited":
 			err = countArg(d, opt, &h.RememberLimited)
+		case "clock":
+			err = stringArg(d, &h.Clock)
 		default:
 			err = d.Errf("unrecognized edge_rate_limit option '%s'", opt)
 		}

@@ -64,6 +64,11 @@ func redisOption(srv *redistest.Server, prefix string) string {
 	return "ha {\n\t\t" + redisStore(srv, prefix) + "\n\t\thealth_interval 100ms\n\t}"
 }
 
+// redisValue reads a key's value in srv, "" if none.
+func redisValue(srv *redistest.Server) func(string) string {
+	return func(key string) string { return srv.Client().Get(context.Background(), key).Val() }
+}
+
 // redisStore is a store subdirective for a Redis store.
 func redisStore(srv *redistest.Server, prefix string) string {
 	return fmt.Sprintf("store redis {\n\t\t\taddress %s\n\t\t\tprefix %s\n\t\t}", srv.Addr, prefix)
@@ -95,14 +100,14 @@ func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	}
 	respond "ok"`
 	t.Run("ha store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, srv, "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
+		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
 	})
 	t.Run("own store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, srv, "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
+		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
 	})
 }
 
-func testExactAcrossTwoInstances(t *testing.T, srv *redistest.Server, prefix, globalOpts, site string) {
+func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, site string) {
 	a := startCaddy(t, nil, globalOpts, site)
 	b := startCaddyProcess(t, globalOpts, site)
 	awayFromWindowEnd(t, time.Hour, 30*time.Second)
@@ -131,8 +136,8 @@ func testExactAcrossTwoInstances(t *testing.T, srv *redistest.Server, prefix, gl
 	if statuses[200] != 7 || statuses[429] != clients*each-7 {
 		t.Fatalf("answers by status: %v; want exactly 7 allowed and the rest 429", statuses)
 	}
-	if n := srv.Client().Get(context.Background(), prefix+"rl:{api:one-key}:"+strconv.FormatInt(time.Now().Unix()/3600, 10)).Val(); n == "" {
-		t.Fatalf("no counter in Redis under the prefix %q", prefix)
+	if n := value(prefix + "rl:{api:one-key}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)); n == "" {
+		t.Fatalf("no counter in the store under the prefix %q", prefix)
 	}
 }
 
@@ -405,10 +410,39 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 	}
 }
 
+// storeUnderTest is a shared store a test can fail and inspect: Redis or
+// PostgreSQL, each started by the test.
+type storeUnderTest struct {
+	kind   string                      // "redis", "postgres"
+	label  string                      // its store label in metrics
+	option func(prefix string) string  // the ha option for it
+	fail   map[string]func()           // "kill", "pause"
+	heal   map[string]func()           // undoes fail
+	value  func(fullKey string) string // the value under a key, "" if none
+}
+
+// redisUnderTest starts a Redis for the test.
+func redisUnderTest(t *testing.T) storeUnderTest {
+	srv := redistest.Start(t)
+	return storeUnderTest{
+		kind: "redis", label: "redis " + srv.Addr,
+		option: func(prefix string) string { return redisOption(srv, prefix) },
+		fail:   map[string]func(){"kill": srv.Kill, "pause": srv.Pause},
+		heal:   map[string]func(){"kill": srv.Restart, "pause": srv.Resume},
+		value:  redisValue(srv),
+	}
+}
+
 // What each on_store_error policy does when Redis dies or hangs, that no
 // request waits much longer than store_timeout, that the outage is logged
 // once, and that limiting through Redis resumes by itself.
 func TestRateLimitStoreOutage(t *testing.T) {
+	testStoreOutage(t, redisUnderTest)
+}
+
+// testStoreOutage is TestRateLimitStoreOutage on the stores newStore
+// starts.
+func testStoreOutage(t *testing.T, newStore func(*testing.T) storeUnderTest) {
 	const timeout = 50 * time.Millisecond
 	margin := 250 * time.Millisecond // a loaded 2-core machine under -race
 	for _, tt := range []struct {
@@ -423,9 +457,9 @@ func TestRateLimitStoreOutage(t *testing.T) {
 		{"deny", "pause", []int{503, 503, 503, 503}},
 	} {
 		t.Run(tt.policy+"/"+tt.failure, func(t *testing.T) {
-			zone := tt.policy + "-" + tt.failure // metrics are per zone and process
-			srv := redistest.Start(t)
-			tc := startCaddy(t, nil, redisOption(srv, "outage:"), fmt.Sprintf(`edge_rate_limit {
+			st := newStore(t)
+			zone := st.kind + "-" + tt.policy + "-" + tt.failure // metrics are per zone and process
+			tc := startCaddy(t, nil, st.option("outage:"), fmt.Sprintf(`edge_rate_limit {
 		zone %s {
 			key {http.request.header.X-Client}
 			events 3
@@ -437,10 +471,10 @@ func TestRateLimitStoreOutage(t *testing.T) {
 	respond "ok"`, zone, tt.policy, timeout))
 			awayFromWindowEnd(t, time.Hour, 20*time.Second)
 			if s := send(t, "GET", tc.url("/"), "X-Client", "before").status; s != 200 {
-				t.Fatalf("with Redis up: %d", s)
+				t.Fatalf("with the store up: %d", s)
 			}
-			// Traffic from other keys goes on while Redis fails: none of
-			// it waits longer than the timeout either.
+			// Traffic from other keys goes on while the store fails: none
+			// of it waits longer than the timeout either.
 			stopTraffic, trafficDone := make(chan struct{}), make(chan error, 1)
 			endTraffic := sync.OnceFunc(func() { close(stopTraffic) })
 			t.Cleanup(endTraffic) // also when the test fails first
@@ -467,18 +501,14 @@ func TestRateLimitStoreOutage(t *testing.T) {
 					}
 				}
 			}()
-			if tt.failure == "kill" {
-				srv.Kill()
-			} else {
-				srv.Pause()
-			}
+			st.fail[tt.failure]()
 			for i, want := range tt.want {
 				ans := send(t, "GET", tc.url("/"), "X-Client", "during")
 				if ans.status != want {
-					t.Fatalf("request %d with Redis %sed: %d, want %d", i, tt.failure, ans.status, want)
+					t.Fatalf("request %d with the store %sed: %d, want %d", i, tt.failure, ans.status, want)
 				}
 				if ans.took > timeout+margin {
-					t.Fatalf("request %d with Redis %sed took %v", i, tt.failure, ans.took)
+					t.Fatalf("request %d with the store %sed took %v", i, tt.failure, ans.took)
 				}
 				if want == 503 && ans.header.Get("Retry-After") == "" {
 					t.Fatal("503 without Retry-After")
@@ -494,29 +524,25 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			if n := len(tc.logLines("store unavailable")); n != 1 {
 				t.Fatalf("%d log lines for one outage, want 1", n)
 			}
-			if v := metricValue(tc, `caddy_ha_store_up{store="redis `+srv.Addr+`"}`); v != 0 {
+			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label+`"}`); v != 0 {
 				t.Fatalf("store_up = %v during the outage", v)
 			}
-			if tt.failure == "kill" {
-				srv.Restart()
-			} else {
-				srv.Resume()
-			}
+			st.heal[tt.failure]()
 			hour := strconv.FormatInt(time.Now().Unix()/3600, 10)
 			probes := 0
-			poll.Until(t, 5*time.Second, "counting in Redis again", func() bool {
+			poll.Until(t, 10*time.Second, "counting in the store again", func() bool {
 				probes++ // a fresh key each time: one counted locally may be remembered as over the limit
 				key := "probe-" + strconv.Itoa(probes)
 				send(t, "GET", tc.url("/"), "X-Client", key)
-				return srv.Client().Exists(context.Background(), "outage:rl:{"+zone+":"+key+"}:"+hour).Val() == 1
+				return st.value("outage:rl:{"+zone+":"+key+"}:"+hour) == "1"
 			})
 			for i, want := range []int{200, 200, 200, 429} {
 				if s := send(t, "GET", tc.url("/"), "X-Client", "after").status; s != want {
 					t.Fatalf("after recovery, request %d: %d, want %d", i, s, want)
 				}
 			}
-			if n := srv.Client().Get(context.Background(), "outage:rl:{"+zone+":after}:"+hour).Val(); n != "4" {
-				t.Fatalf("the counter in Redis after recovery is %q, want 4", n)
+			if n := st.value("outage:rl:{" + zone + ":after}:" + hour); n != "4" {
+				t.Fatalf("the counter in the store after recovery is %q, want 4", n)
 			}
 			if n := len(tc.logLines("store available again")); n != 1 {
 				t.Fatalf("%d recovery log lines, want 1", n)
@@ -527,7 +553,7 @@ func TestRateLimitStoreOutage(t *testing.T) {
 			if v := metricValue(tc, `caddy_ha_rate_limit_store_errors_total{zone="`+zone+`"}`); v < 1 {
 				t.Fatalf("store errors = %v", v)
 			}
-			if v := metricValue(tc, `caddy_ha_store_up{store="redis `+srv.Addr+`"}`); v != 1 {
+			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label+`"}`); v != 1 {
 				t.Fatalf("store_up = %v after recovery", v)
 			}
 		})
@@ -605,6 +631,8 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","on_store_error":"maybe","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "on_store_error must be"},
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","zones":[{"name":"a b","key":"k","events":1,"window":1000000000}]}]}]}}}`, "zone name"},
 		{`"ha":{"store":{"backend":"redis"}}`, "at least one address"},
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","clock":"sundial","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, `clock must be store or local, got "sundial"`},
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","clock":"store","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "clock store: the memory store has no clock of its own"},
 	} {
 		err := caddy.Validate(mustConfig(t, `{"admin":{"disabled":true},"apps":{`+tt.apps+`}}`))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -197,14 +198,27 @@ type sharedStore struct {
 	up    prometheus.Gauge
 	stop  context.CancelFunc // ends the health checks, and a ping under way
 	done  chan struct{}
+
+	// clock is the store's own clock (Redis TIME, the database's now()),
+	// nil if it has none; offset is how far it is ahead of this process's
+	// wall clock, in ns, as last measured.
+	clock       store.Clock
+	offset      atomic.Int64
+	offsetGauge prometheus.Gauge
 }
+
+// wallClock is this process's clock, which rate-limit windows follow
+// unless they follow the store's; tests skew it.
+var wallClock = time.Now
 
 func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, error) {
 	s, err := backend.OpenStore()
 	if err != nil {
 		return nil, err
 	}
-	sh := &sharedStore{name: backend.Describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.Describe())}
+	sh := &sharedStore{name: backend.Describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.Describe()),
+		offsetGauge: storeMetrics.clockOffset.WithLabelValues(backend.Describe())}
+	sh.clock, _ = s.(store.Clock)
 	storeMetrics.holdLabel(sh.name)
 	sh.up.Set(1)
 	if store.IsLocal(s) {
@@ -236,7 +250,9 @@ func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, min(every, time.Second))
-		_ = sh.guard.Ping(pingCtx)
+		if sh.guard.Ping(pingCtx) == nil && sh.clock != nil {
+			sh.measureClock(pingCtx)
+		}
 		cancel()
 		select {
 		case <-ctx.Done():
@@ -244,6 +260,31 @@ func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// measureClock measures how far the store's clock is ahead of this
+// process's: against the middle of the round trip, so within half of it.
+func (sh *sharedStore) measureClock(ctx context.Context) {
+	sent := wallClock()
+	at, err := sh.clock.Now(ctx)
+	if err != nil {
+		return
+	}
+	received := wallClock()
+	offset := at.Sub(sent.Add(received.Sub(sent) / 2))
+	sh.offset.Store(int64(offset))
+	sh.offsetGauge.Set(offset.Seconds())
+}
+
+// HasClock reports whether the store has a clock of its own, which
+// rate-limit windows follow by default.
+func (sh *sharedStore) HasClock() bool { return sh.clock != nil }
+
+// Now is the time by the store's clock: this process's wall clock plus the
+// offset last measured (health_interval apart), or the wall clock until a
+// first measurement.
+func (sh *sharedStore) Now() time.Time {
+	return wallClock().Add(time.Duration(sh.offset.Load()))
 }
 
 // Store returns the store. For a remote one, calls fail at once with
@@ -279,10 +320,11 @@ func (sh *sharedStore) Destruct() error {
 // that changed only a password opens the new store before the old one
 // closes), so a label goes only with the last store holding it.
 type storeMetricSet struct {
-	up         *prometheus.GaugeVec
-	collectors []prometheus.Collector
-	mu         sync.Mutex
-	holders    map[string]int // stores holding each label
+	up          *prometheus.GaugeVec
+	clockOffset *prometheus.GaugeVec
+	collectors  []prometheus.Collector
+	mu          sync.Mutex
+	holders     map[string]int // stores holding each label
 }
 
 var storeMetrics = &storeMetricSet{holders: map[string]int{}}
@@ -299,6 +341,7 @@ func (m *storeMetricSet) releaseLabel(name string) {
 	if m.holders[name]--; m.holders[name] <= 0 {
 		delete(m.holders, name)
 		m.up.DeleteLabelValues(name)
+		m.clockOffset.DeleteLabelValues(name)
 	}
 }
 
@@ -306,7 +349,9 @@ func init() {
 	m := storeMetrics
 	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_up",
 		Help: "1 while the ha store answers, 0 while it is taken to be down."}, []string{"store"})
-	m.collectors = []prometheus.Collector{m.up}
+	m.clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_clock_offset_seconds",
+		Help: "How far the ha store's clock (Redis TIME, the database's now()) is ahead of this Caddy's, as last measured; rate-limit windows follow the store's."}, []string{"store"})
+	m.collectors = []prometheus.Collector{m.up, m.clockOffset}
 }
 
 // parseHAOption parses the global option. Syntax:

@@ -1,0 +1,120 @@
+package caddymodule
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/redistest"
+	"github.com/caddy-ha/caddy-ha/ratelimit"
+)
+
+// clockSkew is how far ahead the in-process instance's clock runs in the
+// clock tests: more than a window, so that its windows and the other
+// instance's would never line up.
+const clockSkew = 2*time.Second + 300*time.Millisecond
+
+// skewWallClock runs this process's wall clock, the one windows follow
+// unless they follow the store's, ahead by clockSkew until the test ends.
+func skewWallClock(t *testing.T) {
+	wallClock = func() time.Time { return time.Now().Add(clockSkew) }
+	t.Cleanup(func() { wallClock = time.Now })
+}
+
+// windowCounts sends requests through both instances in turn, at a steady
+// rate for about n windows, and counts the allowed ones per window of the
+// real clock (the store's, on loopback). A request whose round trip
+// straddles a window's edge is counted in ambiguous of both windows.
+func windowCounts(t *testing.T, urls []string, window time.Duration, n int) (allowed, ambiguous map[int64]int) {
+	t.Helper()
+	allowed, ambiguous = map[int64]int{}, map[int64]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	windowOf := func(at time.Time) int64 { return ratelimit.WindowStart(at, window).UnixNano() / int64(window) }
+	end := time.Now().Add(time.Duration(n) * window)
+	for i := 0; time.Now().Before(end); i++ {
+		url := urls[i%len(urls)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := time.Now()
+			ans, err := trySend("GET", url)
+			received := time.Now()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if from, to := windowOf(sent), windowOf(received); from != to {
+				ambiguous[from]++
+				ambiguous[to]++
+			} else if ans.status == 200 {
+				allowed[from]++
+			}
+		}()
+		time.Sleep(window / 40) // the load's pace, not a synchronisation
+	}
+	wg.Wait()
+	return allowed, ambiguous
+}
+
+// Two instances sharing Redis, one whose clock runs seconds ahead: with
+// windows on the store's clock (the default) they number windows alike and
+// allow exactly the limit in every window; on their own clocks each counts
+// in windows of its own, and up to twice the limit passes.
+func TestRateLimitWindowsFollowTheStoresClock(t *testing.T) {
+	const events, window = 5, time.Second
+	srv := redistest.Start(t)
+	for _, tt := range []struct {
+		clock string
+		exact bool
+	}{{"", true}, {"local", false}} {
+		t.Run("clock "+map[string]string{"": "store (the default)", "local": "local"}[tt.clock], func(t *testing.T) {
+			skewWallClock(t)
+			prefix := fmt.Sprintf("clock%s:", tt.clock)
+			site := fmt.Sprintf(`edge_rate_limit {
+		zone skew {
+			key everyone
+			events %d
+			window %s
+		}
+		%s
+	}
+	respond ok`, events, window, map[string]string{"": "", "local": "clock local"}[tt.clock])
+			a := startCaddy(t, nil, redisOption(srv, prefix), site)
+			b := startCaddyProcess(t, redisOption(srv, prefix), site)
+			if tt.exact {
+				poll.Until(t, 5*time.Second, "the store's clock measured", func() bool {
+					return metricValue(a, `caddy_ha_store_clock_offset_seconds{store="redis `+srv.Addr+`"}`) < -clockSkew.Seconds()+0.5
+				})
+			}
+			allowed, ambiguous := windowCounts(t, []string{a.url("/"), b.url("/")}, window, 6)
+			var over int
+			for w, n := range allowed {
+				if n > events+ambiguous[w] {
+					over++
+				}
+				if tt.exact && (n > events || n+ambiguous[w] < events) && !isEdgeWindow(w, allowed) {
+					t.Errorf("window %d: %d allowed (%d ambiguous), want exactly %d", w, n, ambiguous[w], events)
+				}
+			}
+			t.Logf("allowed per window %v, ambiguous %v", allowed, ambiguous)
+			if !tt.exact && over == 0 {
+				t.Error("with skewed local clocks no window let more than the limit through: the test proves nothing")
+			}
+		})
+	}
+}
+
+// isEdgeWindow reports whether w is the first or last window of a run,
+// which the load covers only in part.
+func isEdgeWindow(w int64, windows map[int64]int) bool {
+	first, last := w, w
+	for other := range windows {
+		first, last = min(first, other), max(last, other)
+	}
+	return w == first || w == last
+}
