@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/caddy-ha/caddy-ha/internal/pgtest"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 	"github.com/caddy-ha/caddy-ha/store"
@@ -31,6 +32,13 @@ func TestRedisConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	conformance(t, func(t *testing.T) store.Store {
 		return newRedisStore(t, srv, "conformance:"+t.Name()+":")
+	})
+}
+
+func TestPostgresConformance(t *testing.T) {
+	srv := pgtest.Start(t)
+	conformance(t, func(t *testing.T) store.Store {
+		return newPostgresStore(t, srv, "short_lived_store", "conformance:"+t.Name()+":")
 	})
 }
 
@@ -125,6 +133,14 @@ func conformance(t *testing.T, newStore func(*testing.T) store.Store) {
 		n, err := s.IncrementAndCount(ctx, "{g}:2", 2, time.Minute, []string{"{g}:1", "{g}:0"}, counts)
 		if n != 2 || err != nil || counts[0] != 5 || counts[1] != 0 {
 			t.Fatalf("IncrementAndCount = %d, %v, counts %v; want 2, nil, [5 0]", n, err, counts)
+		}
+	})
+	t.Run("IncrementAndCountSeesItsOwnIncrement", func(t *testing.T) {
+		s := newStore(t)
+		counts := []int64{-1}
+		n, err := s.IncrementAndCount(ctx, "{g}:1", 3, time.Minute, []string{"{g}:1"}, counts)
+		if n != 3 || err != nil || counts[0] != 3 {
+			t.Fatalf("IncrementAndCount of a key among its others = %d, %v, counts %v; want 3, nil, [3]", n, err, counts)
 		}
 	})
 	t.Run("LifetimeMustBePositive", func(t *testing.T) {

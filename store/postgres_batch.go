@@ -1,0 +1,247 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-ha/caddy-ha/internal/recovered"
+)
+
+// postgresCall is one statement waiting to be sent, with its arguments
+// and results. It owns them: a caller that gives up returns at once and
+// reuses its own memory, while the call may still be on the wire. Its
+// results are read only after done closes.
+type postgresCall struct {
+	ctx  context.Context
+	sql  string
+	args []any
+	// The first row is scanned into dest, pointers to the fields below.
+	dest   []any
+	value  string
+	count  int64
+	live   []string // IncrementAndCount's others that have a value
+	values []string // and their values
+	now    time.Time
+	rows   int64 // the rows it returned or changed
+	err    error
+	done   chan struct{}
+}
+
+func newPostgresCall(sql string, args ...any) *postgresCall {
+	return &postgresCall{sql: sql, args: args, done: make(chan struct{})}
+}
+
+// postgresBatcher sends the calls of concurrent callers together, as the
+// Redis batcher does: a few senders each take whatever is queued (up to
+// batchMax) and send it as one pipeline on one connection. Each statement
+// is followed by its own Sync, so it is its own transaction: one call's
+// error fails no other, and row locks are held for one statement only (in
+// one transaction, two batches touching the same keys in different orders
+// would deadlock). A caller whose context has ended before its turn is
+// dropped unsent.
+type postgresBatcher struct {
+	pool  *pgxpool.Pool
+	queue chan *postgresCall
+	life  context.Context // the store's: its end stops everything
+	wg    sync.WaitGroup
+}
+
+// postgresSenders is how many batches may be on the wire at once, each on
+// a connection of its own: the database runs the statements of one batch
+// one after the other, of several in parallel. (On two cores with pgxpool's
+// 4 connections, 4 senders make about 34k increments/s, 2 or 8 fewer.)
+const postgresSenders = 4
+
+// errPostgresClosed is returned for calls after Close.
+var errPostgresClosed = errors.New("store: the PostgreSQL store is closed")
+
+func newPostgresBatcher(life context.Context, pool *pgxpool.Pool) *postgresBatcher {
+	b := &postgresBatcher{pool: pool, queue: make(chan *postgresCall, batchQueueCap), life: life}
+	b.wg.Add(postgresSenders)
+	for range postgresSenders {
+		go func() {
+			defer b.wg.Done()
+			// A sender that panicked goes on: the calls of its batch end
+			// by their contexts, later ones are sent.
+			recovered.Loop(reporter("a PostgreSQL batch sender"), batchPanicPause, life.Done(), b.send)
+		}()
+	}
+	return b
+}
+
+// wait waits for the senders to stop, once life has ended.
+func (b *postgresBatcher) wait() { b.wg.Wait() }
+
+// do queues c and waits for its answer, its context's end or Close.
+func (b *postgresBatcher) do(ctx context.Context, c *postgresCall) error {
+	c.ctx = ctx
+	select {
+	case b.queue <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.life.Done():
+		return errPostgresClosed
+	}
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.life.Done(): // the senders are stopping: c may never be sent
+		return errPostgresClosed
+	}
+}
+
+func (b *postgresBatcher) send() {
+	batch := make([]*postgresCall, 0, batchMax)
+	for {
+		select {
+		case <-b.life.Done():
+			return
+		case c := <-b.queue:
+			batch = append(batch[:0], c)
+		}
+	more:
+		for len(batch) < batchMax {
+			select {
+			case c := <-b.queue:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		b.exec(batch)
+	}
+}
+
+// exec sends the live calls of batch and hands each its answer; the batch
+// is abandoned once every caller in it has given up, or the store closes.
+func (b *postgresBatcher) exec(batch []*postgresCall) {
+	live := batch[:0]
+	for _, c := range batch {
+		if c.ctx.Err() == nil { // else its caller has moved on: do not count it
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := untilAllGiveUp(b.life, live)
+	defer cancel()
+	answered, err := b.pipeline(ctx, live)
+	for i, c := range live {
+		if i >= answered {
+			c.err = err
+		}
+		close(c.done)
+	}
+}
+
+// untilAllGiveUp is a context that ends with parent or once the contexts
+// of all calls have, and its cancel.
+func untilAllGiveUp(parent context.Context, calls []*postgresCall) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	var waiting atomic.Int64
+	waiting.Store(int64(len(calls)))
+	stops := make([]func() bool, len(calls))
+	for i, c := range calls {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if waiting.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// pipeline sends calls on one connection, each statement then a Sync, in
+// one write, and reads their answers. The first answered calls have their
+// results (a statement's own error among them); the rest get err, the
+// connection's failure.
+func (b *postgresBatcher) pipeline(ctx context.Context, calls []*postgresCall) (answered int, err error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release() // a connection that failed is closed, and the pool drops it
+	c := conn.Conn()
+	statements := make([]*pgconn.StatementDescription, len(calls))
+	for i, call := range calls {
+		// pgx prepares a text once per connection and keeps it.
+		if statements[i], err = c.Prepare(ctx, call.sql, call.sql); err != nil {
+			return 0, err
+		}
+	}
+	p := c.PgConn().StartPipeline(ctx)
+	defer p.Close() // its error is the connection's, already returned
+	var args pgx.ExtendedQueryBuilder
+	for i, call := range calls {
+		if err := args.Build(c.TypeMap(), statements[i], call.args); err != nil {
+			return 0, err // a bug: the store passes strings, integers and durations
+		}
+		// The arguments are copied into the write buffer at once; the
+		// result formats are kept until the answer.
+		p.SendQueryStatement(statements[i], args.ParamValues, args.ParamFormats, slices.Clone(args.ResultFormats))
+		p.SendPipelineSync()
+	}
+	if err := p.Flush(); err != nil {
+		return 0, err
+	}
+	for i, call := range calls {
+		if err := readAnswer(p, c.TypeMap(), call); err != nil {
+			return i, err
+		}
+	}
+	return len(calls), nil
+}
+
+// readAnswer reads call's result and the Sync after it. A statement's own
+// error is call's; the error returned is the connection's.
+func readAnswer(p *pgconn.Pipeline, types *pgtype.Map, call *postgresCall) error {
+	res, err := p.GetResults()
+	var statementErr *pgconn.PgError
+	switch {
+	case errors.As(err, &statementErr):
+		call.err = err // the server skips to the Sync
+	case err != nil:
+		return err
+	default:
+		rows, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			return fmt.Errorf("store: PostgreSQL answered a statement with %T", res)
+		}
+		if rows.NextRow() && call.dest != nil {
+			call.err = pgx.ScanRow(types, rows.FieldDescriptions(), rows.Values(), call.dest...)
+		}
+		tag, err := rows.Close()
+		if errors.As(err, &statementErr) {
+			call.err = err
+		} else if err != nil {
+			return err
+		}
+		call.rows = tag.RowsAffected()
+	}
+	res, err = p.GetResults()
+	if err != nil {
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("store: PostgreSQL answered a Sync with %T", res)
+	}
+	return nil
+}
