@@ -415,11 +415,6 @@ func TestPostgresHonoursDeadlinesAndRecovers(t *testing.T) {
 	}
 	srv.Resume()
 	recovers(t, s)
-	// The table must outlive the kill: commits reach the WAL a little
-	// after they are acknowledged (pgtest's synchronous_commit=off).
-	if _, err := srv.Pool(t).Exec(ctx, "CHECKPOINT"); err != nil {
-		t.Fatal(err)
-	}
 	srv.Kill()
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
