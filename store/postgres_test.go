@@ -246,7 +246,7 @@ func TestPostgresOneStatementPerOperation(t *testing.T) {
 		"UPDATE " + table + " SET expires_at = now() + $2::interval WHERE key = $1 AND expires_at > now() RETURNING value",
 		"DELETE FROM " + table + " WHERE key = $1 AND expires_at > now() RETURNING value",
 		"DELETE FROM " + table + " WHERE key = $1",
-		"INSERT INTO " + table + " AS t (key, value, expires_at) VALUES ($1, $2::bigint::text, now() + $3::interval) ON CONFLICT (key) DO UPDATE SET value = CASE",
+		incrementStatement,
 		"WITH counted AS (INSERT INTO " + table,
 		"SELECT $1", // SELECT 1, normalised
 		"SELECT now()",
@@ -268,6 +268,12 @@ func TestPostgresOneStatementPerOperation(t *testing.T) {
 		t.Errorf("%d statements ran for 9 operations", len(ran))
 	}
 }
+
+// incrementStatement is the guide's Increment as the store runs it on the
+// table short_lived_store.
+const incrementStatement = `INSERT INTO "short_lived_store" AS t (key, value, expires_at) VALUES ($1, $2::bigint::text, now() + $3::interval) ` +
+	`ON CONFLICT (key) DO UPDATE SET value = CASE WHEN t.expires_at > now() THEN (t.value::bigint + $2)::text ELSE excluded.value END, ` +
+	`expires_at = excluded.expires_at RETURNING value::bigint`
 
 // The sweeper deletes the rows of expired values, and only those.
 func TestPostgresSweeperDeletesExpiredRows(t *testing.T) {
@@ -482,6 +488,32 @@ func BenchmarkPostgresIncrement(b *testing.B) {
 // of the window's other slots (ratelimit.SlidingSlots, 10).
 func BenchmarkPostgresIncrementAndCount(b *testing.B) {
 	benchmarkPostgres(b, 10)
+}
+
+// What the batches save: the store's increment statement by pgx alone,
+// each call a round trip of its own, on as many connections and callers.
+func BenchmarkPostgresIncrementUnbatched(b *testing.B) {
+	srv := pgtest.Start(b)
+	newPostgresStore(b, srv, "short_lived_store", "") // the table
+	var trips roundTrips
+	pool := trips.pool(b, srv, 4)
+	defer pool.Close()
+	b.SetParallelism(32)
+	var clients atomic.Int64
+	before := trips.writes.Load()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprint("bench:{client", clients.Add(1)%100, "}:0")
+		var n int64
+		for pb.Next() {
+			if err := pool.QueryRow(context.Background(), incrementStatement, key, int64(1), time.Minute).Scan(&n); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(trips.writes.Load()-before)/float64(b.N), "trips/op")
 }
 
 func benchmarkPostgres(b *testing.B, others int) {
