@@ -175,7 +175,7 @@ func moduleArg(d *caddyfile.Dispenser, ns, inlineKey string) (json.RawMessage, e
 	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
 }
 
-// storeArg reads `store memory|redis { … }`.
+// storeArg reads `store memory|redis|postgres { … }`.
 func storeArg(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	return moduleArg(d, "ha.stores", "backend")
 }

@@ -32,8 +32,8 @@ func init() {
 // The store is shared across config reloads for as long as its settings do
 // not change: a reload neither reconnects nor loses memory-store counts.
 type HAApp struct {
-	// The store: `{"backend": "memory", …}` (the default) or
-	// `{"backend": "redis", …}`.
+	// The store: `{"backend": "memory", …}` (the default),
+	// `{"backend": "redis", …}` or `{"backend": "postgres", …}`.
 	StoreRaw json.RawMessage `json:"store,omitempty" caddy:"namespace=ha.stores inline_key=backend"`
 
 	// How often a remote store's health is checked (PING), which also
@@ -378,6 +378,14 @@ func init() {
 //			read_timeout      <duration>
 //			write_timeout     <duration>
 //			pool_size         <n>
+//		}
+//		store postgres {
+//			connection_string <string>
+//			table             <name>
+//			prefix            <prefix>
+//			pool_size         <n>
+//			statement_timeout <duration>
+//			dial_timeout      <duration>
 //		}
 //		health_interval <duration>
 //	}

@@ -587,7 +587,7 @@ func init() {
 //		ttl                <duration>
 //		unknown            discover|reject
 //		retry_after        <duration>
-//		store              memory|redis { … }
+//		store              memory|redis|postgres { … }
 //		store_timeout      <duration>
 //		fallback           <policy> [<args...>]
 //	}

@@ -1,0 +1,237 @@
+package caddymodule
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/caddy-ha/caddy-ha/store"
+)
+
+func init() {
+	caddy.RegisterModule(PostgresStore{})
+}
+
+// PostgresStore keeps the ha store in a PostgreSQL table, the database the
+// cluster already runs, shared by every Caddy instance (and the cluster's
+// app, with the toolkit's table): the toolkit guide's table and one
+// statement per operation, expiring by the database's clock (now()), with
+// calls that arrive together sharing a round trip. Expired rows are
+// deleted every few minutes. The table and its index are created if
+// missing; a table of that name with another shape is refused at load.
+type PostgresStore struct {
+	// The connection string, as pgx reads it (a URL or key=value pairs),
+	// e.g. postgres://caddy@db.internal/nodepilot?sslmode=verify-full.
+	// Placeholders such as {env.PG_URL} are replaced. TLS is pgx's:
+	// sslmode, sslrootcert, sslcert and sslkey in the string.
+	ConnectionString string `json:"connection_string,omitempty"`
+	// The table, an SQL identifier, optionally schema-qualified.
+	// Default: short_lived_store.
+	Table string `json:"table,omitempty"`
+	// Put before every key, to keep this proxy's keys apart from the
+	// app's in the same table. Default: "caddy-ha:".
+	Prefix *string `json:"prefix,omitempty"`
+	// Connections in the pool. Default: pgx's (4, or the CPUs if more).
+	PoolSize int `json:"pool_size,omitempty"`
+	// The database's statement_timeout on the store's connections.
+	// Handlers bound each call further (edge_rate_limit's store_timeout).
+	// Default: 1s.
+	StatementTimeout caddy.Duration `json:"statement_timeout,omitempty"`
+	// Timeout of connecting. Default: 1s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+}
+
+// Defaults of the PostgreSQL store.
+const (
+	defaultPostgresTable            = "short_lived_store"
+	defaultPostgresStatementTimeout = time.Second
+	defaultPostgresDialTimeout      = time.Second
+	// postgresSetupTimeout bounds checking (or creating) the table at load.
+	postgresSetupTimeout = 5 * time.Second
+)
+
+// CaddyModule returns the Caddy module information.
+func (PostgresStore) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "ha.stores.postgres", New: func() caddy.Module { return new(PostgresStore) }}
+}
+
+func (p *PostgresStore) setDefaults() {
+	p.Table = cmp.Or(p.Table, defaultPostgresTable)
+	if p.Prefix == nil {
+		prefix := DefaultStorePrefix
+		p.Prefix = &prefix
+	}
+	p.StatementTimeout = cmp.Or(p.StatementTimeout, caddy.Duration(defaultPostgresStatementTimeout))
+	p.DialTimeout = cmp.Or(p.DialTimeout, caddy.Duration(defaultPostgresDialTimeout))
+}
+
+const postgresModule = "store postgres"
+
+// Validate checks the settings, unset ones at their defaults: Caddy calls
+// it after Provision, the Caddyfile adapter after the block.
+func (p *PostgresStore) Validate() error {
+	v := *p
+	v.setDefaults()
+	switch {
+	case v.ConnectionString == "":
+		return badSetting(postgresModule, "connection_string", "is required")
+	case !store.ValidTableName(v.Table):
+		return badSetting(postgresModule, "table", "%q is not an SQL identifier ([A-Za-z_][A-Za-z0-9_]*, optionally schema.table)", v.Table)
+	case v.PoolSize < 0:
+		return badSetting(postgresModule, "pool_size", "must not be negative")
+	case v.StatementTimeout < 0:
+		return badSetting(postgresModule, "statement_timeout", "must not be negative")
+	case v.DialTimeout < 0:
+		return badSetting(postgresModule, "dial_timeout", "must not be negative")
+	}
+	if _, err := v.poolConfig(); err != nil {
+		return badSetting(postgresModule, "connection_string", "%v", err)
+	}
+	return nil
+}
+
+// poolConfig is the pool's configuration: the connection string with its
+// placeholders replaced, and the store's settings.
+func (p *PostgresStore) poolConfig() (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(caddy.NewReplacer().ReplaceAll(p.ConnectionString, ""))
+	if err != nil {
+		// pgx's message can quote the string, password included.
+		var parse *pgconn.ParseConfigError
+		if errors.As(err, &parse) {
+			return nil, errors.New("cannot be parsed (see pgx's connection string syntax)")
+		}
+		return nil, err
+	}
+	if p.PoolSize > 0 {
+		cfg.MaxConns = int32(p.PoolSize)
+	}
+	cfg.ConnConfig.ConnectTimeout = time.Duration(p.DialTimeout)
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(time.Duration(p.StatementTimeout).Milliseconds(), 10)
+	// The store's connections name themselves in pg_stat_activity.
+	cfg.ConnConfig.RuntimeParams["application_name"] = "caddy-ha"
+	return cfg, nil
+}
+
+// OpenStore opens the pool and checks the table, creating it if missing.
+// A database that does not answer yet is an outage, not a config error:
+// the table is checked again when it does.
+func (p *PostgresStore) OpenStore() (store.Store, error) {
+	v := *p
+	v.setDefaults()
+	cfg, err := v.poolConfig()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &postgresStore{Postgres: store.NewPostgres(pool, v.Table, *v.Prefix)}
+	ctx, cancel := context.WithTimeout(context.Background(), postgresSetupTimeout)
+	defer cancel()
+	if err := s.ensureTable(ctx); err != nil && !unreachable(err) {
+		s.Close()
+		return nil, fmt.Errorf("table %s: %w", v.Table, err)
+	}
+	return s, nil
+}
+
+// postgresStore is the store, checking (or creating) its table once the
+// database answers: at load, or at the first health check that reaches it.
+type postgresStore struct {
+	*store.Postgres
+	ready atomic.Bool
+}
+
+// ensureTable checks the table, once it has succeeded no more.
+func (s *postgresStore) ensureTable(ctx context.Context) error {
+	if s.ready.Load() {
+		return nil
+	}
+	if err := s.EnsureTable(ctx); err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// Ping checks the table first, until that has succeeded: a database that
+// was down at load gets its table when it answers.
+func (s *postgresStore) Ping(ctx context.Context) error {
+	if err := s.ensureTable(ctx); err != nil {
+		return err
+	}
+	return s.Postgres.Ping(ctx)
+}
+
+// unreachable reports whether err says the database did not answer (it
+// refused, timed out, or the connection broke), rather than refused what
+// was asked.
+func unreachable(err error) bool {
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err)
+}
+
+// Describe names the store by its host, port and database, never its
+// credentials.
+func (p *PostgresStore) Describe() string {
+	v := *p
+	v.setDefaults()
+	cfg, err := v.poolConfig()
+	if err != nil {
+		return "postgres"
+	}
+	c := cfg.ConnConfig
+	return "postgres " + net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database + " " + v.Table
+}
+
+// UnmarshalCaddyfile sets up the PostgreSQL store. Syntax:
+//
+//	store postgres {
+//		connection_string <string>
+//		table             <name>
+//		prefix            <prefix>
+//		pool_size         <n>
+//		statement_timeout <duration>
+//		dial_timeout      <duration>
+//	}
+func (p *PostgresStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseValidated(d, p, nil, func(opt string) error {
+		switch opt {
+		case "connection_string":
+			return stringArg(d, &p.ConnectionString)
+		case "table":
+			return stringArg(d, &p.Table)
+		case "prefix":
+			var prefix string
+			err := stringArg(d, &prefix)
+			p.Prefix = &prefix
+			return err
+		case "pool_size":
+			return countArg(d, opt, &p.PoolSize)
+		case "statement_timeout":
+			return durationArg(d, opt, &p.StatementTimeout)
+		case "dial_timeout":
+			return durationArg(d, opt, &p.DialTimeout)
+		}
+		return d.Errf("unrecognized postgres store option '%s'", opt)
+	})
+}
+
+// Interface guards
+var (
+	_ StoreBackend          = (*PostgresStore)(nil)
+	_ caddy.Validator       = (*PostgresStore)(nil)
+	_ caddyfile.Unmarshaler = (*PostgresStore)(nil)
+)
