@@ -7,14 +7,12 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/caddy-ha/caddy-ha/internal/pgtest"
-	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 // postgresStoreOption is a store subdirective for a PostgreSQL store.
@@ -176,16 +174,4 @@ func TestPostgresStoreConfig(t *testing.T) {
 	if err := caddy.Validate(mustConfig(t, cfg)); err != nil {
 		t.Fatalf("a missing table: %v", err)
 	}
-}
-
-// The store's health check measures the database's clock.
-func TestPostgresClockOffsetMeasured(t *testing.T) {
-	pg := pgtest.Start(t)
-	skewWallClock(t)
-	tc := startCaddy(t, nil, postgresOption(pg, "clock:"), "respond ok")
-	label := "postgres " + strings.TrimPrefix(strings.Split(pg.URL(), "/")[2], "postgres@") + "/postgres short_lived_store"
-	poll.Until(t, 5*time.Second, "the database's clock measured", func() bool {
-		v := metricValue(tc, `caddy_ha_store_clock_offset_seconds{store="`+label+`"}`)
-		return v < -clockSkew.Seconds()+0.5 && v > -clockSkew.Seconds()-0.5
-	})
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
-	"github.com/caddy-ha/caddy-ha/internal/redistest"
 	"github.com/caddy-ha/caddy-ha/ratelimit"
 )
 
@@ -61,13 +60,20 @@ func windowCounts(t *testing.T, urls []string, window time.Duration, n int) (all
 	return allowed, ambiguous
 }
 
-// Two instances sharing Redis, one whose clock runs seconds ahead: with
+// Two instances sharing Redis, or PostgreSQL, one whose clock runs seconds
+// ahead: with
 // windows on the store's clock (the default) they number windows alike and
 // allow exactly the limit in every window; on their own clocks each counts
 // in windows of its own, and up to twice the limit passes.
 func TestRateLimitWindowsFollowTheStoresClock(t *testing.T) {
+	for _, newStore := range []func(*testing.T) storeUnderTest{redisUnderTest, postgresUnderTest} {
+		st := newStore(t)
+		t.Run(st.kind, func(t *testing.T) { testWindowsFollowTheStoresClock(t, st) })
+	}
+}
+
+func testWindowsFollowTheStoresClock(t *testing.T, st storeUnderTest) {
 	const events, window = 5, time.Second
-	srv := redistest.Start(t)
 	for _, tt := range []struct {
 		clock string
 		exact bool
@@ -84,11 +90,11 @@ func TestRateLimitWindowsFollowTheStoresClock(t *testing.T) {
 		%s
 	}
 	respond ok`, events, window, map[string]string{"": "", "local": "clock local"}[tt.clock])
-			a := startCaddy(t, nil, redisOption(srv, prefix), site)
-			b := startCaddyProcess(t, redisOption(srv, prefix), site)
+			a := startCaddy(t, nil, st.option(prefix), site)
+			b := startCaddyProcess(t, st.option(prefix), site)
 			if tt.exact {
 				poll.Until(t, 5*time.Second, "the store's clock measured", func() bool {
-					return metricValue(a, `caddy_ha_store_clock_offset_seconds{store="redis `+srv.Addr+`"}`) < -clockSkew.Seconds()+0.5
+					return metricValue(a, `caddy_ha_store_clock_offset_seconds{store="`+st.label+`"}`) < -clockSkew.Seconds()+0.5
 				})
 			}
 			allowed, ambiguous := windowCounts(t, []string{a.url("/"), b.url("/")}, window, 6)
