@@ -58,8 +58,21 @@ func IDFromLocation(location string, p *Pattern) (string, bool) {
 	if !strings.HasPrefix(path, "/") || !p.Unambiguous(path, u.Path) {
 		return "", false
 	}
-	return p.ID(path)
+	id, ok := p.ID(path)
+	// A client follows the Location by RFC 3986, whose removal of dot
+	// segments keeps the empty ones path.Clean drops: /0/..///0 is //0 to
+	// it. It must reach the same upload.
+	followed := followingBase.ResolveReference(u).EscapedPath()
+	if !ok || p.Target(followed) != (Target{Kind: TargetUpload, ID: id}) {
+		return "", false
+	}
+	return id, true
 }
+
+// followingBase is where a creation's Location is resolved from, as a
+// client resolves it: only its path matters, and Location paths here are
+// absolute.
+var followingBase = &url.URL{Scheme: "https", Host: "proxy.invalid", Path: "/"}
 
 // IDFromJSON learns a new upload's id from a JSON creation response body:
 // field names a top-level field ("id") or, with dots, a field of nested
