@@ -5,22 +5,52 @@
 //	(ii)  memory: edge_rate_limit with its memory store (no ha global option)
 //	(iii) redis: edge_rate_limit with the Redis store, on a redis-server this
 //	      program starts on a free loopback port
-//	(iv)  caddy-ratelimit: mholt/caddy-ratelimit's rate_limit in its default
+//	(iv)  postgres: edge_rate_limit with the PostgreSQL store (its defaults,
+//	      the zone of (ii) and (iii)), on a throwaway PostgreSQL this
+//	      program starts on a free loopback port (internal/pgtest: Debian's
+//	      postgresql, fsync off, pg_stat_statements loaded when installed)
+//	(v)   caddy-ratelimit: mholt/caddy-ratelimit's rate_limit in its default
 //	      (local) mode, built once into bin/caddy-ratelimit; skipped if the
 //	      module cannot be fetched or built
 //
 // wrk loads each contender in turn, interleaved within each round (i, ii,
-// iii, iv, i, ii, ...) so that machine noise spreads over all of them. The
-// limits are far above what the load reaches, so no request is refused and
-// what differs is the cost of counting; every run is checked for non-2xx
-// responses and socket errors. It reports per contender the median req/s
-// and p99 latency over rounds and the median, over rounds, of its req/s as
-// a share of (i)'s in the same round, next to the goals (memory >= 95%,
-// Redis >= 80%). For Redis it also reads INFO commandstats around each run:
-// commands, transactions (EXEC) and round trips (read events) per request. For (ii) and (iii) it reads
-// edge_rate_limit's fallback decisions from /metrics on a per-instance
-// admin port: requests decided without the store (store_timeout missed)
-// would make the store look cheaper than it is, so they are flagged.
+// iii, iv, v, i, ii, ...) so that machine noise spreads over all of them.
+// The limits are far above what the load reaches, so no request is refused
+// and what differs is the cost of counting; every run is checked for
+// non-2xx responses and socket errors. It reports per contender the median
+// req/s and p99 latency over rounds and the median, over rounds, of its
+// req/s as a share of (i)'s in the same round, next to the goals (memory
+// >= 95%, Redis >= 80%, PostgreSQL >= 70%).
+//
+// For Redis it also reads INFO commandstats around each run: commands,
+// transactions (EXEC) and round trips (Redis's read events) per request.
+//
+// For PostgreSQL it reads, around each run:
+//   - statements per request: the difference of pg_stat_statements' calls,
+//     summed over every statement run in the database but the probe's own
+//     (those reading pg_stat_statements), so the store's health checks
+//     (SELECT 1, SELECT now()) too; without pg_stat_statements the figure
+//     is left out, with a note.
+//   - round trips per request: the difference of the TCP data segments
+//     (those with a payload) PostgreSQL received on its connections, but
+//     the probe's own, from tcp_info's data_segs_in as ss -i (iproute2)
+//     reads it. The store writes each batch of pipelined statements (each
+//     with its Sync) in one write and then waits for the answers, and a
+//     write up to the loopback MSS (64 KB, far more than a batch of 128
+//     statements) is one segment: a segment is a round trip. Checked
+//     against the store alone (TestSegmentsAreRoundTrips): a call at a
+//     time, one segment each; 50 concurrent callers, as many segments as
+//     pool acquisitions (one per batch) plus each new connection's
+//     startup and Prepare. A connection that closed during a run would be
+//     missed (the pool keeps its own). Not
+//     xact_commit from pg_stat_database: every statement is its own
+//     transaction there, so it counts statements, and backends report it
+//     up to 10 s late. Without ss the figure is left out, with a note.
+//
+// For (ii), (iii) and (iv) it reads edge_rate_limit's fallback decisions
+// from /metrics on a per-instance admin port: requests decided without the
+// store (store_timeout missed) would make the store look cheaper than it
+// is, so they are flagged.
 //
 // caddy-ratelimit keeps one timestamp (24 bytes) per allowed event of a
 // window in a ring, so its zone allows 1,000,000 events per 1s (24 MB)
@@ -52,7 +82,8 @@ var (
 )
 
 func main() {
-	var redisAddr string // set once redis-server runs
+	var redisAddr string   // set once redis-server runs
+	var postgresURL string // set once PostgreSQL runs
 	b := &wrkbench.Bench{
 		Name: "ratelimit",
 		Title: []string{
@@ -61,9 +92,9 @@ func main() {
 			"so that nothing is refused. Contenders run interleaved within each round.",
 		},
 		CostOf:     "counting",
-		Contenders: contenders(&redisAddr),
+		Contenders: contenders(&redisAddr, &postgresURL),
 		Prepare: func(dir string, selected []*wrkbench.Contender) ([]string, error) {
-			return prepare(dir, selected, &redisAddr)
+			return prepare(dir, selected, &redisAddr, &postgresURL)
 		},
 	}
 	b.DefineFlags()
@@ -72,11 +103,12 @@ func main() {
 
 // The goals: req/s of a contender as a share of (i)'s in the same round.
 const (
-	memoryGoal = 0.95
-	redisGoal  = 0.80
+	memoryGoal   = 0.95
+	redisGoal    = 0.80
+	postgresGoal = 0.70
 )
 
-func contenders(redisAddr *string) []*wrkbench.Contender {
+func contenders(redisAddr, postgresURL *string) []*wrkbench.Contender {
 	return []*wrkbench.Contender{
 		{Name: "none", Label: "(i) plain reverse_proxy", Config: ourConfig("", false)},
 		{Name: "memory", Label: "(ii) edge_rate_limit, memory store", Config: ourConfig("", true),
@@ -86,7 +118,14 @@ func contenders(redisAddr *string) []*wrkbench.Contender {
 				return ourConfig(wrkbench.HARedis(*redisAddr), true)(listen, admin, backend)
 			},
 			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: redisGoal},
-		{Name: "caddy-ratelimit", Label: "(iv) mholt/caddy-ratelimit", Bin: func() string { return *rlBin }, Config: caddyRatelimitConfig},
+		// The same zone as (ii) and (iii). A Caddy with the PostgreSQL store
+		// has edge_rate_limit too.
+		{Name: "postgres", Label: "(iv) edge_rate_limit, PostgreSQL store",
+			Config: func(listen, admin, backend string) string {
+				return ourConfig(haPostgres(*postgresURL), true)(listen, admin, backend)
+			},
+			Handler: "ha.stores.postgres", AdminEndpoint: true, Goal: postgresGoal},
+		{Name: "caddy-ratelimit", Label: "(v) mholt/caddy-ratelimit", Bin: func() string { return *rlBin }, Config: caddyRatelimitConfig},
 	}
 }
 
@@ -135,13 +174,16 @@ var redisReport = wrkbench.RedisReport{
 	},
 }
 
-// prepare starts redis-server for the Redis store and builds caddy-ratelimit,
-// skipping the contenders it cannot serve, and gives the edge_rate_limit
-// contenders their probes: fallback decisions, and for the Redis store
-// Redis's commands too.
-func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]string, error) {
-	var notes []string
+// prepare starts redis-server for the Redis store and PostgreSQL for the
+// PostgreSQL store, and builds caddy-ratelimit, skipping the contenders it
+// cannot serve, and gives the edge_rate_limit contenders their probes:
+// fallback decisions, for the Redis store Redis's commands too, and for
+// the PostgreSQL store its statements and round trips.
+func prepare(dir string, selected []*wrkbench.Contender, redisAddr, postgresURL *string) ([]string, error) {
+	var notes, pgNotes []string
 	*redisAddr, notes = wrkbench.PrepareRedis(dir, *redisBin, "redis", selected, redisReport)
+	*postgresURL, pgNotes = preparePostgres("postgres", selected)
+	notes = append(notes, pgNotes...)
 	for _, c := range selected {
 		if c.Skipped != "" {
 			continue
@@ -149,8 +191,8 @@ func prepare(dir string, selected []*wrkbench.Contender, redisAddr *string) ([]s
 		switch c.Name {
 		case "memory":
 			c.Probe = &fallbackProbe{contender: c}
-		case "redis":
-			// The Redis probe first: its reads after a run may fail it.
+		case "redis", "postgres":
+			// The store's probe first: its reads after a run may fail it.
 			c.Probe = wrkbench.Probes{c.Probe, &fallbackProbe{contender: c}}
 		case "caddy-ratelimit":
 			if err := ensureCaddyRatelimit(); err != nil {
