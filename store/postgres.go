@@ -77,7 +77,7 @@ func NewPostgres(pool *pgxpool.Pool, table, prefix string, options ...PostgresOp
 	p.sql = newPostgresStatements(p.table)
 	life, stop := context.WithCancel(context.Background())
 	p.stop = stop
-	p.batch = newPostgresBatcher(life, pool)
+	p.batch = newPostgresBatcher(life, pool, p.sql.increment)
 	go func() {
 		defer close(p.sweeperDone)
 		recovered.Loop(reporter("the PostgreSQL store's sweeper"), settings.sweep, life.Done(), func() { p.sweepEvery(life, settings.sweep) })

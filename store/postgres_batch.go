@@ -50,10 +50,11 @@ func newPostgresCall(sql string, args ...any) *postgresCall {
 // would deadlock). A caller whose context has ended before its turn is
 // dropped unsent.
 type postgresBatcher struct {
-	pool  *pgxpool.Pool
-	queue chan *postgresCall
-	life  context.Context // the store's: its end stops everything
-	wg    sync.WaitGroup
+	pool      *pgxpool.Pool
+	queue     chan *postgresCall
+	life      context.Context // the store's: its end stops everything
+	wg        sync.WaitGroup
+	increment string // the Increment statement, whose calls of one key are merged
 }
 
 // postgresSenders is how many batches may be on the wire at once, each on
@@ -65,8 +66,8 @@ const postgresSenders = 4
 // errPostgresClosed is returned for calls after Close.
 var errPostgresClosed = errors.New("store: the PostgreSQL store is closed")
 
-func newPostgresBatcher(life context.Context, pool *pgxpool.Pool) *postgresBatcher {
-	b := &postgresBatcher{pool: pool, queue: make(chan *postgresCall, batchQueueCap), life: life}
+func newPostgresBatcher(life context.Context, pool *pgxpool.Pool, increment string) *postgresBatcher {
+	b := &postgresBatcher{pool: pool, queue: make(chan *postgresCall, batchQueueCap), life: life, increment: increment}
 	b.wg.Add(postgresSenders)
 	for range postgresSenders {
 		go func() {
@@ -138,11 +139,91 @@ func (b *postgresBatcher) exec(batch []*postgresCall) {
 	}
 	ctx, cancel := untilAllGiveUp(b.life, live)
 	defer cancel()
-	answered, err := b.pipeline(ctx, live)
-	for i, c := range live {
+	defer failUnanswered(live)
+	sent, merged := b.mergeIncrements(live)
+	answered, err := b.pipeline(ctx, sent)
+	for i, c := range sent {
 		if i >= answered {
 			c.err = err
 		}
+		if group := merged[c]; group != nil {
+			splitIncrement(c, group)
+			continue
+		}
+		close(c.done)
+	}
+}
+
+// errPostgresPanicked is the answer of the calls of a batch whose sending
+// panicked.
+var errPostgresPanicked = errors.New("store: sending to PostgreSQL panicked")
+
+// failUnanswered, deferred by exec, answers the calls a panic left
+// unanswered, so that no caller waits for them, and goes on panicking (for
+// the sender's recovery to report it).
+func failUnanswered(calls []*postgresCall) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	for _, c := range calls {
+		select {
+		case <-c.done:
+		default:
+			c.err = errPostgresPanicked
+			close(c.done)
+		}
+	}
+	panic(v)
+}
+
+// mergeIncrements returns the calls to send: calls that increment the
+// same key by the Increment statement become one call incrementing it by
+// their sum (with the last one's lifetime, as if they ran in turn), so a
+// hot key costs one statement per batch rather than one per request;
+// merged maps each such call to the calls it stands for, in order.
+func (b *postgresBatcher) mergeIncrements(calls []*postgresCall) (sent []*postgresCall, merged map[*postgresCall][]*postgresCall) {
+	var byKey map[string]*postgresCall
+	for _, c := range calls {
+		if c.sql != b.increment {
+			sent = append(sent, c)
+			continue
+		}
+		key := c.args[0].(string)
+		if byKey == nil {
+			byKey, merged = map[string]*postgresCall{}, map[*postgresCall][]*postgresCall{}
+		}
+		first, seen := byKey[key]
+		if !seen {
+			byKey[key] = c
+			sent = append(sent, c)
+			continue
+		}
+		group := merged[first]
+		if group == nil {
+			// first is replaced in sent by a call of its own, so that its
+			// caller's arguments and results stay its own.
+			sum := newPostgresCall(first.sql, first.args[0], first.args[1], first.args[2])
+			sum.ctx = first.ctx
+			sum.dest = []any{&sum.count}
+			sent[slices.Index(sent, first)] = sum
+			byKey[key], group = sum, []*postgresCall{first}
+			first = sum
+		}
+		first.args[1] = first.args[1].(int64) + c.args[1].(int64)
+		first.args[2] = c.args[2]
+		merged[first] = append(group, c)
+	}
+	return sent, merged
+}
+
+// splitIncrement gives each call of group its count out of sum's: the
+// counts each would have had, incrementing in turn.
+func splitIncrement(sum *postgresCall, group []*postgresCall) {
+	before := sum.count - sum.args[1].(int64)
+	for _, c := range group {
+		before += c.args[1].(int64)
+		c.count, c.rows, c.err = before, sum.rows, sum.err
 		close(c.done)
 	}
 }

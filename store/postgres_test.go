@@ -542,3 +542,53 @@ func benchmarkPostgres(b *testing.B, others int) {
 	})
 	b.ReportMetric(float64(trips.writes.Load()-before)/float64(b.N), "trips/op")
 }
+
+// Concurrent increments of one key (a hot rate-limit key) are merged into
+// one statement per batch: each caller still gets a count of its own, as
+// if they had run in turn, and the database runs fewer statements than
+// there were calls.
+func TestPostgresMergesIncrementsOfOneKey(t *testing.T) {
+	srv := pgtest.Start(t)
+	if !srv.StatementStats {
+		t.Skip("pg_stat_statements is not installed")
+	}
+	ctx := context.Background()
+	db := srv.Pool(t)
+	s := newPostgresStore(t, srv, "short_lived_store", "merge:")
+	warm(t, s)
+	if _, err := db.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 64, 10
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	race(t, workers, func(int) error {
+		for range each {
+			n, err := s.Increment(ctx, "hot", 1, time.Hour)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			dup := seen[n]
+			seen[n] = true
+			mu.Unlock()
+			if dup {
+				return fmt.Errorf("count %d given twice", n)
+			}
+		}
+		return nil
+	})
+	for n := int64(1); n <= workers*each; n++ {
+		if !seen[n] {
+			t.Fatalf("no caller got count %d of %d", n, workers*each)
+		}
+	}
+	var statements int64
+	if err := db.QueryRow(ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'INSERT INTO%'`).Scan(&statements); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d increments of one key took %d statements", workers*each, statements)
+	if statements >= workers*each {
+		t.Fatalf("%d increments took %d statements: none merged", workers*each, statements)
+	}
+}
