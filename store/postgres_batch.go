@@ -103,27 +103,7 @@ func (b *postgresBatcher) do(ctx context.Context, c *postgresCall) error {
 	}
 }
 
-func (b *postgresBatcher) send() {
-	batch := make([]*postgresCall, 0, batchMax)
-	for {
-		select {
-		case <-b.life.Done():
-			return
-		case c := <-b.queue:
-			batch = append(batch[:0], c)
-		}
-	more:
-		for len(batch) < batchMax {
-			select {
-			case c := <-b.queue:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
-		b.exec(batch)
-	}
-}
+func (b *postgresBatcher) send() { sendBatches(b.queue, b.life.Done(), b.exec) }
 
 // exec sends the live calls of batch and hands each its answer; the batch
 // is abandoned once every caller in it has given up, or the store closes.

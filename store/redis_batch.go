@@ -107,25 +107,30 @@ func (b *batcher) do(ctx context.Context, c *batchCall) error {
 // goes on, so that a panic on every batch does not spin.
 const batchPanicPause = 10 * time.Millisecond
 
-func (b *batcher) send() {
-	batch := make([]*batchCall, 0, batchMax)
+func (b *batcher) send() { sendBatches(b.queue, b.stop, b.exec) }
+
+// sendBatches is a batch sender's loop, the Redis and the PostgreSQL
+// store's: it waits for a call, takes whatever else is queued (up to
+// batchMax) and hands them to exec together, until stop closes.
+func sendBatches[C any](queue <-chan C, stop <-chan struct{}, exec func([]C)) {
+	batch := make([]C, 0, batchMax)
 	for {
 		select {
-		case <-b.stop:
+		case <-stop:
 			return
-		case c := <-b.queue:
+		case c := <-queue:
 			batch = append(batch[:0], c)
 		}
 	more:
 		for len(batch) < batchMax {
 			select {
-			case c := <-b.queue:
+			case c := <-queue:
 				batch = append(batch, c)
 			default:
 				break more
 			}
 		}
-		b.exec(batch)
+		exec(batch)
 	}
 }
 
