@@ -88,7 +88,18 @@ func awayFromWindowEnd(t testing.TB, w, margin time.Duration) {
 // Redis as the ha app's store, and as the handler's own.
 func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	site := `edge_rate_limit {
+	site := exactSite
+	t.Run("ha store", func(t *testing.T) {
+		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
+	})
+	t.Run("own store", func(t *testing.T) {
+		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
+	})
+}
+
+// exactSite is the site of the two-instance exactness tests; %s is the
+// handler's own store, if any.
+const exactSite = `edge_rate_limit {
 		zone api {
 			key {http.request.header.X-Client}
 			events 7
@@ -99,13 +110,6 @@ func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 		%s
 	}
 	respond "ok"`
-	t.Run("ha store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
-	})
-	t.Run("own store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
-	})
-}
 
 func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, site string) {
 	a := startCaddy(t, nil, globalOpts, site)

@@ -62,17 +62,7 @@ func TestPostgresStoreOutage(t *testing.T) {
 // handler's own.
 func TestPostgresExactAcrossTwoInstances(t *testing.T) {
 	pg := pgtest.Start(t)
-	site := `edge_rate_limit {
-		zone api {
-			key {http.request.header.X-Client}
-			events 7
-			window 1h
-		}
-		on_store_error deny
-		store_timeout 5s # exactness is tested here, not timeouts
-		%s
-	}
-	respond "ok"`
+	site := exactSite
 	t.Run("ha store", func(t *testing.T) {
 		testExactAcrossTwoInstances(t, postgresValue(t, pg), "ha:", postgresOption(pg, "ha:"), fmt.Sprintf(site, ""))
 	})
