@@ -1,50 +1,47 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 
 	"github.com/caddyserver/caddy/v2"
-
-	"github.com/caddy-ha/caddy-ha/healthcheck"
 )
 
 func init() {
-	caddy.RegisterModule(AdminLeader{})
+	caddy.RegisterModule(AdminStatus{})
 }
 
-// AdminLeader serves GET /ha/leader on Caddy's admin endpoint: each
-// leader pool's view (leader, epoch, every node's probe state) as JSON.
-type AdminLeader struct{}
+// AdminStatus serves the operator's view on Caddy's admin endpoint, as
+// JSON: GET /ha/status is the whole view (what ha_status's page shows and
+// `caddy ha status` prints), GET /ha/leader its leader pools alone.
+type AdminStatus struct{}
 
 // CaddyModule returns the Caddy module information.
-func (AdminLeader) CaddyModule() caddy.ModuleInfo {
+func (AdminStatus) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
-		ID:  "admin.api.ha_leader",
-		New: func() caddy.Module { return new(AdminLeader) },
+		ID:  "admin.api.ha",
+		New: func() caddy.Module { return new(AdminStatus) },
 	}
 }
 
 // Routes returns the admin routes.
-func (AdminLeader) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{{Pattern: "/ha/leader", Handler: caddy.AdminHandlerFunc(serveLeaderViews)}}
+func (AdminStatus) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/ha/status", Handler: adminView(func() any { return currentStatus() })},
+		{Pattern: "/ha/leader", Handler: adminView(func() any { return currentStatus().LeaderPools })},
+	}
 }
 
-func serveLeaderViews(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("method not allowed")}
-	}
-	views := []healthcheck.PoolView{}
-	leaderPools.Range(func(_, value any) bool {
-		views = append(views, value.(*leaderPool).mon.View())
-		return true
+// adminView answers GET with view's JSON, as Caddy's own
+// /reverse_proxy/upstreams does.
+func adminView(view func() any) caddy.AdminHandler {
+	return caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodGet {
+			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: errors.New("method not allowed")}
+		}
+		return writeStatusJSON(w, view())
 	})
-	sort.Slice(views, func(i, j int) bool { return views[i].Pool < views[j].Pool })
-	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(views)
 }
 
 // Interface guards
-var _ caddy.AdminRouter = AdminLeader{}
+var _ caddy.AdminRouter = AdminStatus{}

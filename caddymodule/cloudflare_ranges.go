@@ -9,15 +9,18 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/forwarded"
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 func init() {
@@ -117,6 +120,9 @@ func (c *CloudflareRanges) Validate() error {
 // Provision sets the defaults and joins (or starts) the set of these
 // settings.
 func (c *CloudflareRanges) Provision(ctx caddy.Context) error {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 	c.setDefaults()
 	key, err := json.Marshal(c)
 	if err != nil {
@@ -159,12 +165,22 @@ type cloudflareSet struct {
 	seen   os.FileInfo        // the file as last read, with downloads off
 	stop   context.CancelFunc // ends the refresher, and a download under way
 	done   chan struct{}
+
+	failures prometheus.Counter
+	// For the operator's view: when the ranges were last fetched, and the
+	// last failure.
+	mu          sync.Mutex
+	refreshedAt time.Time
+	failedAt    time.Time
+	lastErr     error
 }
 
 func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &cloudflareSet{cfg: cfg, client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
 		stop: stop, done: make(chan struct{})}
+	cloudflareSeries.hold(cfg.File, s) // before its series are looked up
+	s.failures = cloudflareMetrics.failures.WithLabelValues(cfg.File)
 	s.readFile() // the last good set, until a download succeeds
 	goLoop(caddy.Log().Named("cloudflare_ranges"), "the Cloudflare ranges' refresher", cloudflareRetryFirst, ctx.Done(), s.done,
 		func() { s.keep(ctx) })
@@ -206,9 +222,10 @@ func (s *cloudflareSet) download(ctx context.Context) bool {
 	if err != nil {
 		s.logger().Warn("downloading Cloudflare's ranges failed; keeping the last good set",
 			zap.Error(err), zap.Int("ranges_kept", len(s.current())))
+		s.failed(err)
 		return false
 	}
-	s.set(f)
+	s.set(f, time.Now())
 	if err := f.Save(s.cfg.File); err != nil {
 		s.logger().Warn("saving Cloudflare's ranges failed", zap.String("file", s.cfg.File), zap.Error(err))
 	}
@@ -235,6 +252,7 @@ func (s *cloudflareSet) readFile() {
 		if !errors.Is(err, os.ErrNotExist) || s.cfg.DisableDownloads {
 			s.logger().Warn("reading Cloudflare's ranges failed; keeping the last good set", zap.String("file", s.cfg.File),
 				zap.Error(err), zap.Int("ranges_kept", len(s.current())))
+			s.failed(err)
 		}
 		if statErr == nil {
 			s.seen = info // not again until it changes
@@ -242,12 +260,16 @@ func (s *cloudflareSet) readFile() {
 		return
 	}
 	s.seen = info
-	s.set(f)
+	s.set(f, info.ModTime())
 }
 
-func (s *cloudflareSet) set(f forwarded.RangeFile) {
+// set trusts the ranges of f, fetched at when.
+func (s *cloudflareSet) set(f forwarded.RangeFile, when time.Time) {
 	all := f.All()
 	s.ranges.Store(&all)
+	s.mu.Lock()
+	s.refreshedAt = when
+	s.mu.Unlock()
 	s.logger().Info("Cloudflare's ranges loaded", zap.Int("ipv4", len(f.V4)), zap.Int("ipv6", len(f.V6)))
 }
 
@@ -264,10 +286,47 @@ func (s *cloudflareSet) current() []netip.Prefix {
 	return nil
 }
 
-// Destruct stops the refresher, when the last user lets go of the set.
+// failed counts a failed download or read, kept for the operator's view.
+func (s *cloudflareSet) failed(err error) {
+	s.failures.Inc()
+	s.mu.Lock()
+	s.failedAt, s.lastErr = time.Now(), err
+	s.mu.Unlock()
+}
+
+// state is the set as the operator's view shows it.
+func (s *cloudflareSet) state() status.CloudflareSet {
+	st := status.CloudflareSet{File: s.cfg.File, Ranges: len(s.current()), Failures: readMetric(s.failures),
+		From: s.cfg.IPv4URL + " " + s.cfg.IPv6URL}
+	if s.cfg.DisableDownloads {
+		st.From = "file (downloads off)"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refreshedAt.IsZero() {
+		t := s.refreshedAt
+		st.RefreshedAt = &t
+	}
+	if s.lastErr != nil {
+		t := s.failedAt
+		st.FailedAt, st.LastError = &t, s.lastErr.Error()
+	}
+	return st
+}
+
+// liveCloudflareSets are the running sets, one per file (the newest).
+func liveCloudflareSets() []*cloudflareSet {
+	var sets []*cloudflareSet
+	cloudflareSeries.each(func(_ string, state any) { sets = append(sets, state.(*cloudflareSet)) })
+	return sets
+}
+
+// Destruct stops the refresher, when the last user lets go of the set,
+// and removes its series.
 func (s *cloudflareSet) Destruct() error {
 	s.stop()
 	<-s.done
+	cloudflareSeries.release(s.cfg.File, s)
 	return nil
 }
 

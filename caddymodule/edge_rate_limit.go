@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-ha/caddy-ha/ratelimit"
+	"github.com/caddy-ha/caddy-ha/status"
 	"github.com/caddy-ha/caddy-ha/store"
 )
 
@@ -113,6 +114,7 @@ type rateZone struct {
 	limiter  *ratelimit.Limiter
 	policy   string // its RateLimit-Policy item
 	metrics  zoneMetrics
+	settings status.RateLimitZone // for the status view, without counts
 }
 
 const (
@@ -138,7 +140,7 @@ func (h *EdgeRateLimit) setDefaults() {
 
 // Provision sets the defaults and readies the zones on the store.
 func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
-	if err := registerCollectors(ctx.GetMetricsRegistry(), rateLimitMetrics.collectors...); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	h.setDefaults()
@@ -151,7 +153,12 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 }
 
 // Cleanup lets go of the handler's own store, if it has one.
-func (h *EdgeRateLimit) Cleanup() error { return h.storeRef.release() }
+func (h *EdgeRateLimit) Cleanup() error {
+	for _, z := range h.zones {
+		zoneSeries.release(z.name, z)
+	}
+	return h.storeRef.release()
+}
 
 // provisionZones readies the zones on shared.
 func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) error {
@@ -182,6 +189,9 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 			return fmt.Errorf("zone %d: %v", i, err)
 		}
 		z.policy = fmt.Sprintf("%q;q=%d;w=%d", zc.Name, zc.Events, ceilSeconds(time.Duration(zc.Window)))
+		z.settings = status.RateLimitZone{Zone: zc.Name, Events: zc.Events, WindowSeconds: time.Duration(zc.Window).Seconds(),
+			Sliding: zc.Sliding, Store: shared.name, OnStoreError: h.OnStoreError}
+		zoneSeries.hold(zc.Name, z) // before its series are looked up
 		z.metrics = newZoneMetrics(zc.Name)
 		h.zones = append(h.zones, z)
 	}
@@ -468,30 +478,6 @@ func (k keyTemplate) resolve(r *http.Request) string {
 type zoneMetrics struct {
 	allowed, limited, denied, storeErrors, fallback prometheus.Counter
 	latency                                         prometheus.Observer
-}
-
-var rateLimitMetrics = struct {
-	requests    *prometheus.CounterVec
-	storeErrors *prometheus.CounterVec
-	fallback    *prometheus.CounterVec
-	latency     *prometheus.HistogramVec
-	collectors  []prometheus.Collector
-}{}
-
-func init() {
-	const ns, sub = "caddy", "ha_rate_limit"
-	m := &rateLimitMetrics
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-		Help: "Requests counted in a zone, by decision: allowed, limited (429), denied (503: store down with on_store_error deny)."},
-		[]string{"zone", "decision"})
-	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "store_errors_total",
-		Help: "Store calls that failed or missed store_timeout."}, []string{"zone"})
-	m.fallback = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "fallback_decisions_total",
-		Help: "Decisions taken by on_store_error because the store failed or was known to be down."}, []string{"zone"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "store_duration_seconds",
-		Help:    "Time a decision waited for a store that answered; failures count in store_errors_total.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}}, []string{"zone"})
-	m.collectors = []prometheus.Collector{m.requests, m.storeErrors, m.fallback, m.latency}
 }
 
 func newZoneMetrics(zone string) zoneMetrics {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -131,7 +130,7 @@ type storeRef struct {
 // holdStore returns the store of the ha.stores module in field of owner
 // (raw is its JSON), shared with every config holding the same settings.
 func holdStore(ctx caddy.Context, owner any, field string, raw json.RawMessage, healthEvery time.Duration) (*storeRef, error) {
-	if err := registerCollectors(ctx.GetMetricsRegistry(), storeMetrics.collectors...); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return nil, err
 	}
 	// The key is the settings before provisioning changes anything.
@@ -205,6 +204,9 @@ type sharedStore struct {
 	clock       store.Clock
 	offset      atomic.Int64
 	offsetGauge prometheus.Gauge
+	// ping is the last answered health check's duration, in ns.
+	ping      atomic.Int64
+	pingGauge prometheus.Gauge
 }
 
 // wallClock is this process's clock, which rate-limit windows follow
@@ -216,10 +218,12 @@ func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, 
 	if err != nil {
 		return nil, err
 	}
-	sh := &sharedStore{name: backend.Describe(), store: s, up: storeMetrics.up.WithLabelValues(backend.Describe()),
-		offsetGauge: storeMetrics.clockOffset.WithLabelValues(backend.Describe())}
+	sh := &sharedStore{name: backend.Describe(), store: s}
+	storeSeries.hold(sh.name, sh) // before its series are looked up
+	sh.up = storeMetrics.up.WithLabelValues(sh.name)
+	sh.offsetGauge = storeMetrics.clockOffset.WithLabelValues(sh.name)
+	sh.pingGauge = storeMetrics.pingSeconds.WithLabelValues(sh.name)
 	sh.clock, _ = s.(store.Clock)
-	storeMetrics.holdLabel(sh.name)
 	sh.up.Set(1)
 	if store.IsLocal(s) {
 		return sh, nil
@@ -250,8 +254,14 @@ func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		pingCtx, cancel := context.WithTimeout(ctx, min(every, time.Second))
-		if sh.guard.Ping(pingCtx) == nil && sh.clock != nil {
-			sh.measureClock(pingCtx)
+		start := time.Now()
+		if sh.guard.Ping(pingCtx) == nil {
+			took := time.Since(start)
+			sh.ping.Store(int64(took))
+			sh.pingGauge.Set(took.Seconds())
+			if sh.clock != nil {
+				sh.measureClock(pingCtx)
+			}
 		}
 		cancel()
 		select {
@@ -304,54 +314,23 @@ func (sh *sharedStore) RetryIn() time.Duration {
 	return sh.guard.RetryIn()
 }
 
+// liveStores are the open stores, one per name (the newest).
+func liveStores() []*sharedStore {
+	var stores []*sharedStore
+	storeSeries.each(func(_ string, state any) { stores = append(stores, state.(*sharedStore)) })
+	return stores
+}
+
 // Destruct stops the health checks and closes the store, when its last
-// user lets go.
+// user lets go, and removes its series.
 func (sh *sharedStore) Destruct() error {
 	if sh.stop != nil {
 		sh.stop()
 		<-sh.done
 		sh.local.Close()
 	}
-	storeMetrics.releaseLabel(sh.name)
+	storeSeries.release(sh.name, sh)
 	return sh.store.Close()
-}
-
-// storeMetrics are process-wide. Two stores can share a label (a reload
-// that changed only a password opens the new store before the old one
-// closes), so a label goes only with the last store holding it.
-type storeMetricSet struct {
-	up          *prometheus.GaugeVec
-	clockOffset *prometheus.GaugeVec
-	collectors  []prometheus.Collector
-	mu          sync.Mutex
-	holders     map[string]int // stores holding each label
-}
-
-var storeMetrics = &storeMetricSet{holders: map[string]int{}}
-
-func (m *storeMetricSet) holdLabel(name string) {
-	m.mu.Lock()
-	m.holders[name]++
-	m.mu.Unlock()
-}
-
-func (m *storeMetricSet) releaseLabel(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.holders[name]--; m.holders[name] <= 0 {
-		delete(m.holders, name)
-		m.up.DeleteLabelValues(name)
-		m.clockOffset.DeleteLabelValues(name)
-	}
-}
-
-func init() {
-	m := storeMetrics
-	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_up",
-		Help: "1 while the ha store answers, 0 while it is taken to be down."}, []string{"store"})
-	m.clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "caddy", Subsystem: "ha", Name: "store_clock_offset_seconds",
-		Help: "How far the ha store's clock (Redis TIME, the database's now()) is ahead of this Caddy's, as last measured; rate-limit windows follow the store's."}, []string{"store"})
-	m.collectors = []prometheus.Collector{m.up, m.clockOffset}
 }
 
 // parseHAOption parses the global option. Syntax:

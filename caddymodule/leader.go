@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -172,13 +173,27 @@ type leaderPool struct {
 	// roots are the prober's trusted CAs, taken before it first ran: its
 	// transport's TLS config is the transport's own once in use.
 	roots *x509.CertPool
+	// holdNs is the hold of the newest config using the pool, for the
+	// operator's view.
+	holdNs atomic.Int64
 }
 
-// Destruct stops the prober, when its last user lets go.
+// Destruct stops the prober, when its last user lets go, and removes the
+// pool's series.
 func (p *leaderPool) Destruct() error {
 	p.mon.Stop()
 	p.prober.Client.CloseIdleConnections()
+	leaderSeries.release(p.mon.Name(), p)
 	return nil
+}
+
+func (p *leaderPool) hold() time.Duration { return time.Duration(p.holdNs.Load()) }
+
+// liveLeaderPools are the running pools, one per name (the newest).
+func liveLeaderPools() []*leaderPool {
+	var pools []*leaderPool
+	leaderSeries.each(func(_ string, state any) { pools = append(pools, state.(*leaderPool)) })
+	return pools
 }
 
 func (s *LeaderSelection) setDefaults() {
@@ -289,7 +304,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("lb_policy leader: leader_paths: %v", err)
 		}
 	}
-	if err := registerCollectors(ctx.GetMetricsRegistry(), leaderMetrics.collectors...); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 
@@ -298,18 +313,21 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	var floor int64
 	s.poolKey, floor = sharedProber(string(settings), name, prober)
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
-		obs := newLeaderObserver(name)
-		mon, err := healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, obs)
+		p := &leaderPool{prober: prober, roots: rootCAs(prober)} // roots: before the first probe uses the transport
+		leaderSeries.hold(name, p)                               // before the observer looks up its series
+		p.obs = newLeaderObserver(name)
+		var err error
+		p.mon, err = healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, p.obs)
 		if err != nil {
+			leaderSeries.release(name, p)
 			return nil, err
 		}
 		for _, a := range addrs {
-			leaderMetrics.leader.WithLabelValues(name, a).Set(0)
+			leaderMetrics.current.WithLabelValues(name, a).Set(0)
 		}
-		mon.RaiseEpochFloor(floor)
-		roots := rootCAs(prober) // before the first probe uses the transport
-		mon.Start()
-		return &leaderPool{mon: mon, obs: obs, prober: prober, roots: roots}, nil
+		p.mon.RaiseEpochFloor(floor)
+		p.mon.Start()
+		return p, nil
 	})
 	if err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
@@ -417,6 +435,7 @@ func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.H
 	}
 	// Select waits as long as Caddy's retry loop may run, or it would spin.
 	s.holdFor = max(time.Duration(s.Hold), time.Duration(lb.TryDuration))
+	s.pool.holdNs.Store(int64(s.holdFor))
 	if len(lb.RetryMatchRaw) > 0 {
 		ctx.Logger().Warn("lb_retry_match entries of this reverse_proxy replay what they match without lb_policy leader's follower check",
 			zap.Int("entries", len(lb.RetryMatchRaw)))

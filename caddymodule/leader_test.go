@@ -150,7 +150,7 @@ func TestLeaderCrash(t *testing.T) {
 			}
 			// A crashed leader keeps its lease until it runs out: nothing it
 			// may have executed is replayed as after a planned stop.
-			if n := counterValue(tc, `caddy_ha_replayed_requests_total{pool="`+poolName(c)+`",reason="planned_stop"}`); n != 0 {
+			if n := counterValue(tc, `caddy_ha_leader_replayed_requests_total{pool="`+poolName(c)+`",reason="planned_stop"}`); n != 0 {
 				t.Errorf("%v writes replayed as after a planned stop", n)
 			}
 			t.Logf("%d writes, %d failed (accepted by the dying leader)", len(results), len(failed))
@@ -183,10 +183,10 @@ func TestPlannedStopIsInvisible(t *testing.T) {
 	}
 	metrics := tc.adminGet("/metrics")
 	for _, want := range []string{
-		`caddy_ha_leader{pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"} 1`,
-		`caddy_ha_lease_epoch{pool="` + c.Node("node-a").Addr() + "," + b + `"} 2`,
-		`caddy_ha_failovers_total{pool="` + c.Node("node-a").Addr() + "," + b + `"} 1`,
-		`caddy_ha_probe_duration_seconds_count{outcome="leader",pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"}`,
+		`caddy_ha_leader_current{pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"} 1`,
+		`caddy_ha_leader_epoch{pool="` + c.Node("node-a").Addr() + "," + b + `"} 2`,
+		`caddy_ha_leader_failovers_total{pool="` + c.Node("node-a").Addr() + "," + b + `"} 1`,
+		`caddy_ha_leader_probe_duration_seconds_count{outcome="leader",pool="` + c.Node("node-a").Addr() + "," + b + `",upstream="` + b + `"}`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)
@@ -275,7 +275,7 @@ func TestFollowerRefusalReplay(t *testing.T) {
 	if last.RequestID != "replayed" || last.BodyBytes != len(body) {
 		t.Fatalf("executed %+v, want the replayed request with its %d-byte body", last, len(body))
 	}
-	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_replayed_requests_total") {
+	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_leader_replayed_requests_total") {
 		t.Error("replayed requests metric missing")
 	}
 
@@ -631,7 +631,7 @@ func TestTwoProxiesInOneRequest(t *testing.T) {
 	post() // held until the first probes answer
 	held := func() string {
 		for _, l := range strings.Split(tc.adminGet("/metrics"), "\n") {
-			if strings.HasPrefix(l, "caddy_ha_held_requests_total") {
+			if strings.HasPrefix(l, "caddy_ha_leader_held_requests_total") {
 				return l
 			}
 		}
@@ -669,7 +669,7 @@ func TestTryDurationLongerThanHold(t *testing.T) {
 	if el := time.Since(start); resp.StatusCode != http.StatusServiceUnavailable || el < 700*time.Millisecond || el > 3*time.Second {
 		t.Fatalf("status %d after %v, want 503 after about 800ms", resp.StatusCode, el)
 	}
-	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_no_leader_responses_total{pool=\""+c.Nodes()[0].Addr()+"\"} 1") {
+	if m := tc.adminGet("/metrics"); !strings.Contains(m, "caddy_ha_leader_no_leader_responses_total{pool=\""+c.Nodes()[0].Addr()+"\"} 1") {
 		t.Fatal("the no-leader answer was not counted exactly once")
 	}
 }
@@ -701,7 +701,7 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 	for _, r := range checkWrites(t, results, c) {
 		t.Errorf("write %s failed in a planned stop: status %d, %v", r.ID, r.Status, r.Err)
 	}
-	replayed := counterValue(tc, `caddy_ha_replayed_requests_total{pool="`+poolName(c)+`",reason="planned_stop"}`)
+	replayed := counterValue(tc, `caddy_ha_leader_replayed_requests_total{pool="`+poolName(c)+`",reason="planned_stop"}`)
 	if replayed < 1 {
 		t.Error("no write was replayed: the stops raced nothing, the test proves nothing")
 	}

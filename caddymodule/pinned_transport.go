@@ -63,8 +63,9 @@ type PinnedTransport struct {
 	// connection. Default: 4096.
 	MaxPinned int `json:"max_pinned,omitempty"`
 
-	pool   *pinning.Pool
-	logger *zap.Logger
+	pool     *pinning.Pool
+	poolName string // its upstreams, which name its series
+	logger   *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -147,7 +148,7 @@ func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 			", which cannot carry NTLM or Negotiate: such requests with credentials are answered 505; serve the site with protocols h1",
 			zap.Strings("listen", srv.Listen))
 	}
-	if err := registerCollectors(ctx.GetMetricsRegistry(), pinnedMetrics.collectors...); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	name := "unknown"
@@ -158,6 +159,8 @@ func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 		}
 		name = strings.Join(addrs, ",")
 	}
+	t.poolName = name
+	pinnedSeries.hold(name, t) // before its series are looked up
 	t.pool = pinning.New(t.Transport, pinning.Config{
 		Max:         t.MaxPinned,
 		IdleTimeout: time.Duration(t.KeepAlive.IdleConnTimeout),
@@ -205,6 +208,7 @@ func (t *PinnedTransport) EnableH2C() error {
 func (t *PinnedTransport) Cleanup() error {
 	if t.pool != nil {
 		t.pool.Close()
+		pinnedSeries.release(t.poolName, t)
 	}
 	return t.HTTPTransport.Cleanup()
 }
@@ -253,30 +257,6 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return validatedAt(d, lines, map[string]string{"keep_alive": "keepalive"}, t.Validate())
 }
 
-// pinnedMetrics are process-wide, as leaderMetrics are.
-var pinnedMetrics = struct {
-	pinned   *prometheus.GaugeVec
-	pins     *prometheus.CounterVec
-	ended    *prometheus.CounterVec
-	refusals *prometheus.CounterVec
-
-	collectors []prometheus.Collector
-}{}
-
-func init() {
-	const ns, sub = "caddy", "ha"
-	m := &pinnedMetrics
-	m.pinned = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "pinned_connections",
-		Help: "Client connections with an upstream connection of their own right now (transport pinned)."}, []string{"pool"})
-	m.pins = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pins_total",
-		Help: "Pins begun: a client connection bound to an upstream connection of its own (again after a failover)."}, []string{"pool"})
-	m.ended = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pins_ended_total",
-		Help: "Pins ended, by reason: client_closed, upstream_closed, failover, idle, upgraded, pool_closed."}, []string{"pool", "reason"})
-	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "pin_refusals_total",
-		Help: "Requests the pinned transport answered itself, by reason: cap, http2, handshake_cut, pin_lost, no_client."}, []string{"pool", "reason"})
-	m.collectors = []prometheus.Collector{m.pinned, m.pins, m.ended, m.refusals}
-}
-
 // pinObserver turns a pool's events into metrics and logs.
 type pinObserver struct {
 	pool   string
@@ -292,7 +272,7 @@ type pinObserver struct {
 func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
 	return &pinObserver{
 		pool: pool, logger: logger,
-		pinned:   pinnedMetrics.pinned.WithLabelValues(pool),
+		pinned:   pinnedMetrics.connections.WithLabelValues(pool),
 		pins:     pinnedMetrics.pins.WithLabelValues(pool),
 		lastWarn: map[string]time.Time{},
 		unwarned: map[string]int{},
@@ -317,7 +297,7 @@ func (o *pinObserver) Ended(reason pinning.EndReason) {
 // Refused counts every refusal and logs each reason at most once per
 // refusalLogInterval, with the count since the last line.
 func (o *pinObserver) Refused(r *pinning.Refusal) {
-	pinnedMetrics.refusals.WithLabelValues(o.pool, r.Reason).Inc()
+	pinnedMetrics.refused.WithLabelValues(o.pool, r.Reason).Inc()
 	o.mu.Lock()
 	o.unwarned[r.Reason]++
 	n := o.unwarned[r.Reason]

@@ -310,7 +310,7 @@ func TestPinnedLifetimeFollowsBothEnds(t *testing.T) {
 	}
 	// The server ends the pin just after the client saw its connection close.
 	poll.Until(t, time.Second, "the pin ended by the upstream to be counted", func() bool {
-		return counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="upstream_closed"}`) == 1
+		return counterValue(tc, `caddy_ha_pinned_pins_ended_total{pool="`+poolName(c)+`",reason="upstream_closed"}`) == 1
 	})
 }
 
@@ -391,7 +391,7 @@ func TestPinnedFailoverWhenIdle(t *testing.T) {
 					t.Errorf("upstream connection %s to the old leader is still open", id)
 				}
 			}
-			if got := counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="`+tt.reason+`"}`); got != 10 {
+			if got := counterValue(tc, `caddy_ha_pinned_pins_ended_total{pool="`+poolName(c)+`",reason="`+tt.reason+`"}`); got != 10 {
 				t.Errorf("pins ended (%s): %v, want 10", tt.reason, got)
 			}
 		})
@@ -458,7 +458,7 @@ func TestPinnedReplayAndHold(t *testing.T) {
 		if resp, err := b.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != b.User {
 			t.Fatalf("sign-in: %v %+v", err, resp)
 		}
-		replayedMetric := `caddy_ha_replayed_requests_total{pool="` + poolName(c) + `",reason="follower_refusal"}`
+		replayedMetric := `caddy_ha_leader_replayed_requests_total{pool="` + poolName(c) + `",reason="follower_refusal"}`
 		replayed := counterValue(tc, replayedMetric)
 		go c.Node("node-a").Stop() // a follower for 3s: it refuses writes
 		poll.Until(t, 2*time.Second, "node-a to release its lease", func() bool { return c.State().Leader != "node-a" })
@@ -521,7 +521,7 @@ func TestPinnedCap(t *testing.T) {
 	if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("X-Upstream-Conn") != "" {
 		t.Fatalf("at the cap: %d, Retry-After %q, upstream %q", resp.Status, resp.Header.Get("Retry-After"), resp.Header.Get("X-Upstream-Conn"))
 	}
-	if got := counterValue(tc, `caddy_ha_pin_refusals_total{pool="`+poolName(c)+`",reason="cap"}`); got != 1 {
+	if got := counterValue(tc, `caddy_ha_pinned_refusals_total{pool="`+poolName(c)+`",reason="cap"}`); got != 1 {
 		t.Errorf("refusals at the cap: %v, want 1", got)
 	}
 	if len(tc.logLines("pinned transport answered a request itself")) == 0 {
@@ -587,7 +587,7 @@ func TestPinnedHTTP2(t *testing.T) {
 		t.Fatalf("two anonymous HTTP/2 requests went on upstream connections %q and %q, want one each", a, b)
 	}
 	poll.Until(t, 2*time.Second, "one-off upstream connections to close", func() bool { return !isOpen(c, a) && !isOpen(c, b) })
-	if got := counterValue(tc, `caddy_ha_pin_refusals_total{pool="`+poolName(c)+`",reason="http2"}`); got != 1 {
+	if got := counterValue(tc, `caddy_ha_pinned_refusals_total{pool="`+poolName(c)+`",reason="http2"}`); got != 1 {
 		t.Errorf("refusals of HTTP/2 credentials: %v, want 1", got)
 	}
 }
@@ -618,7 +618,7 @@ func TestPinnedWebSocket(t *testing.T) {
 		t.Fatalf("echo: %q, %v", echo, err)
 	}
 	poll.Until(t, time.Second, "the upgraded pin to be counted as ended", func() bool {
-		return counterValue(tc, `caddy_ha_pins_ended_total{pool="`+poolName(c)+`",reason="upgraded"}`) == 1
+		return counterValue(tc, `caddy_ha_pinned_pins_ended_total{pool="`+poolName(c)+`",reason="upgraded"}`) == 1
 	})
 	b.Close()
 	poll.Until(t, 2*time.Second, "the upgraded upstream connection to close", func() bool { return !isOpen(c, up) })

@@ -5,7 +5,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/handoff"
@@ -43,9 +42,6 @@ func (ReloadHandoff) CaddyModule() caddy.ModuleInfo {
 // configs: a closing one finds its successor there.
 var reloadHandoffs = handoff.NewRegistry()
 
-var handedOffConns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "connections_handed_off_total",
-	Help: "Kept-alive HTTP/1 connections a stopping server handed to its successor in a config reload instead of closing them."})
-
 func init() {
 	reloadHandoffs.HandedOff = handedOffConns.Inc
 	reloadHandoffs.Panicked = func(v any, stack []byte) {
@@ -55,7 +51,7 @@ func init() {
 
 // Provision registers the wrapper's metric.
 func (*ReloadHandoff) Provision(ctx caddy.Context) error {
-	return registerCollectors(ctx.GetMetricsRegistry(), handedOffConns)
+	return registerMetrics(ctx.GetMetricsRegistry())
 }
 
 // WrapListener wraps a server's listener.

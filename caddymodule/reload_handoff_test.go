@@ -96,7 +96,7 @@ func TestReloadUnderKeptAliveLoad(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := startCaddy(t, nil, tt.opts, site)
-			handedOff := counterValue(tc, "caddy_ha_connections_handed_off_total")
+			handedOff := counterValue(tc, "caddy_ha_reload_handed_off_connections_total")
 			load := startKeptAliveLoad(tc.url("/api/orders"), 32)
 			for range 5 {
 				load.waitFor(t, 300)
@@ -104,7 +104,7 @@ func TestReloadUnderKeptAliveLoad(t *testing.T) {
 			}
 			load.waitFor(t, 300)
 			errs := load.finish()
-			handed := counterValue(tc, "caddy_ha_connections_handed_off_total") - handedOff
+			handed := counterValue(tc, "caddy_ha_reload_handed_off_connections_total") - handedOff
 			t.Logf("%d requests, %d errors, %v connections handed off", load.requests.Load(), len(errs), handed)
 			if tt.name == "stock" {
 				return

@@ -177,7 +177,7 @@ func (s *UploadAffinity) Validate() error {
 // enclosing reverse_proxy's transport.
 func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	s.logger = ctx.Logger()
-	if err := registerCollectors(ctx.GetMetricsRegistry(), affinityMetrics.collectors...); err != nil {
+	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
 	s.setDefaults()
@@ -558,23 +558,18 @@ func (s *UploadAffinity) answer(req *http.Request, status int, msg string) *http
 		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
 }
 
-// affinityMetrics are the counters of caddy_ha_upload_affinity_total, one
-// per event, resolved once rather than per request.
+// affinityMetrics are the counters of affinityEvents, one per event,
+// resolved once rather than per request.
 var affinityMetrics struct {
 	learned, hit, miss, discovered, removed, ownerDown, storeError, refused, unreachable prometheus.Counter
-	collectors                                                                           []prometheus.Collector
 }
 
 func init() {
 	m := &affinityMetrics
-	events := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "ha", Name: "upload_affinity_total",
-		Help: "Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404), unreachable (a server out of creation hashing)."},
-		[]string{"event"})
 	for counter, event := range map[*prometheus.Counter]string{&m.learned: "learned", &m.hit: "hit", &m.miss: "miss",
 		&m.discovered: "discovered", &m.removed: "removed", &m.ownerDown: "owner_down", &m.storeError: "store_error", &m.refused: "refused", &m.unreachable: "unreachable"} {
-		*counter = events.WithLabelValues(event)
+		*counter = affinityEvents.WithLabelValues(event)
 	}
-	m.collectors = []prometheus.Collector{events}
 }
 
 // UnmarshalCaddyfile sets up the policy. Syntax:

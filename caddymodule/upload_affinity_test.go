@@ -257,7 +257,7 @@ func checkServers(t *testing.T, servers []*fakecluster.UploadServer, ups []*anUp
 
 // affinityEvent is the count of an upload_affinity event.
 func affinityEvent(tc *testCaddy, event string) float64 {
-	return counterValue(tc, `caddy_ha_upload_affinity_total{event="`+event+`"}`)
+	return counterValue(tc, `caddy_ha_upload_affinity_events_total{event="`+event+`"}`)
 }
 
 // 1 and 6. 50 concurrent uploads through one Caddy, from two client
@@ -407,7 +407,7 @@ func TestUploadAffinityOwnerKilled(t *testing.T) {
 	})
 	checkVictimsUploadsRefused(t, ups, errs, owned)
 	checkServers(t, servers[1:], ups, errs)
-	if v := metricValue(tc, `caddy_ha_upload_affinity_total{event="owner_down"}`); v < 1 {
+	if v := metricValue(tc, `caddy_ha_upload_affinity_events_total{event="owner_down"}`); v < 1 {
 		t.Errorf("owner_down events: %v", v)
 	}
 }

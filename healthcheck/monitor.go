@@ -93,7 +93,9 @@ type LeaderChange struct {
 // Observer receives a Monitor's events; it must not block.
 type Observer interface {
 	LeaderChanged(LeaderChange)
-	Probed(pool, addr string, r Result)
+	// Probed: a probe of addr ended with r, after which the node's status
+	// is s (stale for a leader's answer of a lower epoch than the highest).
+	Probed(pool, addr string, r Result, s Status)
 	// Panicked: a probe of addr panicked with v (in the Prober or the
 	// Observer), which was recovered; the node is probed again an Interval
 	// later.
@@ -240,9 +242,9 @@ func (m *Monitor) probeUntilDone(ctx context.Context, n *Node) (done bool) {
 		if ctx.Err() != nil {
 			return true
 		}
-		m.record(n, r)
+		s := m.record(n, r)
 		if m.obs != nil {
-			m.obs.Probed(m.name, n.Addr, r)
+			m.obs.Probed(m.name, n.Addr, r, s)
 		}
 
 		wait := m.cfg.Interval
@@ -297,8 +299,9 @@ func (n *Node) kickProbe() {
 	}
 }
 
-// record takes in one probe result and updates the leader view.
-func (m *Monitor) record(n *Node, r Result) {
+// record takes in one probe result, updates the leader view and returns
+// the node's status.
+func (m *Monitor) record(n *Node, r Result) Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n.last = r
@@ -320,6 +323,7 @@ func (m *Monitor) record(n *Node, r Result) {
 	close(n.answered)
 	n.answered = make(chan struct{})
 	m.recomputeLocked(reason)
+	return n.status
 }
 
 // probeFailedLocked counts failed probe r of n, which is down after Fails
@@ -712,11 +716,11 @@ type NodeView struct {
 	Epoch           int64      `json:"epoch,omitempty"`
 	Fails           int        `json:"fails"`
 	Passes          int        `json:"passes"`
-	InDoubt         bool       `json:"inDoubt"`
-	LastProbe       *time.Time `json:"lastProbe,omitempty"`
-	LastProbeMillis float64    `json:"lastProbeMs"`
-	LastError       string     `json:"lastError,omitempty"`
-	LeaseValidUntil *time.Time `json:"leaseValidUntil,omitempty"`
+	InDoubt         bool       `json:"in_doubt"`
+	LastProbe       *time.Time `json:"last_probe,omitempty"`
+	LastProbeMillis float64    `json:"last_probe_ms"`
+	LastError       string     `json:"last_error,omitempty"`
+	LeaseValidUntil *time.Time `json:"lease_valid_until,omitempty"`
 }
 
 // PoolView is a pool's state, as the admin API shows it.
@@ -724,8 +728,8 @@ type PoolView struct {
 	Pool         string     `json:"pool"`
 	Leader       string     `json:"leader"`
 	Epoch        int64      `json:"epoch"`
-	HighestEpoch int64      `json:"highestEpoch"`
-	NoLeaderFrom *time.Time `json:"noLeaderSince,omitempty"`
+	HighestEpoch int64      `json:"highest_epoch"`
+	NoLeaderFrom *time.Time `json:"no_leader_since,omitempty"`
 	Nodes        []NodeView `json:"nodes"`
 }
 

@@ -89,7 +89,7 @@ func (r *recorder) LeaderChanged(c LeaderChange) {
 	r.changes = append(r.changes, c)
 	r.mu.Unlock()
 }
-func (r *recorder) Probed(string, string, Result) {}
+func (r *recorder) Probed(string, string, Result, Status) {}
 func (r *recorder) Panicked(pool, addr string, v any, stack []byte) {
 	r.mu.Lock()
 	r.panics = append(r.panics, panicReport{pool: pool, addr: addr, v: v, stack: stack})

@@ -1,7 +1,7 @@
 package caddymodule
 
 import (
-	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,67 +10,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/status"
 )
-
-// leaderMetrics are process-wide: probers outlive a config, and each new
-// config's registry gets the same collectors.
-var leaderMetrics = struct {
-	leader     *prometheus.GaugeVec
-	epoch      *prometheus.GaugeVec
-	failovers  *prometheus.CounterVec
-	probe      *prometheus.HistogramVec
-	held       *prometheus.CounterVec
-	holding    *prometheus.GaugeVec
-	replayed   *prometheus.CounterVec
-	noLeader   *prometheus.CounterVec
-	collectors []prometheus.Collector
-}{}
-
-func init() {
-	const ns, sub = "caddy", "ha"
-	m := &leaderMetrics
-	m.leader = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
-		Help: "1 for the upstream that is the pool's current leader, 0 for the others."}, []string{"pool", "upstream"})
-	m.epoch = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "lease_epoch",
-		Help: "Lease epoch of the pool's current leader (the last one while there is none)."}, []string{"pool"})
-	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "failovers_total",
-		Help: "Times the pool found a leader other than the last one (another node or epoch)."}, []string{"pool"})
-	m.probe = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "probe_duration_seconds",
-		Help:    "Duration of leader probes, by outcome (leader, follower: 503, failed: no answer or another status).",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"pool", "upstream", "outcome"})
-	m.held = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "held_requests_total",
-		Help: "Requests that waited for a leader."}, []string{"pool"})
-	m.holding = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "requests_holding",
-		Help: "Requests waiting for a leader right now."}, []string{"pool"})
-	m.replayed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "replayed_requests_total",
-		Help: "Requests replayed to the leader that provably never executed on the node they were sent to: reason follower_refusal (refused by a node confirmed to be a follower) or planned_stop (its connection closed by a node that released its lease early)."}, []string{"pool", "reason"})
-	m.noLeader = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "no_leader_responses_total",
-		Help: "Requests answered with 503 because no leader was found within hold."}, []string{"pool"})
-	m.collectors = []prometheus.Collector{m.leader, m.epoch, m.failovers, m.probe, m.held, m.holding, m.replayed, m.noLeader}
-}
-
-// registerCollectors adds process-wide collectors to a config's registry;
-// the collectors outlive configs, so a later config finds them there.
-func registerCollectors(reg *prometheus.Registry, collectors ...prometheus.Collector) error {
-	if reg == nil {
-		return nil
-	}
-	for _, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			var already prometheus.AlreadyRegisteredError
-			if !errors.As(err, &already) {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // leaderObserver turns a pool's events into logs and metrics.
 type leaderObserver struct {
 	pool string
 	// The pool's request metrics, looked up once.
-	held, noLeader prometheus.Counter
+	held, noLeader, failovers prometheus.Counter
 	// Requests replayed after a follower's refusal, or after a planned
 	// stop closed their connection.
 	replayedRefusal, replayedClosed prometheus.Counter
@@ -80,7 +27,12 @@ type leaderObserver struct {
 	mu             sync.Mutex
 	noLeaderLogged bool
 	refusedLogged  bool
+	// The last changes of leader, oldest first, for the status view.
+	changes []status.LeaderChange
 }
+
+// keptLeaderChanges bounds the changes a pool keeps for the status view.
+const keptLeaderChanges = 10
 
 func newLeaderObserver(pool string) *leaderObserver {
 	return &leaderObserver{
@@ -89,8 +41,18 @@ func newLeaderObserver(pool string) *leaderObserver {
 		replayedRefusal: leaderMetrics.replayed.WithLabelValues(pool, "follower_refusal"),
 		replayedClosed:  leaderMetrics.replayed.WithLabelValues(pool, "planned_stop"),
 		noLeader:        leaderMetrics.noLeader.WithLabelValues(pool),
+		failovers:       leaderMetrics.failovers.WithLabelValues(pool),
 		holding:         leaderMetrics.holding.WithLabelValues(pool),
 	}
+}
+
+// lastChanges returns the kept changes of leader, newest first.
+func (o *leaderObserver) lastChanges() []status.LeaderChange {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	changes := slices.Clone(o.changes)
+	slices.Reverse(changes)
+	return changes
 }
 
 // answeredNoLeader logs, once per outage, that requests are being answered
@@ -115,12 +77,19 @@ func (o *leaderObserver) logger() *zap.Logger {
 // LeaderChanged logs and counts a change of leader.
 func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	if c.From != "" {
-		leaderMetrics.leader.WithLabelValues(c.Pool, c.From).Set(0)
+		leaderMetrics.current.WithLabelValues(c.Pool, c.From).Set(0)
 	}
 	if c.To != "" {
-		leaderMetrics.leader.WithLabelValues(c.Pool, c.To).Set(1)
+		leaderMetrics.current.WithLabelValues(c.Pool, c.To).Set(1)
 	}
 	o.mu.Lock()
+	if !c.InDoubt && !c.Confirmed {
+		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: c.From, To: c.To, Epoch: c.Epoch,
+			Failover: c.Failover, Reason: c.Reason})
+		if len(o.changes) > keptLeaderChanges {
+			o.changes = slices.Delete(o.changes, 0, len(o.changes)-keptLeaderChanges)
+		}
+	}
 	outage := o.noLeaderLogged
 	if c.To != "" {
 		// A leader again: the next outage is logged anew.
@@ -143,7 +112,7 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	default:
 		leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
 		if c.Failover {
-			leaderMetrics.failovers.WithLabelValues(c.Pool).Inc()
+			o.failovers.Inc()
 		}
 		o.logger().Info("leader", zap.String("pool", c.Pool), zap.String("node", c.To), zap.Int64("epoch", c.Epoch),
 			zap.Bool("failover", c.Failover), zap.String("previous", c.From), zap.String("reason", c.Reason))
@@ -151,9 +120,11 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 }
 
 // Probed records a probe's duration and outcome.
-func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result) {
+func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result, s healthcheck.Status) {
 	outcome := "failed"
 	switch {
+	case r.Leader && s == healthcheck.StatusStale:
+		outcome = "stale"
 	case r.Leader:
 		outcome = "leader"
 	case r.Answered && r.Status == 503:

@@ -1,0 +1,80 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/caddy-ha/caddy-ha/status"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "ha",
+		Usage: "status [--json] [--address <interface>] [--config <path> [--adapter <name>]]",
+		Short: "Shows the state of caddy-ha in a running Caddy",
+		Long: `
+The ha command reads caddy-ha's operator's view from a running Caddy's admin
+API (GET /ha/status).
+
+  caddy ha status         prints leader pools, rate-limit zones, stores, upload
+                          affinity, Cloudflare ranges and pinned connections
+                          as tables;
+  caddy ha status --json  prints the view as JSON.
+
+The admin API's address comes from --address, else from the admin listener
+of --config (with --adapter), else the default localhost:2019.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			statusCmd := &cobra.Command{
+				Use:   "status [--json] [--address <interface>] [--config <path> [--adapter <name>]]",
+				Short: "Prints caddy-ha's status as tables, or as JSON",
+				Args:  cobra.NoArgs,
+				RunE: func(c *cobra.Command, _ []string) error {
+					fl := c.Flags()
+					address, _ := fl.GetString("address")
+					config, _ := fl.GetString("config")
+					adapter, _ := fl.GetString("adapter")
+					asJSON, _ := fl.GetBool("json")
+					c.SilenceUsage = true
+					return printHAStatus(c.OutOrStdout(), address, config, adapter, asJSON)
+				},
+			}
+			statusCmd.Flags().Bool("json", false, "Print the raw view as JSON")
+			statusCmd.Flags().String("address", "", "The admin API's address, if not the default")
+			statusCmd.Flags().StringP("config", "c", "", "Config file to read the admin API's address from, if --address is not used")
+			statusCmd.Flags().StringP("adapter", "a", "", "Name of the config adapter to apply (when --config is used)")
+			cmd.AddCommand(statusCmd)
+		},
+	})
+}
+
+// printHAStatus reads /ha/status from the admin API and prints it to out.
+func printHAStatus(out io.Writer, address, config, adapter string, asJSON bool) error {
+	addr, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("finding the admin API's address: %v", err)
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/ha/status", nil, nil)
+	if err != nil {
+		return fmt.Errorf("cannot read caddy-ha's status from the admin API at %s (is Caddy running, with its admin API on? --address names another): %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("reading the admin API's answer: %v", err)
+	}
+	if asJSON {
+		_, err = out.Write(body)
+		return err
+	}
+	var v status.View
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("the admin API at %s did not answer caddy-ha's status (is this Caddy built with caddy-ha?): %v", addr, err)
+	}
+	return status.WriteTable(out, v)
+}

@@ -1,0 +1,317 @@
+package caddymodule
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Every metric caddy-ha exports is defined here; the README's "Metrics"
+// table lists them. The scheme: caddy_ha_<capability>_<quantity>[_<unit>]
+// [_total], the capability one of leader, rate_limit, store,
+// upload_affinity, pinned, cloudflare, reload; each series is named by its
+// object (pool, zone, store, file) and at most one enumeration label
+// (outcome, reason, decision, event).
+//
+// The collectors are process-wide: pools, stores and Cloudflare sets
+// outlive a config, and each new config's registry gets the same ones.
+// A series named by an object lives as long as the object: the last user
+// of a pool, zone or store lets go of its series (seriesOwners), and the
+// gauges of a live state are read from it at each scrape (liveCollector).
+
+const (
+	metricsNamespace = "caddy"
+	metricsSubsystem = "ha"
+)
+
+func newCounterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+		Name: name, Help: help}, labels)
+}
+
+func newGaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+		Name: name, Help: help}, labels)
+}
+
+func newHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+		Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, name), help, labels, nil)
+}
+
+// Leader pools (lb_policy leader), by pool: the pool's upstreams, joined by ",".
+var leaderMetrics = struct {
+	current, epoch, holding             *prometheus.GaugeVec
+	failovers, held, replayed, noLeader *prometheus.CounterVec
+	probe                               *prometheus.HistogramVec
+	leaderlessSeconds, holdSeconds      *prometheus.Desc
+}{
+	current: newGaugeVec("leader_current",
+		"1 for the upstream that is the pool's current leader, 0 for the others.", "pool", "upstream"),
+	epoch: newGaugeVec("leader_epoch",
+		"Lease epoch of the pool's current leader (the last one while there is none).", "pool"),
+	holding: newGaugeVec("leader_holding_requests",
+		"Requests waiting for a leader right now.", "pool"),
+	failovers: newCounterVec("leader_failovers_total",
+		"Times the pool found a leader other than the last one (another node or epoch).", "pool"),
+	held: newCounterVec("leader_held_requests_total",
+		"Requests that waited for a leader.", "pool"),
+	replayed: newCounterVec("leader_replayed_requests_total",
+		"Requests replayed to the leader that provably never executed on the node they were sent to: reason follower_refusal (refused by a node confirmed to be a follower) or planned_stop (its connection closed by a node that released its lease early).",
+		"pool", "reason"),
+	noLeader: newCounterVec("leader_no_leader_responses_total",
+		"Requests answered with 503 because no leader was found within hold.", "pool"),
+	probe: newHistogramVec("leader_probe_duration_seconds",
+		"Duration of leader probes, by outcome: leader, stale (a leader's answer with an epoch lower than the highest seen), follower (503), failed (no answer or another status).",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "pool", "upstream", "outcome"),
+	leaderlessSeconds: newDesc("leader_leaderless_seconds",
+		"How long the pool has had no leader; 0 while it has one.", "pool"),
+	holdSeconds: newDesc("leader_hold_seconds",
+		"How long a request waits for a leader before its 503 (hold, or a longer try_duration), in the newest config using the pool.", "pool"),
+}
+
+// Rate-limit zones (edge_rate_limit), by zone name.
+var rateLimitMetrics = struct {
+	requests, storeErrors, fallback *prometheus.CounterVec
+	latency                         *prometheus.HistogramVec
+}{
+	requests: newCounterVec("rate_limit_requests_total",
+		"Requests counted in a zone, by decision: allowed, limited (429), denied (503: store down with on_store_error deny).",
+		"zone", "decision"),
+	storeErrors: newCounterVec("rate_limit_store_errors_total",
+		"Store calls that failed or missed store_timeout.", "zone"),
+	fallback: newCounterVec("rate_limit_fallback_decisions_total",
+		"Decisions taken by on_store_error because the store failed or was known to be down.", "zone"),
+	latency: newHistogramVec("rate_limit_store_duration_seconds",
+		"Time a decision waited for a store that answered; failures count in rate_limit_store_errors_total.",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}, "zone"),
+}
+
+// Stores (the ha app's, and a handler's own), by store: its description,
+// e.g. "redis 10.0.0.5:6379".
+var storeMetrics = struct {
+	up, clockOffset, pingSeconds *prometheus.GaugeVec
+}{
+	up: newGaugeVec("store_up",
+		"1 while the store answers, 0 while it is taken to be down.", "store"),
+	clockOffset: newGaugeVec("store_clock_offset_seconds",
+		"How far the store's clock (Redis TIME, the database's now()) is ahead of this Caddy's, as last measured; rate-limit windows follow the store's.",
+		"store"),
+	pingSeconds: newGaugeVec("store_ping_seconds",
+		"Duration of the store's last answered health check.", "store"),
+}
+
+// Upload affinity (lb_policy upload_affinity), process-wide.
+var affinityEvents = newCounterVec("upload_affinity_events_total",
+	"Upload affinity events: learned, hit, miss, discovered, removed, owner_down (503), store_error (503), refused (400/404), unreachable (a server out of creation hashing).",
+	"event")
+
+// Pinned connections (transport pinned), by pool: the proxy's upstreams.
+var pinnedMetrics = struct {
+	connections          *prometheus.GaugeVec
+	pins, ended, refused *prometheus.CounterVec
+}{
+	connections: newGaugeVec("pinned_connections",
+		"Client connections with an upstream connection of their own right now.", "pool"),
+	pins: newCounterVec("pinned_pins_total",
+		"Pins begun: a client connection bound to an upstream connection of its own (again after a failover).", "pool"),
+	ended: newCounterVec("pinned_pins_ended_total",
+		"Pins ended, by reason: client_closed, upstream_closed, failover, idle, upgraded, pool_closed.", "pool", "reason"),
+	refused: newCounterVec("pinned_refusals_total",
+		"Requests the pinned transport answered itself, by reason: cap, http2, handshake_cut, pin_lost, no_client.", "pool", "reason"),
+}
+
+// Cloudflare ranges (trusted_proxies cloudflare_ranges), by file: the saved
+// copy of the set.
+var cloudflareMetrics = struct {
+	failures                   *prometheus.CounterVec
+	ranges, refreshed, refresh *prometheus.Desc
+}{
+	failures: newCounterVec("cloudflare_refresh_failures_total",
+		"Downloads or reads of the ranges that failed; the last good set is kept.", "file"),
+	ranges: newDesc("cloudflare_ranges",
+		"Ranges trusted right now; 0 before the first good list.", "file"),
+	refreshed: newDesc("cloudflare_refreshed_timestamp_seconds",
+		"When the trusted ranges were last fetched: the last good download, or with downloads off the saved copy's modification time; 0 before the first.", "file"),
+	refresh: newDesc("cloudflare_refresh_interval_seconds",
+		"How often the ranges are downloaded again (with downloads off: the file checked).", "file"),
+}
+
+// Config reloads (listener wrapper reload_handoff), process-wide.
+var handedOffConns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+	Name: "reload_handed_off_connections_total",
+	Help: "Kept-alive HTTP/1 connections a stopping server handed to its successor in a config reload instead of closing them."})
+
+// The series owned by each kind of object.
+var (
+	leaderSeries     = newSeriesOwners("pool", leaderMetrics.current, leaderMetrics.epoch, leaderMetrics.holding, leaderMetrics.failovers, leaderMetrics.held, leaderMetrics.replayed, leaderMetrics.noLeader, leaderMetrics.probe)
+	zoneSeries       = newSeriesOwners("zone", rateLimitMetrics.requests, rateLimitMetrics.storeErrors, rateLimitMetrics.fallback, rateLimitMetrics.latency)
+	storeSeries      = newSeriesOwners("store", storeMetrics.up, storeMetrics.clockOffset, storeMetrics.pingSeconds)
+	pinnedSeries     = newSeriesOwners("pool", pinnedMetrics.connections, pinnedMetrics.pins, pinnedMetrics.ended, pinnedMetrics.refused)
+	cloudflareSeries = newSeriesOwners("file", cloudflareMetrics.failures)
+)
+
+// haCollectors are every collector, registered on each config's registry.
+var haCollectors = []prometheus.Collector{
+	leaderMetrics.current, leaderMetrics.epoch, leaderMetrics.holding, leaderMetrics.failovers, leaderMetrics.held,
+	leaderMetrics.replayed, leaderMetrics.noLeader, leaderMetrics.probe,
+	rateLimitMetrics.requests, rateLimitMetrics.storeErrors, rateLimitMetrics.fallback, rateLimitMetrics.latency,
+	storeMetrics.up, storeMetrics.clockOffset, storeMetrics.pingSeconds,
+	affinityEvents,
+	pinnedMetrics.connections, pinnedMetrics.pins, pinnedMetrics.ended, pinnedMetrics.refused,
+	cloudflareMetrics.failures,
+	handedOffConns,
+	liveCollector{},
+}
+
+// registerMetrics adds caddy-ha's collectors to a config's registry; they
+// outlive configs, so a later config finds them there. Collectors without
+// series export nothing, so every module registers all of them.
+func registerMetrics(reg *prometheus.Registry) error {
+	if reg == nil {
+		return nil
+	}
+	for _, c := range haCollectors {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if !errors.As(err, &already) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// seriesOwners tracks the live objects of one kind (pools, zones, stores)
+// by the label value that names their series: two objects can share one (a
+// reload that changed only a password opens the new store before the old
+// one closes), so the series go only with the last. Each holder may leave a
+// state, which the status view reads (the newest holder's).
+type seriesOwners struct {
+	label string
+	vecs  []*prometheus.MetricVec
+	mu    sync.Mutex
+	held  map[string][]any // label value → its holders' states, oldest first
+}
+
+func newSeriesOwners(label string, vecs ...any) *seriesOwners {
+	o := &seriesOwners{label: label, held: map[string][]any{}}
+	for _, v := range vecs {
+		switch v := v.(type) {
+		case *prometheus.CounterVec:
+			o.vecs = append(o.vecs, v.MetricVec)
+		case *prometheus.GaugeVec:
+			o.vecs = append(o.vecs, v.MetricVec)
+		case *prometheus.HistogramVec:
+			o.vecs = append(o.vecs, v.MetricVec)
+		default:
+			panic("seriesOwners: not a metric vector")
+		}
+	}
+	return o
+}
+
+// hold records one more holder of the series named value, with its state.
+func (o *seriesOwners) hold(value string, state any) {
+	o.mu.Lock()
+	o.held[value] = append(o.held[value], state)
+	o.mu.Unlock()
+}
+
+// release lets go of the hold with this state; the last holder's release
+// deletes every series named value.
+func (o *seriesOwners) release(value string, state any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	states := o.held[value]
+	if i := slices.Index(states, state); i >= 0 {
+		states = slices.Delete(states, i, i+1)
+	}
+	if len(states) > 0 {
+		o.held[value] = states
+		return
+	}
+	delete(o.held, value)
+	for _, v := range o.vecs {
+		v.DeletePartialMatch(prometheus.Labels{o.label: value})
+	}
+}
+
+// each calls f with every held label value and its newest state, in the
+// order of the values.
+func (o *seriesOwners) each(f func(value string, state any)) {
+	o.mu.Lock()
+	values := make([]string, 0, len(o.held))
+	states := make(map[string]any, len(o.held))
+	for v, s := range o.held {
+		values = append(values, v)
+		states[v] = s[len(s)-1]
+	}
+	o.mu.Unlock()
+	slices.Sort(values)
+	for _, v := range values {
+		f(v, states[v])
+	}
+}
+
+// liveCollector exports, at each scrape, the gauges read from a live state
+// rather than kept up to date: they exist exactly while their object does.
+type liveCollector struct{}
+
+// Describe sends the descriptors of the live gauges.
+func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{leaderMetrics.leaderlessSeconds, leaderMetrics.holdSeconds,
+		cloudflareMetrics.ranges, cloudflareMetrics.refreshed, cloudflareMetrics.refresh} {
+		ch <- d
+	}
+}
+
+// Collect sends the live gauges of every leader pool and Cloudflare set.
+func (liveCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	gauge := func(d *prometheus.Desc, v float64, label string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
+	}
+	for _, p := range liveLeaderPools() {
+		v := p.mon.View()
+		leaderless := 0.0
+		if v.NoLeaderFrom != nil {
+			leaderless = now.Sub(*v.NoLeaderFrom).Seconds()
+		}
+		gauge(leaderMetrics.leaderlessSeconds, leaderless, v.Pool)
+		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
+	}
+	for _, s := range liveCloudflareSets() {
+		st := s.state()
+		refreshed := 0.0
+		if st.RefreshedAt != nil {
+			refreshed = float64(st.RefreshedAt.UnixNano()) / 1e9
+		}
+		gauge(cloudflareMetrics.ranges, float64(st.Ranges), s.cfg.File)
+		gauge(cloudflareMetrics.refreshed, refreshed, s.cfg.File)
+		gauge(cloudflareMetrics.refresh, time.Duration(s.cfg.Refresh).Seconds(), s.cfg.File)
+	}
+}
+
+// readMetric is the value of a counter or gauge, for the status view.
+func readMetric(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if m.Write(&d) != nil {
+		return 0
+	}
+	switch {
+	case d.Counter != nil:
+		return d.Counter.GetValue()
+	case d.Gauge != nil:
+		return d.Gauge.GetValue()
+	}
+	return 0
+}

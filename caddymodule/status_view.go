@@ -1,0 +1,99 @@
+package caddymodule
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/caddy-ha/caddy-ha/status"
+)
+
+// currentStatus gathers the operator's view from the live pools, zones,
+// stores and sets (the same ones whose series /metrics exports), for the
+// ha_status page, the admin API and `caddy ha status`.
+func currentStatus() status.View {
+	v := status.View{
+		GeneratedAt:      time.Now(),
+		LeaderPools:      []status.LeaderPool{},
+		RateLimitZones:   []status.RateLimitZone{},
+		Stores:           []status.Store{},
+		UploadAffinity:   status.UploadAffinity{Events: countsBy(affinityEvents, nil, "event")},
+		CloudflareRanges: []status.CloudflareSet{},
+		PinnedPools:      []status.PinnedPool{},
+	}
+	for _, p := range liveLeaderPools() {
+		pv := p.mon.View()
+		v.LeaderPools = append(v.LeaderPools, status.LeaderPool{
+			PoolView:          pv,
+			HoldSeconds:       p.hold().Seconds(),
+			LastChanges:       p.obs.lastChanges(),
+			Failovers:         readMetric(p.obs.failovers),
+			HoldingRequests:   readMetric(p.obs.holding),
+			HeldRequests:      readMetric(p.obs.held),
+			ReplayedRequests:  readMetric(p.obs.replayedRefusal) + readMetric(p.obs.replayedClosed),
+			NoLeaderResponses: readMetric(p.obs.noLeader),
+		})
+	}
+	zoneSeries.each(func(_ string, state any) {
+		z := state.(*rateZone)
+		zv := z.settings
+		zv.Allowed, zv.Limited, zv.Denied = readMetric(z.metrics.allowed), readMetric(z.metrics.limited), readMetric(z.metrics.denied)
+		zv.StoreErrors, zv.FallbackDecisions = readMetric(z.metrics.storeErrors), readMetric(z.metrics.fallback)
+		v.RateLimitZones = append(v.RateLimitZones, zv)
+	})
+	for _, sh := range liveStores() {
+		v.Stores = append(v.Stores, status.Store{
+			Store:              sh.name,
+			Up:                 sh.guard == nil || sh.guard.Up(),
+			RetryInSeconds:     sh.RetryIn().Seconds(),
+			PingMillis:         float64(time.Duration(sh.ping.Load()).Microseconds()) / 1000,
+			ClockOffsetSeconds: time.Duration(sh.offset.Load()).Seconds(),
+		})
+	}
+	for _, s := range liveCloudflareSets() {
+		v.CloudflareRanges = append(v.CloudflareRanges, s.state())
+	}
+	pinnedSeries.each(func(pool string, state any) {
+		t := state.(*PinnedTransport)
+		match := map[string]string{"pool": pool}
+		v.PinnedPools = append(v.PinnedPools, status.PinnedPool{
+			Pool:        pool,
+			Connections: float64(t.pool.Len()),
+			Max:         t.MaxPinned,
+			Pins:        readMetric(pinnedMetrics.pins.WithLabelValues(pool)),
+			Ended:       countsBy(pinnedMetrics.ended, match, "reason"),
+			Refused:     countsBy(pinnedMetrics.refused, match, "reason"),
+		})
+	})
+	return v
+}
+
+// countsBy reads the series of c whose labels include match, by the value
+// of label, without creating any.
+func countsBy(c prometheus.Collector, match map[string]string, label string) map[string]float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	counts := map[string]float64{}
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range d.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		matches := true
+		for k, want := range match {
+			matches = matches && labels[k] == want
+		}
+		if matches {
+			counts[labels[label]] += d.GetCounter().GetValue() + d.GetGauge().GetValue()
+		}
+	}
+	return counts
+}

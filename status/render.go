@@ -1,0 +1,174 @@
+package status
+
+import (
+	"cmp"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+//go:embed page.html
+var pageSource string
+
+var page = template.Must(template.New("status").Funcs(template.FuncMap{
+	"rfc3339": func(t time.Time) string { return t.Format(time.RFC3339) },
+	"clock":   func(t time.Time) string { return t.Format("2006-01-02 15:04:05 MST") },
+	"since":   func(now time.Time, t *time.Time) string { return span(now, t) },
+	"until":   func(now time.Time, t *time.Time) string { return spanUntil(now, t) },
+	"seconds": func(s float64) string { return duration(time.Duration(s * float64(time.Second))) },
+	"num":     number,
+	"counts":  counts,
+}).Parse(pageSource))
+
+// WriteHTML writes the status page, which refreshes itself every refresh
+// (0: never). It is plain HTML with its style inline: no script, no
+// external asset.
+func WriteHTML(w io.Writer, v View, refresh time.Duration) error {
+	return page.Execute(w, struct {
+		View
+		RefreshSeconds int
+	}{v, int(refresh.Round(time.Second) / time.Second)})
+}
+
+// WriteTable writes the view as terminal tables, one block per capability
+// in use, for `caddy ha status`.
+func WriteTable(out io.Writer, v View) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	now := v.GeneratedAt
+	block := func(title string, header ...string) {
+		fmt.Fprintf(w, "\n%s\n%s\n", strings.ToUpper(title), strings.Join(header, "\t"))
+	}
+	for _, p := range v.LeaderPools {
+		state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
+		switch {
+		case p.Leader != "":
+		case p.InProgress():
+			state = "FAILOVER IN PROGRESS: no leader for " + span(now, p.NoLeaderFrom)
+		default:
+			state = "NO LEADER for " + span(now, p.NoLeaderFrom)
+		}
+		block("leader pool "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
+		for _, n := range p.Nodes {
+			st := string(n.Status)
+			if n.InDoubt {
+				st += " (in doubt)"
+			}
+			epoch := ""
+			if n.Epoch != 0 {
+				epoch = strconv.FormatInt(n.Epoch, 10)
+			}
+			last := "never"
+			if n.LastProbe != nil {
+				last = span(now, n.LastProbe) + " ago"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
+		}
+		fmt.Fprintf(w, "failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n", number(p.Failovers),
+			number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
+		for _, c := range p.LastChanges {
+			to := c.To
+			if to == "" {
+				to = "none"
+			}
+			fmt.Fprintf(w, "  %s ago: %s → %s: %s\n", span(now, &c.At), cmp.Or(c.From, "none"), to, c.Reason)
+		}
+	}
+	if len(v.RateLimitZones) > 0 {
+		block("rate-limit zones", "ZONE", "LIMIT", "STORE", "ON STORE ERROR", "ALLOWED", "LIMITED", "DENIED", "STORE ERRORS", "FALLBACK")
+		for _, z := range v.RateLimitZones {
+			limit := fmt.Sprintf("%d per %s", z.Events, duration(time.Duration(z.WindowSeconds*float64(time.Second))))
+			if z.Sliding {
+				limit += ", sliding"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", z.Zone, limit, z.Store, z.OnStoreError, number(z.Allowed),
+				number(z.Limited), number(z.Denied), number(z.StoreErrors), number(z.FallbackDecisions))
+		}
+	}
+	if len(v.Stores) > 0 {
+		block("stores", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
+		for _, s := range v.Stores {
+			state, next := "up", ""
+			if !s.Up {
+				state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%.2f ms\t%+.3f s\n", s.Store, state, next, s.PingMillis, s.ClockOffsetSeconds)
+		}
+	}
+	if len(v.UploadAffinity.Events) > 0 {
+		block("upload affinity", "EVENTS")
+		fmt.Fprintln(w, counts(v.UploadAffinity.Events))
+	}
+	if len(v.CloudflareRanges) > 0 {
+		block("cloudflare ranges", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")
+		for _, c := range v.CloudflareRanges {
+			refreshed := "NEVER"
+			if c.RefreshedAt != nil {
+				refreshed = span(now, c.RefreshedAt) + " ago"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", c.File, c.From, c.Ranges, refreshed, number(c.Failures), c.LastError)
+		}
+	}
+	if len(v.PinnedPools) > 0 {
+		block("pinned connections", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
+		for _, p := range v.PinnedPools {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused))
+		}
+	}
+	return w.Flush()
+}
+
+// span is how long before now t was, "" for none.
+func span(now time.Time, t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return duration(now.Sub(*t))
+}
+
+// spanUntil is how long after now t is, "" for none, "ended" if past.
+func spanUntil(now time.Time, t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	if !t.After(now) {
+		return "ended"
+	}
+	return duration(t.Sub(now))
+}
+
+// duration is d rounded to what a person reads: ms under a second, then
+// tenths of a second, then seconds.
+func duration(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+		fallthrough
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// number is a count without a fraction.
+func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// counts lists a map of counts as "a 1, b 2", by key.
+func counts(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+number(m[k]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,108 @@
+// Package status is the operator's view of caddy-ha: one snapshot of every
+// capability's state (View), rendered as the status page (HTML), as JSON for
+// the admin API and as a terminal table for `caddy ha status`. It knows
+// nothing of Caddy: the adapter gathers the snapshot.
+package status
+
+import (
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+)
+
+// View is the state of every capability at one moment. The JSON is what
+// the admin API's /ha/status and the page's ?format=json return.
+type View struct {
+	GeneratedAt      time.Time       `json:"generated_at"`
+	LeaderPools      []LeaderPool    `json:"leader_pools"`
+	RateLimitZones   []RateLimitZone `json:"rate_limit_zones"`
+	Stores           []Store         `json:"stores"`
+	UploadAffinity   UploadAffinity  `json:"upload_affinity"`
+	CloudflareRanges []CloudflareSet `json:"cloudflare_ranges"`
+	PinnedPools      []PinnedPool    `json:"pinned_pools"`
+}
+
+// LeaderPool is a leader pool's probe view, the last changes of leader and
+// its requests' counts.
+type LeaderPool struct {
+	healthcheck.PoolView
+	// HoldSeconds is how long a request waits for a leader before its 503.
+	HoldSeconds float64 `json:"hold_seconds"`
+	// LastChanges are the latest changes of leader, newest first.
+	LastChanges       []LeaderChange `json:"last_changes"`
+	Failovers         float64        `json:"failovers"`
+	HoldingRequests   float64        `json:"holding_requests"`
+	HeldRequests      float64        `json:"held_requests"`
+	ReplayedRequests  float64        `json:"replayed_requests"`
+	NoLeaderResponses float64        `json:"no_leader_responses"`
+}
+
+// LeaderChange is one change of a pool's leader; To is "" when it lost
+// its leader.
+type LeaderChange struct {
+	At       time.Time `json:"at"`
+	From     string    `json:"from,omitempty"`
+	To       string    `json:"to,omitempty"`
+	Epoch    int64     `json:"epoch,omitempty"`
+	Failover bool      `json:"failover"`
+	Reason   string    `json:"reason"`
+}
+
+// InProgress reports whether the pool is between leaders: it has none now,
+// and had one.
+func (p LeaderPool) InProgress() bool {
+	return p.Leader == "" && len(p.LastChanges) > 0
+}
+
+// RateLimitZone is a zone's settings and decisions.
+type RateLimitZone struct {
+	Zone              string  `json:"zone"`
+	Events            int64   `json:"events"`
+	WindowSeconds     float64 `json:"window_seconds"`
+	Sliding           bool    `json:"sliding"`
+	Store             string  `json:"store"`
+	OnStoreError      string  `json:"on_store_error"`
+	Allowed           float64 `json:"allowed"`
+	Limited           float64 `json:"limited"`
+	Denied            float64 `json:"denied"`
+	StoreErrors       float64 `json:"store_errors"`
+	FallbackDecisions float64 `json:"fallback_decisions"`
+}
+
+// Store is a store's health.
+type Store struct {
+	Store string `json:"store"`
+	Up    bool   `json:"up"`
+	// RetryInSeconds is how long until a down store is tried again.
+	RetryInSeconds float64 `json:"retry_in_seconds,omitempty"`
+	// PingMillis is the last answered health check's duration.
+	PingMillis         float64 `json:"ping_ms"`
+	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
+}
+
+// UploadAffinity counts upload affinity's events, by event.
+type UploadAffinity struct {
+	Events map[string]float64 `json:"events"`
+}
+
+// CloudflareSet is a set of Cloudflare's ranges.
+type CloudflareSet struct {
+	File string `json:"file"`
+	// From is where the ranges come from: the download URLs, or the file.
+	From        string     `json:"from"`
+	Ranges      int        `json:"ranges"`
+	RefreshedAt *time.Time `json:"refreshed_at,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	FailedAt    *time.Time `json:"failed_at,omitempty"`
+	Failures    float64    `json:"failures"`
+}
+
+// PinnedPool is a pinned transport's connections.
+type PinnedPool struct {
+	Pool        string             `json:"pool"`
+	Connections float64            `json:"connections"`
+	Max         int                `json:"max"`
+	Pins        float64            `json:"pins"`
+	Ended       map[string]float64 `json:"ended"`
+	Refused     map[string]float64 `json:"refused"`
+}
