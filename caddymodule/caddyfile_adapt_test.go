@@ -61,10 +61,10 @@ func TestCaddyfileAdapt(t *testing.T) {
 // are set, so that a default that changes shows in a diff (the adapted
 // JSON holds only what a Caddyfile writes).
 func TestDefaults(t *testing.T) {
-	leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile :=
+	leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage :=
 		new(LeaderSelection), new(UploadAffinity), new(EdgeRateLimit), new(PinnedTransport), new(HAApp), new(MemoryStore), new(RedisStore),
-		new(PostgresStore), new(CloudflareRanges), &CloudflareRanges{DisableDownloads: true}
-	for _, m := range []interface{ setDefaults() }{leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile} {
+		new(PostgresStore), new(CloudflareRanges), &CloudflareRanges{DisableDownloads: true}, new(HAStatus)
+	for _, m := range []interface{ setDefaults() }{leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage} {
 		m.setDefaults()
 	}
 	cloudflare.File = strings.Replace(cloudflare.File, caddy.AppDataDir(), "<caddy data dir>", 1)
@@ -79,6 +79,7 @@ func TestDefaults(t *testing.T) {
 		"ha.stores.postgres":                                    postgres,
 		"http.ip_sources.cloudflare_ranges":                     cloudflare,
 		"http.ip_sources.cloudflare_ranges (downloads off)":     cloudflareFile,
+		"http.handlers.ha_status":                               statusPage,
 	}, "", "\t")
 	if err != nil {
 		t.Fatal(err)

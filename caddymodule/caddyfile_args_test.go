@@ -22,6 +22,7 @@ func TestDuplicateOptions(t *testing.T) {
 		{"forwarded proto", "forwarded {\n\tproto https\n\tproto http\n}", "duplicate proto option, at Caddyfile:9"},
 		{"redis db", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore redis {\n\t\taddress 127.0.0.1:6379\n\t\tdb 1\n\t\tdb 2\n\t}\n}", "duplicate db option, at Caddyfile:16"},
 		{"cloudflare refresh", "forwarded {\n\tcloudflare cloudflare_ranges {\n\t\trefresh 1h\n\t\trefresh 2h\n\t}\n}", "duplicate refresh option, at Caddyfile:10"},
+		{"ha_status refresh", "ha_status {\n\trefresh 2s\n\trefresh 3s\n}", "duplicate refresh option, at Caddyfile:9"},
 		{"pinned max_pinned", "reverse_proxy 127.0.0.1:2 {\n\ttransport pinned {\n\t\tmax_pinned 1\n\t\tmax_pinned 2\n\t}\n}", "duplicate max_pinned option, at Caddyfile:10"},
 	} {
 		if err := adapt(tt.site); err == nil || !strings.Contains(err.Error(), tt.want) {

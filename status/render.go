@@ -42,8 +42,8 @@ func WriteHTML(w io.Writer, v View, refresh time.Duration) error {
 func WriteTable(out io.Writer, v View) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	now := v.GeneratedAt
-	block := func(title string, header ...string) {
-		fmt.Fprintf(w, "\n%s\n%s\n", strings.ToUpper(title), strings.Join(header, "\t"))
+	block := func(title, detail string, header ...string) {
+		fmt.Fprintf(w, "\n%s%s\n%s\n", strings.ToUpper(title), detail, strings.Join(header, "\t"))
 	}
 	for _, p := range v.LeaderPools {
 		state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
@@ -54,7 +54,7 @@ func WriteTable(out io.Writer, v View) error {
 		default:
 			state = "NO LEADER for " + span(now, p.NoLeaderFrom)
 		}
-		block("leader pool "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
+		block("leader pool", " "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
 		for _, n := range p.Nodes {
 			st := string(n.Status)
 			if n.InDoubt {
@@ -81,7 +81,7 @@ func WriteTable(out io.Writer, v View) error {
 		}
 	}
 	if len(v.RateLimitZones) > 0 {
-		block("rate-limit zones", "ZONE", "LIMIT", "STORE", "ON STORE ERROR", "ALLOWED", "LIMITED", "DENIED", "STORE ERRORS", "FALLBACK")
+		block("rate-limit zones", "", "ZONE", "LIMIT", "STORE", "ON STORE ERROR", "ALLOWED", "LIMITED", "DENIED", "STORE ERRORS", "FALLBACK")
 		for _, z := range v.RateLimitZones {
 			limit := fmt.Sprintf("%d per %s", z.Events, duration(time.Duration(z.WindowSeconds*float64(time.Second))))
 			if z.Sliding {
@@ -92,7 +92,7 @@ func WriteTable(out io.Writer, v View) error {
 		}
 	}
 	if len(v.Stores) > 0 {
-		block("stores", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
+		block("stores", "", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
 		for _, s := range v.Stores {
 			state, next := "up", ""
 			if !s.Up {
@@ -102,11 +102,11 @@ func WriteTable(out io.Writer, v View) error {
 		}
 	}
 	if len(v.UploadAffinity.Events) > 0 {
-		block("upload affinity", "EVENTS")
+		block("upload affinity", "", "EVENTS")
 		fmt.Fprintln(w, counts(v.UploadAffinity.Events))
 	}
 	if len(v.CloudflareRanges) > 0 {
-		block("cloudflare ranges", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")
+		block("cloudflare ranges", "", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")
 		for _, c := range v.CloudflareRanges {
 			refreshed := "NEVER"
 			if c.RefreshedAt != nil {
@@ -116,7 +116,7 @@ func WriteTable(out io.Writer, v View) error {
 		}
 	}
 	if len(v.PinnedPools) > 0 {
-		block("pinned connections", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
+		block("pinned connections", "", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
 		for _, p := range v.PinnedPools {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused))
 		}

@@ -1,0 +1,71 @@
+package status
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
+)
+
+func sampleView() View {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	lost, probed := now.Add(-3*time.Second), now.Add(-200*time.Millisecond)
+	return View{
+		GeneratedAt: now,
+		LeaderPools: []LeaderPool{{
+			PoolView: healthcheck.PoolView{Pool: "10.0.0.1:80,10.0.0.2:80", HighestEpoch: 7, NoLeaderFrom: &lost,
+				Nodes: []healthcheck.NodeView{
+					{Addr: "10.0.0.1:80", Status: healthcheck.StatusDown, Fails: 3, LastProbe: &probed, LastError: "dial tcp: connection refused"},
+					{Addr: "10.0.0.2:80", Status: healthcheck.StatusFollower, LastProbe: &probed, LastProbeMillis: 0.4},
+				}},
+			HoldSeconds: 15,
+			LastChanges: []LeaderChange{{At: lost, From: "10.0.0.1:80", Reason: "10.0.0.1:80: <script>alert(1)</script>"}},
+		}},
+		RateLimitZones: []RateLimitZone{{Zone: "login", Events: 5, WindowSeconds: 60, Store: "redis 10.0.0.9:6379",
+			OnStoreError: "local", Allowed: 10, Limited: 3}},
+		Stores:         []Store{{Store: "redis 10.0.0.9:6379", Up: false, RetryInSeconds: 0.4}},
+		UploadAffinity: UploadAffinity{Events: map[string]float64{"learned": 2, "hit": 9}},
+	}
+}
+
+// The page is plain HTML that refreshes itself: no script, no asset from
+// elsewhere, what the cluster says escaped; a failover in progress reads
+// as one.
+func TestPageIsPlainHTML(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteHTML(&b, sampleView(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{`<meta http-equiv="refresh" content="5">`, "Failover in progress", "no leader for 3s",
+		`data-status="down"`, "dial tcp: connection refused", `data-zone="login"`, "5 per 1m0s", "&lt;script&gt;", `data-up="false"`, "in 400ms"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if regexp.MustCompile(`(?i)<script|(src|href)="(https?:)?//`).MatchString(page) {
+		t.Errorf("the page has a script or an external asset:\n%s", page)
+	}
+	b.Reset()
+	if err := WriteHTML(&b, View{GeneratedAt: time.Now()}, 0); err != nil || strings.Contains(b.String(), "http-equiv") {
+		t.Errorf("refresh off still refreshes (%v)", err)
+	}
+}
+
+// The terminal table names what an operator looks for first.
+func TestTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteTable(&b, sampleView()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"LEADER POOL 10.0.0.1:80,10.0.0.2:80: FAILOVER IN PROGRESS: no leader for 3s",
+		"10.0.0.1:80  down", "RATE-LIMIT ZONES", "login", "DOWN", "hit 9, learned 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+}
