@@ -24,7 +24,7 @@ demo: build
 # saved under its package's testdata/fuzz and rerun by go test).
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	CADDY_HA_REQUIRE_BROWSER=1 $(GO) test -race -count=1 ./...
 	$(MAKE) fuzz
 
 # A count of inputs (10–30 s each here), not a duration: Go 1.26's fuzz
@@ -44,10 +44,13 @@ fuzz:
 
 # The store tests run a real redis-server and a real PostgreSQL (Debian's
 # postgresql package, under /usr/lib/postgresql) on loopback ports; the
-# Windows SSO tests run curl --ntlm.
+# Windows SSO tests run curl --ntlm; the status page's test opens it in
+# headless chromium; the alert rules are checked with promtool (Debian's
+# prometheus package). Each tool:package pair is installed if missing.
+TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium promtool:prometheus
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
-	@missing=""; for t in redis-server curl; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	@missing=""; for tp in $(TEST_TOOLS); do command -v $${tp%%:*} >/dev/null || missing="$$missing $${tp#*:}"; done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for port in 8080 8081 2019 9000 9001 9002 9101 9102 9103; do
+for port in 8080 8081 8082 2019 9000 9001 9002 9101 9102 9103; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "port $port on 127.0.0.1 is in use; stop what uses it first" >&2
 		exit 1
@@ -40,6 +40,7 @@ caddy-ha demo is running
   Caddy (lb_policy leader)   http://127.0.0.1:8080   -> node-a 127.0.0.1:9001, node-b 127.0.0.1:9002
   Caddy (upload_affinity)    http://127.0.0.1:8081   -> srv-1..3 127.0.0.1:9101-9103 (active/active)
   fake cluster control API   http://127.0.0.1:9000   (lease TTL 10s, renew 3s)
+  status page (ha_status)    http://127.0.0.1:8082   <- open this in a browser during a failover
   Caddy admin API            http://127.0.0.1:2019
   logs                       $logs
 
@@ -80,8 +81,9 @@ Try:
   # the database unreachable: both nodes followers; requests wait 15s, then 503
   curl -s -X POST http://127.0.0.1:9000/database/down ; curl -s -X POST http://127.0.0.1:9000/database/up
 
-  # what Caddy sees, and what the cluster says
-  curl -s http://127.0.0.1:2019/ha/leader
+  # what Caddy sees (the status page's view, as tables or JSON), and what the cluster says
+  ./bin/caddy ha status
+  curl -s http://127.0.0.1:2019/ha/status
   curl -s http://127.0.0.1:9000/state
   curl -s http://127.0.0.1:2019/metrics | grep caddy_ha_
 
