@@ -492,6 +492,10 @@ func TestStaleLeaderGetsNoTraffic(t *testing.T) {
 	if a.Received() != before {
 		t.Fatalf("the stale leader received %d requests", a.Received()-before)
 	}
+	// What the stale-leader alert watches.
+	if n := counterValue(tc, `caddy_ha_leader_probe_duration_seconds_count{outcome="stale",pool="`+poolName(c)+`",upstream="`+a.Addr()+`"}`); n < 1 {
+		t.Errorf("stale probes counted: %v", n)
+	}
 
 	// The real leader dies and a reload brings new probe settings, hence a
 	// new prober: it still knows epoch 2 and never takes a for the leader.
