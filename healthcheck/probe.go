@@ -80,8 +80,8 @@ type leaderBody struct {
 }
 
 // Probe implements Prober.
-func (p *HTTPProber) Probe(ctx context.Context, addr string) Result {
-	res := Result{Started: time.Now()}
+func (p *HTTPProber) Probe(ctx context.Context, addr string) (res Result) {
+	res = Result{Started: time.Now()}
 	defer func() { res.Duration = time.Since(res.Started) }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Scheme+"://"+addr+p.URI, nil)
 	if err != nil {

@@ -132,3 +132,18 @@ func TestHTTPProberStallsMidBody(t *testing.T) {
 		t.Fatalf("stalled answer taken: %+v", r)
 	}
 }
+
+// A probe's Duration is how long it took (the probe latency that the
+// metrics and the status page show): before, it was always 0.
+func TestHTTPProberMeasuresDuration(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(delay) // a slow node, not a synchronisation
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	p := &HTTPProber{Client: srv.Client(), Scheme: "http", URI: "/healthz/leader"}
+	if r := probeOnce(t, p, srv.Listener.Addr().String(), time.Second); r.Duration < delay || r.Duration > time.Second {
+		t.Fatalf("duration %v of a probe answered after %v", r.Duration, delay)
+	}
+}
