@@ -68,7 +68,7 @@ func WriteTable(out io.Writer, v View) error {
 			if n.LastProbe != nil {
 				last = span(now, n.LastProbe) + " ago"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.1f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.2f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
 		}
 		fmt.Fprintf(w, "failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n", number(p.Failovers),
 			number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
@@ -98,7 +98,11 @@ func WriteTable(out io.Writer, v View) error {
 			if !s.Up {
 				state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%.2f ms\t%+.3f s\n", s.Store, state, next, s.PingMillis, s.ClockOffsetSeconds)
+			ping := "" // none for a store in this process
+			if s.PingMillis > 0 {
+				ping = fmt.Sprintf("%.2f ms", s.PingMillis)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%+.3f s\n", s.Store, state, next, ping, s.ClockOffsetSeconds)
 		}
 	}
 	if len(v.UploadAffinity.Events) > 0 {

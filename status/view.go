@@ -75,8 +75,9 @@ type Store struct {
 	Up    bool   `json:"up"`
 	// RetryInSeconds is how long until a down store is tried again.
 	RetryInSeconds float64 `json:"retry_in_seconds,omitempty"`
-	// PingMillis is the last answered health check's duration.
-	PingMillis         float64 `json:"ping_ms"`
+	// PingMillis is the last answered health check's duration; none for
+	// a store in this process's memory.
+	PingMillis         float64 `json:"ping_ms,omitempty"`
 	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
 }
 
