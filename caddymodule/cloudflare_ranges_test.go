@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 // rangeLists serves Cloudflare-style lists on loopback; what it serves can
@@ -211,6 +212,26 @@ func TestCloudflareRangesFailureLogged(t *testing.T) {
 			t.Errorf("the log line lacks %s: %s", want, lines[0])
 		}
 	}
+	// What the operator sees: no ranges, never refreshed, the failure.
+	file := strings.Fields(src[strings.Index(src, "file "):])[1]
+	var set *status.CloudflareSet
+	for _, s := range viewOf(t, tc.adminGet("/ha/status")).CloudflareRanges {
+		if s.File == file {
+			set = &s
+		}
+	}
+	if set == nil || set.Ranges != 0 || set.RefreshedAt != nil || set.Failures < 1 || !strings.Contains(set.LastError, "503") || set.FailedAt == nil {
+		t.Errorf("the status view's set: %+v", set)
+	}
+	if v := metricValue(tc, `caddy_ha_cloudflare_ranges{file="`+file+`"}`); v != 0 {
+		t.Errorf("caddy_ha_cloudflare_ranges %v", v)
+	}
+	if v := metricValue(tc, `caddy_ha_cloudflare_refreshed_timestamp_seconds{file="`+file+`"}`); v != 0 {
+		t.Errorf("caddy_ha_cloudflare_refreshed_timestamp_seconds %v before any download", v)
+	}
+	if v := counterValue(tc, `caddy_ha_cloudflare_refresh_failures_total{file="`+file+`"}`); v < 1 {
+		t.Errorf("caddy_ha_cloudflare_refresh_failures_total %v", v)
+	}
 }
 
 // With downloads off it reads the shared file, again when it changes, and
@@ -253,6 +274,15 @@ func TestCloudflareRangesSharedFile(t *testing.T) {
 	})
 	if got := rangesText(c); got != "198.51.100.0/24 2a06:98c0::/29" {
 		t.Fatalf("a bad file replaced the good set: %q", got)
+	}
+	// The set's age is the good copy's: when the instance keeping it saved it.
+	st := c.shared.state()
+	info, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ranges != 2 || st.From != "file (downloads off)" || st.RefreshedAt == nil || !st.RefreshedAt.Equal(info.ModTime()) || st.Failures < 1 {
+		t.Errorf("the set's state %+v (file modified %v)", st, info.ModTime())
 	}
 }
 

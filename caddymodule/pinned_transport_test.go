@@ -312,6 +312,10 @@ func TestPinnedLifetimeFollowsBothEnds(t *testing.T) {
 	poll.Until(t, time.Second, "the pin ended by the upstream to be counted", func() bool {
 		return counterValue(tc, `caddy_ha_pinned_pins_ended_total{pool="`+poolName(c)+`",reason="upstream_closed"}`) == 1
 	})
+	// The status view counts it too.
+	if p := viewOf(t, tc.adminGet("/ha/status")).PinnedPools; len(p) != 1 || p[0].Pool != poolName(c) || p[0].Ended["upstream_closed"] != 1 || p[0].Pins < 1 {
+		t.Errorf("pinned pools in the status view: %+v", p)
+	}
 }
 
 // leaderSeen waits until lb_policy leader routes to node.

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddy-ha/caddy-ha/status"
 )
@@ -72,27 +71,25 @@ func currentStatus() status.View {
 // countsBy reads the series of c whose labels include match, by the value
 // of label, without creating any.
 func countsBy(c prometheus.Collector, match map[string]string, label string) map[string]float64 {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		c.Collect(ch)
-		close(ch)
-	}()
 	counts := map[string]float64{}
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range d.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		matches := true
-		for k, want := range match {
-			matches = matches && labels[k] == want
-		}
-		if matches {
-			counts[labels[label]] += d.GetCounter().GetValue() + d.GetGauge().GetValue()
+	reg := prometheus.NewRegistry()
+	if reg.Register(c) != nil {
+		return counts
+	}
+	families, _ := reg.Gather()
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			matches := true
+			for k, want := range match {
+				matches = matches && labels[k] == want
+			}
+			if matches {
+				counts[labels[label]] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
 		}
 	}
 	return counts
