@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
@@ -217,4 +217,3 @@ func TestHAStatusBadRefresh(t *testing.T) {
 		}
 	}
 }
-
