@@ -481,13 +481,20 @@ func recovers(t *testing.T, s *store.Postgres) {
 // figures are ns/op at this concurrency, and round trips per call
 // (trips/op).
 func BenchmarkPostgresIncrement(b *testing.B) {
-	benchmarkPostgres(b, 0)
+	benchmarkPostgres(b, 100, 0)
+}
+
+// One hot key, as in a rate limit whose key is the same for every
+// request (the bench/ratelimit setting): the calls are merged into few
+// statements.
+func BenchmarkPostgresIncrementOneKey(b *testing.B) {
+	benchmarkPostgres(b, 1, 0)
 }
 
 // Sliding-window rate limits: the current slot's counter, and the counts
 // of the window's other slots (ratelimit.SlidingSlots, 10).
 func BenchmarkPostgresIncrementAndCount(b *testing.B) {
-	benchmarkPostgres(b, 10)
+	benchmarkPostgres(b, 100, 10)
 }
 
 // What the batches save: the store's increment statement by pgx alone,
@@ -516,18 +523,28 @@ func BenchmarkPostgresIncrementUnbatched(b *testing.B) {
 	b.ReportMetric(float64(trips.writes.Load()-before)/float64(b.N), "trips/op")
 }
 
-func benchmarkPostgres(b *testing.B, others int) {
+// benchmarkPostgres increments keys counters from 64 goroutines, with
+// others slots read as IncrementAndCount reads them, and reports, per
+// call, the round trips, the statements the database ran (when
+// pg_stat_statements is there) and the processor time PostgreSQL used.
+func benchmarkPostgres(b *testing.B, keys, others int) {
 	srv := pgtest.Start(b)
 	var trips roundTrips
 	s := ensured(b, store.NewPostgres(trips.pool(b, srv, 4), "short_lived_store", "bench:"))
 	warm(b, s)
+	db := srv.Pool(b)
 	b.SetParallelism(32) // goroutines per GOMAXPROCS: requests waiting on the store
 	var clients atomic.Int64
+	statementsBefore := statementCalls(b, srv, db)
+	cpuBefore, err := srv.CPUTime()
+	if err != nil {
+		b.Fatal(err)
+	}
 	before := trips.writes.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		client := fmt.Sprint("{client", clients.Add(1)%100, "}:")
+		client := fmt.Sprint("{client", clients.Add(1)%int64(keys), "}:")
 		slots := make([]string, others)
 		for i := range slots {
 			slots[i] = fmt.Sprint(client, i+1)
@@ -540,7 +557,29 @@ func benchmarkPostgres(b *testing.B, others int) {
 			}
 		}
 	})
+	b.StopTimer()
 	b.ReportMetric(float64(trips.writes.Load()-before)/float64(b.N), "trips/op")
+	if cpuAfter, err := srv.CPUTime(); err == nil {
+		b.ReportMetric(float64((cpuAfter-cpuBefore).Microseconds())/float64(b.N), "pg-µs/op")
+	}
+	if srv.StatementStats {
+		b.ReportMetric(float64(statementCalls(b, srv, db)-statementsBefore)/float64(b.N), "stmts/op")
+	}
+}
+
+// statementCalls is the number of statements run in the database so far
+// but those reading pg_stat_statements (0 without pg_stat_statements).
+func statementCalls(t testing.TB, srv *pgtest.Server, db *pgxpool.Pool) int64 {
+	t.Helper()
+	if !srv.StatementStats {
+		return 0
+	}
+	var n int64
+	if err := db.QueryRow(context.Background(), "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements"+
+		" WHERE query NOT LIKE '%pg_stat_statements%'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // Concurrent increments of one key (a hot rate-limit key) are merged into

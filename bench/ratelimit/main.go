@@ -46,6 +46,11 @@
 //     xact_commit from pg_stat_database: every statement is its own
 //     transaction there, so it counts statements, and backends report it
 //     up to 10 s late. Without ss the figure is left out, with a note.
+//   - PostgreSQL's processor time per request: the user and system time
+//     of the server's processes (the postmaster, its backends and
+//     background processes, the children it reaped), from /proc. On a
+//     machine whose cores PostgreSQL shares with Caddy and wrk, it is
+//     what the database takes from them.
 //
 // For (ii), (iii) and (iv) it reads edge_rate_limit's fallback decisions
 // from /metrics on a per-instance admin port: requests decided without the

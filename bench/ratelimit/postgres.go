@@ -68,6 +68,7 @@ func preparePostgres(name string, selected []*wrkbench.Contender) (url string, h
 type postgresProbe struct {
 	contender *wrkbench.Contender
 	conn      *pgx.Conn
+	server    *pgtest.Process
 	port      int // PostgreSQL's
 	ownPort   int // the client port of the probe's own connection
 	// statementStats: pg_stat_statements is there; else statements are
@@ -80,7 +81,8 @@ type postgresProbe struct {
 	requests   int64
 	calls      map[string]int64 // by statement
 	segments   int64
-	statements int64 // the sum of calls
+	statements int64         // the sum of calls
+	cpu        time.Duration // PostgreSQL's processor time, its every process
 }
 
 func newPostgresProbe(c *wrkbench.Contender, p *pgtest.Process) (*postgresProbe, string, error) {
@@ -102,7 +104,7 @@ func newPostgresProbe(c *wrkbench.Contender, p *pgtest.Process) (*postgresProbe,
 	if f := strings.Fields(version); len(f) > 0 {
 		version = f[0] // "15.14 (Debian 15.14-0+deb12u1)" → "15.14"
 	}
-	probe := &postgresProbe{contender: c, conn: conn, port: p.Port, statementStats: p.StatementStats, calls: map[string]int64{}}
+	probe := &postgresProbe{contender: c, conn: conn, server: p, port: p.Port, statementStats: p.StatementStats, calls: map[string]int64{}}
 	if addr, ok := conn.PgConn().Conn().LocalAddr().(*net.TCPAddr); ok {
 		probe.ownPort = addr.Port
 	}
@@ -119,7 +121,15 @@ func (p *postgresProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run,
 	if err != nil {
 		return wrkbench.Run{}, nil, err
 	}
+	cpuBefore, err := p.server.CPUTime()
+	if err != nil {
+		return wrkbench.Run{}, nil, err
+	}
 	r, err := wrk()
+	if err != nil {
+		return wrkbench.Run{}, nil, err
+	}
+	cpuAfter, err := p.server.CPUTime()
 	if err != nil {
 		return wrkbench.Run{}, nil, err
 	}
@@ -127,6 +137,7 @@ func (p *postgresProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run,
 	if err != nil {
 		return wrkbench.Run{}, nil, err
 	}
+	cpu := cpuAfter - cpuBefore
 	calls := wrkbench.CallsDelta(callsBefore, callsAfter)
 	var segments int64
 	for peer, n := range segsAfter {
@@ -136,9 +147,10 @@ func (p *postgresProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run,
 		}
 	}
 	var notes []string
-	if f := p.figures(wrkbench.Sum(calls), segments, r.Requests); r.Requests > 0 && f != "" {
+	if f := p.figures(wrkbench.Sum(calls), segments, cpu, r.Requests); r.Requests > 0 && f != "" {
 		notes = append(notes, f)
 	}
+	p.cpu += cpu
 	p.requests += r.Requests
 	p.segments += segments
 	p.statements += wrkbench.Sum(calls)
@@ -246,10 +258,10 @@ func parseSS(out string) (map[int]int64, error) {
 	return segs, sc.Err()
 }
 
-// figures gives statements and round trips per request: "1.00 statements/req,
-// 0.25 round trips/req (4.0 statements each)", leaving out what is not
-// counted.
-func (p *postgresProbe) figures(statements, segments, requests int64) string {
+// figures gives statements, round trips and PostgreSQL's processor time
+// per request: "1.00 statements/req, 0.25 round trips/req (4.0 statements
+// each), PostgreSQL CPU 30 µs/req", leaving out what is not counted.
+func (p *postgresProbe) figures(statements, segments int64, cpu time.Duration, requests int64) string {
 	perReq := func(n int64) float64 { return float64(n) / float64(requests) }
 	var parts []string
 	if p.statementStats {
@@ -262,6 +274,7 @@ func (p *postgresProbe) figures(statements, segments, requests int64) string {
 		}
 		parts = append(parts, s)
 	}
+	parts = append(parts, fmt.Sprintf("PostgreSQL CPU %.0f µs/req", perReq(cpu.Microseconds())))
 	return strings.Join(parts, ", ")
 }
 
@@ -274,7 +287,7 @@ func (p *postgresProbe) PrintReport() {
 		return
 	}
 	fmt.Printf("\n%s, all rounds: %d requests", p.contender.Name, p.requests)
-	if f := p.figures(p.statements, p.segments, p.requests); f != "" {
+	if f := p.figures(p.statements, p.segments, p.cpu, p.requests); f != "" {
 		fmt.Print(", " + f)
 	}
 	fmt.Println()
@@ -301,6 +314,7 @@ func (p *postgresProbe) PrintReport() {
 	} else {
 		fmt.Println("  (statements not counted: pg_stat_statements is not available)")
 	}
+	fmt.Println("  (PostgreSQL CPU: the user and system time of the server's processes, from /proc, over each run)")
 	if p.ssMissing == "" {
 		fmt.Println("  (round trips: TCP data segments PostgreSQL received on the store's connections, tcp_info")
 		fmt.Println("  data_segs_in by ss -i: one per write of the store, which sends a batch of pipelined")

@@ -38,15 +38,15 @@ func TestParseSS(t *testing.T) {
 
 func TestPostgresFigures(t *testing.T) {
 	p := &postgresProbe{statementStats: true}
-	if got, want := p.figures(1000, 250, 1000), "1.00 statements/req, 0.25 round trips/req (4.0 statements each)"; got != want {
+	if got, want := p.figures(1000, 250, 30*time.Millisecond, 1000), "1.00 statements/req, 0.25 round trips/req (4.0 statements each), PostgreSQL CPU 30 µs/req"; got != want {
 		t.Errorf("figures = %q, want %q", got, want)
 	}
 	p = &postgresProbe{ssMissing: "ss not found"}
-	if got, want := p.figures(0, 0, 1000), ""; got != want {
+	if got, want := p.figures(0, 0, 0, 1000), "PostgreSQL CPU 0 µs/req"; got != want {
 		t.Errorf("nothing counted: %q, want %q", got, want)
 	}
 	p = &postgresProbe{ssMissing: "ss not found", statementStats: true}
-	if got, want := p.figures(1000, 0, 1000), "1.00 statements/req"; got != want {
+	if got, want := p.figures(1000, 0, 5*time.Millisecond, 1000), "1.00 statements/req, PostgreSQL CPU 5 µs/req"; got != want {
 		t.Errorf("no ss: %q, want %q", got, want)
 	}
 }

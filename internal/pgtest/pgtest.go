@@ -358,6 +358,59 @@ func children(pid int) []int {
 	return found
 }
 
+// CPUTime is the processor time (user and system) the server has used so
+// far: the postmaster's, its running children's (backends, background
+// processes) and that of the children it has reaped. Linux counts it in
+// clock ticks of 10 ms (USER_HZ).
+func (p *Process) CPUTime() (time.Duration, error) {
+	pid, err := p.pid()
+	if err != nil {
+		return 0, err
+	}
+	ticks, err := cpuTicks(pid, true)
+	if err != nil {
+		return 0, err
+	}
+	for _, child := range children(pid) {
+		n, err := cpuTicks(child, false)
+		if err == nil { // else it exited meanwhile: the postmaster's reaped children have it
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * (time.Second / userHZ), nil
+}
+
+// userHZ is the unit of the times in /proc/<pid>/stat, per second.
+const userHZ = 100
+
+// cpuTicks is pid's user and system time, with its reaped children's if
+// reaped.
+func cpuTicks(pid int, reaped bool) (int64, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// After "pid (comm)": state ppid pgrp session tty_nr tpgid flags
+	// minflt cminflt majflt cmajflt utime stime cutime cstime …
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if len(fields) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	last := 12
+	if reaped {
+		last = 14
+	}
+	var ticks int64
+	for _, f := range fields[11 : last+1] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+		}
+		ticks += n
+	}
+	return ticks, nil
+}
+
 // Kill stops the server at once (SIGKILL to the postmaster and its
 // backends, paused or not), leaving its data for Restart. Its port then
 // refuses connections.

@@ -71,3 +71,23 @@ func wantOne(t *testing.T, pool *pgxpool.Pool) {
 		t.Fatalf("select 1 = %d, %v", n, err)
 	}
 }
+
+// CPUTime grows while the server works.
+func TestCPUTime(t *testing.T) {
+	srv := pgtest.Start(t)
+	before, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Pool(t).Exec(context.Background(), "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Fatalf("CPUTime %v after counting 3,000,000 rows, %v before", after, before)
+	}
+	t.Logf("CPUTime %v, then %v", before, after)
+}
