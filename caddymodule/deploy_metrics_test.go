@@ -127,8 +127,12 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 	first.Close()
 	second.Close()
 	// Upload affinity: a creation, its binding learned and kept in Redis.
+	learned := affinityEvent(tc, "learned")
 	if _, err := newUploadClient("http://"+tc.addr).create("deploy-1", 4); err != nil {
 		t.Fatal(err)
+	}
+	if got := affinityEvent(tc, "learned") - learned; got != 1 {
+		t.Fatalf("bindings learned from the creation: %v, want 1", got)
 	}
 
 	// Every metric caddy-ha defines, with every label, must be in the
