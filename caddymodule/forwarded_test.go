@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/caddy-ha/caddy-ha/forwarded"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
@@ -338,8 +339,14 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 	}
 	backend := echoBackend(t)
 	redisSrv := redistest.Start(t)
+	// The status page's password, as caddy hash-password makes it.
+	hash, err := bcrypt.GenerateFromPassword([]byte("ops-password"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HA_STATUS_PASSWORD_HASH", string(hash))
 	// exampleOn returns the example with loopback addresses for its sites.
-	exampleOn := func(site, admin, files string) string {
+	exampleOn := func(site, admin, files, statusPage string) string {
 		text := string(example)
 		for _, r := range []struct{ old, new string }{
 			{"{\n\t# No HAProxy equivalent", "{\n\tadmin " + admin + "\n\tpersist_config off\n\t# No HAProxy equivalent"},
@@ -350,6 +357,7 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 			{"files.example.com {", "http://" + files + " {"},
 			{"\ttls /etc/ssl/files.crt /etc/ssl/files.key\n", ""},
 			{"reverse_proxy 10.0.2.10:8080 10.0.2.11:8080 10.0.2.12:8080 {", "reverse_proxy " + backend + " {"},
+			{"http://10.0.1.5:8404 {", "http://" + statusPage + " {"},
 		} {
 			if !strings.Contains(text, r.old) {
 				t.Fatalf("Caddyfile.example no longer has %q", r.old)
@@ -361,10 +369,10 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 		end := strings.Index(text[start:], "\n\t\t}\n") + start + len("\n\t\t}\n")
 		return text[:start] + "\t\ttransport pinned\n" + text[end:]
 	}
-	var site string
+	var site, statusPage string
 	for attempt := 0; ; attempt++ {
-		site = loopback.FreeAddr()
-		text := exampleOn(site, loopback.FreeAddr(), loopback.FreeAddr())
+		site, statusPage = loopback.FreeAddr(), loopback.FreeAddr()
+		text := exampleOn(site, loopback.FreeAddr(), loopback.FreeAddr(), statusPage)
 		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
 		if err != nil {
 			t.Fatalf("adapting:\n%s\n%v", text, err)
@@ -394,6 +402,21 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 		if g, ok := got[k]; ok {
 			t.Errorf("the backend got %s %q", k, g)
 		}
+	}
+	// Its status page asks for the password, then shows the leader pool.
+	if ans := send(t, "GET", "http://"+statusPage+"/"); ans.status != http.StatusUnauthorized {
+		t.Errorf("the status page without a password: %d", ans.status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+statusPage+"/", nil)
+	req.SetBasicAuth("ops", "ops-password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), `<div class="pool" data-pool="`+backend) {
+		t.Errorf("the status page with the password: %d\n%s", resp.StatusCode, page)
 	}
 }
 

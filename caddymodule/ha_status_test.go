@@ -156,7 +156,7 @@ func TestStatusViewAdminPageAndCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"LEADER POOL " + poolName(c) + ": LEADER " + leader, "viewzone", "2 per 1m0s", "memory"} {
+	for _, want := range []string{"LEADER POOL " + poolName(c) + ": LEADER " + leader, "viewzone", "2 per 1m", "memory"} {
 		if !strings.Contains(strings.ToUpper(out), strings.ToUpper(want)) {
 			t.Errorf("caddy ha status lacks %q:\n%s", want, out)
 		}

@@ -84,7 +84,11 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 	o.mu.Lock()
 	if !c.InDoubt && !c.Confirmed {
-		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: c.From, To: c.To, Epoch: c.Epoch,
+		epoch := c.Epoch
+		if c.To == "" && len(o.changes) > 0 {
+			epoch = o.changes[len(o.changes)-1].Epoch // the lead lost
+		}
+		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: c.From, To: c.To, Epoch: epoch,
 			Failover: c.Failover, Reason: c.Reason})
 		if len(o.changes) > keptLeaderChanges {
 			o.changes = slices.Delete(o.changes, 0, len(o.changes)-keptLeaderChanges)

@@ -13,13 +13,16 @@ import (
 // ha_status page, the admin API and `caddy ha status`.
 func currentStatus() status.View {
 	v := status.View{
-		GeneratedAt:      time.Now(),
-		LeaderPools:      []status.LeaderPool{},
-		RateLimitZones:   []status.RateLimitZone{},
-		Stores:           []status.Store{},
-		UploadAffinity:   status.UploadAffinity{Events: countsBy(affinityEvents, nil, "event")},
+		GeneratedAt:    time.Now(),
+		LeaderPools:    []status.LeaderPool{},
+		RateLimitZones: []status.RateLimitZone{},
+		Stores:         []status.Store{},
+
 		CloudflareRanges: []status.CloudflareSet{},
 		PinnedPools:      []status.PinnedPool{},
+	}
+	if uploadAffinityPolicies.Load() > 0 {
+		v.UploadAffinity.Events = countsBy(affinityEvents, nil, "event")
 	}
 	for _, p := range liveLeaderPools() {
 		pv := p.mon.View()

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -97,6 +98,7 @@ type UploadAffinity struct {
 	unreachable *affinity.Unreachable
 	stopRecheck context.CancelFunc
 	recheckDone chan struct{}
+	counted     bool // in uploadAffinityPolicies
 }
 
 // CaddyModule returns the Caddy module information.
@@ -180,6 +182,8 @@ func (s *UploadAffinity) Provision(ctx caddy.Context) error {
 	if err := registerMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return err
 	}
+	uploadAffinityPolicies.Add(1)
+	s.counted = true
 	s.setDefaults()
 	var err error
 	if s.pattern, err = affinity.CompilePattern(s.Path); err != nil {
@@ -284,6 +288,9 @@ func (s *UploadAffinity) markUnreachable(server string, err error) {
 // Cleanup cleans up the transport this policy created and lets go of its
 // own store.
 func (s *UploadAffinity) Cleanup() error {
+	if s.counted {
+		uploadAffinityPolicies.Add(-1)
+	}
 	if s.stopRecheck != nil {
 		s.stopRecheck()
 		<-s.recheckDone
@@ -557,6 +564,10 @@ func (s *UploadAffinity) answer(req *http.Request, status int, msg string) *http
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req,
 		Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
 }
+
+// uploadAffinityPolicies counts the policies provisioned and not yet
+// cleaned up, for the status view: its events show while one is in use.
+var uploadAffinityPolicies atomic.Int64
 
 // affinityMetrics are the counters of affinityEvents, one per event,
 // resolved once rather than per request.

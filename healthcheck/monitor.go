@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -523,6 +524,11 @@ func (m *Monitor) leaderGoneLocked(reason string, now time.Time) LeaderChange {
 // another node or epoch than the last leader, a confirmation if it is the
 // same one after a doubt. m.mu must be held.
 func (m *Monitor) leaderFoundLocked(next *Node, reason string) LeaderChange {
+	// The probe that settled it may be another node's (the last one
+	// probed, or a rival that fell away): the reason names the leader.
+	if !strings.HasPrefix(reason, next.Addr+":") {
+		reason = fmt.Sprintf("%s: leader of epoch %d, settled by %s", next.Addr, next.epoch, reason)
+	}
 	change := LeaderChange{Pool: m.name, From: m.lastAddr, To: next.Addr, Epoch: next.epoch, Reason: reason}
 	id := fmt.Sprintf("%s@%d", next.Addr, next.epoch)
 	change.Failover = m.lastLeader != "" && m.lastLeader != id

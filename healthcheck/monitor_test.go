@@ -618,3 +618,21 @@ func TestProbePanicIsReportedAndProbingGoesOn(t *testing.T) {
 		t.Fatalf("the stack does not show the panicking Prober:\n%s", got.stack)
 	}
 }
+
+// A new leader's reason names the leader, even when the probe that settled
+// it was another node's (here the follower, answering last): before, the
+// status page said "b: probe answered 503: follower" for a's election.
+func TestLeaderFoundReasonNamesTheLeader(t *testing.T) {
+	p := newScripted()
+	p.set("a", leaderAt(4))
+	p.set("b", follower)
+	p.delays["b"] = 15 * time.Millisecond // b's answer, last, settles it
+	m, rec := startMonitor(t, p, testConfig(), "a", "b")
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	c := rec.changes[0]
+	if c.To != "a" || c.Reason != "a: leader of epoch 4, settled by b: probe answered 503: follower" {
+		t.Fatalf("change %+v", c)
+	}
+}

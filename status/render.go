@@ -25,6 +25,7 @@ var page = template.Must(template.New("status").Funcs(template.FuncMap{
 	"seconds": func(s float64) string { return duration(time.Duration(s * float64(time.Second))) },
 	"num":     number,
 	"counts":  counts,
+	"spaced":  func(pool string) string { return strings.ReplaceAll(pool, ",", ", ") },
 }).Parse(pageSource))
 
 // WriteHTML writes the status page, which refreshes itself every refresh
@@ -98,7 +99,7 @@ func WriteTable(out io.Writer, v View) error {
 			if !s.Up {
 				state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
 			}
-			ping := "" // none for a store in this process
+			ping := "—" // none for a store in this process
 			if s.PingMillis > 0 {
 				ping = fmt.Sprintf("%.2f ms", s.PingMillis)
 			}
@@ -159,7 +160,15 @@ func duration(d time.Duration) string {
 	case d < time.Minute:
 		return d.Round(100 * time.Millisecond).String()
 	}
-	return d.Round(time.Second).String()
+	// "1h" and "1m" rather than "1h0m0s" and "1m0s".
+	s := d.Round(time.Second).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // number is a count without a fraction.

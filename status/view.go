@@ -81,9 +81,10 @@ type Store struct {
 	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
 }
 
-// UploadAffinity counts upload affinity's events, by event.
+// UploadAffinity counts upload affinity's events, by event; no events
+// while no lb_policy upload_affinity is in use.
 type UploadAffinity struct {
-	Events map[string]float64 `json:"events"`
+	Events map[string]float64 `json:"events,omitempty"`
 }
 
 // CloudflareSet is a set of Cloudflare's ranges.
