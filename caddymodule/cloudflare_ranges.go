@@ -167,6 +167,7 @@ type cloudflareSet struct {
 	done   chan struct{}
 
 	failures prometheus.Counter
+	series   *seriesHold
 	// For the operator's view: when the ranges were last fetched, and the
 	// last failure.
 	mu          sync.Mutex
@@ -179,9 +180,10 @@ func startCloudflareSet(cfg CloudflareRanges) *cloudflareSet {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &cloudflareSet{cfg: cfg, client: &http.Client{Timeout: time.Duration(cfg.Timeout)},
 		stop: stop, done: make(chan struct{})}
-	cloudflareSeries.hold(cfg.File, s) // before its series are looked up
+	s.series = cloudflareSeries.hold(cfg.File) // before its series are looked up
 	s.failures = cloudflareMetrics.failures.WithLabelValues(cfg.File)
 	s.readFile() // the last good set, until a download succeeds
+	s.series.publish(s)
 	goLoop(caddy.Log().Named("cloudflare_ranges"), "the Cloudflare ranges' refresher", cloudflareRetryFirst, ctx.Done(), s.done,
 		func() { s.keep(ctx) })
 	return s
@@ -317,7 +319,7 @@ func (s *cloudflareSet) state() status.CloudflareSet {
 // liveCloudflareSets are the running sets, one per file (the newest).
 func liveCloudflareSets() []*cloudflareSet {
 	var sets []*cloudflareSet
-	cloudflareSeries.each(func(_ string, state any) { sets = append(sets, state.(*cloudflareSet)) })
+	cloudflareSeries.newest(func(_ string, state any) { sets = append(sets, state.(*cloudflareSet)) })
 	return sets
 }
 
@@ -326,7 +328,7 @@ func liveCloudflareSets() []*cloudflareSet {
 func (s *cloudflareSet) Destruct() error {
 	s.stop()
 	<-s.done
-	cloudflareSeries.release(s.cfg.File, s)
+	s.series.release()
 	return nil
 }
 

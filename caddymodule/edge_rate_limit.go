@@ -115,6 +115,7 @@ type rateZone struct {
 	policy   string // its RateLimit-Policy item
 	metrics  zoneMetrics
 	settings status.RateLimitZone // for the status view, without counts
+	series   *seriesHold
 }
 
 const (
@@ -155,7 +156,7 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 // Cleanup lets go of the handler's own store, if it has one.
 func (h *EdgeRateLimit) Cleanup() error {
 	for _, z := range h.zones {
-		zoneSeries.release(z.name, z)
+		z.series.release()
 	}
 	return h.storeRef.release()
 }
@@ -191,8 +192,9 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 		z.policy = fmt.Sprintf("%q;q=%d;w=%d", zc.Name, zc.Events, ceilSeconds(time.Duration(zc.Window)))
 		z.settings = status.RateLimitZone{Zone: zc.Name, Events: zc.Events, WindowSeconds: time.Duration(zc.Window).Seconds(),
 			Sliding: zc.Sliding, Store: shared.name, OnStoreError: h.OnStoreError}
-		zoneSeries.hold(zc.Name, z) // before its series are looked up
+		z.series = zoneSeries.hold(zc.Name) // before its series are looked up
 		z.metrics = newZoneMetrics(zc.Name)
+		z.series.publish(z)
 		h.zones = append(h.zones, z)
 	}
 	return nil

@@ -207,6 +207,7 @@ type sharedStore struct {
 	// ping is the last answered health check's duration, in ns.
 	ping      atomic.Int64
 	pingGauge prometheus.Gauge
+	series    *seriesHold
 }
 
 // wallClock is this process's clock, which rate-limit windows follow
@@ -219,13 +220,14 @@ func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, 
 		return nil, err
 	}
 	sh := &sharedStore{name: backend.Describe(), store: s}
-	storeSeries.hold(sh.name, sh) // before its series are looked up
+	sh.series = storeSeries.hold(sh.name) // before its series are looked up
 	sh.up = storeMetrics.up.WithLabelValues(sh.name)
 	sh.offsetGauge = storeMetrics.clockOffset.WithLabelValues(sh.name)
 	sh.pingGauge = storeMetrics.pingSeconds.WithLabelValues(sh.name)
 	sh.clock, _ = s.(store.Clock)
 	sh.up.Set(1)
 	if store.IsLocal(s) {
+		sh.series.publish(sh)
 		return sh, nil
 	}
 	log := caddy.Log().Named("ha.store")
@@ -244,6 +246,7 @@ func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, 
 	ctx, stop := context.WithCancel(context.Background())
 	sh.stop, sh.done = stop, make(chan struct{})
 	goLoop(log, "the store's health check", healthEvery, ctx.Done(), sh.done, func() { sh.checkHealth(ctx, healthEvery) })
+	sh.series.publish(sh)
 	return sh, nil
 }
 
@@ -317,7 +320,7 @@ func (sh *sharedStore) RetryIn() time.Duration {
 // liveStores are the open stores, one per name (the newest).
 func liveStores() []*sharedStore {
 	var stores []*sharedStore
-	storeSeries.each(func(_ string, state any) { stores = append(stores, state.(*sharedStore)) })
+	storeSeries.newest(func(_ string, state any) { stores = append(stores, state.(*sharedStore)) })
 	return stores
 }
 
@@ -329,7 +332,7 @@ func (sh *sharedStore) Destruct() error {
 		<-sh.done
 		sh.local.Close()
 	}
-	storeSeries.release(sh.name, sh)
+	sh.series.release()
 	return sh.store.Close()
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -60,6 +61,9 @@ func printHAStatus(out io.Writer, address, config, adapter string, asJSON bool) 
 		return fmt.Errorf("finding the admin API's address: %v", err)
 	}
 	resp, err := caddycmd.AdminAPIRequest(addr, http.MethodGet, "/ha/status", nil, nil)
+	if err != nil && strings.Contains(err.Error(), "HTTP 404") {
+		return fmt.Errorf("the admin API at %s has no /ha/status: is this Caddy built with caddy-ha? (caddy list-modules shows admin.api.ha)", addr)
+	}
 	if err != nil {
 		return fmt.Errorf("cannot read caddy-ha's status from the admin API at %s (is Caddy running, with its admin API on? --address names another): %v", addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,15 +83,49 @@ func (h *HAStatus) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp
 	return err
 }
 
-// wantsJSON: ?format=json, or an Accept that names application/json before
-// any HTML.
+// wantsJSON: ?format=json, or an Accept that prefers application/json to
+// text/html (an equal preference, as */* gives, is HTML).
 func wantsJSON(r *http.Request) bool {
 	if f := r.URL.Query().Get("format"); f != "" {
 		return f == "json"
 	}
 	accept := r.Header.Get("Accept")
-	i := strings.Index(accept, "application/json")
-	return i >= 0 && !strings.Contains(accept[:i], "text/html")
+	return acceptQuality(accept, "application/json") > acceptQuality(accept, "text/html")
+}
+
+// acceptQuality is the q-value that Accept gives media type mediaType:
+// that of its most specific matching range, 0 if none, 1 with no Accept.
+func acceptQuality(accept, mediaType string) float64 {
+	if strings.TrimSpace(accept) == "" {
+		return 1
+	}
+	major, _, _ := strings.Cut(mediaType, "/")
+	best, bestSpecificity := 0.0, -1
+	for _, part := range strings.Split(accept, ",") {
+		params := strings.Split(part, ";")
+		specificity := -1
+		switch strings.ToLower(strings.TrimSpace(params[0])) {
+		case mediaType:
+			specificity = 2
+		case major + "/*":
+			specificity = 1
+		case "*/*":
+			specificity = 0
+		}
+		if specificity <= bestSpecificity {
+			continue
+		}
+		q := 1.0
+		for _, p := range params[1:] {
+			if k, v, ok := strings.Cut(strings.TrimSpace(p), "="); ok && strings.EqualFold(k, "q") {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					q = f
+				}
+			}
+		}
+		best, bestSpecificity = q, specificity
+	}
+	return best
 }
 
 func writeStatusJSON(w http.ResponseWriter, v any) error {

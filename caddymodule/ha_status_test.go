@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +180,17 @@ func TestHACommandWithoutAdminAPI(t *testing.T) {
 	}
 }
 
+// `caddy ha status` against a Caddy without caddy-ha says so.
+func TestHACommandWithoutCaddyHA(t *testing.T) {
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	addr := strings.TrimPrefix(other.URL, "http://")
+	_, err := runHACommand(t, "status", "--address", addr)
+	if err == nil || !strings.Contains(err.Error(), "has no /ha/status: is this Caddy built with caddy-ha?") {
+		t.Errorf("error %v", err)
+	}
+}
+
 // runHACommand runs `caddy ha <args>` as Caddy's command line builds it.
 func runHACommand(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -215,5 +228,73 @@ func TestHAStatusBadRefresh(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("refresh %s: %v, want %q", refresh, err, want)
 		}
+	}
+}
+
+// The page answers JSON only to a request that prefers it.
+func TestHAStatusWantsJSON(t *testing.T) {
+	for _, tt := range []struct {
+		target, accept string
+		json           bool
+	}{
+		{"/status", "", false},
+		{"/status", "*/*", false},
+		{"/status", "application/json", true},
+		{"/status", "text/html,application/xhtml+xml,application/json;q=0.9", false},
+		{"/status", "application/json;q=0, text/html", false},
+		{"/status", "text/html;q=0.1, application/json", true},
+		{"/status", "text/*;q=0.5, application/*", true},
+		{"/status?format=json", "text/html", true},
+		{"/status?format=html", "application/json", false},
+	} {
+		r, _ := http.NewRequest(http.MethodGet, "http://x"+tt.target, nil)
+		if tt.accept != "" {
+			r.Header.Set("Accept", tt.accept)
+		}
+		if got := wantsJSON(r); got != tt.json {
+			t.Errorf("%s with Accept %q: JSON %v, want %v", tt.target, tt.accept, got, tt.json)
+		}
+	}
+}
+
+// /metrics and /ha/status read while reloads build and tear down pools,
+// zones and stores: every answer is whole (run with -race, as make test
+// does, for the objects' publication).
+func TestStatusAndMetricsDuringReloads(t *testing.T) {
+	a, b := newCluster(t, 2, 2*time.Second, 200*time.Millisecond), newCluster(t, 2, 2*time.Second, 200*time.Millisecond)
+	tc := startCaddy(t, a, "", statusSiteWith("za"))
+	done := make(chan struct{})
+	failures := make(chan string, 1)
+	go func() {
+		defer close(failures)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, path := range []string{"/metrics", "/ha/status"} {
+				resp, err := http.Get("http://" + tc.admin + path)
+				if err != nil {
+					continue // the admin endpoint itself may restart
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failures <- fmt.Sprintf("%s: %d", path, resp.StatusCode)
+					return
+				}
+			}
+		}
+	}()
+	for i := range 6 {
+		if i%2 == 0 {
+			tc.load(b, "", statusSiteWith("zb"))
+		} else {
+			tc.load(a, "", statusSiteWith("za"))
+		}
+	}
+	close(done)
+	if f, ok := <-failures; ok {
+		t.Fatal(f)
 	}
 }

@@ -176,6 +176,7 @@ type leaderPool struct {
 	// holdNs is the hold of the newest config using the pool, for the
 	// operator's view.
 	holdNs atomic.Int64
+	series *seriesHold
 }
 
 // Destruct stops the prober, when its last user lets go, and removes the
@@ -183,7 +184,8 @@ type leaderPool struct {
 func (p *leaderPool) Destruct() error {
 	p.mon.Stop()
 	p.prober.Client.CloseIdleConnections()
-	leaderSeries.release(p.mon.Name(), p)
+	p.obs.lookups.close()
+	p.series.release()
 	return nil
 }
 
@@ -192,7 +194,7 @@ func (p *leaderPool) hold() time.Duration { return time.Duration(p.holdNs.Load()
 // liveLeaderPools are the running pools, one per name (the newest).
 func liveLeaderPools() []*leaderPool {
 	var pools []*leaderPool
-	leaderSeries.each(func(_ string, state any) { pools = append(pools, state.(*leaderPool)) })
+	leaderSeries.newest(func(_ string, state any) { pools = append(pools, state.(*leaderPool)) })
 	return pools
 }
 
@@ -312,27 +314,33 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	settings, _ := json.Marshal([]any{addrs, prober.Scheme, s.URI, s.Host, s.AcceptBare200, s.healthConfig(), tlsKey})
 	var floor int64
 	s.poolKey, floor = sharedProber(string(settings), name, prober)
+	// Select waits as long as Caddy's retry loop may run, or it would spin
+	// (configureDelivery sets lb_try_duration to hold where it is unset).
+	s.holdFor = max(time.Duration(s.Hold), time.Duration(h.LoadBalancing.TryDuration))
 	val, _, err := leaderPools.LoadOrNew(s.poolKey, func() (caddy.Destructor, error) {
 		p := &leaderPool{prober: prober, roots: rootCAs(prober)} // roots: before the first probe uses the transport
-		leaderSeries.hold(name, p)                               // before the observer looks up its series
+		p.series = leaderSeries.hold(name)                       // before the observer looks up its series
 		p.obs = newLeaderObserver(name)
 		var err error
 		p.mon, err = healthcheck.NewMonitor(name, addrs, s.healthConfig(), prober, p.obs)
 		if err != nil {
-			leaderSeries.release(name, p)
+			p.series.release()
 			return nil, err
 		}
 		for _, a := range addrs {
-			leaderMetrics.current.WithLabelValues(name, a).Set(0)
+			p.obs.setCurrent(a, false)
 		}
+		p.holdNs.Store(int64(s.holdFor))
 		p.mon.RaiseEpochFloor(floor)
 		p.mon.Start()
+		p.series.publish(p)
 		return p, nil
 	})
 	if err != nil {
 		return fmt.Errorf("lb_policy leader: %v", err)
 	}
 	s.pool = val.(*leaderPool)
+	s.pool.holdNs.Store(int64(s.holdFor)) // the newest config's
 	s.triedKey = fmt.Sprintf("ha.leader.tried.%p", s)
 	s.attemptKey = fmt.Sprintf("ha.leader.attempt.%p", s)
 	s.answeredKey = fmt.Sprintf("ha.leader.answered.%p", s)
@@ -433,9 +441,6 @@ func (s *LeaderSelection) configureDelivery(ctx caddy.Context, h *reverseproxy.H
 	if lb.TryDuration == 0 {
 		lb.TryDuration = s.Hold
 	}
-	// Select waits as long as Caddy's retry loop may run, or it would spin.
-	s.holdFor = max(time.Duration(s.Hold), time.Duration(lb.TryDuration))
-	s.pool.holdNs.Store(int64(s.holdFor))
 	if len(lb.RetryMatchRaw) > 0 {
 		ctx.Logger().Warn("lb_retry_match entries of this reverse_proxy replay what they match without lb_policy leader's follower check",
 			zap.Int("entries", len(lb.RetryMatchRaw)))

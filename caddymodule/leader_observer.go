@@ -21,7 +21,8 @@ type leaderObserver struct {
 	// Requests replayed after a follower's refusal, or after a planned
 	// stop closed their connection.
 	replayedRefusal, replayedClosed prometheus.Counter
-	holding                         prometheus.Gauge
+	holding, epoch                  prometheus.Gauge
+	lookups                         seriesLookups // closed once the pool is gone
 
 	// The flags make an outage one log line each, not one per request.
 	mu             sync.Mutex
@@ -43,7 +44,17 @@ func newLeaderObserver(pool string) *leaderObserver {
 		noLeader:        leaderMetrics.noLeader.WithLabelValues(pool),
 		failovers:       leaderMetrics.failovers.WithLabelValues(pool),
 		holding:         leaderMetrics.holding.WithLabelValues(pool),
+		epoch:           leaderMetrics.epoch.WithLabelValues(pool),
 	}
+}
+
+// setCurrent sets caddy_ha_leader_current of upstream addr.
+func (o *leaderObserver) setCurrent(addr string, leads bool) {
+	v := 0.0
+	if leads {
+		v = 1
+	}
+	o.lookups.do(func() { leaderMetrics.current.WithLabelValues(o.pool, addr).Set(v) })
 }
 
 // lastChanges returns the kept changes of leader, newest first.
@@ -77,10 +88,10 @@ func (o *leaderObserver) logger() *zap.Logger {
 // LeaderChanged logs and counts a change of leader.
 func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	if c.From != "" {
-		leaderMetrics.current.WithLabelValues(c.Pool, c.From).Set(0)
+		o.setCurrent(c.From, false)
 	}
 	if c.To != "" {
-		leaderMetrics.current.WithLabelValues(c.Pool, c.To).Set(1)
+		o.setCurrent(c.To, true)
 	}
 	o.mu.Lock()
 	if !c.InDoubt && !c.Confirmed {
@@ -114,7 +125,7 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 			o.logger().Warn("no leader: holding requests", zap.String("pool", c.Pool), zap.String("previous", c.From), zap.String("reason", c.Reason))
 		}
 	default:
-		leaderMetrics.epoch.WithLabelValues(c.Pool).Set(float64(c.Epoch))
+		o.epoch.Set(float64(c.Epoch))
 		if c.Failover {
 			o.failovers.Inc()
 		}
@@ -134,7 +145,7 @@ func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result, s healt
 	case r.Answered && r.Status == 503:
 		outcome = "follower"
 	}
-	leaderMetrics.probe.WithLabelValues(pool, addr, outcome).Observe(r.Duration.Seconds())
+	o.lookups.do(func() { leaderMetrics.probe.WithLabelValues(pool, addr, outcome).Observe(r.Duration.Seconds()) })
 }
 
 // Panicked logs a recovered panic of a probe loop with its stack; the

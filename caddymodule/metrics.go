@@ -2,12 +2,15 @@ package caddymodule
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 // Every metric caddy-ha exports is defined here; the README's "Metrics"
@@ -193,17 +196,25 @@ func registerMetrics(reg *prometheus.Registry) error {
 // seriesOwners tracks the live objects of one kind (pools, zones, stores)
 // by the label value that names their series: two objects can share one (a
 // reload that changed only a password opens the new store before the old
-// one closes), so the series go only with the last. Each holder may leave a
-// state, which the status view reads (the newest holder's).
+// one closes), so the series go only with the last. An object holds its
+// series before it looks them up, and publishes itself to the status view
+// once it is built.
 type seriesOwners struct {
 	label string
 	vecs  []*prometheus.MetricVec
 	mu    sync.Mutex
-	held  map[string][]any // label value → its holders' states, oldest first
+	held  map[string][]*seriesHold // by label value, oldest first
+}
+
+// seriesHold is one object's hold on the series of a label value.
+type seriesHold struct {
+	owners *seriesOwners
+	value  string
+	state  any // the object, once published; nil before
 }
 
 func newSeriesOwners(label string, vecs ...any) *seriesOwners {
-	o := &seriesOwners{label: label, held: map[string][]any{}}
+	o := &seriesOwners{label: label, held: map[string][]*seriesHold{}}
 	for _, v := range vecs {
 		switch v := v.(type) {
 		case *prometheus.CounterVec:
@@ -219,47 +230,91 @@ func newSeriesOwners(label string, vecs ...any) *seriesOwners {
 	return o
 }
 
-// hold records one more holder of the series named value, with its state.
-func (o *seriesOwners) hold(value string, state any) {
+// hold records one more holder of the series named value.
+func (o *seriesOwners) hold(value string) *seriesHold {
+	h := &seriesHold{owners: o, value: value}
 	o.mu.Lock()
-	o.held[value] = append(o.held[value], state)
+	o.held[value] = append(o.held[value], h)
 	o.mu.Unlock()
+	return h
 }
 
-// release lets go of the hold with this state; the last holder's release
-// deletes every series named value.
-func (o *seriesOwners) release(value string, state any) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	states := o.held[value]
-	if i := slices.Index(states, state); i >= 0 {
-		states = slices.Delete(states, i, i+1)
-	}
-	if len(states) > 0 {
-		o.held[value] = states
+// publish shows the holder's object, fully built, in the status view and
+// the live gauges.
+func (h *seriesHold) publish(state any) {
+	h.owners.mu.Lock()
+	h.state = state
+	h.owners.mu.Unlock()
+}
+
+// release lets go of the hold; the last holder's release deletes every
+// series named its value. A nil hold is none.
+func (h *seriesHold) release() {
+	if h == nil {
 		return
 	}
-	delete(o.held, value)
+	o := h.owners
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	holds := o.held[h.value]
+	if i := slices.Index(holds, h); i >= 0 {
+		holds = slices.Delete(holds, i, i+1)
+	}
+	if len(holds) > 0 {
+		o.held[h.value] = holds
+		return
+	}
+	delete(o.held, h.value)
 	for _, v := range o.vecs {
-		v.DeletePartialMatch(prometheus.Labels{o.label: value})
+		v.DeletePartialMatch(prometheus.Labels{o.label: h.value})
 	}
 }
 
-// each calls f with every held label value and its newest state, in the
-// order of the values.
-func (o *seriesOwners) each(f func(value string, state any)) {
+// each calls f with every held label value that has a published object,
+// in the order of the values, and its published objects, oldest first.
+func (o *seriesOwners) each(f func(value string, states []any)) {
 	o.mu.Lock()
-	values := make([]string, 0, len(o.held))
-	states := make(map[string]any, len(o.held))
-	for v, s := range o.held {
-		values = append(values, v)
-		states[v] = s[len(s)-1]
+	byValue := make(map[string][]any, len(o.held))
+	for v, holds := range o.held {
+		for _, h := range holds {
+			if h.state != nil {
+				byValue[v] = append(byValue[v], h.state)
+			}
+		}
 	}
 	o.mu.Unlock()
-	slices.Sort(values)
-	for _, v := range values {
-		f(v, states[v])
+	for _, v := range slices.Sorted(maps.Keys(byValue)) {
+		f(v, byValue[v])
 	}
+}
+
+// newest calls f with the newest published object of each label value.
+func (o *seriesOwners) newest(f func(value string, state any)) {
+	o.each(func(value string, states []any) { f(value, states[len(states)-1]) })
+}
+
+// seriesLookups guards the lookups (WithLabelValues) of a gone object's
+// series: a request of an old config may still report an event after the
+// series were deleted, and must not bring them back.
+type seriesLookups struct {
+	mu     sync.Mutex
+	closed bool
+}
+
+// do runs f, which looks up series, unless the object is gone.
+func (l *seriesLookups) do(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		f()
+	}
+}
+
+// close ends the lookups, before the series are deleted.
+func (l *seriesLookups) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 }
 
 // liveCollector exports, at each scrape, the gauges read from a live state
@@ -281,12 +336,8 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
 	}
 	for _, p := range liveLeaderPools() {
-		v := p.mon.View()
-		leaderless := 0.0
-		if v.NoLeaderFrom != nil {
-			leaderless = now.Sub(*v.NoLeaderFrom).Seconds()
-		}
-		gauge(leaderMetrics.leaderlessSeconds, leaderless, v.Pool)
+		v := status.LeaderPool{PoolView: p.mon.View()}
+		gauge(leaderMetrics.leaderlessSeconds, v.Leaderless(now).Seconds(), v.Pool)
 		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
 	}
 	for _, s := range liveCloudflareSets() {

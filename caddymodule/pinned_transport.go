@@ -64,7 +64,8 @@ type PinnedTransport struct {
 	MaxPinned int `json:"max_pinned,omitempty"`
 
 	pool     *pinning.Pool
-	poolName string // its upstreams, which name its series
+	observer *pinObserver
+	series   *seriesHold // of the pool, named by its upstreams
 	logger   *zap.Logger
 }
 
@@ -159,13 +160,14 @@ func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 		}
 		name = strings.Join(addrs, ",")
 	}
-	t.poolName = name
-	pinnedSeries.hold(name, t) // before its series are looked up
+	t.series = pinnedSeries.hold(name) // before its series are looked up
+	t.observer = newPinObserver(name, t.logger)
 	t.pool = pinning.New(t.Transport, pinning.Config{
 		Max:         t.MaxPinned,
 		IdleTimeout: time.Duration(t.KeepAlive.IdleConnTimeout),
-		Observer:    newPinObserver(name, t.logger),
+		Observer:    t.observer,
 	})
+	t.series.publish(t)
 	srv.RegisterConnContext(rememberClientConn)
 	srv.RegisterConnState(t.pool.ConnState)
 	return nil
@@ -208,7 +210,8 @@ func (t *PinnedTransport) EnableH2C() error {
 func (t *PinnedTransport) Cleanup() error {
 	if t.pool != nil {
 		t.pool.Close()
-		pinnedSeries.release(t.poolName, t)
+		t.observer.lookups.close()
+		t.series.release()
 	}
 	return t.HTTPTransport.Cleanup()
 }
@@ -261,8 +264,9 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 type pinObserver struct {
 	pool   string
 	logger *zap.Logger
-	pinned prometheus.Gauge
-	pins   prometheus.Counter
+	pinned  prometheus.Gauge
+	pins    prometheus.Counter
+	lookups seriesLookups // closed once the pool is closed
 
 	mu       sync.Mutex
 	lastWarn map[string]time.Time // per refusal reason
@@ -288,7 +292,7 @@ func (o *pinObserver) Pinned() {
 // Ended counts a pin that ended, by why.
 func (o *pinObserver) Ended(reason pinning.EndReason) {
 	o.pinned.Dec()
-	pinnedMetrics.ended.WithLabelValues(o.pool, string(reason)).Inc()
+	o.lookups.do(func() { pinnedMetrics.ended.WithLabelValues(o.pool, string(reason)).Inc() })
 	if reason == pinning.EndFailover || reason == pinning.EndUpstreamClosed {
 		o.logger.Debug("pin ended", zap.String("pool", o.pool), zap.String("reason", string(reason)))
 	}
@@ -297,7 +301,7 @@ func (o *pinObserver) Ended(reason pinning.EndReason) {
 // Refused counts every refusal and logs each reason at most once per
 // refusalLogInterval, with the count since the last line.
 func (o *pinObserver) Refused(r *pinning.Refusal) {
-	pinnedMetrics.refused.WithLabelValues(o.pool, r.Reason).Inc()
+	o.lookups.do(func() { pinnedMetrics.refused.WithLabelValues(o.pool, r.Reason).Inc() })
 	o.mu.Lock()
 	o.unwarned[r.Reason]++
 	n := o.unwarned[r.Reason]

@@ -37,7 +37,7 @@ func currentStatus() status.View {
 			NoLeaderResponses: readMetric(p.obs.noLeader),
 		})
 	}
-	zoneSeries.each(func(_ string, state any) {
+	zoneSeries.newest(func(_ string, state any) {
 		z := state.(*rateZone)
 		zv := z.settings
 		zv.Allowed, zv.Limited, zv.Denied = readMetric(z.metrics.allowed), readMetric(z.metrics.limited), readMetric(z.metrics.denied)
@@ -56,17 +56,19 @@ func currentStatus() status.View {
 	for _, s := range liveCloudflareSets() {
 		v.CloudflareRanges = append(v.CloudflareRanges, s.state())
 	}
-	pinnedSeries.each(func(pool string, state any) {
-		t := state.(*PinnedTransport)
+	pinnedSeries.each(func(pool string, transports []any) {
+		// Transports of the same upstreams (two configs in a reload, or two
+		// sites) share the pool's series; their connections add up.
 		match := map[string]string{"pool": pool}
-		v.PinnedPools = append(v.PinnedPools, status.PinnedPool{
-			Pool:        pool,
-			Connections: float64(t.pool.Len()),
-			Max:         t.MaxPinned,
-			Pins:        readMetric(pinnedMetrics.pins.WithLabelValues(pool)),
-			Ended:       countsBy(pinnedMetrics.ended, match, "reason"),
-			Refused:     countsBy(pinnedMetrics.refused, match, "reason"),
-		})
+		p := status.PinnedPool{Pool: pool, Ended: countsBy(pinnedMetrics.ended, match, "reason"),
+			Refused: countsBy(pinnedMetrics.refused, match, "reason")}
+		for _, state := range transports {
+			t := state.(*PinnedTransport)
+			p.Connections += float64(t.pool.Len())
+			p.Max += t.MaxPinned
+			p.Pins = readMetric(t.observer.pins)
+		}
+		v.PinnedPools = append(v.PinnedPools, p)
 	})
 	return v
 }

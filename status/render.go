@@ -50,10 +50,10 @@ func WriteTable(out io.Writer, v View) error {
 		state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
 		switch {
 		case p.Leader != "":
-		case p.InProgress():
+		case p.InProgress(now):
 			state = "FAILOVER IN PROGRESS: no leader for " + span(now, p.NoLeaderFrom)
 		default:
-			state = "NO LEADER for " + span(now, p.NoLeaderFrom)
+			state = "NO LEADER for " + span(now, p.NoLeaderFrom) + ", longer than hold: requests are answered 503"
 		}
 		block("leader pool", " "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
 		for _, n := range p.Nodes {

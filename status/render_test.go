@@ -49,9 +49,20 @@ func TestPageIsPlainHTML(t *testing.T) {
 	if regexp.MustCompile(`(?i)<script|(src|href)="(https?:)?//`).MatchString(page) {
 		t.Errorf("the page has a script or an external asset:\n%s", page)
 	}
+	if strings.Contains(page, "pinned-connections") {
+		t.Errorf("a Pinned connections section without transport pinned")
+	}
 	b.Reset()
 	if err := WriteHTML(&b, View{GeneratedAt: time.Now()}, 0); err != nil || strings.Contains(b.String(), "http-equiv") {
 		t.Errorf("refresh off still refreshes (%v)", err)
+	}
+	// Past hold it is no longer a failover in progress but an outage.
+	v := sampleView()
+	v.LeaderPools[0].HoldSeconds = 2
+	b.Reset()
+	if err := WriteHTML(&b, v, 0); err != nil || !strings.Contains(b.String(), "No leader</span> for 3s, longer than hold (2s)") ||
+		strings.Contains(b.String(), "Failover in progress") {
+		t.Errorf("leaderless past hold (%v):\n%s", err, b.String())
 	}
 }
 

@@ -49,9 +49,17 @@ type LeaderChange struct {
 }
 
 // InProgress reports whether the pool is between leaders: it has none now,
-// and had one.
-func (p LeaderPool) InProgress() bool {
-	return p.Leader == "" && len(p.LastChanges) > 0
+// had one, and requests still wait for the next (no longer than hold).
+func (p LeaderPool) InProgress(now time.Time) bool {
+	return p.Leader == "" && len(p.LastChanges) > 0 && p.Leaderless(now) <= time.Duration(p.HoldSeconds*float64(time.Second))
+}
+
+// Leaderless is how long the pool has had no leader at now; 0 with one.
+func (p LeaderPool) Leaderless(now time.Time) time.Duration {
+	if p.NoLeaderFrom == nil {
+		return 0
+	}
+	return now.Sub(*p.NoLeaderFrom)
 }
 
 // RateLimitZone is a zone's settings and decisions.
