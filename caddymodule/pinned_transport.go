@@ -262,8 +262,8 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // pinObserver turns a pool's events into metrics and logs.
 type pinObserver struct {
-	pool   string
-	logger *zap.Logger
+	pool    string
+	logger  *zap.Logger
 	pinned  prometheus.Gauge
 	pins    prometheus.Counter
 	lookups seriesLookups // closed once the pool is closed
