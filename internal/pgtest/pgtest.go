@@ -360,55 +360,76 @@ func children(pid int) []int {
 
 // CPUTime is the processor time (user and system) the server has used so
 // far: the postmaster's, its running children's (backends, background
-// processes) and that of the children it has reaped. Linux counts it in
-// clock ticks of 10 ms (USER_HZ).
+// processes) and that of the children it has reaped. A child's time is
+// may be in neither while it is a zombie, and would be
+// counted twice, or not at all, if the postmaster reaped it while the
+// children are read: CPUTime reads again until neither happened, for up
+// to a second. Linux counts the times in clock ticks of 10 ms (USER_HZ).
 func (p *Process) CPUTime() (time.Duration, error) {
 	pid, err := p.pid()
 	if err != nil {
 		return 0, err
 	}
-	ticks, err := cpuTicks(pid, true)
-	if err != nil {
-		return 0, err
-	}
-	for _, child := range children(pid) {
-		n, err := cpuTicks(child, false)
-		if err == nil { // else it exited meanwhile: the postmaster's reaped children have it
-			ticks += n
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(5 * time.Millisecond) {
+		ticks, settled, err := p.cpuTicks(pid)
+		if err != nil {
+			return 0, err
+		}
+		if settled || time.Now().After(deadline) {
+			return time.Duration(ticks) * (time.Second / userHZ), nil
 		}
 	}
-	return time.Duration(ticks) * (time.Second / userHZ), nil
 }
 
 // userHZ is the unit of the times in /proc/<pid>/stat, per second.
 const userHZ = 100
 
-// cpuTicks is pid's user and system time, with its reaped children's if
-// reaped.
-func cpuTicks(pid int, reaped bool) (int64, error) {
+// cpuTicks sums the times of the postmaster pid and its children, and
+// reports whether the sum is settled: no child was a zombie and none was
+// reaped meanwhile (the postmaster's reaped children's time did not
+// change).
+func (p *Process) cpuTicks(pid int) (ticks int64, settled bool, err error) {
+	_, reaped, _, err := procTicks(pid)
+	if err != nil {
+		return 0, false, err
+	}
+	settled = true
+	for _, child := range children(pid) {
+		n, _, zombie, err := procTicks(child)
+		if err != nil { // reaped meanwhile
+			settled = false
+			continue
+		}
+		ticks += n
+		settled = settled && !zombie
+	}
+	own, reapedAfter, _, err := procTicks(pid)
+	if err != nil {
+		return 0, false, err
+	}
+	return ticks + own + reapedAfter, settled && reapedAfter == reaped, nil
+}
+
+// procTicks reads pid's user and system time (own), that of its children
+// it has reaped, and whether it is a zombie.
+func procTicks(pid int) (own, reaped int64, zombie bool, err error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, false, err
 	}
 	// After "pid (comm)": state ppid pgrp session tty_nr tpgid flags
 	// minflt cminflt majflt cmajflt utime stime cutime cstime …
 	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	if len(fields) < 15 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+		return 0, 0, false, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
-	last := 12
-	if reaped {
-		last = 14
-	}
-	var ticks int64
-	for _, f := range fields[11 : last+1] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %v", pid, err)
+	var times [4]int64
+	for i, f := range fields[11:15] {
+		if times[i], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return 0, 0, false, fmt.Errorf("/proc/%d/stat: %v", pid, err)
 		}
-		ticks += n
 	}
-	return ticks, nil
+	return times[0] + times[1], times[2] + times[3], fields[0] == "Z", nil
 }
 
 // Kill stops the server at once (SIGKILL to the postmaster and its

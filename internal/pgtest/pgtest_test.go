@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/caddy-ha/caddy-ha/internal/pgtest"
@@ -72,22 +73,40 @@ func wantOne(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
-// CPUTime grows while the server works.
+// CPUTime grows while the server works, and keeps the time of a backend
+// that has exited.
 func TestCPUTime(t *testing.T) {
 	srv := pgtest.Start(t)
 	before, err := srv.CPUTime()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Pool(t).Exec(context.Background(), "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
-		t.Fatal(err)
-	}
-	after, err := srv.CPUTime()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after <= before {
-		t.Fatalf("CPUTime %v after counting 3,000,000 rows, %v before", after, before)
+	if _, err := conn.Exec(ctx, "SELECT count(*) FROM generate_series(1, 3000000)"); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("CPUTime %v, then %v", before, after)
+	busy, err := srv.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy <= before {
+		t.Fatalf("CPUTime %v after counting 3,000,000 rows, %v before", busy, before)
+	}
+	conn.Close(ctx)
+	// At once, while the backend may be a zombie, and after.
+	for range 5 {
+		after, err := srv.CPUTime()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after < busy {
+			t.Fatalf("CPUTime %v once the backend exited, %v before", after, busy)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("CPUTime %v, then %v", before, busy)
 }
