@@ -72,8 +72,9 @@ type postgresBatcher struct {
 // postgresSenders is how many batches may be on the wire at once, each on
 // a connection of its own: the database runs the statements of one batch
 // one after the other, of several in parallel, when they touch different
-// rows. (On two cores with pgxpool's 4 connections and 100 keys, 4
-// senders make more increments/s than 2 or 8.)
+// rows. (Measured when the senders shared one queue: on two cores with
+// pgxpool's 4 connections, 4 senders made about 34k increments/s of
+// different keys, 2 or 8 fewer.)
 const postgresSenders = 4
 
 // errPostgresClosed is returned for calls after Close.
