@@ -316,13 +316,6 @@ func (s *cloudflareSet) state() status.CloudflareSet {
 	return st
 }
 
-// liveCloudflareSets are the running sets, one per file (the newest).
-func liveCloudflareSets() []*cloudflareSet {
-	var sets []*cloudflareSet
-	cloudflareSeries.newest(func(_ string, state any) { sets = append(sets, state.(*cloudflareSet)) })
-	return sets
-}
-
 // Destruct stops the refresher, when the last user lets go of the set,
 // and removes its series.
 func (s *cloudflareSet) Destruct() error {

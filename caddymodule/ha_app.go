@@ -317,13 +317,6 @@ func (sh *sharedStore) RetryIn() time.Duration {
 	return sh.guard.RetryIn()
 }
 
-// liveStores are the open stores, one per name (the newest).
-func liveStores() []*sharedStore {
-	var stores []*sharedStore
-	storeSeries.newest(func(_ string, state any) { stores = append(stores, state.(*sharedStore)) })
-	return stores
-}
-
 // Destruct stops the health checks and closes the store, when its last
 // user lets go, and removes its series.
 func (sh *sharedStore) Destruct() error {

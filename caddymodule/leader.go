@@ -191,13 +191,6 @@ func (p *leaderPool) Destruct() error {
 
 func (p *leaderPool) hold() time.Duration { return time.Duration(p.holdNs.Load()) }
 
-// liveLeaderPools are the running pools, one per name (the newest).
-func liveLeaderPools() []*leaderPool {
-	var pools []*leaderPool
-	leaderSeries.newest(func(_ string, state any) { pools = append(pools, state.(*leaderPool)) })
-	return pools
-}
-
 func (s *LeaderSelection) setDefaults() {
 	if s.URI == "" {
 		s.URI = defaultProbeURI

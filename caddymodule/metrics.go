@@ -288,9 +288,12 @@ func (o *seriesOwners) each(f func(value string, states []any)) {
 	}
 }
 
-// newest calls f with the newest published object of each label value.
-func (o *seriesOwners) newest(f func(value string, state any)) {
-	o.each(func(value string, states []any) { f(value, states[len(states)-1]) })
+// newestOf is the newest published object of each label value of o, in
+// the order of the values.
+func newestOf[T any](o *seriesOwners) []T {
+	var newest []T
+	o.each(func(_ string, states []any) { newest = append(newest, states[len(states)-1].(T)) })
+	return newest
 }
 
 // seriesLookups guards the lookups (WithLabelValues) of a gone object's
@@ -335,12 +338,12 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, label string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
 	}
-	for _, p := range liveLeaderPools() {
+	for _, p := range newestOf[*leaderPool](leaderSeries) {
 		v := status.LeaderPool{PoolView: p.mon.View()}
 		gauge(leaderMetrics.leaderlessSeconds, v.Leaderless(now).Seconds(), v.Pool)
 		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
 	}
-	for _, s := range liveCloudflareSets() {
+	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {
 		st := s.state()
 		refreshed := 0.0
 		if st.RefreshedAt != nil {

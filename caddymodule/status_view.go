@@ -24,7 +24,7 @@ func currentStatus() status.View {
 	if uploadAffinityPolicies.Load() > 0 {
 		v.UploadAffinity.Events = countsBy(affinityEvents, nil, "event")
 	}
-	for _, p := range liveLeaderPools() {
+	for _, p := range newestOf[*leaderPool](leaderSeries) {
 		pv := p.mon.View()
 		v.LeaderPools = append(v.LeaderPools, status.LeaderPool{
 			PoolView:          pv,
@@ -37,14 +37,13 @@ func currentStatus() status.View {
 			NoLeaderResponses: readMetric(p.obs.noLeader),
 		})
 	}
-	zoneSeries.newest(func(_ string, state any) {
-		z := state.(*rateZone)
+	for _, z := range newestOf[*rateZone](zoneSeries) {
 		zv := z.settings
 		zv.Allowed, zv.Limited, zv.Denied = readMetric(z.metrics.allowed), readMetric(z.metrics.limited), readMetric(z.metrics.denied)
 		zv.StoreErrors, zv.FallbackDecisions = readMetric(z.metrics.storeErrors), readMetric(z.metrics.fallback)
 		v.RateLimitZones = append(v.RateLimitZones, zv)
-	})
-	for _, sh := range liveStores() {
+	}
+	for _, sh := range newestOf[*sharedStore](storeSeries) {
 		v.Stores = append(v.Stores, status.Store{
 			Store:              sh.name,
 			Up:                 sh.guard == nil || sh.guard.Up(),
@@ -53,7 +52,7 @@ func currentStatus() status.View {
 			ClockOffsetSeconds: time.Duration(sh.offset.Load()).Seconds(),
 		})
 	}
-	for _, s := range liveCloudflareSets() {
+	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {
 		v.CloudflareRanges = append(v.CloudflareRanges, s.state())
 	}
 	pinnedSeries.each(func(pool string, transports []any) {
