@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
 )
 
 // Two objects sharing a label value (two configs in a reload) share its
@@ -37,9 +39,7 @@ func TestSeriesOwners(t *testing.T) {
 	if got := strings.Join(published(), " "); got != "p=old p=new q=q" {
 		t.Fatalf("published %q", got)
 	}
-	var newest []string
-	owners.newest(func(value string, state any) { newest = append(newest, value+"="+state.(string)) })
-	if strings.Join(newest, " ") != "p=new q=q" {
+	if newest := newestOf[string](owners); strings.Join(newest, " ") != "new q" {
 		t.Fatalf("newest %v", newest)
 	}
 
@@ -68,5 +68,33 @@ func TestSeriesLookupsClosed(t *testing.T) {
 	l.do(func() { ran++ })
 	if ran != 1 {
 		t.Fatalf("ran %d times", ran)
+	}
+}
+
+// A pool's observer, once its pool is gone, brings none of its series back:
+// a request of an old config may still report a doubt or a new leader.
+func TestGonePoolsObserverCreatesNoSeries(t *testing.T) {
+	const pool = "gone-pool-test:1,gone-pool-test:2"
+	count := func() int {
+		n := 0
+		for _, c := range []prometheus.Collector{leaderMetrics.current, leaderMetrics.probe} {
+			for range countsBy(c, map[string]string{"pool": pool}, "upstream") {
+				n++
+			}
+		}
+		return n
+	}
+	hold := leaderSeries.hold(pool)
+	obs := newLeaderObserver(pool)
+	obs.LeaderChanged(healthcheck.LeaderChange{Pool: pool, To: "gone-pool-test:1", Epoch: 1})
+	if count() == 0 {
+		t.Fatal("no series while the pool lives")
+	}
+	obs.lookups.close() // what leaderPool.Destruct does, before the release
+	hold.release()
+	obs.LeaderChanged(healthcheck.LeaderChange{Pool: pool, From: "gone-pool-test:1", To: "gone-pool-test:2", Epoch: 2, Failover: true})
+	obs.Probed(pool, "gone-pool-test:2", healthcheck.Result{Answered: true, Status: 200, Leader: true, Epoch: 2}, healthcheck.StatusLeader)
+	if n := count(); n != 0 {
+		t.Fatalf("%d series of the gone pool came back", n)
 	}
 }
