@@ -29,9 +29,10 @@ func init() {
 
 // Forwarded makes the forwarded headers trustworthy. From a peer that is
 // not a trusted proxy, every inbound Forwarded, X-Forwarded-For, -Proto,
-// -Host, X-Real-IP and CF-Connecting-IP (and True-Client-IP, X-Client-IP,
-// X-Forwarded-Port) is removed before anything later in
-// the route reads it. From a trusted peer, the client is found by walking
+// -Host, -Prefix, X-Original-URL and X-Rewrite-URL is removed before
+// anything later in the route reads it; X-Real-IP, CF-Connecting-IP,
+// True-Client-IP, X-Client-IP, Client-IP, X-Cluster-Client-IP,
+// X-Forwarded, X-Forwarded-Port and X-Forwarded-Server from every peer. From a trusted peer, the client is found by walking
 // the chain right to left through trusted hops, strictly: a malformed value
 // is believed not at all. Upstream then gets one consistent set, which
 // reverse_proxy completes and does not undo.
@@ -144,11 +145,19 @@ func (h *Forwarded) Validate() error {
 	return nil
 }
 
-// Headers that name the client outside the forwarded set, which some
-// backends read: removed from every request (CF-Connecting-IP once read).
+// Headers that name the client or a proxy outside the forwarded set, which
+// some backends read: removed from every request (CF-Connecting-IP once
+// read), since the set sent upstream says who the client is.
 const headerCFConnecting = "Cf-Connecting-Ip"
 
-var clientNamingHeaders = []string{"X-Real-Ip", headerCFConnecting, "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"}
+var clientNamingHeaders = []string{"X-Real-Ip", headerCFConnecting, "True-Client-Ip", "X-Client-Ip", "Client-Ip",
+	"X-Cluster-Client-Ip", "X-Forwarded", "X-Forwarded-Port", "X-Forwarded-Server"}
+
+// Headers a proxy in front may set to tell the backend how it rewrote the
+// path (ASP.NET Core's X-Forwarded-Prefix, IIS's X-Original-URL and
+// X-Rewrite-URL): believed from a trusted peer, removed from any other, as
+// from a client they choose the path the backend authorizes.
+var proxyRewriteHeaders = []string{"X-Forwarded-Prefix", "X-Original-Url", "X-Rewrite-Url"}
 
 // ServeHTTP resolves the client, strips what an untrusted peer sent and
 // sets the forwarded headers upstream gets.
@@ -189,6 +198,11 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 	}
 	for _, h := range clientNamingHeaders {
 		delete(r.Header, h)
+	}
+	if !proxy.Trusted(peer) {
+		for _, h := range proxyRewriteHeaders {
+			delete(r.Header, h)
+		}
 	}
 
 	clientIP := client.Node.Addr

@@ -124,7 +124,8 @@ var spoofAttempts = map[string]spoofAttempt{
 	"proto two values":     {headers: "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https"},
 	"real ip":              {headers: "X-Real-IP: 10.0.0.1"},
 	"cf connecting ip":     {headers: "CF-Connecting-IP: 10.0.0.1"},
-	"other client headers": {headers: "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443"},
+	"other client headers": {headers: "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443\r\nClient-IP: 10.0.0.1\r\n" +
+		"X-Cluster-Client-IP: 10.0.0.1\r\nX-Forwarded: for=10.0.0.1\r\nX-Forwarded-Server: admin.internal"},
 	"everything": {headers: "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
 		xForwarded: resolved{"10.0.0.1", "https", "evil.example"}, forwarded: resolved{client: "10.0.0.1"}},
 	"injected line in value":   {headers: "X-Forwarded-For: 10.0.0.1\r\n X-Real-IP: 10.0.0.9"}, // obs-fold
@@ -175,7 +176,8 @@ func checkResolved(t *testing.T, name, site string, got map[string][]string, wan
 			t.Errorf("%s: %s %q, want %q", name, k, g, v)
 		}
 	}
-	for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port"} {
+	for _, k := range []string{"Forwarded", "X-Real-Ip", "Cf-Connecting-Ip", "True-Client-Ip", "X-Client-Ip", "X-Forwarded-Port",
+		"Client-Ip", "X-Cluster-Client-Ip", "X-Forwarded", "X-Forwarded-Server"} {
 		if g, ok := got[k]; ok {
 			t.Errorf("%s: the backend got %s %q", name, k, g)
 		}
@@ -187,6 +189,34 @@ func checkResolved(t *testing.T, name, site string, got map[string][]string, wan
 func TestForwardedUntrustedPeerSpoofing(t *testing.T) {
 	tc := startCaddy(t, nil, "", echoSite(echoBackend(t), ""))
 	sendSpoofAttempts(t, tc, func(spoofAttempt) resolved { return resolved{} })
+}
+
+// The headers by which a proxy in front tells how it rewrote the path reach
+// the backend from a trusted peer only: from a client they would choose the
+// path the backend authorizes (ASP.NET Core's PathBase, IIS's rewrite).
+func TestForwardedRewriteHeadersOnlyFromTrustedPeers(t *testing.T) {
+	backend := echoBackend(t)
+	const headers = "X-Forwarded-Prefix: /admin\r\nX-Original-URL: /admin/users\r\nX-Rewrite-URL: /admin/users"
+	for _, tt := range []struct {
+		name, global string
+		want         bool
+	}{
+		{"untrusted", "", false},
+		{"trusted", "servers {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := startCaddy(t, nil, tt.global, echoSite(backend, ""))
+			got, status := rawRequest(t, tc.addr, "GET / HTTP/1.1\r\nHost: "+tc.addr+"\r\n"+headers)
+			if status != http.StatusOK {
+				t.Fatalf("status %d", status)
+			}
+			for _, k := range []string{"X-Forwarded-Prefix", "X-Original-Url", "X-Rewrite-Url"} {
+				if _, ok := got[k]; ok != tt.want {
+					t.Errorf("backend got %s: %v (%q), want %v", k, ok, got[k], tt.want)
+				}
+			}
+		})
+	}
 }
 
 // From a trusted peer the same headers resolve to the right client: the
