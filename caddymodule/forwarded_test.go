@@ -121,9 +121,9 @@ var spoofAttempts = map[string]spoofAttempt{
 	"xff garbage": {headers: "X-Forwarded-For: 10.0.0.1, <script>, 10.0.0.2"},
 	"proto and host": {headers: "X-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example",
 		xForwarded: resolved{proto: "https", host: "evil.example"}},
-	"proto two values":     {headers: "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https"},
-	"real ip":              {headers: "X-Real-IP: 10.0.0.1"},
-	"cf connecting ip":     {headers: "CF-Connecting-IP: 10.0.0.1"},
+	"proto two values": {headers: "X-Forwarded-Proto: http\r\nX-Forwarded-Proto: https"},
+	"real ip":          {headers: "X-Real-IP: 10.0.0.1"},
+	"cf connecting ip": {headers: "CF-Connecting-IP: 10.0.0.1"},
 	"other client headers": {headers: "True-Client-IP: 10.0.0.1\r\nX-Client-IP: 10.0.0.1\r\nX-Forwarded-Port: 443\r\nClient-IP: 10.0.0.1\r\n" +
 		"X-Cluster-Client-IP: 10.0.0.1\r\nX-Forwarded: for=10.0.0.1\r\nX-Forwarded-Server: admin.internal"},
 	"everything": {headers: "Forwarded: for=10.0.0.1\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: evil.example\r\nX-Real-IP: 10.0.0.1\r\nCF-Connecting-IP: 10.0.0.1",
