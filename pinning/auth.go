@@ -1,7 +1,10 @@
-// Package pinning gives each client connection an upstream connection of
-// its own, as HAProxy's http-reuse never does, so that connection-based
-// authentication (NTLM, Negotiate, Kerberos) never serves one user on
-// another's authenticated connection.
+// Package pinning gives each client connection that sends connection-based
+// credentials (NTLM, Negotiate, Kerberos) an upstream connection of its
+// own, as HAProxy's http-reuse never does, so that such authentication
+// never serves one user on another's authenticated connection. Client
+// connections that never sent such credentials share upstream connections
+// that never carried any, as the stock transport shares them: pins, a
+// bounded resource, go only to connections that need them.
 //
 // NTLM and Negotiate authenticate a TCP connection, not a request: the
 // upstream keeps the connection authenticated once a handshake completed on

@@ -35,6 +35,9 @@ const (
 	EndUpgraded EndReason = "upgraded"
 	// EndPoolClosed: the pool was closed (its config was unloaded).
 	EndPoolClosed EndReason = "pool_closed"
+	// EndHandshakeTimeout: no handshake completed within HandshakeTimeout
+	// of the pin's first credentials; the client connection was closed.
+	EndHandshakeTimeout EndReason = "handshake_timeout"
 )
 
 // Observer hears what a pool does, for logs and metrics. Its methods are
@@ -52,10 +55,21 @@ type Observer interface {
 
 // Config sets a pool's bounds.
 type Config struct {
-	// Max is the most client connections pinned at once. Beyond it a
-	// client connection's request is refused (503, RefusedAtCap); it is
-	// never sent on a shared connection.
+	// Max is the most client connections pinned at once. At Max a new pin
+	// waits up to PinWait for one to end, then its request is refused
+	// (503, RefusedAtCap); it is never sent on a shared connection.
 	Max int
+	// MaxPerClient is the most pins, held or waited for, of one client
+	// address (the client connection's remote IP) at once. Beyond it a new
+	// pin is refused at once (503, RefusedClientCap). 0: no cap.
+	MaxPerClient int
+	// PinWait is how long a new pin waits for a free one at Max. 0: none.
+	PinWait time.Duration
+	// HandshakeTimeout ends a pin, and closes its client connection, when
+	// no request with credentials got an answer other than 401 within this
+	// time of the pin's first credentials: a handshake begun and never
+	// completed holds no pin for longer. 0: never.
+	HandshakeTimeout time.Duration
 	// IdleTimeout closes a pinned client connection (and its upstream
 	// connection) that waited this long for its next request, as HAProxy's
 	// timeout http-keep-alive does. 0: never.
@@ -65,14 +79,24 @@ type Config struct {
 }
 
 // Pool holds the pins of one upstream set: at most one upstream
-// connection per client connection, never shared.
+// connection per client connection that sent connection-based
+// credentials, never shared.
 type Pool struct {
 	template *http.Transport
-	oneOff   *http.Transport // for requests that cannot be pinned
-	cfg      Config
+	// shared carries the requests of client connections that never sent
+	// connection-based credentials, pooled as the stock transport pools
+	// them: its upstream connections never carry any, so they never
+	// become someone's.
+	shared *http.Transport
+	cfg    Config
 
-	pins   sync.Map // net.Conn (the client's) → *pin
-	count  atomic.Int64
+	pins  sync.Map      // net.Conn (the client's) → *pin
+	slots chan struct{} // one element per pin held; capacity Max
+	done  chan struct{} // closed by Close, for pins waiting for a slot
+
+	mu        sync.Mutex
+	perClient map[string]int // pins held or waited for, by client address; no zeros
+
 	closed atomic.Bool
 }
 
@@ -84,60 +108,147 @@ var errPinLost = errors.New("pinning: the upstream closed this client's authenti
 
 // New returns a pool whose pins each use a clone of template, limited to
 // one kept-alive HTTP/1.1 connection that never times out on its own: the
-// pin's client connection decides its life.
+// pin's client connection decides its life. Requests that need no pin
+// share another clone of template.
 func New(template *http.Transport, cfg Config) *Pool {
-	oneOff := template.Clone()
-	oneOff.DisableKeepAlives = true
-	return &Pool{template: template, oneOff: oneOff, cfg: cfg}
+	return &Pool{
+		template: template, shared: template.Clone(), cfg: cfg,
+		slots: make(chan struct{}, max(cfg.Max, 0)), done: make(chan struct{}),
+		perClient: map[string]int{},
+	}
 }
 
 // Len returns how many client connections are pinned.
-func (p *Pool) Len() int { return int(p.count.Load()) }
+func (p *Pool) Len() int { return len(p.slots) }
 
 // RoundTrip sends req, which arrived on client connection client (nil if
-// unknown), on that connection's pin: its own upstream connection to
-// req.URL.Host. Requests the pool answers itself (see Refusal) come back
-// as a *Refusal error. Requests over HTTP/2 or HTTP/3 cannot carry
-// connection-based authentication: with such credentials they are refused
-// (505); without, each goes on a connection of its own that closes after
-// the answer.
+// unknown). A client connection is pinned from its first request with
+// connection-based credentials for the rest of its life: such requests go
+// on its pin, its own upstream connection to req.URL.Host. Requests of a
+// client connection that never sent such credentials need no pin and go
+// on the shared transport. Requests the pool answers itself (see
+// Refusal) come back as a *Refusal error. Requests over HTTP/2 or HTTP/3
+// cannot carry connection-based authentication: with such credentials
+// they are refused (505); without, they are shared.
 func (p *Pool) RoundTrip(client net.Conn, req *http.Request) (*http.Response, error) {
 	if p.closed.Load() {
 		return nil, ErrPoolClosed
 	}
+	credentials := HasConnectionAuth(req.Header, "Authorization")
 	if client == nil || req.ProtoMajor != 1 {
-		if HasConnectionAuth(req.Header, "Authorization") {
+		if credentials {
 			return nil, p.refuse(refusedUnpinnable(req.ProtoMajor))
 		}
-		return p.oneOff.RoundTrip(req)
+		return p.shared.RoundTrip(req)
 	}
-	pn, err := p.pinOf(client)
+	if v, ok := p.pins.Load(client); ok {
+		return v.(*pin).roundTrip(req)
+	}
+	if !credentials {
+		return p.shared.RoundTrip(req)
+	}
+	pn, err := p.pin(req.Context(), client)
 	if err != nil {
 		return nil, err
 	}
 	return pn.roundTrip(req)
 }
 
-func (p *Pool) pinOf(client net.Conn) (*pin, error) {
-	if v, ok := p.pins.Load(client); ok {
-		return v.(*pin), nil
+// pin binds client to a new pin, once a slot is free (see acquire).
+func (p *Pool) pin(ctx context.Context, client net.Conn) (*pin, error) {
+	addr := clientAddr(client)
+	if err := p.acquire(ctx, addr); err != nil {
+		return nil, err
 	}
-	if p.count.Add(1) > int64(p.cfg.Max) {
-		p.count.Add(-1)
-		return nil, p.refuse(refusedAtCap(p.cfg.Max))
-	}
-	pn := p.newPin(client)
+	pn := p.newPin(client, addr)
 	if v, loaded := p.pins.LoadOrStore(client, pn); loaded {
-		p.count.Add(-1)
+		p.release(addr)
 		return v.(*pin), nil
 	}
 	p.observe(func(o Observer) { o.Pinned() })
+	if timeout := p.cfg.HandshakeTimeout; timeout > 0 {
+		pn.mu.Lock()
+		pn.handshake = time.AfterFunc(timeout, pn.handshakeExpired)
+		pn.mu.Unlock()
+	}
 	if p.closed.Load() { // Close ran meanwhile and did not see this pin
 		p.pins.Delete(client)
 		pn.end(EndPoolClosed, true)
 		return nil, ErrPoolClosed
 	}
 	return pn, nil
+}
+
+// clientAddr is the address MaxPerClient counts by: the client's IP.
+func clientAddr(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
+}
+
+// acquire takes a slot for a new pin of client address addr: at once
+// below Max, else the first one freed within PinWait, never more than
+// MaxPerClient for addr. Waiters are not served in strict order.
+func (p *Pool) acquire(ctx context.Context, addr string) error {
+	if limit := p.cfg.MaxPerClient; limit > 0 {
+		p.mu.Lock()
+		n := p.perClient[addr]
+		if n >= limit {
+			p.mu.Unlock()
+			return p.refuse(refusedClientCap(limit))
+		}
+		p.perClient[addr] = n + 1
+		p.mu.Unlock()
+	}
+	err := p.takeSlot(ctx)
+	if err != nil {
+		p.forget(addr)
+	}
+	return err
+}
+
+func (p *Pool) takeSlot(ctx context.Context) error {
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if p.cfg.PinWait <= 0 {
+		return p.refuse(refusedAtCap(p.cfg.Max, 0))
+	}
+	wait := time.NewTimer(p.cfg.PinWait)
+	defer wait.Stop()
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	case <-wait.C:
+		return p.refuse(refusedAtCap(p.cfg.Max, p.cfg.PinWait))
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return ErrPoolClosed
+	}
+}
+
+// release frees the slot of a pin of client address addr.
+func (p *Pool) release(addr string) {
+	<-p.slots
+	p.forget(addr)
+}
+
+func (p *Pool) forget(addr string) {
+	if p.cfg.MaxPerClient <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if n := p.perClient[addr] - 1; n > 0 {
+		p.perClient[addr] = n
+	} else {
+		delete(p.perClient, addr)
+	}
+	p.mu.Unlock()
 }
 
 // ConnState is the HTTP server's connection hook: it tells pins when
@@ -165,7 +276,10 @@ func (p *Pool) ConnState(c net.Conn, s http.ConnState) {
 // Close ends every pin, closing its client and upstream connections.
 // Upgraded connections belong to their stream and are left to it.
 func (p *Pool) Close() {
-	p.closed.Store(true)
+	if p.closed.Swap(true) {
+		return
+	}
+	close(p.done)
 	p.pins.Range(func(k, v any) bool {
 		p.pins.Delete(k)
 		pn := v.(*pin)
@@ -173,7 +287,7 @@ func (p *Pool) Close() {
 		_ = pn.client.Close()
 		return true
 	})
-	p.oneOff.CloseIdleConnections()
+	p.shared.CloseIdleConnections()
 }
 
 func (p *Pool) observe(f func(Observer)) {
@@ -191,6 +305,7 @@ func (p *Pool) refuse(r *Refusal) *Refusal {
 type pin struct {
 	pool   *Pool
 	client net.Conn
+	addr   string // the client's, as MaxPerClient counts it
 	rt     *http.Transport
 
 	mu   sync.Mutex
@@ -205,15 +320,19 @@ type pin struct {
 	// request answers on the same connection.
 	midHandshake bool
 	schemes      []string // the connection-based schemes the upstream offered
-	idle         bool
-	closeOnIdle  EndReason // set: close the client connection once it waits
-	reason       EndReason // why the pool closed the client connection
-	timer        *time.Timer
-	ended        bool
+	// authenticated: a request with credentials got an answer other than
+	// 401, so the handshake timer is stopped for good.
+	authenticated bool
+	handshake     *time.Timer // ends the pin at HandshakeTimeout
+	idle          bool
+	closeOnIdle   EndReason // set: close the client connection once it waits
+	reason        EndReason // why the pool closed the client connection
+	timer         *time.Timer
+	ended         bool
 }
 
-func (p *Pool) newPin(client net.Conn) *pin {
-	pn := &pin{pool: p, client: client}
+func (p *Pool) newPin(client net.Conn, addr string) *pin {
+	pn := &pin{pool: p, client: client, addr: addr}
 	rt := p.template.Clone()
 	rt.DisableKeepAlives = false
 	rt.MaxIdleConns, rt.MaxIdleConnsPerHost = 1, 1
@@ -297,8 +416,15 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	pn.mu.Lock()
-	if HasConnectionAuth(req.Header, "Authorization") || HasConnectionAuth(resp.Header, "WWW-Authenticate") {
+	credentials := HasConnectionAuth(req.Header, "Authorization")
+	if credentials || HasConnectionAuth(resp.Header, "WWW-Authenticate") {
 		pn.locked = true
+	}
+	if credentials && resp.StatusCode != http.StatusUnauthorized && !pn.authenticated {
+		pn.authenticated = true
+		if pn.handshake != nil {
+			pn.handshake.Stop()
+		}
 	}
 	pn.midHandshake = continuesHandshake(resp)
 	if s := offeredSchemes(resp.Header); len(s) > 0 {
@@ -368,13 +494,17 @@ func (pn *pin) setIdle(idle bool) {
 	}
 }
 
+// recoverTimer, deferred by the pins' timer callbacks, hands a panic and
+// its stack to the observer.
+func (p *Pool) recoverTimer() {
+	if v := recover(); v != nil {
+		stack := debug.Stack()
+		p.observe(func(o Observer) { o.Panicked(v, stack) })
+	}
+}
+
 func (pn *pin) idleExpired() {
-	defer func() {
-		if v := recover(); v != nil {
-			stack := debug.Stack()
-			pn.pool.observe(func(o Observer) { o.Panicked(v, stack) })
-		}
-	}()
+	defer pn.pool.recoverTimer()
 	pn.mu.Lock()
 	expired := pn.idle && !pn.ended
 	if expired {
@@ -383,6 +513,25 @@ func (pn *pin) idleExpired() {
 	pn.mu.Unlock()
 	if expired {
 		_ = pn.client.Close()
+	}
+}
+
+// handshakeExpired ends a pin whose handshake did not complete in time,
+// with its client connection.
+func (pn *pin) handshakeExpired() {
+	defer pn.pool.recoverTimer()
+	pn.mu.Lock()
+	expired := !pn.authenticated && !pn.ended
+	if expired {
+		pn.reason = EndHandshakeTimeout
+	}
+	pn.mu.Unlock()
+	if !expired {
+		return
+	}
+	_ = pn.client.Close()
+	if pn.pool.pins.CompareAndDelete(pn.client, pn) {
+		pn.end(EndHandshakeTimeout, true)
 	}
 }
 
@@ -399,11 +548,13 @@ func (pn *pin) end(reason EndReason, closeUpstream bool) {
 		reason = pn.reason
 	}
 	conn := pn.conn
-	if pn.timer != nil {
-		pn.timer.Stop()
+	for _, t := range []*time.Timer{pn.timer, pn.handshake} {
+		if t != nil {
+			t.Stop()
+		}
 	}
 	pn.mu.Unlock()
-	pn.pool.count.Add(-1)
+	pn.pool.release(pn.addr)
 	if closeUpstream {
 		conn.closeByPin()
 		pn.rt.CloseIdleConnections()
@@ -448,8 +599,12 @@ type Refusal struct {
 
 // Why the pool answers a request itself.
 const (
-	// RefusedAtCap: Max client connections are pinned (503, Retry-After).
+	// RefusedAtCap: Max client connections were pinned for all of PinWait
+	// (503, Retry-After).
 	RefusedAtCap = "cap"
+	// RefusedClientCap: the client's address has MaxPerClient pins (503,
+	// Retry-After).
+	RefusedClientCap = "client_cap"
 	// RefusedHTTP2: connection-based credentials over HTTP/2 or HTTP/3 (505).
 	RefusedHTTP2 = "http2"
 	// RefusedHandshakeCut: a handshake's next leg after a failover (401
@@ -489,11 +644,19 @@ func (r *Refusal) Response(req *http.Request) *http.Response {
 	}
 }
 
-func refusedAtCap(limit int) *Refusal {
+func refusedAtCap(limit int, waited time.Duration) *Refusal {
 	return &Refusal{
 		Status: http.StatusServiceUnavailable, Reason: RefusedAtCap,
 		Header:  http.Header{"Retry-After": {"1"}},
-		Message: fmt.Sprintf("all %d pinned upstream connections are in use; try again shortly", limit),
+		Message: fmt.Sprintf("all %d pinned upstream connections were in use for %s; try again shortly", limit, waited),
+	}
+}
+
+func refusedClientCap(limit int) *Refusal {
+	return &Refusal{
+		Status: http.StatusServiceUnavailable, Reason: RefusedClientCap,
+		Header:  http.Header{"Retry-After": {"1"}},
+		Message: fmt.Sprintf("this address already has %d pinned upstream connections, the most one address may have; try again shortly", limit),
 	}
 }
 

@@ -139,11 +139,26 @@ func send(t *testing.T, p *Pool, c *client, upstreamAddr, path string, header ht
 
 func mustSend(t *testing.T, p *Pool, c *client, upstreamAddr, path string) *http.Response {
 	t.Helper()
-	resp, err := send(t, p, c, upstreamAddr, path, nil)
+	return mustSendWith(t, p, c, upstreamAddr, path, nil)
+}
+
+func mustSendWith(t *testing.T, p *Pool, c *client, upstreamAddr, path string, header http.Header) *http.Response {
+	t.Helper()
+	resp, err := send(t, p, c, upstreamAddr, path, header)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// negotiate is a handshake's first credentials (an NTLM NEGOTIATE), which
+// pin the client connection.
+var negotiate = http.Header{"Authorization": {"NTLM TlRMTVNTUAABAAAA"}}
+
+// signIn pins c with a handshake's first leg to path.
+func signIn(t *testing.T, p *Pool, c *client, upstreamAddr, path string) *http.Response {
+	t.Helper()
+	return mustSendWith(t, p, c, upstreamAddr, path, negotiate)
 }
 
 func newPool(t *testing.T, cfg Config) *Pool {
@@ -160,9 +175,13 @@ func TestEachClientItsOwnUpstreamConnection(t *testing.T) {
 	p := newPool(t, Config{})
 	alice, bob := newClient(t), newClient(t)
 	conns := map[*client]string{}
-	for range 3 {
+	for i := range 3 {
 		for _, c := range []*client{alice, bob} {
-			got := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+			header := negotiate
+			if i > 0 {
+				header = nil // a pinned connection stays pinned
+			}
+			got := mustSendWith(t, p, c, u.addr(), "/", header).Header.Get("X-Conn")
 			if conns[c] == "" {
 				conns[c] = got
 			}
@@ -179,20 +198,14 @@ func TestEachClientItsOwnUpstreamConnection(t *testing.T) {
 	}
 }
 
-// An unlocked pin whose connection closed dials again; a locked one never
-// does: its client is told to sign in again and its connection closes.
+// A pin, locked by its first credentials, never gets another upstream
+// connection: its client is told to sign in again and its connection
+// closes.
 func TestLockedPinNeverGetsAnotherConnection(t *testing.T) {
 	u := newUpstream(t)
 	p := newPool(t, Config{})
-	c := newClient(t)
-	first := mustSend(t, p, c, u.addr(), "/bye").Header.Get("X-Conn")
-	poll.Until(t, time.Second, "the upstream to close", func() bool { return u.isClosed(first) })
-	if second := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn"); second == first || c.isClosed() {
-		t.Fatalf("an unlocked pin did not get a new connection (%s, %s)", first, second)
-	}
-
 	locked := newClient(t)
-	up := mustSend(t, p, locked, u.addr(), "/challenge").Header.Get("X-Conn")
+	up := signIn(t, p, locked, u.addr(), "/challenge").Header.Get("X-Conn")
 	if resp := mustSend(t, p, locked, u.addr(), "/bye"); resp.Header.Get("X-Conn") != up {
 		t.Fatal("a locked pin's request went on another connection")
 	}
@@ -211,7 +224,7 @@ func TestPinMovesOnlyBetweenHandshakes(t *testing.T) {
 	p := newPool(t, Config{})
 
 	mid := newClient(t)
-	mustSend(t, p, mid, a.addr(), "/challenge")
+	signIn(t, p, mid, a.addr(), "/challenge")
 	_, err := send(t, p, mid, b.addr(), "/", http.Header{"Authorization": {"NTLM TlRMTVNTUAADAAAA"}})
 	r, ok := errors.AsType[*Refusal](err)
 	if !ok || r.Reason != RefusedHandshakeCut || r.Header.Get("Www-Authenticate") != "NTLM" {
@@ -221,7 +234,7 @@ func TestPinMovesOnlyBetweenHandshakes(t *testing.T) {
 
 	done := newClient(t)
 	mustSend(t, p, done, a.addr(), "/offer")
-	old := mustSend(t, p, done, a.addr(), "/").Header.Get("X-Conn")
+	old := signIn(t, p, done, a.addr(), "/").Header.Get("X-Conn")
 	mustSend(t, p, done, b.addr(), "/")
 	poll.Until(t, time.Second, "the old node's connection to close", func() bool { return a.isClosed(old) })
 	if done.isClosed() {
@@ -233,20 +246,20 @@ func TestCapRefusesNeverShares(t *testing.T) {
 	u := newUpstream(t)
 	p := newPool(t, Config{Max: 1})
 	first, second := newClient(t), newClient(t)
-	mustSend(t, p, first, u.addr(), "/")
-	_, err := send(t, p, second, u.addr(), "/", nil)
+	signIn(t, p, first, u.addr(), "/")
+	_, err := send(t, p, second, u.addr(), "/", negotiate)
 	if r, ok := errors.AsType[*Refusal](err); !ok || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("beyond the cap: %v, want 503 with Retry-After", err)
 	}
 	p.ConnState(first.conn, http.StateClosed)
-	mustSend(t, p, second, u.addr(), "/")
+	signIn(t, p, second, u.addr(), "/")
 }
 
 func TestIdleTimeoutClosesBothEnds(t *testing.T) {
 	u := newUpstream(t)
 	p := newPool(t, Config{IdleTimeout: 20 * time.Millisecond})
 	c := newClient(t)
-	up := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+	up := signIn(t, p, c, u.addr(), "/").Header.Get("X-Conn")
 	poll.Until(t, time.Second, "the idle client to be closed", c.isClosed)
 	p.ConnState(c.conn, http.StateClosed) // what the server does next
 	poll.Until(t, time.Second, "its upstream connection to close", func() bool { return u.isClosed(up) })
@@ -272,8 +285,6 @@ func TestHTTP2And3CredentialsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	conn := resp.Header.Get("X-Conn")
-	poll.Until(t, time.Second, "the one-off connection to close", func() bool { return u.isClosed(conn) })
 	if p.Len() != 0 {
 		t.Fatal("an HTTP/2 request was pinned")
 	}
@@ -288,7 +299,7 @@ func TestCloseEndsEveryPin(t *testing.T) {
 	u := newUpstream(t)
 	p := New(&http.Transport{}, Config{Max: 10})
 	c := newClient(t)
-	up := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+	up := signIn(t, p, c, u.addr(), "/").Header.Get("X-Conn")
 	p.Close()
 	poll.Until(t, time.Second, "the upstream connection to close", func() bool { return u.isClosed(up) })
 	if !c.isClosed() {
@@ -328,6 +339,153 @@ func BenchmarkRoundTrip(b *testing.B) {
 		defer p.Close()
 		conn, peer := net.Pipe()
 		defer peer.Close()
-		do(b, func(r *http.Request) (*http.Response, error) { return p.RoundTrip(conn, r) })
+		pinned := req.Clone(req.Context())
+		pinned.Header = negotiate.Clone()
+		do(b, func(*http.Request) (*http.Response, error) { return p.RoundTrip(conn, pinned) })
 	})
+}
+
+// Clients that never sent connection-based credentials share upstream
+// connections, as the stock transport does, and take no pin; they are
+// never served on a pinned (authenticated) connection. A client answering
+// a shared connection's offer with credentials gets a fresh connection of
+// its own for the handshake.
+func TestAnonymousClientsShareCleanConnections(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{Max: 1})
+	alice := newClient(t)
+	pinned := signIn(t, p, alice, u.addr(), "/").Header.Get("X-Conn")
+	shared := map[string]bool{}
+	for range 3 {
+		for _, c := range []*client{newClient(t), newClient(t)} {
+			conn := mustSend(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+			if conn == pinned {
+				t.Fatalf("an anonymous client was served on alice's pinned connection %s", conn)
+			}
+			shared[conn] = true
+		}
+	}
+	if len(shared) != 1 {
+		t.Errorf("6 anonymous requests one after another went on %d upstream connections, want 1 shared", len(shared))
+	}
+	if p.Len() != 1 {
+		t.Fatalf("%d pins, want alice's only", p.Len())
+	}
+
+	p.ConnState(alice.conn, http.StateClosed)
+	bob := newClient(t)
+	offer := mustSend(t, p, bob, u.addr(), "/offer").Header.Get("X-Conn")
+	if !shared[offer] {
+		t.Fatalf("bob's anonymous request went on %s, not the shared connection", offer)
+	}
+	own := signIn(t, p, bob, u.addr(), "/challenge").Header.Get("X-Conn")
+	if shared[own] || own == pinned {
+		t.Fatalf("bob's credentials went on %s, not a fresh connection", own)
+	}
+	if got := mustSend(t, p, bob, u.addr(), "/").Header.Get("X-Conn"); got != own {
+		t.Fatalf("bob's anonymous request after his credentials went on %s, not his pin %s", got, own)
+	}
+	if got := mustSend(t, p, newClient(t), u.addr(), "/").Header.Get("X-Conn"); !shared[got] {
+		t.Fatalf("an anonymous client after bob's sign-in went on %s, not the shared connection", got)
+	}
+}
+
+// A handshake begun and never completed holds its pin for HandshakeTimeout
+// only; then the pin ends and both connections close. A completed one
+// keeps its pin.
+func TestHandshakeTimeoutEndsIncompletePins(t *testing.T) {
+	u := newUpstream(t)
+	const timeout = 100 * time.Millisecond
+	p := newPool(t, Config{HandshakeTimeout: timeout})
+	done, stalled := newClient(t), newClient(t)
+	signIn(t, p, done, u.addr(), "/challenge")
+	mustSendWith(t, p, done, u.addr(), "/", http.Header{"Authorization": {"NTLM TlRMTVNTUAADAAAA"}})
+	start := time.Now()
+	up := signIn(t, p, stalled, u.addr(), "/challenge").Header.Get("X-Conn")
+	poll.Until(t, 5*time.Second, "the stalled handshake's client connection to close", stalled.isClosed)
+	if waited := time.Since(start); waited < timeout {
+		t.Fatalf("the stalled handshake was cut after %s, before its %s", waited, timeout)
+	}
+	poll.Until(t, time.Second, "its upstream connection to close", func() bool { return u.isClosed(up) })
+	if p.Len() != 1 || done.isClosed() {
+		t.Fatalf("%d pins, completed client closed %v: want the completed pin kept", p.Len(), done.isClosed())
+	}
+}
+
+// addrConn is a client connection from a given address.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }
+
+func clientFrom(t *testing.T, ip string) *client {
+	c := newClient(t)
+	c.conn = addrConn{Conn: c.conn, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+	return c
+}
+
+// One address holds at most MaxPerClient pins; beyond them it is refused
+// at once, and other addresses are not.
+func TestPerClientCap(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{MaxPerClient: 2, PinWait: time.Minute})
+	first := clientFrom(t, "192.0.2.1")
+	signIn(t, p, first, u.addr(), "/")
+	signIn(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/")
+	start := time.Now()
+	_, err := send(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/", negotiate)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Reason != RefusedClientCap || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third pin of one address: %v, want the client_cap refusal", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("the client_cap refusal took %s: it must not wait", waited)
+	}
+	signIn(t, p, clientFrom(t, "192.0.2.2"), u.addr(), "/")
+	p.ConnState(first.conn, http.StateClosed)
+	signIn(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/")
+	if p.Len() != 3 {
+		t.Fatalf("%d pins, want 3", p.Len())
+	}
+}
+
+// At Max a new pin waits up to PinWait: it gets a pin that ends within
+// the wait, and 503 after it.
+func TestPinWaitsAtCap(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{Max: 1, PinWait: time.Minute})
+	first, second := newClient(t), newClient(t)
+	signIn(t, p, first, u.addr(), "/")
+	got := make(chan error, 1)
+	go func() {
+		_, err := send(t, p, second, u.addr(), "/", negotiate)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("a pin at the cap did not wait: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	p.ConnState(first.conn, http.StateClosed)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("a waiting pin once one ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting pin got no pin that ended")
+	}
+
+	const wait = 100 * time.Millisecond
+	short := newPool(t, Config{Max: 1, PinWait: wait})
+	signIn(t, short, newClient(t), u.addr(), "/")
+	start := time.Now()
+	_, err := send(t, short, newClient(t), u.addr(), "/", negotiate)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Reason != RefusedAtCap {
+		t.Fatalf("after the wait: %v, want the cap refusal", err)
+	}
+	if waited := time.Since(start); waited < wait {
+		t.Fatalf("refused after %s, before the %s wait", waited, wait)
+	}
 }
