@@ -147,6 +147,10 @@ type Monitor struct {
 	readable atomic.Pointer[[]*Node] // nodes that answer probes and are not stale
 	rr       atomic.Uint64
 
+	// clock is the time that lease ends and doubts are measured by, the
+	// Prober's clock (Result.Started): time.Now, or a test's fake clock.
+	clock func() time.Time
+
 	mu           sync.Mutex
 	allProbed    bool // every node has been probed once: claims can be compared
 	maxEpoch     int64
@@ -169,7 +173,7 @@ func NewMonitor(name string, addrs []string, cfg Config, prober Prober, obs Obse
 	if len(addrs) == 0 {
 		return nil, errors.New("no nodes to probe")
 	}
-	m := &Monitor{name: name, cfg: cfg, prober: prober, obs: obs, changed: make(chan struct{}), noLeaderFrom: time.Now()}
+	m := &Monitor{name: name, cfg: cfg, prober: prober, obs: obs, clock: time.Now, changed: make(chan struct{}), noLeaderFrom: time.Now()}
 	for _, a := range addrs {
 		m.nodes = append(m.nodes, &Node{Addr: a, kick: make(chan struct{}, 1), status: StatusUnknown, answered: make(chan struct{})})
 	}
@@ -424,15 +428,15 @@ func (n *Node) leaseValid(now func() int64) bool {
 	return until == 0 || now() < until
 }
 
-// unixNanoNow is this process's clock in unix ns, the unit of validUntil.
-func unixNanoNow() int64 { return time.Now().UnixNano() }
+// unixNano is the monitor's clock in unix ns, the unit of validUntil.
+func (m *Monitor) unixNano() int64 { return m.clock().UnixNano() }
 
 // recomputeLocked applies the leader rules after any change of a node: no
 // leader until every node has been probed once; then the eligible node
 // leads, the current leader keeping a tie; reads go to the readable nodes;
 // and a new leader, a doubt or a loss is reported. m.mu must be held.
 func (m *Monitor) recomputeLocked(reason string) {
-	now := time.Now()
+	now := m.clock()
 	prev := m.leader.Load()
 	var next *Node
 	if m.everyNodeProbedLocked() {
@@ -562,7 +566,7 @@ func (m *Monitor) lastLeaderInDoubt(now time.Time) bool {
 // Leader returns the leader, or nil while there is none or it is in doubt.
 // It does not allocate or lock.
 func (m *Monitor) Leader() *Node {
-	if n := m.leader.Load(); n != nil && n.leaseValid(unixNanoNow) {
+	if n := m.leader.Load(); n != nil && n.leaseValid(m.unixNano) {
 		return n
 	}
 	return nil
@@ -594,7 +598,7 @@ func (m *Monitor) WaitLeader(ctx context.Context, deadline time.Time) *Node {
 func (m *Monitor) dropExpiredLeader() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := m.leader.Load(); n != nil && !m.eligible(n, time.Now()) {
+	if n := m.leader.Load(); n != nil && !m.eligible(n, m.clock()) {
 		m.recomputeLocked(fmt.Sprintf("%s: lease expired without a renewal seen", n.Addr))
 	}
 	return m.changed
@@ -624,7 +628,7 @@ func (m *Monitor) markDoubted(n *Node, why string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if n.doubtedAt.IsZero() {
-		n.doubtedAt = time.Now()
+		n.doubtedAt = m.clock()
 		m.recomputeLocked(fmt.Sprintf("%s: %s", n.Addr, why))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 // scriptedProber answers each node's probes with what the test set last.
 type scriptedProber struct {
+	clock   func() time.Time // stamps Result.Started: the monitor's clock
 	mu      sync.Mutex
 	answers map[string]Result
 	delays  map[string]time.Duration
@@ -20,8 +23,31 @@ type scriptedProber struct {
 }
 
 func newScripted() *scriptedProber {
-	return &scriptedProber{answers: map[string]Result{}, delays: map[string]time.Duration{}, count: map[string]int{}}
+	return &scriptedProber{clock: time.Now, answers: map[string]Result{}, delays: map[string]time.Duration{}, count: map[string]int{}}
 }
+
+// waitProbes waits until n more probes of addr have started than had
+// when it was called: with n = 2, one that read the answer set last has
+// been recorded (a node's probes follow one another).
+func (p *scriptedProber) waitProbes(t *testing.T, addr string, n int) {
+	t.Helper()
+	want := p.probes(addr) + n
+	poll.Until(t, 5*time.Second, fmt.Sprintf("%d more probes of %s", n, addr), func() bool { return p.probes(addr) >= want })
+}
+
+// fakeClock is a monitor's and its prober's clock that moves only when
+// the test advances it, so that leases run out by the test's measure
+// however late the machine schedules the probes.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func (p *scriptedProber) set(addr string, r Result) {
 	p.mu.Lock()
@@ -38,7 +64,7 @@ func (p *scriptedProber) probes(addr string) int {
 func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
 	// Stamped before the answer is read, as a real probe is sent before
 	// its answer exists.
-	started := time.Now()
+	started, sent := p.clock(), time.Now()
 	p.mu.Lock()
 	r, ok := p.answers[addr]
 	delay := p.delays[addr]
@@ -53,7 +79,7 @@ func (p *scriptedProber) Probe(ctx context.Context, addr string) Result {
 	}
 	if !ok || r.Err == errHang {
 		<-ctx.Done()
-		return Result{Started: r.Started, Err: ctx.Err(), Duration: time.Since(r.Started)}
+		return Result{Started: r.Started, Err: ctx.Err(), Duration: time.Since(sent)}
 	}
 	return r
 }
@@ -102,11 +128,18 @@ func testConfig() Config {
 
 func startMonitor(t *testing.T, p Prober, cfg Config, addrs ...string) (*Monitor, *recorder) {
 	t.Helper()
+	return startMonitorOn(t, time.Now, p, cfg, addrs...)
+}
+
+// startMonitorOn starts a monitor whose clock is clock.
+func startMonitorOn(t *testing.T, clock func() time.Time, p Prober, cfg Config, addrs ...string) (*Monitor, *recorder) {
+	t.Helper()
 	rec := &recorder{}
 	m, err := NewMonitor("pool", addrs, cfg, p, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.clock = clock
 	m.Start()
 	t.Cleanup(m.Stop)
 	return m, rec
@@ -328,50 +361,66 @@ func TestConfirmFollower(t *testing.T) {
 	}
 }
 
+// A 60ms lease that is not renewed runs out 60ms after the probe that saw
+// it, by the monitor's clock: a silent node is found out by its lease
+// before any probe times out, and answers that repeat the same renewal
+// extend nothing. The clock is fake, so a loaded machine changes nothing.
 func TestLeaseExpiryWithoutRenewalDropsLeader(t *testing.T) {
+	lease := leaderAt(5)
+	lease.LeaseLeft, lease.LastRenewAt = 60*time.Millisecond, time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name  string
 		after Result
+		// probes to wait for at 40ms: 1 that hangs, or 2 so that one
+		// answer of the same renewal has been recorded then.
+		probes int
 	}{
-		{"node goes silent", hang},
-		// Still answers leader, but reports the same old renewal: its lease
-		// ran out all the same.
-		{"node repeats the same renewal", func() Result {
-			r := leaderAt(5)
-			r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, 0)
-			return r
-		}()},
+		{"node goes silent", hang, 1},
+		{"node repeats the same renewal", lease, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
 			p := newScripted()
-			r := leaderAt(5)
-			r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, 0)
-			p.set("a", r)
+			p.clock = clock.Now
+			p.set("a", lease)
 			cfg := testConfig()
 			cfg.Interval = 10 * time.Millisecond
 			cfg.FastInterval = 10 * time.Millisecond
-			m, _ := startMonitor(t, p, cfg, "a")
-			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+			cfg.Timeout = time.Minute // the lease runs out long before
+			m, _ := startMonitorOn(t, clock.Now, p, cfg, "a")
+			poll.Until(t, 5*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 			p.set("a", tc.after)
-			poll.Until(t, 2*time.Second, "lease runs out", func() bool { return leaderAddr(m) == "" })
+			clock.advance(40 * time.Millisecond)
+			p.waitProbes(t, "a", tc.probes)
+			if leaderAddr(m) != "a" {
+				t.Fatal("no leader 40ms into a 60ms lease")
+			}
+			clock.advance(21 * time.Millisecond)
+			if leaderAddr(m) != "" {
+				t.Fatal("the leader kept its lease 61ms after its only renewal")
+			}
 		})
 	}
 }
 
+// A 60ms lease renewed every 20ms (by the fake clock) keeps its leader
+// through five leases' time.
 func TestLeaseRenewalsKeepTheLeader(t *testing.T) {
+	clock := newFakeClock()
 	p := newScripted()
+	p.clock = clock.Now
 	cfg := testConfig()
 	cfg.Interval = 10 * time.Millisecond
-	m, _ := startMonitor(t, p, cfg, "a")
-	start := time.Now()
-	for i := 0; time.Since(start) < 300*time.Millisecond; i++ {
+	m, _ := startMonitorOn(t, clock.Now, p, cfg, "a")
+	for i := range 15 {
 		r := leaderAt(5)
 		r.LeaseLeft, r.LastRenewAt = 60*time.Millisecond, time.Unix(1000, int64(i))
 		p.set("a", r)
-		time.Sleep(20 * time.Millisecond) // renews every 20ms, as a leader would
-		if i > 3 && leaderAddr(m) == "" {
-			t.Fatal("a renewing leader lost its lease")
+		p.waitProbes(t, "a", 2)
+		if leaderAddr(m) != "a" {
+			t.Fatalf("a leader renewing every 20ms lost its lease after %d renewals", i)
 		}
+		clock.advance(20 * time.Millisecond)
 	}
 }
 
