@@ -136,6 +136,16 @@ func (c *Cluster) SetDatabaseDown(down bool) {
 	c.mu.Unlock()
 }
 
+// Reseed re-creates the ClusterLeader row, as a re-seeded or restored
+// database does: the lease is gone and epochs start again, so the next
+// acquisition, at a node's next renew tick, is epoch 1. Acquisitions keep
+// the epochs from before too.
+func (c *Cluster) Reseed() {
+	c.mu.Lock()
+	c.lease = lease{}
+	c.mu.Unlock()
+}
+
 // State is the control API's view of the cluster.
 type State struct {
 	Leader       string        `json:"leader"`
@@ -261,8 +271,9 @@ func (c *Cluster) WaitLeader(timeout time.Duration) (State, error) {
 //	POST /nodes/{id}/stop
 //	POST /nodes/{id}/start
 //	POST /nodes/{id}/claim?epoch=N   (answer as a stale leader of epoch N)
+//	POST /nodes/{id}/forge?epoch=N&lease=D   (answer as leader of epoch N with a lease of D from now; epoch=0 ends it)
 //	GET  /nodes/{id}/executed
-//	POST /database/down, POST /database/up
+//	POST /database/down, POST /database/up, POST /database/reseed
 func (c *Cluster) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
@@ -274,6 +285,8 @@ func (c *Cluster) ControlHandler() http.Handler {
 			c.SetDatabaseDown(true)
 		case "up":
 			c.SetDatabaseDown(false)
+		case "reseed":
+			c.Reseed()
 		default:
 			http.NotFound(w, r)
 			return
@@ -308,6 +321,15 @@ func (c *Cluster) ControlHandler() http.Handler {
 			var epoch int64
 			if _, err = fmt.Sscan(r.URL.Query().Get("epoch"), &epoch); err == nil {
 				n.ClaimStale(epoch)
+			}
+		case action == "forge":
+			var epoch int64
+			var lease time.Duration
+			if _, err = fmt.Sscan(r.URL.Query().Get("epoch"), &epoch); err == nil && epoch != 0 {
+				lease, err = time.ParseDuration(r.URL.Query().Get("lease"))
+			}
+			if err == nil {
+				n.Forge(epoch, lease)
 			}
 		default:
 			http.NotFound(w, r)

@@ -2,6 +2,7 @@ package fakecluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,5 +156,42 @@ func TestControlAPI(t *testing.T) {
 	}
 	if resp, _ := get(t, http.DefaultClient, "POST", api.URL+"/nodes/node-z/stop"); resp.StatusCode != 404 {
 		t.Fatalf("unknown node: %d", resp.StatusCode)
+	}
+}
+
+// A forged claim answers with its own lease until it is ended; a re-seeded
+// lease row starts the epochs again at 1.
+func TestForgeAndReseed(t *testing.T) {
+	c := startCluster(t, 2, time.Second, 100*time.Millisecond)
+	if _, err := c.WaitLeader(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(c.ControlHandler())
+	defer api.Close()
+	b := c.Node("node-b")
+	if resp, _ := get(t, http.DefaultClient, "POST", api.URL+"/nodes/node-b/forge?epoch=9223372036854775807&lease=2s"); resp.StatusCode != 200 {
+		t.Fatalf("forge: %d", resp.StatusCode)
+	}
+	resp, body := get(t, http.DefaultClient, "GET", b.URL()+"/healthz/leader")
+	expires, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(body["leaseExpiresAt"]))
+	renewed, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(body["lastRenewAt"]))
+	// The epoch is compared as JSON text: a float64 cannot hold it.
+	if resp.StatusCode != 200 || resp.Header.Get("X-Lease-Epoch") != "9223372036854775807" || expires.Sub(renewed) != 2*time.Second {
+		t.Fatalf("forged claim: %d %v", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, http.DefaultClient, "POST", api.URL+"/nodes/node-b/forge?epoch=0"); resp.StatusCode != 200 {
+		t.Fatalf("end forge: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, http.DefaultClient, "GET", b.URL()+"/healthz/leader"); resp.StatusCode != 503 {
+		t.Fatalf("node-b after its forged claim ended: %d", resp.StatusCode)
+	}
+
+	acquired := len(c.State().Acquisitions)
+	if resp, _ := get(t, http.DefaultClient, "POST", api.URL+"/database/reseed"); resp.StatusCode != 200 {
+		t.Fatalf("reseed: %d", resp.StatusCode)
+	}
+	poll.Until(t, 2*time.Second, "a new acquisition", func() bool { return len(c.State().Acquisitions) > acquired })
+	if s := c.State(); s.Epoch != 1 || s.Acquisitions[acquired].Epoch != 1 {
+		t.Fatalf("the first acquisition after the reseed: %+v, want epoch 1", s.Acquisitions[acquired:])
 	}
 }

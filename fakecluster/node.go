@@ -70,6 +70,7 @@ type Node struct {
 	renewDone  chan struct{}
 	unhang     chan struct{} // closed when a hung node is started or halted again
 	staleEpoch int64         // > 0: answers as a leader of this epoch whatever the lease says
+	forged     *leaseView    // answers as a leader with this lease, whatever the cluster's
 	executed   []Execution
 	received   int    // requests other than probes, whatever the answer
 	probeHost  string // Host header of the last leader probe
@@ -187,6 +188,20 @@ func (n *Node) ClaimStale(epoch int64) {
 	n.mu.Unlock()
 }
 
+// Forge makes the node answer as the leader of epoch with a lease of its
+// own, renewed now and never again, as a hostile or broken node would;
+// epoch 0 ends it.
+func (n *Node) Forge(epoch int64, lease time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if epoch == 0 {
+		n.forged = nil
+		return
+	}
+	now := time.Now()
+	n.forged = &leaseView{leader: true, epoch: epoch, lastRenewAt: now, expiresAt: now.Add(lease)}
+}
+
 func (n *Node) stopRenewing() {
 	n.mu.Lock()
 	stop, done := n.stopRenew, n.renewDone
@@ -205,7 +220,7 @@ func (n *Node) halt(to nodeState) {
 	srv := n.server
 	n.server = nil
 	n.state = to
-	n.staleEpoch = 0
+	n.staleEpoch, n.forged = 0, nil
 	select {
 	case <-n.unhang:
 	default:
@@ -253,7 +268,10 @@ func (n *Node) role() (leader bool, lv leaseView) {
 	lv = n.cluster.view(n.id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.staleEpoch > 0 {
+	switch {
+	case n.forged != nil:
+		return true, *n.forged
+	case n.staleEpoch > 0:
 		lv.epoch = n.staleEpoch
 		return true, lv
 	}
