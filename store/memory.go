@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,23 +22,37 @@ const (
 
 const memoryShards = 64
 
-// Memory is the embedded store: everything in this process, at most
-// MaxKeys keys. When it is full, adding a new key (TryAdd, or Increment of
-// an absent key) first sweeps the expired keys of its shard and, if there is
-// still no room, fails with ErrFull and wakes the sweeper, so room made by
-// keys expired elsewhere is found within moments (at most one full sweep
-// per 100ms). Keys already present keep working. Nothing is ever evicted
-// before it expires.
+// Memory is the embedded store: everything in this process, in two
+// budgets of MaxKeys keys each, so that neither kind can take the other's
+// room: counters (keys created by Increment) and values (keys created by
+// TryAdd, such as upload bindings).
+//
+// When the counters are full, a new counter takes the place of the counter
+// with the smallest count (the least recently counted among equal counts),
+// in Space-Saving's way but counting from 0: a flood of keys counted once
+// evicts only keys counted once, a key counted more often than the
+// smallest count is kept, and an evicted key, counted again, has lost at
+// most that smallest count. A counter that has reached its limit
+// (IncrementAndCountWithin) is never evicted, so a key over its limit
+// stays refused. When no counter can be evicted, or the values are full, a
+// new key fails with ErrFull (the store is degraded, see Fullness) and the
+// sweeper is woken, so room made by expired keys is found within moments
+// (at most one full sweep per 100ms). Keys already present keep working,
+// and values are never evicted before they expire.
 type Memory struct {
-	maxKeys int64
-	keys    atomic.Int64
-	seed    maphash.Seed
-	epoch   time.Time // expiries are monotonic nanoseconds since epoch
-	shards  [memoryShards]memoryShard
-	wake    chan struct{} // a full store asks for a sweep
-	stop    chan struct{}
-	done    chan struct{}
-	closed  sync.Once
+	maxKeys   int64
+	counters  atomic.Int64 // keys in the counters' budget
+	values    atomic.Int64 // keys in the values' budget
+	evictions atomic.Uint64
+	refusals  atomic.Uint64
+	refusedAt atomic.Int64 // when a new key was last refused, since epoch; 0 never
+	seed      maphash.Seed
+	epoch     time.Time // expiries are monotonic nanoseconds since epoch
+	shards    [memoryShards]memoryShard
+	wake      chan struct{} // a full store asks for a sweep
+	stop      chan struct{}
+	done      chan struct{}
+	closed    sync.Once
 }
 
 type memoryShard struct {
@@ -45,16 +60,28 @@ type memoryShard struct {
 	// Entries are pointers and updated in place: assigning to a present key
 	// would store the caller's key string, whose memory it may reuse.
 	m map[string]*memoryEntry
-	_ [40]byte // keeps shards on separate cache lines
+	// evictable is a min-heap of the shard's counters that may be evicted,
+	// by count, then by when last counted.
+	evictable []*memoryEntry
+	// minCount and minCounted publish the heap's top to other shards'
+	// evictions, which read them without this shard's lock; math.MaxInt64
+	// while the heap is empty.
+	minCount, minCounted atomic.Int64
+	_                    [8]byte // keeps shards on separate cache lines
 }
 
 // memoryEntry holds a value or, when isCount, a counter kept as a number
 // and formatted only when read with Get.
 type memoryEntry struct {
+	key     string // the map's own copy, for eviction
 	value   string
 	count   int64
 	expires int64
+	counted int64 // when last incremented
+	heapAt  int   // index in the shard's evictable heap; -1 when not in it
 	isCount bool
+	counter bool // in the counters' budget (created by Increment)
+	limited bool // has reached its limit: never evicted
 }
 
 // NewMemory returns a memory store holding at most maxKeys keys
@@ -71,6 +98,7 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memoryEntry)
+		s.shards[i].publish()
 	}
 	go func() {
 		defer close(s.done)
@@ -78,6 +106,8 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 	}()
 	return s
 }
+
+var _ Evicting = (*Memory)(nil)
 
 // Local marks the memory store as answering without I/O.
 func (s *Memory) Local() bool { return true }
@@ -89,7 +119,30 @@ func (s *Memory) shard(key string) *memoryShard {
 }
 
 // Len returns the number of keys held, expired ones not yet swept included.
-func (s *Memory) Len() int { return int(s.keys.Load()) }
+func (s *Memory) Len() int { return int(s.counters.Load() + s.values.Load()) }
+
+// DegradedFor is how long a store that refused a new key for lack of room
+// is reported degraded: a sweep (every 10s, at once when full) may have
+// made room since.
+const DegradedFor = 10 * time.Second
+
+// Fullness is how a bounded store copes with its bound.
+type Fullness struct {
+	// Evictions counts the counters evicted to make room for new ones.
+	Evictions uint64
+	// Refusals counts the new keys refused with ErrFull.
+	Refusals uint64
+	// Degraded is set while the store has refused a new key within the
+	// last DegradedFor.
+	Degraded bool
+}
+
+// Fullness reports how the store copes with its bound.
+func (s *Memory) Fullness() Fullness {
+	at := s.refusedAt.Load()
+	return Fullness{Evictions: s.evictions.Load(), Refusals: s.refusals.Load(),
+		Degraded: at != 0 && s.now()-at < int64(DegradedFor)}
+}
 
 // live returns key's entry if it has one that has not expired.
 func (sh *memoryShard) live(key string, now int64) (*memoryEntry, bool) {
@@ -100,26 +153,84 @@ func (sh *memoryShard) live(key string, now int64) (*memoryEntry, bool) {
 	return e, true
 }
 
-// insert stores a new key, making room or failing with ErrFull. The key is
-// copied: the caller's memory may be reused.
-func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) error {
-	if old, ok := sh.m[key]; ok { // an expired entry, replaced in place
-		*old = e
-		return nil
+// insert stores a new key in its budget (e.counter's), making room or
+// failing with ErrFull. The key is copied: the caller's memory may be
+// reused.
+func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) (*memoryEntry, error) {
+	s.delete(sh, key) // an expired entry, if any: its place is the new one's
+	budget := &s.values
+	if e.counter {
+		budget = &s.counters
 	}
-	if s.keys.Load() >= s.maxKeys {
-		s.sweepShard(sh, now)
-		if s.keys.Load() >= s.maxKeys {
-			select {
-			case s.wake <- struct{}{}:
-			default:
+	if budget.Load() >= s.maxKeys {
+		if !e.counter {
+			s.sweepShard(sh, now)
+		}
+		// A few evictions at most: others may take the room made meanwhile.
+		for tries := 0; budget.Load() >= s.maxKeys; tries++ {
+			if !e.counter || tries == maxEvictions || !s.evict(sh) {
+				s.refuse(now)
+				return nil, ErrFull
 			}
-			return ErrFull
 		}
 	}
-	sh.m[strings.Clone(key)] = &e
-	s.keys.Add(1)
-	return nil
+	p := &e
+	p.key, p.heapAt = strings.Clone(key), -1
+	sh.m[p.key] = p
+	budget.Add(1)
+	if p.counter && !p.limited {
+		sh.push(p)
+	}
+	return p, nil
+}
+
+// maxEvictions bounds the evictions one new counter makes in a row.
+const maxEvictions = 4
+
+// refuse records a new key refused for lack of room and wakes the sweeper.
+func (s *Memory) refuse(now int64) {
+	s.refusals.Add(1)
+	s.refusedAt.Store(max(now, 1))
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// evict removes the evictable counter with the smallest count in the
+// store, the least recently counted among equals, to make room; the caller
+// holds sh.mu. Another shard's counter is evicted only if its lock is free
+// at once (two shards evicting from each other must not wait for each
+// other): otherwise sh's own smallest goes. It reports whether a counter
+// was evicted.
+func (s *Memory) evict(sh *memoryShard) bool {
+	best := sh
+	count, counted := sh.minCount.Load(), sh.minCounted.Load()
+	for i := range s.shards {
+		o := &s.shards[i]
+		if c, at := o.minCount.Load(), o.minCounted.Load(); c < count || c == count && at < counted {
+			best, count, counted = o, c, at
+		}
+	}
+	if best != sh && best.mu.TryLock() {
+		evicted := s.evictTop(best)
+		best.mu.Unlock()
+		if evicted {
+			return true
+		}
+	}
+	return s.evictTop(sh)
+}
+
+// evictTop evicts the top of sh's heap, if it has one; the caller holds
+// sh.mu.
+func (s *Memory) evictTop(sh *memoryShard) bool {
+	if len(sh.evictable) == 0 {
+		return false
+	}
+	s.delete(sh, sh.evictable[0].key)
+	s.evictions.Add(1)
+	return true
 }
 
 func (s *Memory) TryAdd(_ context.Context, key, value string, lifetime time.Duration) (bool, error) {
@@ -132,7 +243,7 @@ func (s *Memory) TryAdd(_ context.Context, key, value string, lifetime time.Dura
 	if _, ok := sh.live(key, now); ok {
 		return false, nil
 	}
-	if err := s.insert(sh, key, memoryEntry{value: value, expires: now + int64(lifetime)}, now); err != nil {
+	if _, err := s.insert(sh, key, memoryEntry{value: value, expires: now + int64(lifetime)}, now); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -188,44 +299,69 @@ func (s *Memory) GetAndTouch(_ context.Context, key string, lifetime time.Durati
 }
 
 func (s *Memory) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
-	return s.IncrementAndCount(ctx, key, amount, lifetime, nil, nil)
+	return s.IncrementAndCountWithin(ctx, key, amount, lifetime, nil, nil, 0)
 }
 
-func (s *Memory) IncrementAndCount(_ context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
+func (s *Memory) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
+	return s.IncrementAndCountWithin(ctx, key, amount, lifetime, others, counts, 0)
+}
+
+// IncrementAndCountWithin is IncrementAndCount for a key allowed limit
+// counts (0: no limit, nothing changes): when key's count and the others'
+// add up to limit or more, key and the others sharing its {hash tag} are
+// marked as having reached their limit, and are never evicted until a later
+// count finds them under it again. Increment leaves the marks as they are.
+func (s *Memory) IncrementAndCountWithin(_ context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64, limit int64) (int64, error) {
 	if err := checkLifetime(lifetime); err != nil {
 		return 0, err
 	}
 	sh, now := s.shard(key), s.now()
 	sh.mu.Lock()
-	var count int64
-	if e, ok := sh.live(key, now); ok {
+	e, ok := sh.live(key, now)
+	if ok {
 		if !e.isCount {
 			n, err := parseCount(e.value)
 			if err != nil {
 				sh.mu.Unlock()
 				return 0, ErrNotCounter
 			}
-			*e = memoryEntry{count: n, isCount: true}
+			e.value, e.count, e.isCount = "", n, true
 		}
 		e.count += amount
 		e.expires = now + int64(lifetime)
-		count = e.count
-	} else if err := s.insert(sh, key, memoryEntry{count: amount, isCount: true, expires: now + int64(lifetime)}, now); err != nil {
-		sh.mu.Unlock()
-		return 0, err
+		e.counted = now
 	} else {
-		count = amount
+		var err error
+		if e, err = s.insert(sh, key, memoryEntry{count: amount, isCount: true, counter: true,
+			expires: now + int64(lifetime), counted: now}, now); err != nil {
+			sh.mu.Unlock()
+			return 0, err
+		}
 	}
+	count, total := e.count, e.count
 	// The others usually share key's {hash tag}, so its shard: those are
 	// read under the lock already held, the rest each under its own after.
 	elsewhere := false
 	for i, other := range others {
 		if s.shard(other) == sh {
 			counts[i] = sh.number(other, now)
+			total += counts[i]
 		} else {
 			elsewhere = true
 		}
 	}
+	if limit > 0 {
+		reached := total >= limit
+		sh.setLimited(e, reached)
+		for _, other := range others {
+			if o, ok := sh.live(other, now); ok && s.shard(other) == sh { // same-shard others only
+				sh.setLimited(o, reached)
+			}
+		}
+	} else {
+		sh.fix(e)
+	}
+	sh.publish()
 	sh.mu.Unlock()
 	if elsewhere {
 		for i, other := range others {
@@ -256,10 +392,24 @@ func (s *Memory) Close() error {
 }
 
 func (s *Memory) delete(sh *memoryShard, key string) {
-	if _, ok := sh.m[key]; ok {
-		delete(sh.m, key)
-		s.keys.Add(-1)
+	e, ok := sh.m[key]
+	if !ok {
+		return
 	}
+	delete(sh.m, key)
+	s.budget(e).Add(-1)
+	if e.heapAt >= 0 {
+		sh.remove(e)
+		sh.publish()
+	}
+}
+
+// budget is the count of keys of e's kind.
+func (s *Memory) budget(e *memoryEntry) *atomic.Int64 {
+	if e.counter {
+		return &s.counters
+	}
+	return &s.values
 }
 
 func (s *Memory) sweepEvery(every time.Duration) {
@@ -289,12 +439,31 @@ func (s *Memory) sweepEvery(every time.Duration) {
 
 // sweepShard deletes the shard's expired keys; the caller holds its lock.
 func (s *Memory) sweepShard(sh *memoryShard, now int64) {
+	swept := false
 	for k, e := range sh.m {
 		if e.expires <= now {
 			delete(sh.m, k)
-			s.keys.Add(-1)
+			s.budget(e).Add(-1)
+			e.heapAt, swept = -1, true
 		}
 	}
+	if !swept {
+		return
+	}
+	// The heap without the swept entries, rebuilt in one pass.
+	kept := sh.evictable[:0]
+	for _, e := range sh.evictable {
+		if e.expires > now {
+			e.heapAt = len(kept)
+			kept = append(kept, e)
+		}
+	}
+	clear(sh.evictable[len(kept):])
+	sh.evictable = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		sh.down(i)
+	}
+	sh.publish()
 }
 
 func (e *memoryEntry) text() string {
@@ -311,4 +480,105 @@ func (e *memoryEntry) number() int64 {
 	}
 	n, _ := parseCount(e.value)
 	return n
+}
+
+// setLimited marks e as having reached its limit or not, and keeps it in
+// the heap of evictable counters only when not; the caller holds sh.mu.
+func (sh *memoryShard) setLimited(e *memoryEntry, reached bool) {
+	if !e.counter {
+		return
+	}
+	e.limited = reached
+	switch {
+	case reached && e.heapAt >= 0:
+		sh.remove(e)
+	case !reached && e.heapAt < 0:
+		sh.push(e)
+	default:
+		sh.fix(e)
+	}
+}
+
+// The heap of evictable counters. The caller holds sh.mu.
+
+func (sh *memoryShard) less(i, j int) bool {
+	a, b := sh.evictable[i], sh.evictable[j]
+	return a.count < b.count || a.count == b.count && a.counted < b.counted
+}
+
+func (sh *memoryShard) swap(i, j int) {
+	h := sh.evictable
+	h[i], h[j] = h[j], h[i]
+	h[i].heapAt, h[j].heapAt = i, j
+}
+
+func (sh *memoryShard) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !sh.less(i, parent) {
+			return
+		}
+		sh.swap(i, parent)
+		i = parent
+	}
+}
+
+func (sh *memoryShard) down(i int) bool {
+	start, n := i, len(sh.evictable)
+	for {
+		child := 2*i + 1
+		if child >= n {
+			break
+		}
+		if right := child + 1; right < n && sh.less(right, child) {
+			child = right
+		}
+		if !sh.less(child, i) {
+			break
+		}
+		sh.swap(i, child)
+		i = child
+	}
+	return i > start
+}
+
+func (sh *memoryShard) push(e *memoryEntry) {
+	e.heapAt = len(sh.evictable)
+	sh.evictable = append(sh.evictable, e)
+	sh.up(e.heapAt)
+}
+
+// fix restores the heap after e's count or time changed; e need not be in
+// it.
+func (sh *memoryShard) fix(e *memoryEntry) {
+	if e.heapAt >= 0 && !sh.down(e.heapAt) {
+		sh.up(e.heapAt)
+	}
+}
+
+func (sh *memoryShard) remove(e *memoryEntry) {
+	i, last := e.heapAt, len(sh.evictable)-1
+	if i != last {
+		sh.swap(i, last)
+	}
+	sh.evictable[last] = nil
+	sh.evictable = sh.evictable[:last]
+	e.heapAt = -1
+	if i != last {
+		sh.fix(sh.evictable[i])
+	}
+}
+
+// publish makes the heap's top known to other shards' evictions.
+func (sh *memoryShard) publish() {
+	count, counted := int64(math.MaxInt64), int64(math.MaxInt64)
+	if len(sh.evictable) > 0 {
+		count, counted = sh.evictable[0].count, sh.evictable[0].counted
+	}
+	if sh.minCount.Load() != count {
+		sh.minCount.Store(count)
+	}
+	if sh.minCounted.Load() != counted {
+		sh.minCounted.Store(counted)
+	}
 }

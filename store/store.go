@@ -60,6 +60,15 @@ type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
+// Evicting is implemented by a bounded store that makes room for new
+// counters by evicting others (the memory store). IncrementAndCountWithin
+// is IncrementAndCount for a key allowed limit counts: once its counts
+// reach the limit, its counters are never evicted, so a key over its limit
+// stays refused.
+type Evicting interface {
+	IncrementAndCountWithin(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64, limit int64) (int64, error)
+}
+
 // ErrFull is returned when a bounded store has no room for a new key.
 var ErrFull = errors.New("store: full")
 
