@@ -127,10 +127,11 @@ var leaderPools = caddy.NewUsagePool()
 // sharedProber looks at the running probers once. It returns the key of
 // the prober to share: base, unless the running probers with these
 // settings trust other CAs than this one does (a trust pool file rotated in
-// place shows only in the loaded pool). It also returns the highest epoch
-// that the running probers of the same nodes have seen: a prober that
-// replaces another (in a reload) must not take an older epoch for the leader.
-func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string, epochFloor int64) {
+// place shows only in the loaded pool). It also returns the epoch floors of
+// the running probers of the same nodes: a prober that replaces another (in
+// a reload) must not take an older epoch for the leader while the claim
+// that set the floor is valid, nor for longer.
+func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string, epochFloors []healthcheck.EpochFloor) {
 	same, other := "", false
 	leaderPools.Range(func(k, v any) bool {
 		p, ok := v.(*leaderPool)
@@ -138,7 +139,7 @@ func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string
 			return true
 		}
 		if p.mon.Name() == name {
-			epochFloor = max(epochFloor, p.mon.HighestEpoch())
+			epochFloors = append(epochFloors, p.mon.EpochFloor())
 		}
 		if k, _ := k.(string); strings.HasPrefix(k, base) {
 			if p.roots.Equal(rootCAs(prober)) {
@@ -151,11 +152,11 @@ func sharedProber(base, name string, prober *healthcheck.HTTPProber) (key string
 	})
 	switch {
 	case same != "":
-		return same, epochFloor
+		return same, epochFloors
 	case other:
-		return fmt.Sprintf("%s#%p", base, prober), epochFloor
+		return fmt.Sprintf("%s#%p", base, prober), epochFloors
 	}
-	return base, epochFloor
+	return base, epochFloors
 }
 
 func rootCAs(p *healthcheck.HTTPProber) *x509.CertPool {
@@ -305,8 +306,8 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 
 	name := strings.Join(addrs, ",")
 	settings, _ := json.Marshal([]any{addrs, prober.Scheme, s.URI, s.Host, s.AcceptBare200, s.healthConfig(), tlsKey})
-	var floor int64
-	s.poolKey, floor = sharedProber(string(settings), name, prober)
+	var floors []healthcheck.EpochFloor
+	s.poolKey, floors = sharedProber(string(settings), name, prober)
 	// Select waits as long as Caddy's retry loop may run, or it would spin
 	// (configureDelivery sets lb_try_duration to hold where it is unset).
 	s.holdFor = max(time.Duration(s.Hold), time.Duration(h.LoadBalancing.TryDuration))
@@ -324,7 +325,9 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 			p.obs.setCurrent(a, false)
 		}
 		p.holdNs.Store(int64(s.holdFor))
-		p.mon.RaiseEpochFloor(floor)
+		for _, f := range floors {
+			p.mon.RaiseEpochFloor(f)
+		}
 		p.mon.Start()
 		p.series.publish(p)
 		return p, nil

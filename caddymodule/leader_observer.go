@@ -134,6 +134,21 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 }
 
+// EpochFloorChanged logs a change of the epoch floor: at WARN when it went
+// backwards or jumped far ahead, else at DEBUG (every new leader's epoch
+// is logged with it).
+func (o *leaderObserver) EpochFloorChanged(c healthcheck.EpochFloorChange) {
+	fields := []zap.Field{zap.String("pool", c.Pool), zap.Int64("from", c.From), zap.Int64("to", c.To), zap.String("node", c.Node)}
+	switch {
+	case c.Backwards():
+		o.logger().Warn("epoch went backwards: every higher claim's lease ran out, so the lower epoch is taken", fields...)
+	case c.FarJump():
+		o.logger().Warn("epoch jumped far beyond the last seen: leaders of lower epochs are stale while this claim's lease is valid", fields...)
+	default:
+		o.logger().Debug("epoch floor", fields...)
+	}
+}
+
 // Probed records a probe's duration and outcome.
 func (o *leaderObserver) Probed(pool, addr string, r healthcheck.Result, s healthcheck.Status) {
 	outcome := "failed"

@@ -67,8 +67,8 @@ type Status string
 
 const (
 	StatusUnknown  Status = "unknown"  // never answered
-	StatusLeader   Status = "leader"   // answered 200 with the highest epoch
-	StatusStale    Status = "stale"    // answered 200 with an epoch lower than the highest seen
+	StatusLeader   Status = "leader"   // answered 200 with an epoch at the floor
+	StatusStale    Status = "stale"    // answered 200 with an epoch below the floor
 	StatusFollower Status = "follower" // answered 503
 	StatusDown     Status = "down"     // Fails probes in a row failed (no answer, or neither 200 nor 503)
 )
@@ -95,12 +95,75 @@ type LeaderChange struct {
 type Observer interface {
 	LeaderChanged(LeaderChange)
 	// Probed: a probe of addr ended with r, after which the node's status
-	// is s (stale for a leader's answer of a lower epoch than the highest).
+	// is s (stale for a leader's answer of an epoch below the floor).
 	Probed(pool, addr string, r Result, s Status)
+	// EpochFloorChanged: the epoch below which leader answers are stale
+	// changed, raised by a higher claim or lowered once every higher
+	// claim's lease ran out.
+	EpochFloorChanged(EpochFloorChange)
 	// Panicked: a probe of addr panicked with v (in the Prober or the
 	// Observer), which was recovered; the node is probed again an Interval
 	// later.
 	Panicked(pool, addr string, v any, stack []byte)
+}
+
+// EpochFloorChange is a change of a pool's epoch floor.
+type EpochFloorChange struct {
+	Pool     string
+	From, To int64
+	// Node is the node whose claim set To.
+	Node string
+}
+
+// farEpochJump is how far beyond the floor a claim must be to be logged:
+// the cluster's epoch grows by one per failover, so a jump this large is no
+// failover missed between two probes but a forged or broken answer, or a
+// cluster whose epochs were reset and then grew again.
+const farEpochJump = 1000
+
+// Backwards reports whether the floor went down: every higher claim's
+// lease ran out and a lower epoch leads (a cluster whose epochs restarted,
+// or a forged claim that stopped).
+func (c EpochFloorChange) Backwards() bool { return c.To < c.From }
+
+// FarJump reports whether the floor rose more than farEpochJump above an
+// epoch seen before.
+func (c EpochFloorChange) FarJump() bool {
+	return c.From > 0 && c.To > c.From && c.To-c.From > farEpochJump
+}
+
+// maxClaimHold bounds how long one leader answer holds the epoch floor:
+// its lease by the measure that decides a leader's validity, but at most
+// this long after the probe, so that a forged lease of centuries, or an
+// answer without lease times, cannot stop the pool for ever. It is ten of
+// the cluster's 30 s leases; a claimant that keeps renewing keeps the floor.
+const maxClaimHold = 5 * time.Minute
+
+// claim is a leader answer's hold on the epoch floor: epochs below it are
+// stale until the claim's lease runs out.
+type claim struct {
+	epoch int64
+	// until is when the claim stops holding the floor, in unix ns by this
+	// process's clock (0: no claim).
+	until int64
+	// renewedAt is the answer's lastRenewAt: the same renewal seen again
+	// extends nothing.
+	renewedAt time.Time
+	node      string
+}
+
+func (c claim) validAt(now int64) bool { return now < c.until }
+
+// outranks reports whether c rather than o sets the floor at now: a valid
+// claim over one that ran out, then the higher epoch, then the later end.
+func (c claim) outranks(o claim, now int64) bool {
+	if cv, ov := c.validAt(now), o.validAt(now); cv != ov {
+		return cv
+	}
+	if c.epoch != o.epoch {
+		return c.epoch > o.epoch
+	}
+	return c.until > o.until
 }
 
 // Node is one upstream of a pool.
@@ -120,6 +183,7 @@ type Node struct {
 	doubtedAt time.Time // a live request failed on it; cleared by a later probe
 	renewedAt time.Time // lastRenewAt of its last leader answer
 	lease     leaseSeen // its last leader answer's lease, in the cluster's clock
+	claim     claim     // its highest claim whose lease is valid, or its last
 	last      Result
 	answered  chan struct{} // closed and replaced after every probe
 }
@@ -151,9 +215,11 @@ type Monitor struct {
 	// Prober's clock (Result.Started): time.Now, or a test's fake clock.
 	clock func() time.Time
 
-	mu           sync.Mutex
-	allProbed    bool // every node has been probed once: claims can be compared
-	maxEpoch     int64
+	mu        sync.Mutex
+	allProbed bool // every node has been probed once: claims can be compared
+	// floor is the claim that sets the epoch floor: the highest epoch
+	// whose lease is valid, or, while none is, the last one that was.
+	floor        claim
 	changed      chan struct{} // closed and replaced when a leader is found
 	lastLeader   string        // addr@epoch of the last leader, for failover counts
 	lastAddr     string        // address of the last leader, for logs
@@ -181,19 +247,49 @@ func NewMonitor(name string, addrs []string, cfg Config, prober Prober, obs Obse
 	return m, nil
 }
 
-// RaiseEpochFloor makes epochs below e stale from the start, e.g. the
-// highest epoch an earlier monitor of the same nodes saw.
-func (m *Monitor) RaiseEpochFloor(e int64) {
-	m.mu.Lock()
-	m.maxEpoch = max(m.maxEpoch, e)
-	m.mu.Unlock()
+// EpochFloor is the epoch below which leader answers are stale, and the
+// claim that holds it there.
+type EpochFloor struct {
+	Epoch int64 `json:"epoch"`
+	// Node is the node whose claim holds it.
+	Node string `json:"node,omitempty"`
+	// Until is when that claim's lease runs out by this process's clock;
+	// after it, a leader of any epoch with a valid lease sets the floor,
+	// lower or not.
+	Until *time.Time `json:"until,omitempty"`
 }
 
-// HighestEpoch returns the highest epoch any node has claimed.
-func (m *Monitor) HighestEpoch() int64 {
+// RaiseEpochFloor takes f as the floor where it outranks the monitor's own
+// (a valid claim over one that ran out, then the higher epoch), e.g. the
+// floor of an earlier monitor of the same nodes, which a reload replaces:
+// f holds until its own end, as it would have there.
+func (m *Monitor) RaiseEpochFloor(f EpochFloor) {
+	c := claim{epoch: f.Epoch, node: f.Node}
+	if f.Until != nil {
+		c.until = f.Until.UnixNano()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.maxEpoch
+	if c.outranks(m.floor, m.unixNano()) {
+		m.floor = c
+	}
+}
+
+// EpochFloor returns the pool's epoch floor.
+func (m *Monitor) EpochFloor() EpochFloor {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.floorLocked()
+}
+
+// floorLocked returns the epoch floor. m.mu must be held.
+func (m *Monitor) floorLocked() EpochFloor {
+	f := EpochFloor{Epoch: m.floor.epoch, Node: m.floor.node}
+	if m.floor.until != 0 {
+		t := time.Unix(0, m.floor.until)
+		f.Until = &t
+	}
+	return f
 }
 
 // Name returns the pool's name.
@@ -346,15 +442,17 @@ func (m *Monitor) probeFailedLocked(n *Node, r Result) string {
 	return fmt.Sprintf("%s: probe failed (%d in a row): %s", n.Addr, n.fails, why)
 }
 
-// leaderAnswerLocked takes in leader answer r of n: stale if its epoch is
-// lower than the highest seen, else one more pass and its lease. It
-// returns what n answered. m.mu must be held.
+// leaderAnswerLocked takes in leader answer r of n: its claim on the
+// epoch floor, then stale if its epoch is below the floor, else one more
+// pass and its lease. It returns what n answered. m.mu must be held.
 func (m *Monitor) leaderAnswerLocked(n *Node, r Result) string {
 	n.fails = 0
-	m.maxEpoch = max(m.maxEpoch, r.Epoch)
-	if r.Epoch < m.maxEpoch {
+	now := m.unixNano()
+	n.recordClaim(r, now)
+	m.updateFloorLocked(now)
+	if r.Epoch < m.floor.epoch {
 		n.status, n.passes = StatusStale, 0
-		return fmt.Sprintf("%s: answers as leader of epoch %d, lower than %d: stale", n.Addr, r.Epoch, m.maxEpoch)
+		return fmt.Sprintf("%s: answers as leader of epoch %d, below the floor %d: stale", n.Addr, r.Epoch, m.floor.epoch)
 	}
 	if n.status != StatusLeader || n.epoch != r.Epoch {
 		n.passes = 0
@@ -363,6 +461,45 @@ func (m *Monitor) leaderAnswerLocked(n *Node, r Result) string {
 	n.passes++
 	n.recordLease(r)
 	return fmt.Sprintf("%s: probe answered 200 as leader of epoch %d", n.Addr, r.Epoch)
+}
+
+// recordClaim keeps leader answer r as n's claim on the epoch floor,
+// unless n's claim of a higher epoch is still valid: a node that answers a
+// lower epoch (its cluster's epochs restarted) does not withdraw a lease
+// that may still be valid. The claim lasts as long as r's lease by
+// leaseValidUntil, at most maxClaimHold; the same renewal seen again
+// extends nothing. m.mu must be held.
+func (n *Node) recordClaim(r Result, now int64) {
+	c := &n.claim
+	switch {
+	case r.Epoch < c.epoch && c.validAt(now):
+		return
+	case r.Epoch == c.epoch && r.LeaseLeft > 0 && r.LastRenewAt.Equal(c.renewedAt):
+		return
+	}
+	until := r.Started.Add(maxClaimHold).UnixNano()
+	if r.LeaseLeft > 0 {
+		until = min(until, leaseValidUntil(r))
+	}
+	*c = claim{epoch: r.Epoch, until: until, renewedAt: r.LastRenewAt, node: n.Addr}
+}
+
+// updateFloorLocked sets the floor to the claim that outranks the others
+// at now, and reports a change of its epoch: a valid claim's epoch, the
+// highest if several are valid, or the last floor while none is. m.mu must
+// be held.
+func (m *Monitor) updateFloorLocked(now int64) {
+	next := m.floor
+	for _, n := range m.nodes {
+		if n.claim.validAt(now) && n.claim.outranks(next, now) {
+			next = n.claim
+		}
+	}
+	prev := m.floor.epoch
+	m.floor = next
+	if next.epoch != prev && m.obs != nil {
+		m.obs.EpochFloorChanged(EpochFloorChange{Pool: m.name, From: prev, To: next.epoch, Node: next.node})
+	}
 }
 
 // recordLease keeps the lease of n's leader answer r: its times in the
@@ -413,7 +550,7 @@ func leaseValidUntil(r Result) int64 {
 
 // eligible reports whether n may lead. m.mu must be held.
 func (m *Monitor) eligible(n *Node, now time.Time) bool {
-	if n.status != StatusLeader || n.epoch != m.maxEpoch || n.passes < m.cfg.Passes || n.fails > 0 || !n.doubtedAt.IsZero() {
+	if n.status != StatusLeader || n.epoch != m.floor.epoch || n.passes < m.cfg.Passes || n.fails > 0 || !n.doubtedAt.IsZero() {
 		return false
 	}
 	return n.leaseValid(now.UnixNano)
@@ -472,7 +609,7 @@ func (m *Monitor) everyNodeProbedLocked() bool {
 }
 
 // nextLeaderLocked returns the node that leads now: an eligible one (all
-// of them claim the highest epoch), and the current leader if it still is
+// of them claim the floor's epoch), and the current leader if it still is
 // eligible, so that two claims of the same epoch keep the leader where it
 // is; nil if none is eligible. m.mu must be held.
 func (m *Monitor) nextLeaderLocked(current *Node, now time.Time) *Node {
@@ -552,12 +689,12 @@ func (m *Monitor) reportLeaderChange(c LeaderChange) {
 }
 
 // lastLeaderInDoubt reports whether the last leader may still lead: it
-// still claims the highest epoch, has failed fewer than Fails probes, and
+// still claims the floor's epoch, has failed fewer than Fails probes, and
 // its lease is not known to have run out. m.mu must be held.
 func (m *Monitor) lastLeaderInDoubt(now time.Time) bool {
 	for _, n := range m.nodes {
 		if n.Addr == m.lastAddr {
-			return n.status == StatusLeader && n.epoch == m.maxEpoch && n.fails < m.cfg.Fails && n.leaseValid(now.UnixNano)
+			return n.status == StatusLeader && n.epoch == m.floor.epoch && n.fails < m.cfg.Fails && n.leaseValid(now.UnixNano)
 		}
 	}
 	return false
@@ -738,7 +875,7 @@ type PoolView struct {
 	Pool         string     `json:"pool"`
 	Leader       string     `json:"leader"`
 	Epoch        int64      `json:"epoch"`
-	HighestEpoch int64      `json:"highest_epoch"`
+	EpochFloor   EpochFloor `json:"epoch_floor"`
 	NoLeaderFrom *time.Time `json:"no_leader_since,omitempty"`
 	Nodes        []NodeView `json:"nodes"`
 }
@@ -747,7 +884,7 @@ type PoolView struct {
 func (m *Monitor) View() PoolView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	v := PoolView{Pool: m.name, HighestEpoch: m.maxEpoch}
+	v := PoolView{Pool: m.name, EpochFloor: m.floorLocked()}
 	if l := m.Leader(); l != nil {
 		v.Leader, v.Epoch = l.Addr, l.epoch
 	} else {

@@ -492,15 +492,16 @@ func TestEpochFloorFromAnEarlierMonitor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.RaiseEpochFloor(8)
+	later := time.Now().Add(time.Minute)
+	m.RaiseEpochFloor(EpochFloor{Epoch: 8, Until: &later})
 	m.Start()
 	t.Cleanup(m.Stop)
 	poll.Until(t, 2*time.Second, "a probed", func() bool { return p.probes("a") >= 3 })
 	if got := leaderAddr(m); got != "" {
 		t.Fatalf("epoch 7 leads although epoch 8 was seen before: %q", got)
 	}
-	if m.HighestEpoch() != 8 {
-		t.Fatalf("highest epoch %d", m.HighestEpoch())
+	if f := m.EpochFloor(); f.Epoch != 8 {
+		t.Fatalf("epoch floor %d", f.Epoch)
 	}
 }
 

@@ -2,7 +2,6 @@ package pinning
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -106,10 +105,10 @@ var ErrPoolClosed = errors.New("pinning: pool closed")
 // errPinLost refuses a second upstream connection for a locked pin.
 var errPinLost = errors.New("pinning: the upstream closed this client's authenticated connection; a pinned client never gets another")
 
-// New returns a pool whose pins each use a clone of template, limited to
-// one kept-alive HTTP/1.1 connection that never times out on its own: the
-// pin's client connection decides its life. Requests that need no pin
-// share another clone of template.
+// New returns a pool whose pins each have one kept-alive HTTP/1.1
+// connection, made with template's dialers and TLS settings, that never
+// times out on its own: the pin's client connection decides its life (see
+// conn.go). Requests that need no pin share a clone of template.
 func New(template *http.Transport, cfg Config) *Pool {
 	return &Pool{
 		template: template, shared: template.Clone(), cfg: cfg,
@@ -306,7 +305,6 @@ type pin struct {
 	pool   *Pool
 	client net.Conn
 	addr   string // the client's, as MaxPerClient counts it
-	rt     *http.Transport
 
 	mu   sync.Mutex
 	node string        // the upstream address of the binding
@@ -332,54 +330,7 @@ type pin struct {
 }
 
 func (p *Pool) newPin(client net.Conn, addr string) *pin {
-	pn := &pin{pool: p, client: client, addr: addr}
-	rt := p.template.Clone()
-	rt.DisableKeepAlives = false
-	rt.MaxIdleConns, rt.MaxIdleConnsPerHost = 1, 1
-	rt.IdleConnTimeout = 0
-	rt.ForceAttemptHTTP2 = false
-	rt.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
-	dial := p.template.DialContext
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	rt.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return pn.dial(ctx, dial, network, addr)
-	}
-	if dialTLS := p.template.DialTLSContext; dialTLS != nil {
-		rt.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return pn.dial(ctx, dialTLS, network, addr)
-		}
-	}
-	pn.rt = rt
-	return pn
-}
-
-type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
-
-// dial makes the binding's connection. A locked binding already had one:
-// it gets no other.
-func (pn *pin) dial(ctx context.Context, dial dialFunc, network, addr string) (net.Conn, error) {
-	pn.mu.Lock()
-	locked, ended := pn.locked, pn.ended
-	pn.mu.Unlock()
-	if locked || ended {
-		return nil, errPinLost
-	}
-	c, err := dial(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	uc := &upstreamConn{Conn: c, pin: pn}
-	pn.mu.Lock()
-	if pn.ended {
-		pn.mu.Unlock()
-		_ = c.Close()
-		return nil, errPinLost
-	}
-	pn.conn = uc
-	pn.mu.Unlock()
-	return uc, nil
+	return &pin{pool: p, client: client, addr: addr}
 }
 
 func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
@@ -411,7 +362,7 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 		pn.pool.observe(func(o Observer) { o.Ended(EndFailover); o.Pinned() })
 	}
 
-	resp, err := pn.rt.RoundTrip(sameConnection(req))
+	resp, err := pn.exchange(req)
 	if err != nil {
 		return nil, err
 	}
@@ -432,21 +383,6 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pn.mu.Unlock()
 	return resp, nil
-}
-
-// sameConnection returns req such that the pin's transport sends it on the
-// pin's connection. net/http keeps WebSocket upgrades in a pool of their
-// own (Request.requiresHTTP1: Upgrade equal to "websocket"), which would
-// dial a second connection; a trailing space, which the request writer
-// trims, keeps an upgrade in the pin's one pool. Pins speak only HTTP/1.1,
-// so nothing else depends on it.
-func sameConnection(req *http.Request) *http.Request {
-	if up := req.Header.Get("Upgrade"); up == "" || !strings.EqualFold(up, "websocket") {
-		return req
-	}
-	req = req.Clone(req.Context())
-	req.Header.Set("Upgrade", req.Header.Get("Upgrade")+" ")
-	return req
 }
 
 // upstreamClosed hears that the binding's connection closed. If the pool
@@ -557,32 +493,8 @@ func (pn *pin) end(reason EndReason, closeUpstream bool) {
 	pn.pool.release(pn.addr)
 	if closeUpstream {
 		conn.closeByPin()
-		pn.rt.CloseIdleConnections()
 	}
 	pn.pool.observe(func(o Observer) { o.Ended(reason) })
-}
-
-// upstreamConn is a pin's upstream connection: it tells the pin when it
-// closes, and whether the pin closed it.
-type upstreamConn struct {
-	net.Conn
-	pin   *pin
-	byPin atomic.Bool
-	once  sync.Once
-}
-
-func (c *upstreamConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { c.pin.upstreamClosed(c) })
-	return err
-}
-
-// closeByPin closes the connection (if any) on the pin's own decision.
-func (c *upstreamConn) closeByPin() {
-	if c != nil {
-		c.byPin.Store(true)
-		_ = c.Close()
-	}
 }
 
 // Refusal is an answer the pool gives itself instead of sending a request.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/healthcheck"
 )
 
 //go:embed page.html
@@ -24,6 +26,7 @@ var page = template.Must(template.New("status").Funcs(template.FuncMap{
 	"until":   func(now time.Time, t *time.Time) string { return spanUntil(now, t) },
 	"seconds": func(s float64) string { return duration(time.Duration(s * float64(time.Second))) },
 	"num":     number,
+	"floor":   floorText,
 	"counts":  counts,
 	"spaced":  func(pool string) string { return strings.ReplaceAll(pool, ",", ", ") },
 }).Parse(pageSource))
@@ -71,8 +74,8 @@ func WriteTable(out io.Writer, v View) error {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.2f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
 		}
-		fmt.Fprintf(w, "failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n", number(p.Failovers),
-			number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
+		fmt.Fprintf(w, "epoch floor %s; failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n",
+			floorText(now, p.EpochFloor), number(p.Failovers), number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
 		for _, c := range p.LastChanges {
 			to := c.To
 			if to == "" {
@@ -135,6 +138,23 @@ func span(now time.Time, t *time.Time) string {
 		return ""
 	}
 	return duration(now.Sub(*t))
+}
+
+// floorText is a pool's epoch floor: the epoch, the node whose claim holds
+// it, and whether its lease still holds it there at now.
+func floorText(now time.Time, f healthcheck.EpochFloor) string {
+	s := strconv.FormatInt(f.Epoch, 10)
+	if f.Node != "" {
+		s += " from " + f.Node
+	}
+	switch left := spanUntil(now, f.Until); left {
+	case "":
+	case "ended":
+		s += ", its lease ended: a lower epoch may lead"
+	default:
+		s += ", held " + left + " more by its lease"
+	}
+	return s
 }
 
 // spanUntil is how long after now t is, "" for none, "ended" if past.

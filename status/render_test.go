@@ -12,11 +12,12 @@ import (
 
 func sampleView() View {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	lost, probed := now.Add(-3*time.Second), now.Add(-200*time.Millisecond)
+	lost, probed, floorEnds := now.Add(-3*time.Second), now.Add(-200*time.Millisecond), now.Add(2*time.Second)
 	return View{
 		GeneratedAt: now,
 		LeaderPools: []LeaderPool{{
-			PoolView: healthcheck.PoolView{Pool: "10.0.0.1:80,10.0.0.2:80", HighestEpoch: 7, NoLeaderFrom: &lost,
+			PoolView: healthcheck.PoolView{Pool: "10.0.0.1:80,10.0.0.2:80", NoLeaderFrom: &lost,
+				EpochFloor: healthcheck.EpochFloor{Epoch: 7, Node: "10.0.0.1:80", Until: &floorEnds},
 				Nodes: []healthcheck.NodeView{
 					{Addr: "10.0.0.1:80", Status: healthcheck.StatusDown, Fails: 3, LastProbe: &probed, LastError: "dial tcp: connection refused"},
 					{Addr: "10.0.0.2:80", Status: healthcheck.StatusFollower, LastProbe: &probed, LastProbeMillis: 0.4},
@@ -78,5 +79,34 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The page and the table show the epoch floor, whose claim holds it, and
+// until when.
+func TestEpochFloorShown(t *testing.T) {
+	v := sampleView()
+	var page, table bytes.Buffer
+	if err := WriteHTML(&page, v, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	want := "7 from 10.0.0.1:80, held 2s more by its lease"
+	if !strings.Contains(page.String(), `data-epoch-floor="7">`+want+`</span>`) {
+		t.Errorf("the page does not show the floor %q:\n%s", want, page.String())
+	}
+	if !strings.Contains(table.String(), "epoch floor "+want+";") {
+		t.Errorf("the table does not show the floor %q:\n%s", want, table.String())
+	}
+	ended := v.GeneratedAt.Add(-time.Second)
+	v.LeaderPools[0].EpochFloor.Until = &ended
+	table.Reset()
+	if err := WriteTable(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	if want := "epoch floor 7 from 10.0.0.1:80, its lease ended: a lower epoch may lead;"; !strings.Contains(table.String(), want) {
+		t.Errorf("the table does not show %q:\n%s", want, table.String())
 	}
 }
