@@ -22,6 +22,16 @@ import (
 // A request that a handler has seen (its body read to the end, as every
 // proxied request's is, or an answer begun) is never handed off
 // unanswered: the connection closes, as it would without a Listener.
+//
+// Nor is a connection whose server may hold bytes that Conn cannot give
+// on: net/http reads ahead into its own buffer, so a request that arrived
+// before the previous one's answer (the client pipelines) may sit there,
+// and handing the connection on would leave its client waiting for an
+// answer that never comes. Conn follows the requests' framing to know
+// whether what the server read before an answer ended with the answered
+// request; a connection that pipelined once, or whose answer was given
+// before its request's end was read, or that announced Connection: close
+// (the client expects the close and may retry what followed), closes.
 type Conn struct {
 	net.Conn
 	ln *Listener
@@ -39,14 +49,23 @@ type Conn struct {
 	// maxUnanswered (overflow: more were read, so they cannot be handed on).
 	unanswered []byte
 	overflow   bool
-	// held is a byte net/http's background read took while a handler ran:
-	// the first of the next request, kept past the answer.
-	held []byte
 	// handlerRan is set once a handler has seen the unanswered request:
 	// net/http starts its one-byte background read when a handler has
 	// read the request's body to the end (or has none to read).
 	handlerRan bool
 	kind       connKind
+	// requests follows the framing of what the server read.
+	requests framing
+	// answeredMidRequest is set when the last answer came before what was
+	// read ended with a request: the bytes after it belong to that request.
+	answeredMidRequest bool
+	// closeOnly is set for good when a hand-off could lose or repeat a
+	// request: the client pipelined, or an answer announced the close.
+	closeOnly bool
+	// writeEnd is the end of the last write, where a Connection: close
+	// split between two writes begins.
+	writeEnd    [len(closeHeader) - 1]byte
+	writeEndLen int
 }
 
 type connState int
@@ -79,6 +98,10 @@ var (
 	// carries another protocol (a WebSocket, say).
 	switchingProtocols = [][]byte{[]byte("HTTP/1.1 101 "), []byte("HTTP/1.0 101 ")}
 )
+
+// closeHeader is how net/http announces that it closes a connection after
+// an answer (when shutting down, or as the request or handler asked).
+const closeHeader = "\r\nConnection: close\r\n"
 
 // Read reads what a predecessor's server left unanswered first.
 func (c *Conn) Read(p []byte) (int, error) {
@@ -121,7 +144,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sawRead keeps bytes the server got. c.mu must be held.
+// sawRead follows and keeps bytes the server got. c.mu must be held.
 func (c *Conn) sawRead(b []byte) {
 	if len(b) == 0 {
 		return
@@ -132,15 +155,7 @@ func (c *Conn) sawRead(b []byte) {
 			c.kind = kindOther
 		}
 	}
-	if c.handlerRan && len(b) == 1 {
-		c.held = append(c.held[:0], b[0])
-		return
-	}
-	if len(c.held) > 0 {
-		// The held byte starts the request these bytes continue.
-		c.unanswered = append(c.unanswered, c.held...)
-		c.held = c.held[:0]
-	}
+	c.requests.read(b)
 	if c.overflow || len(c.unanswered)+len(b) > maxUnanswered {
 		c.overflow = true
 		return
@@ -155,14 +170,39 @@ func (c *Conn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, net.ErrClosed
 	}
+	c.sawWrite(p)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// sawWrite notes an answer. c.mu must be held.
+func (c *Conn) sawWrite(p []byte) {
+	if c.requests.ahead || c.announcesClose(p) {
+		c.closeOnly = true
+	}
+	c.answeredMidRequest = !c.requests.atBoundary()
+	c.requests.answered()
 	c.unanswered, c.overflow, c.handlerRan = c.unanswered[:0], false, false
 	for _, prefix := range switchingProtocols {
 		if bytes.HasPrefix(p, prefix) {
 			c.kind = kindOther
 		}
 	}
-	c.mu.Unlock()
-	return c.Conn.Write(p)
+}
+
+// announcesClose reports whether p, following the last write, carries
+// closeHeader, and keeps p's end for the next write.
+func (c *Conn) announcesClose(p []byte) bool {
+	var joined [2 * len(c.writeEnd)]byte
+	n := copy(joined[:], c.writeEnd[:c.writeEndLen])
+	n += copy(joined[n:], p)
+	found := bytes.Contains(joined[:n], []byte(closeHeader)) || bytes.Contains(p, []byte(closeHeader))
+	end := joined[:n]
+	if len(p) >= len(c.writeEnd) {
+		end = p
+	}
+	c.writeEndLen = copy(c.writeEnd[:], end[max(0, len(end)-len(c.writeEnd)):])
+	return found
 }
 
 // Close hands the connection off to a successor instead, with what the
@@ -176,7 +216,8 @@ func (c *Conn) Close() error {
 		c.mu.Unlock()
 		return nil
 	}
-	if !c.ln.isClosed() || c.kind == kindOther || c.overflow || c.handlerRan && len(c.unanswered) > 0 {
+	if !c.ln.isClosed() || c.kind == kindOther || c.closeOnly || c.requests.failed || c.answeredMidRequest ||
+		c.overflow || c.handlerRan && len(c.unanswered) > 0 {
 		c.state = stateGone
 		c.mu.Unlock()
 		return c.Conn.Close()
@@ -193,7 +234,7 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 	}
 	c.state = stateGone
-	next := &Conn{Conn: c.Conn, kind: kindHTTP1, pending: append(append([]byte(nil), c.held...), c.unanswered...)}
+	next := &Conn{Conn: c.Conn, kind: kindHTTP1, pending: append([]byte(nil), c.unanswered...)}
 	c.mu.Unlock()
 	return c.ln.registry.handOffOrClose(c.ln, next)
 }

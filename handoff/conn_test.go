@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,13 +47,14 @@ func closedByPeer(t *testing.T, client net.Conn) bool {
 	return err == io.EOF || err == io.ErrClosedPipe
 }
 
-// serve plays a server that reads a request and may answer it.
+// serve plays a server that reads request (if any) and may answer.
 func serve(t *testing.T, c *Conn, client net.Conn, request string, answer string) {
 	t.Helper()
-	go func() { _, _ = client.Write([]byte(request)) }()
-	buf := make([]byte, len(request))
-	if _, err := io.ReadFull(c, buf); err != nil {
-		t.Fatal(err)
+	if request != "" {
+		go func() { _, _ = client.Write([]byte(request)) }()
+		if _, err := io.ReadFull(c, make([]byte, len(request))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if answer != "" {
 		go func() { _, _ = io.ReadFull(client, make([]byte, len(answer))) }()
@@ -63,34 +65,66 @@ func serve(t *testing.T, c *Conn, client net.Conn, request string, answer string
 }
 
 func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
-	const request = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+	const (
+		request = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+		ok      = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+	)
 	for _, tt := range []struct {
 		name     string
 		play     func(t *testing.T, c *Conn, client net.Conn)
 		handOver bool
+		// successorReads is what the successor must read first.
+		successorReads string
 	}{
 		{"answered, then idle", func(t *testing.T, c *Conn, client net.Conn) {
-			serve(t, c, client, request, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		}, true},
+			serve(t, c, client, request, ok)
+		}, true, ""},
 		{"read and dropped before any handler ran", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, request, "")
-		}, true},
+		}, true, request},
+		{"pipelined after the last answer, all dropped", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, ok)
+			serve(t, c, client, request+request, "")
+		}, true, request + request},
+		// net/http's buffer holds the second request: it cannot move.
+		{"pipelined before the answer", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request+request, ok)
+		}, false, ""},
+		{"pipelined once, then not", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request+request, ok)
+			serve(t, c, client, "", ok)
+			serve(t, c, client, request, ok)
+		}, false, ""},
+		{"answered before the request's body was read", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, strings.TrimSuffix(request, "{}"), "HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 0\r\n\r\n")
+			serve(t, c, client, "{}", "")
+		}, false, ""},
+		{"answer announced Connection: close", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		}, false, ""},
+		{"Connection: close split between two writes", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, "HTTP/1.1 200 OK\r\nConnec")
+			serve(t, c, client, "", "tion: close\r\nContent-Length: 0\r\n\r\n")
+		}, false, ""},
+		{"HTTP/1.0", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, "GET / HTTP/1.0\r\n\r\n", "HTTP/1.0 200 OK\r\n\r\n")
+		}, false, ""},
 		{"seen by a handler, unanswered", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, request, "")
 			// net/http's background read: a handler has read the body.
 			_ = c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 			_, _ = c.Read(make([]byte, 1))
 			_ = c.SetReadDeadline(time.Time{})
-		}, false},
+		}, false, ""},
 		{"switched to another protocol", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", "HTTP/1.1 101 Switching Protocols\r\n\r\n")
-		}, false},
+		}, false, ""},
 		{"TLS on the wire", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, "\x16\x03\x01\x00\x05hello", "")
-		}, false},
+		}, false, ""},
 		{"HTTP/2's preface", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "")
-		}, false},
+		}, false, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			closing, successor, _ := listenerPair(t)
@@ -106,9 +140,9 @@ func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
 					t.Fatal("handed off")
 				}
 				// The successor reads first what the old server left unanswered.
-				if tt.name == "read and dropped before any handler ran" {
-					buf := make([]byte, len(request))
-					if _, err := io.ReadFull(next, buf); err != nil || string(buf) != request {
+				if tt.successorReads != "" {
+					buf := make([]byte, len(tt.successorReads))
+					if _, err := io.ReadFull(next, buf); err != nil || string(buf) != tt.successorReads {
 						t.Fatalf("successor read %q, %v", buf, err)
 					}
 				}
