@@ -418,7 +418,7 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 // PostgreSQL, each started by the test.
 type storeUnderTest struct {
 	kind   string                      // "redis", "postgres"
-	label  string                      // its store label in metrics
+	label  func(prefix string) string  // its store label in metrics
 	option func(prefix string) string  // the ha option for it
 	fail   map[string]func()           // "kill", "pause"
 	heal   map[string]func()           // undoes fail
@@ -429,7 +429,7 @@ type storeUnderTest struct {
 func redisUnderTest(t *testing.T) storeUnderTest {
 	srv := redistest.Start(t)
 	return storeUnderTest{
-		kind: "redis", label: "redis " + srv.Addr,
+		kind: "redis", label: func(prefix string) string { return "redis " + srv.Addr + " db=0 prefix=" + prefix },
 		option: func(prefix string) string { return redisOption(srv, prefix) },
 		fail:   map[string]func(){"kill": srv.Kill, "pause": srv.Pause},
 		heal:   map[string]func(){"kill": srv.Restart, "pause": srv.Resume},
@@ -446,6 +446,9 @@ func TestRateLimitStoreOutage(t *testing.T) {
 
 // testStoreOutage is TestRateLimitStoreOutage on the stores newStore
 // starts.
+// outagePrefix is the store prefix of the outage tests.
+const outagePrefix = "outage:"
+
 func testStoreOutage(t *testing.T, newStore func(*testing.T) storeUnderTest) {
 	const timeout = 50 * time.Millisecond
 	margin := 250 * time.Millisecond // a loaded 2-core machine under -race
@@ -463,7 +466,7 @@ func testStoreOutage(t *testing.T, newStore func(*testing.T) storeUnderTest) {
 		t.Run(tt.policy+"/"+tt.failure, func(t *testing.T) {
 			st := newStore(t)
 			zone := st.kind + "-" + tt.policy + "-" + tt.failure // metrics are per zone and process
-			tc := startCaddy(t, nil, st.option("outage:"), fmt.Sprintf(`edge_rate_limit {
+			tc := startCaddy(t, nil, st.option(outagePrefix), fmt.Sprintf(`edge_rate_limit {
 		zone %s {
 			key {http.request.header.X-Client}
 			events 3
@@ -528,7 +531,7 @@ func testStoreOutage(t *testing.T, newStore func(*testing.T) storeUnderTest) {
 			if n := len(tc.logLines("store unavailable")); n != 1 {
 				t.Fatalf("%d log lines for one outage, want 1", n)
 			}
-			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label+`"}`); v != 0 {
+			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label(outagePrefix)+`"}`); v != 0 {
 				t.Fatalf("store_up = %v during the outage", v)
 			}
 			st.heal[tt.failure]()
@@ -557,7 +560,7 @@ func testStoreOutage(t *testing.T, newStore func(*testing.T) storeUnderTest) {
 			if v := metricValue(tc, `caddy_ha_rate_limit_store_errors_total{zone="`+zone+`"}`); v < 1 {
 				t.Fatalf("store errors = %v", v)
 			}
-			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label+`"}`); v != 1 {
+			if v := metricValue(tc, `caddy_ha_store_up{store="`+st.label(outagePrefix)+`"}`); v != 1 {
 				t.Fatalf("store_up = %v after recovery", v)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,9 @@ type StoreBackend interface {
 	// is an outage, not a config error); the store is shared until its
 	// last user leaves, which closes it.
 	OpenStore() (store.Store, error)
-	// Describe names the store in logs and metrics, e.g.
-	// "redis 10.0.0.5:6379". It must not hold secrets.
+	// Describe names the store in logs and metrics by what makes it a
+	// different store, e.g. "redis 10.0.0.5:6379 db=0 prefix=caddy-ha:".
+	// It must not hold secrets.
 	Describe() string
 }
 
@@ -149,13 +151,56 @@ func holdStore(ctx caddy.Context, owner any, field string, raw json.RawMessage, 
 	if !ok {
 		return nil, fmt.Errorf("store module %T is not an ha store (caddymodule.StoreBackend)", mod)
 	}
+	name := storeName(ctx, string(key), backend.Describe())
 	val, _, err := storePools.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		return openShared(backend, healthEvery)
+		return openShared(backend, name, healthEvery)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the %s store: %v", backend.Describe(), err)
+		return nil, fmt.Errorf("opening the %s store: %v", name, err)
 	}
 	return &storeRef{key: string(key), shared: val.(*sharedStore)}, nil
+}
+
+// storeNames holds, for each config being loaded or running (by its
+// context's Done channel, which the contexts Caddy derives for its
+// servers share), the name of each store it holds, by the store's
+// settings.
+var storeNames = struct {
+	sync.Mutex
+	byConfig map[<-chan struct{}]map[string]string
+}{byConfig: map[<-chan struct{}]map[string]string{}}
+
+// storeName names the store of settings key in ctx's config: its
+// description, which holds no secret, and for a second store of the same
+// description in one config (they differ in a password or a timeout) the
+// description and a number, so that each has its own row and series.
+func storeName(ctx caddy.Context, key, description string) string {
+	storeNames.Lock()
+	defer storeNames.Unlock()
+	config := ctx.Done()
+	names := storeNames.byConfig[config]
+	if names == nil {
+		names = map[string]string{}
+		storeNames.byConfig[config] = names
+		context.AfterFunc(ctx, func() {
+			storeNames.Lock()
+			delete(storeNames.byConfig, config)
+			storeNames.Unlock()
+		})
+	}
+	if name, ok := names[key]; ok {
+		return name
+	}
+	taken := map[string]bool{}
+	for _, n := range names {
+		taken[n] = true
+	}
+	name := description
+	for i := 2; taken[name]; i++ {
+		name = fmt.Sprintf("%s (%d)", description, i)
+	}
+	names[key] = name
+	return name
 }
 
 // release lets go of the store; the last holder closes it.
@@ -214,12 +259,12 @@ type sharedStore struct {
 // unless they follow the store's; tests skew it.
 var wallClock = time.Now
 
-func openShared(backend StoreBackend, healthEvery time.Duration) (*sharedStore, error) {
+func openShared(backend StoreBackend, name string, healthEvery time.Duration) (*sharedStore, error) {
 	s, err := backend.OpenStore()
 	if err != nil {
 		return nil, err
 	}
-	sh := &sharedStore{name: backend.Describe(), store: s}
+	sh := &sharedStore{name: name, store: s}
 	sh.series = storeSeries.hold(sh.name) // before its series are looked up
 	sh.up = storeMetrics.up.WithLabelValues(sh.name)
 	sh.offsetGauge = storeMetrics.clockOffset.WithLabelValues(sh.name)

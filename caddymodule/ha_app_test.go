@@ -37,7 +37,7 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 	if s := send(t, "GET", tc.url("/")).status; s != 200 {
 		t.Fatalf("status %d", s)
 	}
-	upMetric := `caddy_ha_store_up{store="redis ` + srv.Addr + `"}`
+	upMetric := `caddy_ha_store_up{store="redis ` + srv.Addr + ` db=0 prefix=close:"}`
 	if v := metricValue(tc, upMetric); v != 1 || caddyClients() < 1 {
 		t.Fatalf("with the Redis store: store_up %v, %d connections", v, caddyClients())
 	}
@@ -51,6 +51,49 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 	}
 	if v := metricValue(tc, upMetric); v != -1 {
 		t.Fatalf("store_up of the closed store is still reported: %v", v)
+	}
+}
+
+// Stores that differ in what makes them different stores (Redis's db or
+// prefix, PostgreSQL's database, user, table or prefix) each have their own
+// row and series, named without secrets; two that differ only in a secret
+// (here a wrong password) are told apart by a number. Before, both read as
+// one store, whose store_up said whichever health check ran last.
+func TestStoresToldApart(t *testing.T) {
+	srv := redistest.Start(t)
+	const password = "s3cret-store-password"
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zone := func(name, store string) string {
+		return `edge_rate_limit {
+		zone ` + name + ` {
+			key everyone
+			events 10
+			window 1h
+		}
+		` + store + `
+	}`
+	}
+	redis := func(opts string) string {
+		return "store redis {\n\t\t\taddress " + srv.Addr + "\n\t\t\tpassword " + password + "\n\t\t\t" + opts + "\n\t\t}"
+	}
+	site := zone("db1", redis("db 1")) + "\n\t" + zone("other", redis("prefix other:")) + "\n\t" +
+		zone("badpass", "store redis {\n\t\t\taddress "+srv.Addr+"\n\t\t\tpassword wrong-password\n\t\t}") + "\n\trespond ok"
+	tc := startCaddy(t, nil, "ha {\n\t\t"+redis("")+"\n\t\thealth_interval 50ms\n\t}", site)
+	base := "redis " + srv.Addr + " db=0 prefix=caddy-ha:"
+	want := map[string]float64{base: 1, base + " (2)": 0, "redis " + srv.Addr + " db=1 prefix=caddy-ha:": 1,
+		"redis " + srv.Addr + " db=0 prefix=other:": 1}
+	poll.Until(t, 5*time.Second, "each store's own store_up", func() bool {
+		for name, v := range want {
+			if metricValue(tc, `caddy_ha_store_up{store="`+name+`"}`) != v {
+				return false
+			}
+		}
+		return true
+	})
+	if page := tc.adminGet("/metrics") + tc.adminGet("/ha/status"); strings.Contains(page, password) || strings.Contains(page, "wrong-password") {
+		t.Fatal("a store's password is in the metrics or the status view")
 	}
 }
 

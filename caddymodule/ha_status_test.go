@@ -56,7 +56,7 @@ func TestReloadRemovesTheSeriesOfWhatItRemoved(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	tc := startCaddy(t, old, redisOption(srv, "reload-series:"), statusSiteWith("oldzone"))
-	oldPool, oldStore := poolName(old), "redis "+srv.Addr
+	oldPool, oldStore := poolName(old), "redis "+srv.Addr+" db=0 prefix=reload-series:"
 	poll.Until(t, 5*time.Second, "a leader in Caddy's view", func() bool {
 		return strings.Contains(tc.adminGet("/metrics"), `caddy_ha_leader_current{pool="`+oldPool+`",upstream="`+old.Node(oldState.Leader).Addr()+`"} 1`)
 	})

@@ -183,8 +183,8 @@ func unreachable(err error) bool {
 	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err)
 }
 
-// Describe names the store by its host, port and database, never its
-// credentials.
+// Describe names the store by what tells two stores apart: its host,
+// port, database, user, table and prefix, never its password.
 func (p *PostgresStore) Describe() string {
 	v := *p
 	v.setDefaults()
@@ -193,7 +193,8 @@ func (p *PostgresStore) Describe() string {
 		return "postgres"
 	}
 	c := cfg.ConnConfig
-	return "postgres " + net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database + " " + v.Table
+	return fmt.Sprintf("postgres %s/%s user=%s table=%s prefix=%s",
+		net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.Database, c.User, v.Table, *v.Prefix)
 }
 
 // UnmarshalCaddyfile sets up the PostgreSQL store. Syntax:

@@ -43,7 +43,9 @@ func postgresUnderTest(t *testing.T) storeUnderTest {
 	pg := pgtest.Start(t)
 	addr := strings.TrimPrefix(strings.Split(pg.URL(), "/")[2], "postgres@")
 	return storeUnderTest{
-		kind: "postgres", label: "postgres " + addr + "/postgres short_lived_store",
+		kind: "postgres", label: func(prefix string) string {
+			return "postgres " + addr + "/postgres user=postgres table=short_lived_store prefix=" + prefix
+		},
 		option: func(prefix string) string { return postgresOption(pg, prefix) },
 		fail:   map[string]func(){"kill": pg.Kill, "pause": pg.Pause},
 		heal:   map[string]func(){"kill": pg.Restart, "pause": pg.Resume},

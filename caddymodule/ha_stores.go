@@ -184,8 +184,19 @@ func loadCAPool(file, what string) (*x509.CertPool, []byte, error) {
 	return pool, pem, nil
 }
 
-// Describe names the store by its addresses.
-func (r *RedisStore) Describe() string { return "redis " + strings.Join(r.Addresses, ",") }
+// Describe names the store by what tells two stores apart: its addresses,
+// database, prefix, user and Sentinel master, never its passwords.
+func (r *RedisStore) Describe() string {
+	v := r.withDefaults()
+	name := fmt.Sprintf("redis %s db=%d prefix=%s", strings.Join(v.Addresses, ","), v.DB, *v.Prefix)
+	if v.Username != "" {
+		name += " user=" + v.Username
+	}
+	if v.MasterName != "" {
+		name += " master=" + v.MasterName
+	}
+	return name
+}
 
 // redisLogger sends go-redis's own messages to Caddy's log at DEBUG: the
 // outages they tell of are logged once each by the ha app.

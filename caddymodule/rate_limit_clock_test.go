@@ -94,7 +94,7 @@ func testWindowsFollowTheStoresClock(t *testing.T, st storeUnderTest) {
 			b := startCaddyProcess(t, st.option(prefix), site)
 			if tt.exact {
 				poll.Until(t, 5*time.Second, "the store's clock measured", func() bool {
-					return metricValue(a, `caddy_ha_store_clock_offset_seconds{store="`+st.label+`"}`) < -clockSkew.Seconds()+0.5
+					return metricValue(a, `caddy_ha_store_clock_offset_seconds{store="`+st.label(prefix)+`"}`) < -clockSkew.Seconds()+0.5
 				})
 			}
 			allowed, ambiguous := windowCounts(t, []string{a.url("/"), b.url("/")}, window, 6)
