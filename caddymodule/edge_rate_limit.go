@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -95,6 +97,10 @@ type RateLimitZone struct {
 	// {http.request.remote.host}. Requests whose key is empty share one
 	// count. Keys over 256 bytes are counted by their SHA-256.
 	Key string `json:"key,omitempty"`
+	// Count a key that is an IPv6 address by its first ipv6_prefix bits:
+	// with 64, every address of a /64 (which a client usually gets whole)
+	// shares one count. 0 (the default) keeps the whole address.
+	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
 	// Requests allowed per window and key.
 	Events int64 `json:"events,omitempty"`
 	// The window: windows start at multiples of it since the Unix epoch.
@@ -176,7 +182,7 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 	}
 	h.local = shared.LocalFallback()
 	for i, zc := range h.Zones {
-		z := &rateZone{name: zc.Name, key: compileKey(zc.Key)}
+		z := &rateZone{name: zc.Name, key: compileKey(zc.Key, zc.IPv6Prefix)}
 		matchers, err := ctx.LoadModule(zc, "MatcherSetsRaw")
 		if err != nil {
 			return fmt.Errorf("zone %s: loading matchers: %v", zc.Name, err)
@@ -221,6 +227,9 @@ func (h *EdgeRateLimit) Validate() error {
 		seen[z.Name] = true
 		if z.Key == "" {
 			return badSetting(rateLimitModule, "zones", "zone %s needs a key, e.g. {http.vars.client_ip}", z.Name)
+		}
+		if z.IPv6Prefix < 0 || z.IPv6Prefix > 128 {
+			return badSetting(rateLimitModule, "zones", "zone %s: ipv6_prefix must be 1 to 128 bits, got %d", z.Name, z.IPv6Prefix)
 		}
 	}
 	switch v.Clock {
@@ -430,10 +439,11 @@ func ceilSeconds(d time.Duration) int64 {
 
 // keyTemplate is a zone's key: the client-address placeholders are read
 // straight from the request (no allocation); others go through the
-// replacer.
+// replacer. An IPv6 address is then cut to ipv6Prefix bits, if set.
 type keyTemplate struct {
-	text string
-	kind int
+	text       string
+	kind       int
+	ipv6Prefix int
 }
 
 const (
@@ -442,17 +452,40 @@ const (
 	keyClientIP
 )
 
-func compileKey(text string) keyTemplate {
+func compileKey(text string, ipv6Prefix int) keyTemplate {
+	k := keyTemplate{text: text, kind: keyPlaceholders, ipv6Prefix: ipv6Prefix}
 	switch text {
 	case "{http.request.remote.host}":
-		return keyTemplate{text, keyRemoteHost}
+		k.kind = keyRemoteHost
 	case "{http.vars.client_ip}":
-		return keyTemplate{text, keyClientIP}
+		k.kind = keyClientIP
 	}
-	return keyTemplate{text, keyPlaceholders}
+	return k
 }
 
 func (k keyTemplate) resolve(r *http.Request) string {
+	key := k.resolveText(r)
+	if k.ipv6Prefix == 0 || strings.IndexByte(key, ':') < 0 {
+		return key // not IPv6: no parsing on the hot path
+	}
+	return ipv6Network(key, k.ipv6Prefix)
+}
+
+// ipv6Network is key's network of bits bits (e.g. 2001:db8:1:2::/64) when
+// key is an IPv6 address, else key; an IPv4-mapped address is IPv4.
+func ipv6Network(key string, bits int) string {
+	addr, err := netip.ParseAddr(key)
+	if err != nil || !addr.Is6() || addr.Is4In6() {
+		return key
+	}
+	p, err := addr.WithZone("").Prefix(bits)
+	if err != nil {
+		return key
+	}
+	return p.String()
+}
+
+func (k keyTemplate) resolveText(r *http.Request) string {
 	switch k.kind {
 	case keyRemoteHost:
 		if r.TLS != nil && !r.TLS.HandshakeComplete {
@@ -501,9 +534,10 @@ func newZoneMetrics(zone string) zoneMetrics {
 //			match {
 //				<matchers>
 //			}
-//			key    <placeholder>
-//			events <n>
-//			window <duration>
+//			key         <placeholder>
+//			ipv6_prefix <bits>
+//			events      <n>
+//			window      <duration>
 //			sliding
 //		}
 //		store            memory|redis|postgres { … }
@@ -565,6 +599,8 @@ func (h *EdgeRateLimit) unmarshalZone(d *caddyfile.Dispenser) error {
 			}
 		case "key":
 			err = stringArg(d, &z.Key)
+		case "ipv6_prefix":
+			err = countArg(d, opt, &z.IPv6Prefix)
 		case "events":
 			var n int
 			if err = countArg(d, opt, &n); err == nil {

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddy-ha/caddy-ha/status"
+	"github.com/caddy-ha/caddy-ha/store"
 )
 
 // Every metric caddy-ha exports is defined here; the README's "Metrics"
@@ -101,7 +102,8 @@ var rateLimitMetrics = struct {
 // Stores (the ha app's, and a handler's own), by store: its description,
 // e.g. "redis 10.0.0.5:6379".
 var storeMetrics = struct {
-	up, clockOffset, pingSeconds *prometheus.GaugeVec
+	up, clockOffset, pingSeconds  *prometheus.GaugeVec
+	degraded, evictions, refusals *prometheus.Desc
 }{
 	up: newGaugeVec("store_up",
 		"1 while the store answers, 0 while it is taken to be down.", "store"),
@@ -110,6 +112,12 @@ var storeMetrics = struct {
 		"store"),
 	pingSeconds: newGaugeVec("store_ping_seconds",
 		"Duration of the store's last answered health check.", "store"),
+	degraded: newDesc("store_degraded",
+		"1 while a bounded store (memory) has refused a new key for lack of room within the last 10s (rate limits then decide by on_store_error), else 0.", "store"),
+	evictions: newDesc("store_evictions_total",
+		"Counters a bounded store (memory) evicted to make room for new ones, smallest counts first.", "store"),
+	refusals: newDesc("store_refusals_total",
+		"New keys a bounded store (memory) refused for lack of room.", "store"),
 }
 
 // Upload affinity (lb_policy upload_affinity), process-wide.
@@ -327,12 +335,14 @@ type liveCollector struct{}
 // Describe sends the descriptors of the live gauges.
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{leaderMetrics.leaderlessSeconds, leaderMetrics.holdSeconds,
+		storeMetrics.degraded, storeMetrics.evictions, storeMetrics.refusals,
 		cloudflareMetrics.ranges, cloudflareMetrics.refreshed, cloudflareMetrics.refresh} {
 		ch <- d
 	}
 }
 
-// Collect sends the live gauges of every leader pool and Cloudflare set.
+// Collect sends the live gauges of every leader pool, bounded store and
+// Cloudflare set.
 func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	gauge := func(d *prometheus.Desc, v float64, label string) {
@@ -342,6 +352,13 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 		v := status.LeaderPool{PoolView: p.mon.View()}
 		gauge(leaderMetrics.leaderlessSeconds, v.Leaderless(now).Seconds(), v.Pool)
 		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
+	}
+	for _, sh := range newestOf[*sharedStore](storeSeries) {
+		if f, ok := sh.fullness(); ok {
+			gauge(storeMetrics.degraded, b2f(f.Degraded), sh.name)
+			ch <- prometheus.MustNewConstMetric(storeMetrics.evictions, prometheus.CounterValue, float64(f.Evictions), sh.name)
+			ch <- prometheus.MustNewConstMetric(storeMetrics.refusals, prometheus.CounterValue, float64(f.Refusals), sh.name)
+		}
 	}
 	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {
 		st := s.state()
@@ -353,6 +370,23 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(cloudflareMetrics.refreshed, refreshed, s.cfg.File)
 		gauge(cloudflareMetrics.refresh, time.Duration(s.cfg.Refresh).Seconds(), s.cfg.File)
 	}
+}
+
+// fullness is how a bounded store (memory) copes with its bound; false for
+// the others.
+func (sh *sharedStore) fullness() (store.Fullness, bool) {
+	b, ok := sh.store.(store.Bounded)
+	if !ok {
+		return store.Fullness{}, false
+	}
+	return b.Fullness(), true
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // readMetric is the value of a counter or gauge, for the status view.

@@ -44,12 +44,16 @@ func currentStatus() status.View {
 		v.RateLimitZones = append(v.RateLimitZones, zv)
 	}
 	for _, sh := range newestOf[*sharedStore](storeSeries) {
+		f, _ := sh.fullness()
 		v.Stores = append(v.Stores, status.Store{
 			Store:              sh.name,
 			Up:                 sh.guard == nil || sh.guard.Up(),
 			RetryInSeconds:     sh.RetryIn().Seconds(),
 			PingMillis:         float64(time.Duration(sh.ping.Load()).Microseconds()) / 1000,
 			ClockOffsetSeconds: time.Duration(sh.offset.Load()).Seconds(),
+			Degraded:           f.Degraded,
+			Evictions:          float64(f.Evictions),
+			Refusals:           float64(f.Refusals),
 		})
 	}
 	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {

@@ -99,8 +99,11 @@ func WriteTable(out io.Writer, v View) error {
 		block("stores", "", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
 		for _, s := range v.Stores {
 			state, next := "up", ""
-			if !s.Up {
+			switch {
+			case !s.Up:
 				state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
+			case s.Degraded:
+				state = "DEGRADED (full)"
 			}
 			ping := "—" // none for a store in this process
 			if s.PingMillis > 0 {

@@ -87,6 +87,11 @@ type Store struct {
 	// a store in this process's memory.
 	PingMillis         float64 `json:"ping_ms,omitempty"`
 	ClockOffsetSeconds float64 `json:"clock_offset_seconds"`
+	// Degraded is set while a bounded store (memory) refuses new keys for
+	// lack of room; Evictions and Refusals count how it made room, or not.
+	Degraded  bool    `json:"degraded,omitempty"`
+	Evictions float64 `json:"evictions,omitempty"`
+	Refusals  float64 `json:"refusals,omitempty"`
 }
 
 // UploadAffinity counts upload affinity's events, by event; no events

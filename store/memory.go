@@ -107,7 +107,10 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 	return s
 }
 
-var _ Evicting = (*Memory)(nil)
+var (
+	_ Evicting = (*Memory)(nil)
+	_ Bounded  = (*Memory)(nil)
+)
 
 // Local marks the memory store as answering without I/O.
 func (s *Memory) Local() bool { return true }

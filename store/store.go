@@ -69,6 +69,12 @@ type Evicting interface {
 	IncrementAndCountWithin(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64, limit int64) (int64, error)
 }
 
+// Bounded is implemented by a store with a bound on its keys (memory):
+// how it copes with the bound.
+type Bounded interface {
+	Fullness() Fullness
+}
+
 // ErrFull is returned when a bounded store has no room for a new key.
 var ErrFull = errors.New("store: full")
 
