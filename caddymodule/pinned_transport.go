@@ -28,6 +28,15 @@ func init() {
 // Defaults of the pinned transport.
 const (
 	defaultMaxPinned = 4096
+	// defaultMaxPinnedPerClient suits an intranet: a few browsers of one
+	// person, about 6 connections each. Terminal servers need more.
+	defaultMaxPinnedPerClient = 64
+	// defaultPinWait is the queue of HAProxy's maxconn, kept short: a
+	// browser waits for its sign-in that long at most.
+	defaultPinWait = 5 * time.Second
+	// defaultHandshakeTimeout is far above the milliseconds an NTLM or
+	// Kerberos handshake takes.
+	defaultHandshakeTimeout = 10 * time.Second
 	// defaultPinIdle is the cluster's HAProxy timeout http-keep-alive.
 	defaultPinIdle = 60 * time.Second
 	// refusalLogInterval keeps a flood of refusals to one log line each.
@@ -35,12 +44,15 @@ const (
 )
 
 // PinnedTransport is Caddy's http transport with HAProxy's http-reuse
-// never: each client connection gets an upstream connection of its own,
-// never used for another client, so that Windows SSO (NTLM, Negotiate,
-// Kerberos), which authenticates a connection and not a request, never
-// serves one user on another's authenticated connection. It takes every
-// option of the http transport (TLS, timeouts, keep-alive) and speaks
-// HTTP/1.1 to upstreams.
+// never for Windows SSO: each client connection that sends NTLM,
+// Negotiate or Kerberos credentials gets an upstream connection of its own
+// (a pin) from that request on, never used for another client, so that
+// such authentication, which authenticates a connection and not a
+// request, never serves one user on another's authenticated connection.
+// Client connections that never sent such credentials share upstream
+// connections that never carried any, as the http transport shares them.
+// It takes every option of the http transport (TLS, timeouts, keep-alive)
+// and speaks HTTP/1.1 to upstreams.
 //
 // Once a client connection's upstream connection has seen connection-based
 // authentication (a request's Authorization or a response's
@@ -53,15 +65,30 @@ const (
 //
 // Requests over HTTP/2 and HTTP/3 cannot carry connection-based
 // authentication: with such credentials they are answered 505; without,
-// each goes on an upstream connection of its own that closes after it.
-// Serve the site with protocols h1.
+// they are shared. Serve the site with protocols h1.
 type PinnedTransport struct {
 	reverseproxy.HTTPTransport
 
-	// Most client connections pinned at once. A client connection beyond
-	// it is answered 503 with Retry-After: 1, never sent on a shared
-	// connection. Default: 4096.
+	// Most client connections pinned at once. At it a new handshake waits
+	// up to pin_wait for a pin to end, then is answered 503 with
+	// Retry-After: 1; it is never sent on a shared connection.
+	// Default: 4096.
 	MaxPinned int `json:"max_pinned,omitempty"`
+
+	// Most pins, held or waited for, of one client address at once; beyond
+	// it a new handshake from that address is answered 503 with
+	// Retry-After: 1 at once. Terminal servers put many users behind one
+	// address: raise it for them. Default: 64.
+	MaxPinnedPerClient int `json:"max_pinned_per_client,omitempty"`
+
+	// How long a new handshake waits for a free pin at max_pinned before
+	// its 503. Default: 5s.
+	PinWait caddy.Duration `json:"pin_wait,omitempty"`
+
+	// A pin whose credentials got no answer other than 401 within this
+	// time of its first ones (a handshake begun and not completed) is
+	// ended and its client connection closed. Default: 10s.
+	HandshakeTimeout caddy.Duration `json:"handshake_timeout,omitempty"`
 
 	pool     *pinning.Pool
 	observer *pinObserver
@@ -99,6 +126,15 @@ func (t *PinnedTransport) setDefaults() {
 	if t.MaxPinned == 0 {
 		t.MaxPinned = defaultMaxPinned
 	}
+	if t.MaxPinnedPerClient == 0 {
+		t.MaxPinnedPerClient = defaultMaxPinnedPerClient
+	}
+	if t.PinWait == 0 {
+		t.PinWait = caddy.Duration(defaultPinWait)
+	}
+	if t.HandshakeTimeout == 0 {
+		t.HandshakeTimeout = caddy.Duration(defaultHandshakeTimeout)
+	}
 	if t.KeepAlive == nil {
 		t.KeepAlive = new(reverseproxy.KeepAlive)
 	}
@@ -122,6 +158,12 @@ func (t *PinnedTransport) Validate() error {
 	switch {
 	case maxPinned < 0:
 		return badSetting(pinnedModule, "max_pinned", "must not be negative")
+	case t.MaxPinnedPerClient < 0:
+		return badSetting(pinnedModule, "max_pinned_per_client", "must not be negative")
+	case t.PinWait < 0:
+		return badSetting(pinnedModule, "pin_wait", "must not be negative")
+	case t.HandshakeTimeout < 0:
+		return badSetting(pinnedModule, "handshake_timeout", "must not be negative")
 	case !slices.Equal(versions, []string{"1.1"}):
 		return badSetting(pinnedModule, "versions", "must be 1.1, not %s: NTLM and Negotiate authenticate an HTTP/1.1 connection", strings.Join(versions, " "))
 	case keepAlive != nil && keepAlive.Enabled != nil && !*keepAlive.Enabled:
@@ -163,9 +205,12 @@ func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 	t.series = pinnedSeries.hold(name) // before its series are looked up
 	t.observer = newPinObserver(name, t.logger)
 	t.pool = pinning.New(t.Transport, pinning.Config{
-		Max:         t.MaxPinned,
-		IdleTimeout: time.Duration(t.KeepAlive.IdleConnTimeout),
-		Observer:    t.observer,
+		Max:              t.MaxPinned,
+		MaxPerClient:     t.MaxPinnedPerClient,
+		PinWait:          time.Duration(t.PinWait),
+		HandshakeTimeout: time.Duration(t.HandshakeTimeout),
+		IdleTimeout:      time.Duration(t.KeepAlive.IdleConnTimeout),
+		Observer:         t.observer,
 	})
 	t.series.publish(t)
 	srv.RegisterConnContext(rememberClientConn)
@@ -221,6 +266,9 @@ func (t *PinnedTransport) Cleanup() error {
 //
 //	transport pinned {
 //		max_pinned <n>
+//		max_pinned_per_client <n>
+//		pin_wait <duration>
+//		handshake_timeout <duration>
 //		<any http transport subdirective>
 //	}
 func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -236,19 +284,28 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		opt := d.Val()
 		_, seen := lines[opt]
 		lines[opt] = d.Line()
+		var err error
 		switch opt {
 		case "max_pinned":
-			if seen {
-				return d.Errf("duplicate %s option", opt)
-			}
-			if err := countArg(d, opt, &t.MaxPinned); err != nil {
-				return err
-			}
-			if err := noMoreArgs(d, opt); err != nil {
-				return err
-			}
+			err = countArg(d, opt, &t.MaxPinned)
+		case "max_pinned_per_client":
+			err = countArg(d, opt, &t.MaxPinnedPerClient)
+		case "pin_wait":
+			err = durationArg(d, opt, &t.PinWait)
+		case "handshake_timeout":
+			err = durationArg(d, opt, &t.HandshakeTimeout)
 		default:
 			httpTokens = append(httpTokens, d.NextSegment()...)
+			continue
+		}
+		if seen {
+			return d.Errf("duplicate %s option", opt)
+		}
+		if err == nil {
+			err = noMoreArgs(d, opt)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	// The closing brace on a line of its own, so that it is nobody's argument.
@@ -315,7 +372,7 @@ func (o *pinObserver) Refused(r *pinning.Refusal) {
 		return
 	}
 	level := zap.InfoLevel
-	if r.Reason == pinning.RefusedAtCap || r.Reason == pinning.RefusedHTTP2 || r.Reason == pinning.RefusedNoClient {
+	if r.Reason == pinning.RefusedAtCap || r.Reason == pinning.RefusedClientCap || r.Reason == pinning.RefusedHTTP2 || r.Reason == pinning.RefusedNoClient {
 		level = zap.WarnLevel
 	}
 	if ce := o.logger.Check(level, "pinned transport answered a request itself"); ce != nil {

@@ -41,11 +41,14 @@ func SSOPassword(user string) string { return "pw-" + strings.ToLower(user) }
 
 // Served is one request a node answered, as its Windows SSO saw it.
 type Served struct {
-	Conn   string    `json:"conn"`   // the upstream connection (node/number)
-	User   string    `json:"user"`   // the connection's user when it was answered; "" for anonymous
-	Client string    `json:"client"` // the request's X-Client header: the tests' name of the browser
-	Path   string    `json:"path"`
-	At     time.Time `json:"at"`
+	Conn   string `json:"conn"`   // the upstream connection (node/number)
+	User   string `json:"user"`   // the connection's user when it was answered; "" for anonymous
+	Client string `json:"client"` // the request's X-Client header: the tests' name of the browser
+	// Credentials: the request carried NTLM or Negotiate credentials, so
+	// its connection must never serve anyone else.
+	Credentials bool      `json:"credentials,omitempty"`
+	Path        string    `json:"path"`
+	At          time.Time `json:"at"`
 }
 
 // SSOFault is an AUTHENTICATE message the node refused.
@@ -308,7 +311,8 @@ func (n *Node) identify(w http.ResponseWriter, r *http.Request, sc *ssoConn) {
 	if sc.user != "" {
 		w.Header().Set("X-Authenticated-User", sc.user)
 	}
-	n.sso.record(Served{Conn: sc.id, User: sc.user, Client: r.Header.Get("X-Client"), Path: r.URL.Path, At: time.Now()})
+	scheme, _ := ssoCredentials(r.Header.Get("Authorization"))
+	n.sso.record(Served{Conn: sc.id, User: sc.user, Client: r.Header.Get("X-Client"), Credentials: scheme != "", Path: r.URL.Path, At: time.Now()})
 }
 
 // serveWebSocket answers an upgrade with 101 and then echoes what it reads,
