@@ -97,6 +97,60 @@ func TestStoresToldApart(t *testing.T) {
 	}
 }
 
+// No store password reaches caddy-ha's logs (at debug), the metrics, the
+// status view or a load error: not a Redis password that is refused, nor a
+// PostgreSQL one in a connection string that cannot be reached or parsed.
+// Caddy's own debug line "adjusted config" prints the http app's handlers
+// as written, a literal secret in a handler's store included (as caddy
+// adapt and the admin API's /config/ do), so the README recommends {env.…}
+// placeholders: with one, the secret is nowhere.
+func TestStorePasswordsNeverShown(t *testing.T) {
+	srv := redistest.Start(t)
+	const right, wrong, pg, pgLiteral = "right-redis-pw-1", "wrong-redis-pw-2", "postgres-pw-3", "postgres-pw-4"
+	if err := srv.Client().ConfigSet(context.Background(), "requirepass", right).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CADDY_HA_TEST_REDIS_PASSWORD", wrong)
+	t.Setenv("CADDY_HA_TEST_PG_URL", "postgres://caddy:"+pg+"@"+loopback.FreeAddr()+"/db")
+	zone := func(name, store string) string {
+		return "edge_rate_limit {\n\t\tzone " + name + " {\n\t\t\tkey everyone\n\t\t\tevents 10\n\t\t\twindow 1h\n\t\t}\n\t\t" +
+			store + "\n\t\ton_store_error allow\n\t}\n\t"
+	}
+	site := zone("refused", "store redis {\n\t\t\taddress "+srv.Addr+"\n\t\t\tpassword {env.CADDY_HA_TEST_REDIS_PASSWORD}\n\t\t}") +
+		zone("unreachable", "store postgres {\n\t\t\tconnection_string {env.CADDY_HA_TEST_PG_URL}\n\t\t}") +
+		zone("literal", "store postgres {\n\t\t\tconnection_string postgres://caddy:"+pgLiteral+"@"+loopback.FreeAddr()+"/db\n\t\t}") +
+		"respond ok"
+	tc := startCaddy(t, nil, "debug\n\tha {\n\t\tstore redis {\n\t\t\taddress "+srv.Addr+"\n\t\t\tpassword "+right+
+		"\n\t\t}\n\t\thealth_interval 50ms\n\t}", site)
+	for i := 0; i < 3; i++ {
+		send(t, "GET", tc.url("/"))
+	}
+	poll.Until(t, 5*time.Second, "the three refused stores logged as unavailable", func() bool {
+		return len(tc.logLines("store unavailable")) >= 3
+	})
+	var log strings.Builder
+	for _, line := range tc.logLines("") {
+		if !strings.Contains(line, `"logger":"http.auto_https","msg":"adjusted config"`) {
+			log.WriteString(line + "\n")
+		} else if strings.Contains(line, pg) || !strings.Contains(line, pgLiteral) {
+			t.Errorf("Caddy's adjusted config shows the placeholder's value, or not the literal secret: %s", line)
+		}
+	}
+	shown := map[string]string{"log": log.String(), "metrics": tc.adminGet("/metrics"), "status": tc.adminGet("/ha/status")}
+	err := tc.tryLoad(nil, "", zone("unparsable", "store postgres {\n\t\t\tconnection_string \"postgres://caddy:"+pgLiteral+"@127.0.0.1:bad/db\"\n\t\t}")+"respond ok")
+	if err == nil {
+		t.Fatal("a connection string that cannot be parsed was loaded")
+	}
+	shown["load error"], _, _ = strings.Cut(err.Error(), "\n") // the error, without the Caddyfile it quotes
+	for where, text := range shown {
+		for _, pw := range []string{right, wrong, pg, pgLiteral} {
+			if strings.Contains(text, pw) {
+				t.Errorf("the %s shows the password %s", where, pw)
+			}
+		}
+	}
+}
+
 // A store down from the start is reported down by the health checks alone,
 // without any traffic to fail.
 func TestStoreDownAtStartIsReported(t *testing.T) {
