@@ -53,6 +53,8 @@ func WriteTable(out io.Writer, v View) error {
 		state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
 		switch {
 		case p.Leader != "":
+		case p.NeverLed():
+			state = "NO LEADER YET: none found in the " + span(now, p.NoLeaderFrom) + " since the pool started; requests wait up to hold, then 503"
 		case p.InProgress(now):
 			state = "FAILOVER IN PROGRESS: no leader for " + span(now, p.NoLeaderFrom)
 		default:

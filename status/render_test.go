@@ -65,6 +65,17 @@ func TestPageIsPlainHTML(t *testing.T) {
 		strings.Contains(b.String(), "Failover in progress") {
 		t.Errorf("leaderless past hold (%v):\n%s", err, b.String())
 	}
+	// A pool that never had a leader does not read as one that lost it.
+	v.LeaderPools[0].LastChanges = nil
+	b.Reset()
+	if err := WriteHTML(&b, v, 0); err != nil || !strings.Contains(b.String(), "No leader yet</span>: none found in the 3s since the pool started") ||
+		strings.Contains(b.String(), "longer than hold") {
+		t.Errorf("never led (%v):\n%s", err, b.String())
+	}
+	b.Reset()
+	if err := WriteTable(&b, v); err != nil || !strings.Contains(b.String(), "NO LEADER YET: none found in the 3s since the pool started") {
+		t.Errorf("never led, table (%v):\n%s", err, b.String())
+	}
 }
 
 // The terminal table names what an operator looks for first.

@@ -54,6 +54,10 @@ func (p LeaderPool) InProgress(now time.Time) bool {
 	return p.Leader == "" && len(p.LastChanges) > 0 && p.Leaderless(now) <= time.Duration(p.HoldSeconds*float64(time.Second))
 }
 
+// NeverLed reports whether the pool has had no leader since it started:
+// every node down or a follower since the first probes.
+func (p LeaderPool) NeverLed() bool { return p.Leader == "" && len(p.LastChanges) == 0 }
+
 // Leaderless is how long the pool has had no leader at now; 0 with one.
 func (p LeaderPool) Leaderless(now time.Time) time.Duration {
 	if p.NoLeaderFrom == nil {
