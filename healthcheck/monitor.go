@@ -880,6 +880,14 @@ type PoolView struct {
 	Nodes        []NodeView `json:"nodes"`
 }
 
+// Leaderless is how long the pool has had no leader at now; 0 with one.
+func (v PoolView) Leaderless(now time.Time) time.Duration {
+	if v.NoLeaderFrom == nil {
+		return 0
+	}
+	return now.Sub(*v.NoLeaderFrom)
+}
+
 // View returns a snapshot of the pool.
 func (m *Monitor) View() PoolView {
 	m.mu.Lock()

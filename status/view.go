@@ -58,14 +58,6 @@ func (p LeaderPool) InProgress(now time.Time) bool {
 // every node down or a follower since the first probes.
 func (p LeaderPool) NeverLed() bool { return p.Leader == "" && len(p.LastChanges) == 0 }
 
-// Leaderless is how long the pool has had no leader at now; 0 with one.
-func (p LeaderPool) Leaderless(now time.Time) time.Duration {
-	if p.NoLeaderFrom == nil {
-		return 0
-	}
-	return now.Sub(*p.NoLeaderFrom)
-}
-
 // RateLimitZone is a zone's settings and decisions.
 type RateLimitZone struct {
 	Zone              string  `json:"zone"`
