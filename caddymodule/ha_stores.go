@@ -30,9 +30,12 @@ func init() {
 // a single instance. Counts and bindings survive config reloads, not a
 // restart.
 type MemoryStore struct {
-	// The most keys held. When full, new keys are refused (rate limits
-	// then decide by on_store_error) until expired ones are swept; keys
-	// are never evicted early. Default: 1000000.
+	// The most counters held, and apart from them the most values (upload
+	// bindings). When the counters are full, a new one takes the place of
+	// the one with the smallest count, never of one at its limit; when
+	// none can go, or the values are full, new keys are refused (rate
+	// limits then decide by on_store_error) until expired ones are swept.
+	// Values are never evicted. Default: 1000000.
 	MaxKeys int `json:"max_keys,omitempty"`
 }
 
