@@ -116,6 +116,10 @@ func TestForgedEpochStopsWritesOnlyUntilItsLeaseEnds(t *testing.T) {
 	if f := poolView(t, tc).EpochFloor; f.Epoch != math.MaxInt64 || f.Node != b.Addr() {
 		t.Fatalf("epoch floor %+v, want %d from %s", f, int64(math.MaxInt64), b.Addr())
 	}
+	floorGauge := `caddy_ha_leader_epoch_floor{pool="` + poolName(c) + `"}`
+	if v := metricValue(tc, floorGauge); v != math.MaxInt64 {
+		t.Errorf("%s = %v, want %v", floorGauge, v, float64(math.MaxInt64))
+	}
 
 	// New probe settings: a new prober, which takes the floor with its end.
 	tc.load(c, "", fmt.Sprintf(epochSite, "250ms"))
@@ -136,6 +140,9 @@ func TestForgedEpochStopsWritesOnlyUntilItsLeaseEnds(t *testing.T) {
 	}
 	if f := poolView(t, tc).EpochFloor; f.Epoch != 1 || f.Node != a.Addr() {
 		t.Errorf("epoch floor %+v, want 1 from %s", f, a.Addr())
+	}
+	if v := metricValue(tc, floorGauge); v != 1 {
+		t.Errorf("%s = %v, want 1", floorGauge, v)
 	}
 	if len(tc.logLines(`"epoch jumped far beyond the last seen`)) == 0 {
 		t.Error("the jump to the forged epoch was not logged")

@@ -57,6 +57,7 @@ var leaderMetrics = struct {
 	failovers, held, replayed, noLeader *prometheus.CounterVec
 	probe                               *prometheus.HistogramVec
 	leaderlessSeconds, holdSeconds      *prometheus.Desc
+	epochFloor                          *prometheus.Desc
 }{
 	current: newGaugeVec("leader_current",
 		"1 for the upstream that is the pool's current leader, 0 for the others.", "pool", "upstream"),
@@ -74,12 +75,14 @@ var leaderMetrics = struct {
 	noLeader: newCounterVec("leader_no_leader_responses_total",
 		"Requests answered with 503 because no leader was found within hold.", "pool"),
 	probe: newHistogramVec("leader_probe_duration_seconds",
-		"Duration of leader probes, by outcome: leader, stale (a leader's answer with an epoch lower than the highest seen), follower (503), failed (no answer or another status).",
+		"Duration of leader probes, by outcome: leader, stale (a leader's answer with an epoch below the epoch floor), follower (503), failed (no answer or another status).",
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "pool", "upstream", "outcome"),
 	leaderlessSeconds: newDesc("leader_leaderless_seconds",
 		"How long the pool has had no leader; 0 while it has one.", "pool"),
 	holdSeconds: newDesc("leader_hold_seconds",
 		"How long a request waits for a leader before its 503 (hold, or a longer try_duration), in the newest config using the pool.", "pool"),
+	epochFloor: newDesc("leader_epoch_floor",
+		"Epoch below which leader answers are stale: the highest epoch whose claim's lease is valid, or the last one while none is.", "pool"),
 }
 
 // Rate-limit zones (edge_rate_limit), by zone name.
@@ -334,7 +337,7 @@ type liveCollector struct{}
 
 // Describe sends the descriptors of the live gauges.
 func (liveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{leaderMetrics.leaderlessSeconds, leaderMetrics.holdSeconds,
+	for _, d := range []*prometheus.Desc{leaderMetrics.leaderlessSeconds, leaderMetrics.holdSeconds, leaderMetrics.epochFloor,
 		storeMetrics.degraded, storeMetrics.evictions, storeMetrics.refusals,
 		cloudflareMetrics.ranges, cloudflareMetrics.refreshed, cloudflareMetrics.refresh} {
 		ch <- d
@@ -352,6 +355,7 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 		v := status.LeaderPool{PoolView: p.mon.View()}
 		gauge(leaderMetrics.leaderlessSeconds, v.Leaderless(now).Seconds(), v.Pool)
 		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
+		gauge(leaderMetrics.epochFloor, float64(v.EpochFloor.Epoch), v.Pool)
 	}
 	for _, sh := range newestOf[*sharedStore](storeSeries) {
 		if f, ok := sh.fullness(); ok {
