@@ -5,8 +5,14 @@
 // pools upstream connections and shares them among clients:
 //
 //	none:   reverse_proxy with transport http (pooled; the baseline)
-//	pinned: reverse_proxy with transport pinned (max_pinned 4096, far
-//	        above the load, so no request is refused)
+//	pinned: reverse_proxy with transport pinned (max_pinned and
+//	        max_pinned_per_client 4096, far above the load, so no request
+//	        is refused)
+//
+// Every request carries NTLM credentials (a NEGOTIATE message, which the
+// trivial backend ignores), so that each of wrk's connections is pinned:
+// transport pinned shares upstream connections among client connections
+// that never sent any, as transport http does.
 //
 // Both sites serve HTTP/1.1 only (servers { protocols h1 }), as transport
 // pinned wants, so that the transport is the only difference. It measures
@@ -77,6 +83,7 @@ func main() {
 			"wrk's connections kept alive. Contenders run interleaved within each round.",
 		},
 		CostOf:     "the pinned transport",
+		Headers:    []string{credentialsHeader},
 		Contenders: contenders(keptAliveGoal),
 	}
 	beyondPool := &wrkbench.Bench{
@@ -87,6 +94,7 @@ func main() {
 			"the same trivial backend. Contenders run interleaved within each round.",
 		},
 		CostOf:     "the pinned transport",
+		Headers:    []string{credentialsHeader},
 		Contenders: contenders(keptAliveGoal),
 	}
 	newConn := &wrkbench.Bench{
@@ -98,7 +106,7 @@ func main() {
 			"Contenders run interleaved within each round.",
 		},
 		CostOf:     "the pinned transport",
-		Headers:    []string{"Connection: close"},
+		Headers:    []string{credentialsHeader, "Connection: close"},
 		Contenders: contenders(0),
 	}
 	keptAlive.DefineFlags()
@@ -140,10 +148,14 @@ func contenders(goal float64) []*wrkbench.Contender {
 }
 
 // The contenders' transports, as reverse_proxy's transport subdirective.
+// wrk's connections all come from one address.
 const (
 	pooled = "transport http"
-	pinned = "transport pinned {\n\t\t\tmax_pinned 4096\n\t\t}"
+	pinned = "transport pinned {\n\t\t\tmax_pinned 4096\n\t\t\tmax_pinned_per_client 4096\n\t\t}"
 )
+
+// credentialsHeader pins a connection: an NTLM NEGOTIATE message.
+const credentialsHeader = "Authorization: NTLM TlRMTVNTUAABAAAAB4IIogAAAAAAAAAAAAAAAAAAAAAKAGFKAAAADw=="
 
 // config returns a contender's Caddyfile: reverse_proxy with transport on
 // a server that speaks HTTP/1.1 only.

@@ -40,6 +40,7 @@ func TestConfig(t *testing.T) {
 	reverse_proxy 127.0.0.1:9090 {
 		transport pinned {
 			max_pinned 4096
+			max_pinned_per_client 4096
 		}
 	}
 }
@@ -48,7 +49,7 @@ func TestConfig(t *testing.T) {
 		t.Errorf("config(pinned):\n%s\nwant:\n%s", got, want)
 	}
 	// The stock contender differs only in its transport.
-	stock := strings.Replace(want, "transport pinned {\n\t\t\tmax_pinned 4096\n\t\t}", "transport http", 1)
+	stock := strings.Replace(want, pinned, "transport http", 1)
 	if got := config(pooled)("127.0.0.1:8080", "off", "127.0.0.1:9090"); got != stock {
 		t.Errorf("config(pooled):\n%s\nwant:\n%s", got, stock)
 	}
@@ -91,7 +92,10 @@ func serveUpstream(addr string) {
 //   - pooled: a single shared http.Transport, as stock Caddy's transport
 //     http, whose upstream connections serve every client;
 //   - pinned: a pinning.Pool, as transport pinned, which gives each client
-//     connection an upstream connection of its own.
+//     connection that sends credentials (here an NTLM NEGOTIATE message,
+//     which the upstream ignores) an upstream connection of its own;
+//   - pinned-anonymous: the same pool, with requests without credentials,
+//     which share its upstream connections as pooled does.
 //
 // An op is a new client connection (a raw one, this process's only other
 // part) and its first request, proxied and answered; ns/op, B/op and
@@ -119,14 +123,20 @@ func BenchmarkPinnedMemory(b *testing.B) {
 		b.Cleanup(shared.CloseIdleConnections)
 		roundTrip := func(_ net.Conn, req *http.Request) (*http.Response, error) { return shared.RoundTrip(req) }
 		front := startFront(b, upstream, roundTrip, nil)
-		measureHeld(b, front, nil, "conn")
+		measureHeld(b, front, nil, "conn", false)
 	})
-	b.Run("pinned", func(b *testing.B) {
-		pool := pinning.New(&http.Transport{}, pinning.Config{Max: memConns})
-		b.Cleanup(pool.Close)
-		front := startFront(b, upstream, pool.RoundTrip, pool.ConnState)
-		measureHeld(b, front, pool, "pin")
-	})
+	for _, credentials := range []bool{true, false} {
+		name, unit := "pinned", "pin"
+		if !credentials {
+			name, unit = "pinned-anonymous", "conn"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := pinning.New(&http.Transport{}, pinning.Config{Max: memConns})
+			b.Cleanup(pool.Close)
+			front := startFront(b, upstream, pool.RoundTrip, pool.ConnState)
+			measureHeld(b, front, pool, unit, credentials)
+		})
+	}
 }
 
 // front is a proxy's HTTP server, with counts of its connections' states.
@@ -197,11 +207,12 @@ func startFront(b *testing.B, upstream string, roundTrip func(net.Conn, *http.Re
 // measureHeld opens b.N client connections to front in batches of
 // memConns, each with one request, and reports what a held connection
 // costs as bytes/<unit> and goroutines/<unit>. pool, if set, is the front's
-// pinning pool: each held connection is to have a pin.
-func measureHeld(b *testing.B, front *front, pool *pinning.Pool, unit string) {
+// pinning pool: each held connection is to have a pin if its request
+// carries credentials, else none.
+func measureHeld(b *testing.B, front *front, pool *pinning.Pool, unit string, credentials bool) {
 	// One connection first, unmeasured: the shared transport's upstream
 	// connection and the servers' first allocations are not a connection's.
-	c, err := openConn(front.addr)
+	c, err := openConn(front.addr, false)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -224,7 +235,7 @@ func measureHeld(b *testing.B, front *front, pool *pinning.Pool, unit string) {
 		baseBytes := inUse()
 		b.StartTimer()
 		for range batch {
-			c, err := openConn(front.addr)
+			c, err := openConn(front.addr, credentials)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -234,8 +245,12 @@ func measureHeld(b *testing.B, front *front, pool *pinning.Pool, unit string) {
 		opened += batch
 
 		settle(b, func() bool { return front.answered.Load()-baseAnswered == int64(batch) }, "the server's connections to wait for their next request")
-		if pool != nil && pool.Len() != batch {
-			b.Fatalf("%d connections held, %d pinned", batch, pool.Len())
+		wantPinned := 0
+		if credentials {
+			wantPinned = batch
+		}
+		if pool != nil && pool.Len() != wantPinned {
+			b.Fatalf("%d connections held, %d pinned, want %d", batch, pool.Len(), wantPinned)
 		}
 		grown += int64(inUse()) - int64(baseBytes)
 		goroutines += int64(runtime.NumGoroutine() - baseGoroutines)
@@ -258,15 +273,19 @@ func measureHeld(b *testing.B, front *front, pool *pinning.Pool, unit string) {
 }
 
 // openConn opens a client connection to addr and sends one request on it,
-// reading the answer, which is to be 200; the connection stays open. It
-// keeps nothing but the connection, so that a held connection costs the
-// client's side as little as it can.
-func openConn(addr string) (net.Conn, error) {
+// with credentials if asked, reading the answer, which is to be 200; the
+// connection stays open. It keeps nothing but the connection, so that a
+// held connection costs the client's side as little as it can.
+func openConn(addr string, credentials bool) (net.Conn, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
+	req := "GET / HTTP/1.1\r\nHost: bench\r\n"
+	if credentials {
+		req += credentialsHeader + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
 		c.Close()
 		return nil, err
 	}
