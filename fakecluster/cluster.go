@@ -209,15 +209,43 @@ func (c *Cluster) renew(id string) {
 		c.lease.expiresAt = now.Add(c.cfg.LeaseTTL)
 		c.lease.lastRenewAt = now
 	case c.lease.owner == "" || !now.Before(c.lease.expiresAt):
-		c.lease = lease{
-			owner:       id,
-			epoch:       c.lease.epoch + 1,
-			expiresAt:   now.Add(c.cfg.LeaseTTL),
-			lastRenewAt: now,
-			acquiredAt:  now,
-		}
-		c.acquisitions = append(c.acquisitions, Acquisition{Node: id, Epoch: c.lease.epoch, At: now})
+		c.acquireLocked(id, now)
 	}
+}
+
+// acquireLocked gives node id the lease of the next epoch. c.mu must be held.
+func (c *Cluster) acquireLocked(id string, now time.Time) {
+	c.lease = lease{
+		owner:       id,
+		epoch:       c.lease.epoch + 1,
+		expiresAt:   now.Add(c.cfg.LeaseTTL),
+		lastRenewAt: now,
+		acquiredAt:  now,
+	}
+	c.acquisitions = append(c.acquisitions, Acquisition{Node: id, Epoch: c.lease.epoch, At: now})
+}
+
+// Reset brings the cluster to a known state, for demos: the database up,
+// every node running as itself (started again if stopped, killed or hung;
+// stale and forged claims ended), and leader holding the lease. If it did
+// not hold a live one, it acquires the next epoch at once, as if the last
+// leader had released it.
+func (c *Cluster) Reset(leader string) error {
+	if c.Node(leader) == nil {
+		return fmt.Errorf("fakecluster: no node %q", leader)
+	}
+	c.mu.Lock()
+	c.dbDown = false
+	if now := time.Now(); !c.leaderLocked(leader, now) {
+		c.acquireLocked(leader, now)
+	}
+	c.mu.Unlock()
+	for _, n := range c.nodes {
+		if err := n.reset(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // release gives up node id's lease, as the cluster's leader does at shutdown.
@@ -274,9 +302,21 @@ func (c *Cluster) WaitLeader(timeout time.Duration) (State, error) {
 //	POST /nodes/{id}/forge?epoch=N&lease=D   (answer as leader of epoch N with a lease of D from now; epoch=0 ends it)
 //	GET  /nodes/{id}/executed
 //	POST /database/down, POST /database/up, POST /database/reseed
+//	POST /reset?leader=ID   (Reset; the first node if no leader is given)
 func (c *Cluster) ControlHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, c.State())
+	})
+	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
+		leader := r.URL.Query().Get("leader")
+		if leader == "" && len(c.nodes) > 0 {
+			leader = c.nodes[0].id
+		}
+		if err := c.Reset(leader); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		writeJSON(w, http.StatusOK, c.State())
 	})
 	mux.HandleFunc("POST /database/{updown}", func(w http.ResponseWriter, r *http.Request) {

@@ -195,3 +195,57 @@ func TestForgeAndReseed(t *testing.T) {
 		t.Fatalf("the first acquisition after the reseed: %+v, want epoch 1", s.Acquisitions[acquired:])
 	}
 }
+
+// Reset restores a known state from any mess: every node running as
+// itself, the database up, and the chosen leader holding the lease, with
+// a new epoch only if it did not hold it.
+func TestReset(t *testing.T) {
+	c := startCluster(t, 3, time.Second, 100*time.Millisecond)
+	if _, err := c.WaitLeader(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(c.ControlHandler())
+	defer api.Close()
+	if resp, body := get(t, http.DefaultClient, "POST", api.URL+"/reset"); resp.StatusCode != 200 || body["leader"] != "node-a" || body["epoch"] != 1.0 {
+		t.Fatalf("reset of a cluster led by node-a: %d %v, want node-a still leading epoch 1", resp.StatusCode, body)
+	}
+
+	a, b, cc := c.Node("node-a"), c.Node("node-b"), c.Node("node-c")
+	a.Kill(KillHang)
+	b.Stop()
+	cc.ClaimStale(1)
+	c.SetDatabaseDown(true)
+	resp, body := get(t, http.DefaultClient, "POST", api.URL+"/reset?leader=node-b")
+	if resp.StatusCode != 200 {
+		t.Fatalf("reset: %d %v", resp.StatusCode, body)
+	}
+	s := c.State()
+	if s.Leader != "node-b" || s.Epoch != 2 || s.DatabaseDown {
+		t.Fatalf("after reset to node-b: leader %q epoch %d database down %v, want node-b, 2, false", s.Leader, s.Epoch, s.DatabaseDown)
+	}
+	for _, n := range s.Nodes {
+		if n.State != "running" || n.StaleEpoch != 0 || n.Leader != (n.ID == "node-b") {
+			t.Fatalf("after reset: %+v", n)
+		}
+	}
+	// Each node answers as itself: the leader as leader, the others as followers.
+	for _, n := range c.Nodes() {
+		want := 503
+		if n == b {
+			want = 200
+		}
+		client := &http.Client{Timeout: 2 * time.Second}
+		if resp, _ := get(t, client, "GET", n.URL()+"/healthz/leader"); resp.StatusCode != want {
+			t.Fatalf("%s after reset: %d, want %d", n.ID(), resp.StatusCode, want)
+		}
+	}
+	// It keeps the lead: it renews, and the others' renew ticks find its
+	// lease live.
+	poll.Until(t, 2*time.Second, "node-b renews", func() bool { return c.State().ExpiresAt.After(s.ExpiresAt) })
+	if s := c.State(); s.Leader != "node-b" || len(s.Acquisitions) != 2 {
+		t.Fatalf("after a renewal: leader %q, acquisitions %+v", s.Leader, s.Acquisitions)
+	}
+	if resp, _ := get(t, http.DefaultClient, "POST", api.URL+"/reset?leader=node-z"); resp.StatusCode != 400 {
+		t.Fatalf("reset to an unknown node: %d, want 400", resp.StatusCode)
+	}
+}

@@ -155,6 +155,19 @@ func (n *Node) renewLoop(stop, done chan struct{}) {
 	}
 }
 
+// reset starts the node unless it is running, and ends its stale or
+// forged claim.
+func (n *Node) reset() error {
+	n.mu.Lock()
+	running := n.state == stateRunning
+	n.staleEpoch, n.forged = 0, nil
+	n.mu.Unlock()
+	if running {
+		return nil
+	}
+	return n.start()
+}
+
 // Kill stops the node's renewals without releasing its lease, which runs
 // out after the TTL. KillRefuse closes its port; KillHang leaves it open
 // and never answers.

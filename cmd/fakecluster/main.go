@@ -48,7 +48,7 @@ func main() {
 	for _, n := range c.Nodes() {
 		fmt.Printf("node %s on http://%s\n", n.ID(), n.Addr())
 	}
-	fmt.Printf("control API on http://%s (GET /state, POST /nodes/{id}/kill?mode=refuse|hang, /stop, /start, /claim?epoch=N, /forge?epoch=N&lease=D, POST /database/down|up|reseed)\n", *control)
+	fmt.Printf("control API on http://%s (GET /state, POST /nodes/{id}/kill?mode=refuse|hang, /stop, /start, /claim?epoch=N, /forge?epoch=N&lease=D, POST /database/down|up|reseed, POST /reset?leader=ID)\n", *control)
 
 	srv := &http.Server{Addr: *control, Handler: c.ControlHandler()}
 	go func() {
