@@ -99,12 +99,12 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 		lb_policy leader
 		transport pinned {
 			max_pinned 1
+			pin_wait 10ms
 		}
 	}`, strings.Join(uploadAddrs, " "))
 	tc := startCaddy(t, c, global, site)
 
-	// Rate limits: two allowed, one limited, on one kept-alive connection
-	// (one pin), which then closes (a pin ended).
+	// Rate limits: two allowed, one limited.
 	awayFromWindowEnd(t, time.Hour, 5*time.Second)
 	for i, want := range []int{200, 200, 429} {
 		if got := send(t, "POST", tc.url("/login")).status; got != want {
@@ -112,20 +112,21 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 		}
 	}
 	rlClient.CloseIdleConnections()
+	// Pinned connections: one signed in (a pin), a second handshake
+	// refused at max_pinned, then the pin ends with its connection.
+	first, second := newBrowser(tc, 0), newBrowser(tc, 1)
+	if resp, err := first.SignIn("/sso/me"); err != nil || resp.User() != first.User {
+		t.Fatalf("first connection: %v %+v", err, resp)
+	}
+	if resp, err := second.Negotiate("/sso/me"); err != nil || resp.Status != http.StatusServiceUnavailable {
+		t.Fatalf("second handshake, beyond max_pinned: %v %+v", err, resp)
+	}
+	first.Close()
+	second.Close()
 	poll.Until(t, 5*time.Second, "the pin to end", func() bool {
 		fams := deployScrape(t, tc)
 		return deployTotal(fams, "caddy_ha_pinned_connections") == 0 && deployTotal(fams, "caddy_ha_pinned_pins_ended_total") >= 1
 	})
-	// Pinned connections: one pinned, one refused at max_pinned.
-	first, second := newBrowser(tc, 0), newBrowser(tc, 1)
-	if resp, err := first.Do(http.MethodGet, "/api/whoami", nil); err != nil || resp.Status != http.StatusOK {
-		t.Fatalf("first connection: %v %+v", err, resp)
-	}
-	if resp, err := second.Do(http.MethodGet, "/api/whoami", nil); err != nil || resp.Status != http.StatusServiceUnavailable {
-		t.Fatalf("second connection, beyond max_pinned: %v %+v", err, resp)
-	}
-	first.Close()
-	second.Close()
 	// Upload affinity: a creation, its binding learned and kept in Redis.
 	learned := affinityEvent(tc, "learned")
 	if _, err := newUploadClient("http://"+tc.addr).create("deploy-1", 4); err != nil {
