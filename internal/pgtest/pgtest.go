@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/testproc"
 )
 
 // Server is a PostgreSQL the test started: a Process whose failures fail
@@ -149,14 +150,11 @@ func postgresUser() (*syscall.Credential, error) {
 func (p *Process) dataDir() string { return filepath.Join(p.root, "data") }
 
 // initdb makes the temporary directory and the database cluster in it. The
-// directory comes from os.MkdirTemp, not t.TempDir, whose parents are root's
-// and closed to the postgres user.
+// directory is testproc's, not t.TempDir, whose parents are root's and
+// closed to the postgres user; making it sweeps those of killed runs.
 func (p *Process) initdb() error {
 	var err error
-	if p.root, err = os.MkdirTemp("", "pgtest-"); err != nil {
-		return err
-	}
-	if err := os.Chmod(p.root, 0o755); err != nil { // the postgres user reaches data/ through it
+	if p.root, err = testproc.Dir("pgtest", removeSharedMemory); err != nil {
 		return err
 	}
 	if err := os.Mkdir(p.dataDir(), 0o700); err != nil {
@@ -182,14 +180,7 @@ func (p *Process) initdb() error {
 func (p *Process) command(program string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(p.bin, program), args...)
 	cmd.Dir = p.root
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: p.cred,
-		// Its own process group: a ^C of the test reaches the test only,
-		// whose cleanup stops the server; Pdeathsig stops it if the test
-		// dies without cleaning up.
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = testproc.Attr(p.cred)
 	return cmd
 }
 
@@ -344,14 +335,12 @@ func children(pid int) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var found []int
 	for _, path := range stats {
-		stat, err := os.ReadFile(path)
+		child, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		fields, err := testproc.StatFields(child)
 		if err != nil {
 			continue // it exited
 		}
-		// pid (comm) state ppid …, where comm may hold spaces and parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
 			found = append(found, child)
 		}
 	}
@@ -413,13 +402,12 @@ func (p *Process) cpuTicks(pid int) (ticks int64, settled bool, err error) {
 // procTicks reads pid's user and system time (own), that of its children
 // it has reaped, and whether it is a zombie.
 func procTicks(pid int) (own, reaped int64, zombie bool, err error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime …
+	fields, err := testproc.StatFields(pid)
 	if err != nil {
 		return 0, 0, false, err
 	}
-	// After "pid (comm)": state ppid pgrp session tty_nr tpgid flags
-	// minflt cminflt majflt cmajflt utime stime cutime cstime …
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
 	if len(fields) < 15 {
 		return 0, 0, false, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
@@ -434,19 +422,26 @@ func procTicks(pid int) (own, reaped int64, zombie bool, err error) {
 
 // Kill stops the server at once (SIGKILL to the postmaster and its
 // backends, paused or not), leaving its data for Restart. Its port then
-// refuses connections.
+// refuses connections. It returns once every one of them has exited: a
+// backend still exiting holds the shared memory, and a postmaster started
+// meanwhile on the same data refuses to run ("pre-existing shared memory
+// block … is still in use").
 func (p *Process) Kill() {
 	pid, err := p.pid()
 	if err != nil {
 		return
 	}
 	_ = p.Pause() // the backends stay its children until they are killed
-	for _, child := range children(pid) {
+	kids := children(pid)
+	for _, child := range kids {
 		_ = syscall.Kill(child, syscall.SIGKILL)
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	<-p.exited
 	p.cmd = nil
+	if err := testproc.WaitExited(kids); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: killing postgres on port %d: %v\n", p.Port, err)
+	}
 }
 
 // Restart starts the server again after Kill, on the same port and data
@@ -458,13 +453,40 @@ func (p *Process) Restart() error {
 	return p.run()
 }
 
-// Stop kills the server and removes its data.
+// Stop kills the server and removes its data and shared memory.
 func (p *Process) Stop() {
 	p.Kill()
 	if p.logFile != nil {
 		p.logFile.Close()
 	}
 	if p.root != "" {
+		removeSharedMemory(p.root)
 		os.RemoveAll(p.root)
 	}
 }
+
+// removeSharedMemory removes the System V shared memory segment of the
+// killed server whose directory is root, which a killed postmaster leaves
+// behind (the kernel holds a few thousand at most). A postmaster that
+// exits by itself removes it, and its postmaster.pid, which names it.
+func removeSharedMemory(root string) {
+	lock, err := os.ReadFile(filepath.Join(root, "data", "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	// Its seventh line is the segment's key and id.
+	lines := strings.Split(string(lock), "\n")
+	if len(lines) < 7 {
+		return
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return
+	}
+	if id, err := strconv.Atoi(f[1]); err == nil {
+		_, _, _ = syscall.Syscall(syscall.SYS_SHMCTL, uintptr(id), ipcRMID, 0)
+	}
+}
+
+// ipcRMID is IPC_RMID of <sys/ipc.h>, which package syscall lacks.
+const ipcRMID = 0

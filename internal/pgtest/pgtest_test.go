@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/caddy-ha/caddy-ha/internal/pgtest"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
 // A started server answers; paused it answers nothing, on a connection
@@ -60,6 +61,39 @@ func TestStartPauseKillRestart(t *testing.T) {
 	var kept int
 	if err := pool.QueryRow(context.Background(), "SELECT n FROM kept").Scan(&kept); err != nil || kept != 7 {
 		t.Fatalf("after the restart the table holds %d, %v; want 7", kept, err)
+	}
+}
+
+// A server killed while its backends are busy restarts at once, every
+// time: Kill returns only once the backends have exited, which hold the
+// shared memory a new postmaster on the same data checks.
+func TestKillBusyServerThenRestart(t *testing.T) {
+	srv := pgtest.Start(t)
+	pool := srv.Pool(t)
+	const busy = 6
+	for cycle := range 5 {
+		for range busy {
+			conn, err := pgx.Connect(context.Background(), srv.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { // ends with an error when the server is killed
+				defer conn.Close(context.Background())
+				_, _ = conn.Exec(context.Background(), "SELECT count(*) FROM generate_series(1, 1000000000)")
+			}()
+		}
+		poll.Until(t, 10*time.Second, "the busy backends", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			var n int
+			err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*) FROM generate_series%' AND state = 'active'").Scan(&n)
+			return err == nil && n == busy
+		})
+		srv.Kill()
+		if err := srv.Process.Restart(); err != nil {
+			t.Fatalf("restart %d: %v", cycle, err)
+		}
+		wantOne(t, srv.Pool(t)) // the old pool's connections broke
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/testproc"
 )
 
 // Server is a redis-server the test started: a Process whose failures
@@ -132,9 +133,16 @@ func start(t testing.TB, args func(dir, port string) []string) *Server {
 	return startAs(t, Options{}, args)
 }
 
+// startAs runs the server in a directory of testproc's, so that one left
+// running by a killed test is swept by the next.
 func startAs(t testing.TB, o Options, args func(dir, port string) []string) *Server {
 	t.Helper()
-	p, err := startProcess(t.TempDir(), o, args)
+	dir, err := testproc.Dir("redistest", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p, err := startProcess(dir, o, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,6 +187,7 @@ func (s *Process) run() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	s.cmd = exec.Command("redis-server", s.args(s.dir, port)...)
 	s.cmd.Dir = s.dir
+	s.cmd.SysProcAttr = testproc.Attr(nil)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
@@ -204,13 +213,13 @@ func (s *Process) exited() bool {
 	return s.cmd.ProcessState != nil || s.cmd.Process.Signal(syscall.Signal(0)) != nil
 }
 
-// Kill stops the server at once; its port then refuses connections.
+// Kill stops the server at once, and anything it started (its process
+// group); its port then refuses connections.
 func (s *Process) Kill() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a paused process cannot die otherwise
-	_ = s.cmd.Process.Kill()
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) // ends a paused one too
 	_ = s.cmd.Wait()
 	s.cmd = nil
 }
