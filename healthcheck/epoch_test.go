@@ -211,3 +211,82 @@ func TestLeaseOfCenturiesHoldsTheFloorBoundedly(t *testing.T) {
 	clock.advance(time.Millisecond)
 	poll.Until(t, 5*time.Second, "a leads after maxClaimHold", func() bool { return leaderAddr(m) == "a" })
 }
+
+// FuzzEpochFloor runs the epoch guard through sequences of answers and
+// clock steps (4 bytes each) on three nodes and checks, after each: no
+// valid claim is above the floor, the floor went down only once the claim
+// that held it had run out, a leader has the floor's epoch; and at the end
+// that the floor is never stuck: maxClaimHold later, a fresh claim of
+// epoch 1 sets it.
+func FuzzEpochFloor(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 1, 1, 8, 2, 1, 9, 20, 0, 0, 0, 0, 1, 1})
+	f.Add([]byte{0, 3, 1, 1, 1, 8, 3, 1, 4, 0, 0, 0, 9, 30, 0, 0, 0, 0, 2, 1})
+	f.Add([]byte{2, 5, 0, 0, 1, 8, 1, 0, 0, 1, 2, 1, 9, 255, 0, 0, 2, 0, 2, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		epochs := []int64{1, 2, 3, 7, 8, 9, 1000, 1 << 40, math.MaxInt64}
+		leases := []time.Duration{0, 100 * time.Millisecond, time.Second, 200 * 365 * 24 * time.Hour}
+		clock := newFakeClock()
+		rec := &floorRecorder{}
+		m, err := NewMonitor("pool", []string{"a", "b", "c"}, testConfig(), newScripted(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.clock = clock.Now
+		renewed := make([]time.Time, 3)
+		for len(ops) >= 4 {
+			op := ops[:4]
+			ops = ops[4:]
+			n := m.nodes[int(op[0])%3]
+			var r Result
+			switch (op[0] / 3) % 4 {
+			case 0:
+				i := int(op[0]) % 3
+				if op[3]%2 == 0 || renewed[i].IsZero() {
+					renewed[i] = clock.Now()
+				}
+				r = forgedAt(epochs[int(op[1])%len(epochs)], leases[int(op[2])%len(leases)], renewed[i])
+				r.ServerTime = clock.Now()
+			case 1:
+				r = follower
+			case 2:
+				r = refused
+			case 3:
+				clock.advance(time.Duration(op[1]) * 50 * time.Millisecond)
+				continue
+			}
+			r.Started = clock.Now()
+			m.mu.Lock()
+			before := m.floor
+			m.mu.Unlock()
+			m.record(n, r)
+			checkFloor(t, m, before)
+		}
+		clock.advance(maxClaimHold + time.Millisecond)
+		r := forgedAt(1, time.Second, clock.Now())
+		r.Started = clock.Now()
+		m.record(m.nodes[0], r)
+		if f := m.EpochFloor(); f.Epoch != 1 || m.nodes[0].status != StatusLeader {
+			t.Fatalf("maxClaimHold after the last answer, a fresh claim of epoch 1: floor %+v, a is %s", f, m.nodes[0].status)
+		}
+	})
+}
+
+// checkFloor checks m's floor after one answer, the floor before it being
+// before.
+func checkFloor(t *testing.T, m *Monitor, before claim) {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.unixNano()
+	for _, n := range m.nodes {
+		if n.claim.validAt(now) && n.claim.epoch > m.floor.epoch {
+			t.Fatalf("%s's valid claim of epoch %d is above the floor %d", n.Addr, n.claim.epoch, m.floor.epoch)
+		}
+	}
+	if m.floor.epoch < before.epoch && before.validAt(now) {
+		t.Fatalf("the floor went down from %d to %d while its claim was valid", before.epoch, m.floor.epoch)
+	}
+	if l := m.leader.Load(); l != nil && l.epoch != m.floor.epoch {
+		t.Fatalf("%s leads at epoch %d, the floor is %d", l.Addr, l.epoch, m.floor.epoch)
+	}
+}

@@ -117,8 +117,7 @@ type EpochFloorChange struct {
 
 // farEpochJump is how far beyond the floor a claim must be to be logged:
 // the cluster's epoch grows by one per failover, so a jump this large is no
-// failover missed between two probes but a forged or broken answer, or a
-// cluster whose epochs were reset and then grew again.
+// failover missed between two probes but a forged or broken answer.
 const farEpochJump = 1000
 
 // Backwards reports whether the floor went down: every higher claim's
