@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -243,16 +242,10 @@ type sharedStore struct {
 	stop  context.CancelFunc // ends the health checks, and a ping under way
 	done  chan struct{}
 
-	// clock is the store's own clock (Redis TIME, the database's now()),
-	// nil if it has none; offset is how far it is ahead of this process's
-	// wall clock, in ns, as last measured.
-	clock       store.Clock
-	offset      atomic.Int64
-	offsetGauge prometheus.Gauge
-	// ping is the last answered health check's duration, in ns.
-	ping      atomic.Int64
-	pingGauge prometheus.Gauge
-	series    *seriesHold
+	// health checks a remote store and measures its clock; nil for the
+	// memory store.
+	health *store.Health
+	series *seriesHold
 }
 
 // wallClock is this process's clock, which rate-limit windows follow
@@ -267,9 +260,6 @@ func openShared(backend StoreBackend, name string, healthEvery time.Duration) (*
 	sh := &sharedStore{name: name, store: s}
 	sh.series = storeSeries.hold(sh.name) // before its series are looked up
 	sh.up = storeMetrics.up.WithLabelValues(sh.name)
-	sh.offsetGauge = storeMetrics.clockOffset.WithLabelValues(sh.name)
-	sh.pingGauge = storeMetrics.pingSeconds.WithLabelValues(sh.name)
-	sh.clock, _ = s.(store.Clock)
 	sh.up.Set(1)
 	if store.IsLocal(s) {
 		sh.series.publish(sh)
@@ -288,61 +278,28 @@ func openShared(backend StoreBackend, name string, healthEvery time.Duration) (*
 		log.Info("store available again", zap.String("store", sh.name))
 	})
 	sh.store, sh.local = sh.guard, store.NewMemory(localFallbackKeys, 0)
+	sh.health = store.NewHealth(sh.guard, s, func() time.Time { return wallClock() })
+	pingGauge, offsetGauge := storeMetrics.pingSeconds.WithLabelValues(sh.name), storeMetrics.clockOffset.WithLabelValues(sh.name)
+	sh.health.OnPing = func(d time.Duration) { pingGauge.Set(d.Seconds()) }
+	sh.health.OnClockOffset = func(d time.Duration) { offsetGauge.Set(d.Seconds()) }
 	ctx, stop := context.WithCancel(context.Background())
 	sh.stop, sh.done = stop, make(chan struct{})
-	goLoop(log, "the store's health check", healthEvery, ctx.Done(), sh.done, func() { sh.checkHealth(ctx, healthEvery) })
+	goLoop(log, "the store's health check", healthEvery, ctx.Done(), sh.done, func() { sh.health.Run(ctx, healthEvery) })
 	sh.series.publish(sh)
 	return sh, nil
 }
 
-// checkHealth pings the store through its guard until Destruct, the first
-// time at once, so a store down from the start is noticed without traffic.
-func (sh *sharedStore) checkHealth(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		pingCtx, cancel := context.WithTimeout(ctx, min(every, time.Second))
-		start := time.Now()
-		if sh.guard.Ping(pingCtx) == nil {
-			took := time.Since(start)
-			sh.ping.Store(int64(took))
-			sh.pingGauge.Set(took.Seconds())
-			if sh.clock != nil {
-				sh.measureClock(pingCtx)
-			}
-		}
-		cancel()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// measureClock measures how far the store's clock is ahead of this
-// process's: against the middle of the round trip, so within half of it.
-func (sh *sharedStore) measureClock(ctx context.Context) {
-	sent := wallClock()
-	at, err := sh.clock.Now(ctx)
-	if err != nil {
-		return
-	}
-	received := wallClock()
-	offset := at.Sub(sent.Add(received.Sub(sent) / 2))
-	sh.offset.Store(int64(offset))
-	sh.offsetGauge.Set(offset.Seconds())
-}
-
 // HasClock reports whether the store has a clock of its own, which
 // rate-limit windows follow by default.
-func (sh *sharedStore) HasClock() bool { return sh.clock != nil }
+func (sh *sharedStore) HasClock() bool { return sh.health != nil && sh.health.HasClock() }
 
-// Now is the time by the store's clock: this process's wall clock plus the
-// offset last measured (health_interval apart), or the wall clock until a
-// first measurement.
+// Now is the time by the store's clock (see store.Health.Now), or this
+// process's wall clock for a store without one.
 func (sh *sharedStore) Now() time.Time {
-	return wallClock().Add(time.Duration(sh.offset.Load()))
+	if sh.health == nil {
+		return wallClock()
+	}
+	return sh.health.Now()
 }
 
 // Store returns the store. For a remote one, calls fail at once with

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,12 +43,15 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 		t.Fatalf("with the Redis store: store_up %v, %d connections", v, caddyClients())
 	}
 
-	tc.load(nil, "", site) // the memory store instead
-	poll.Until(t, 5*time.Second, "Caddy's Redis connections closed", func() bool { return caddyClients() == 0 })
-	// Nothing left to ping it: three health intervals later, still none.
-	time.Sleep(300 * time.Millisecond)
-	if n := caddyClients(); n != 0 {
-		t.Fatalf("%d connections to the closed store's Redis", n)
+	// Another Redis instead, checked as often: once it has answered three
+	// health checks, the closed store would have had its own.
+	other := redistest.Start(t)
+	tc.load(nil, redisOption(other, "close:"), site)
+	poll.Until(t, 5*time.Second, "Caddy's connections to the closed store's Redis closed", func() bool { return caddyClients() == 0 })
+	closedChecks, otherChecks := healthChecks(t, srv), healthChecks(t, other)
+	poll.Until(t, 5*time.Second, "three health checks of the new store", func() bool { return healthChecks(t, other) >= otherChecks+3 })
+	if n, checks := caddyClients(), healthChecks(t, srv)-closedChecks; n != 0 || checks != 0 {
+		t.Fatalf("%d connections to the closed store's Redis, %d health checks", n, checks)
 	}
 	if v := metricValue(tc, upMetric); v != -1 {
 		t.Fatalf("store_up of the closed store is still reported: %v", v)
@@ -151,13 +155,35 @@ func TestStorePasswordsNeverShown(t *testing.T) {
 	}
 }
 
+// healthChecks counts the commands of the store's health checks (PING,
+// and TIME for the clock offset) that srv has answered.
+func healthChecks(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	stats, err := srv.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, cmd := range []string{"cmdstat_ping:calls=", "cmdstat_time:calls="} {
+		if _, rest, ok := strings.Cut(stats, cmd); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			c, err := strconv.Atoi(calls)
+			if err != nil {
+				t.Fatalf("%s%s: %v", cmd, calls, err)
+			}
+			n += c
+		}
+	}
+	return n
+}
+
 // A store down from the start is reported down by the health checks alone,
 // without any traffic to fail.
 func TestStoreDownAtStartIsReported(t *testing.T) {
 	addr := loopback.FreeAddr()
 	tc := startCaddy(t, nil, "ha {\n\t\tstore redis {\n\t\t\taddress "+addr+"\n\t\t}\n\t\thealth_interval 50ms\n\t}", `respond "ok"`)
 	poll.Until(t, 5*time.Second, "store_up 0", func() bool {
-		return metricValue(tc, `caddy_ha_store_up{store="redis `+addr+`"}`) == 0
+		return metricValue(tc, `caddy_ha_store_up{store="redis `+addr+` db=0 prefix=caddy-ha:"}`) == 0
 	})
 }
 

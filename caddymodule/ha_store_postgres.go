@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -136,51 +135,14 @@ func (p *PostgresStore) OpenStore() (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &postgresStore{Postgres: store.NewPostgres(pool, v.Table, *v.Prefix)}
+	s := store.NewPostgres(pool, v.Table, *v.Prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), postgresSetupTimeout)
 	defer cancel()
-	if err := s.ensureTable(ctx); err != nil && !unreachable(err) {
+	if err := s.EnsureTable(ctx); err != nil && !store.PostgresUnreachable(err) {
 		s.Close()
 		return nil, fmt.Errorf("table %s: %w", v.Table, err)
 	}
 	return s, nil
-}
-
-// postgresStore is the store, checking (or creating) its table once the
-// database answers: at load, or at the first health check that reaches it.
-type postgresStore struct {
-	*store.Postgres
-	ready atomic.Bool
-}
-
-// ensureTable checks the table, once it has succeeded no more.
-func (s *postgresStore) ensureTable(ctx context.Context) error {
-	if s.ready.Load() {
-		return nil
-	}
-	if err := s.EnsureTable(ctx); err != nil {
-		return err
-	}
-	s.ready.Store(true)
-	return nil
-}
-
-// Ping checks the table first, until that has succeeded: a database that
-// was down at load gets its table when it answers.
-func (s *postgresStore) Ping(ctx context.Context) error {
-	if err := s.ensureTable(ctx); err != nil {
-		return err
-	}
-	return s.Postgres.Ping(ctx)
-}
-
-// unreachable reports whether err says the database did not answer (it
-// refused, timed out, or the connection broke), rather than refused what
-// was asked.
-func unreachable(err error) bool {
-	var connect *pgconn.ConnectError
-	var netErr net.Error
-	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err)
 }
 
 // Describe names the store by what tells two stores apart: its host,

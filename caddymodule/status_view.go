@@ -45,12 +45,16 @@ func currentStatus() status.View {
 	}
 	for _, sh := range newestOf[*sharedStore](storeSeries) {
 		f, _ := sh.fullness()
+		var ping, offset time.Duration // none for the memory store
+		if sh.health != nil {
+			ping, offset = sh.health.Ping(), sh.health.ClockOffset()
+		}
 		v.Stores = append(v.Stores, status.Store{
 			Store:              sh.name,
 			Up:                 sh.guard == nil || sh.guard.Up(),
 			RetryInSeconds:     sh.RetryIn().Seconds(),
-			PingMillis:         float64(time.Duration(sh.ping.Load()).Microseconds()) / 1000,
-			ClockOffsetSeconds: time.Duration(sh.offset.Load()).Seconds(),
+			PingMillis:         float64(ping.Microseconds()) / 1000,
+			ClockOffsetSeconds: offset.Seconds(),
 			Degraded:           f.Degraded,
 			Evictions:          float64(f.Evictions),
 			Refusals:           float64(f.Refusals),

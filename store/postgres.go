@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +37,11 @@ type Postgres struct {
 	// IncrementAndCount's statements by the number of others.
 	countStatements sync.Map
 	batch           *postgresBatcher
+
+	// tableReady is set once EnsureTable has succeeded: until then Ping
+	// checks the table first, so that a database down at start gets its
+	// table when it answers.
+	tableReady atomic.Bool
 
 	stop        context.CancelFunc // ends the senders, their batches and the sweeper
 	sweeperDone chan struct{}
@@ -138,6 +145,17 @@ func ValidTableName(name string) bool { return tableName.MatchString(name) }
 // with one made beforehand. Instances starting together take turns (an
 // advisory lock): CREATE … IF NOT EXISTS alone fails on such a race.
 func (p *Postgres) EnsureTable(ctx context.Context) error {
+	if p.tableReady.Load() {
+		return nil
+	}
+	if err := p.ensureTable(ctx); err != nil {
+		return err
+	}
+	p.tableReady.Store(true)
+	return nil
+}
+
+func (p *Postgres) ensureTable(ctx context.Context) error {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -308,9 +326,22 @@ func postgresCounterErr(err error) error {
 }
 
 // Ping checks that the database answers, through the batches as every
-// call goes.
+// call goes, and the table (see EnsureTable) until that has succeeded.
 func (p *Postgres) Ping(ctx context.Context) error {
+	if err := p.EnsureTable(ctx); err != nil {
+		return err
+	}
 	return p.batch.do(ctx, newPostgresCall(postgresPing))
+}
+
+// PostgresUnreachable reports whether err says the database did not answer (it
+// refused, timed out, or the connection broke), rather than refused what
+// was asked: the first is an outage, the second (a table of another shape,
+// a role that may not read it) a mistake in the settings.
+func PostgresUnreachable(err error) bool {
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err)
 }
 
 // Now is the database's clock (SELECT now()), so that it is a Clock.

@@ -1,9 +1,11 @@
 // Package store is the short-lived store of the cluster's toolkit (its
-// guide "Running Multiple Servers") in Go: keys with string
-// values that expire after a lifetime, with operations that are each
-// atomic across every process sharing the store. Memory keeps everything in
-// this process (bounded); Redis is shared by every Caddy instance and by the
-// cluster's own app.
+// guide "Running Multiple Servers") in Go: keys with string values that
+// expire after a lifetime (rate-limit counters, upload bindings), with
+// operations that are each atomic across every process sharing the store.
+// Memory keeps everything in this process (bounded); Redis and PostgreSQL
+// (a table in the cluster's own database, on its clock) are shared by every
+// Caddy instance and by the cluster's own app. Guard turns an outage into
+// fast failures, and Health checks a remote store and measures its clock.
 package store
 
 import (
