@@ -95,11 +95,20 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 	o.mu.Lock()
 	if !c.InDoubt && !c.Confirmed {
-		epoch := c.Epoch
-		if c.To == "" && len(o.changes) > 0 {
-			epoch = o.changes[len(o.changes)-1].Epoch // the lead lost
+		var last status.LeaderChange
+		if len(o.changes) > 0 {
+			last = o.changes[len(o.changes)-1]
 		}
-		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: c.From, To: c.To, Epoch: epoch,
+		from, epoch := c.From, c.Epoch
+		if c.To == "" {
+			epoch = last.Epoch // the lead lost
+		} else if from = last.To; from == c.To {
+			// A row names the leader of the row before it, not the
+			// monitor's last one: none after a lost lead, and none for
+			// the same node's new lease.
+			from = ""
+		}
+		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: from, To: c.To, Epoch: epoch,
 			Failover: c.Failover, Reason: c.Reason})
 		if len(o.changes) > keptLeaderChanges {
 			o.changes = slices.Delete(o.changes, 0, len(o.changes)-keptLeaderChanges)
