@@ -114,9 +114,9 @@ func WriteTable(out io.Writer, v View) error {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%+.3f s\n", s.Store, state, next, ping, s.ClockOffsetSeconds)
 		}
 	}
-	if len(v.UploadAffinity.Events) > 0 {
+	if happened := v.UploadAffinity.Happened(); len(happened) > 0 {
 		block("upload affinity", "", "EVENTS")
-		fmt.Fprintln(w, counts(v.UploadAffinity.Events))
+		fmt.Fprintln(w, counts(happened))
 	}
 	if len(v.CloudflareRanges) > 0 {
 		block("cloudflare ranges", "", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")

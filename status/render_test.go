@@ -121,3 +121,39 @@ func TestEpochFloorShown(t *testing.T) {
 		t.Errorf("the table does not show %q:\n%s", want, table.String())
 	}
 }
+
+// Upload affinity shows the events that happened: while none has, the
+// table has no block and the page says so, rather than a heading over
+// zeros.
+func TestUploadAffinityShowsEventsThatHappened(t *testing.T) {
+	v := View{GeneratedAt: time.Now(), UploadAffinity: UploadAffinity{Events: map[string]float64{"hit": 0, "learned": 0}}}
+	var page, table bytes.Buffer
+	if err := WriteHTML(&page, v, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(page.String(), "data-event") || !strings.Contains(page.String(), "No upload seen yet.") {
+		t.Errorf("the page with no upload event yet:\n%s", page.String())
+	}
+	if strings.Contains(table.String(), "UPLOAD AFFINITY") {
+		t.Errorf("the table with no upload event yet:\n%s", table.String())
+	}
+
+	v.UploadAffinity.Events["learned"] = 1
+	page.Reset()
+	table.Reset()
+	if err := WriteHTML(&page, v, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), `data-event="learned">1<`) || strings.Contains(page.String(), `data-event="hit"`) {
+		t.Errorf("the page after one learned upload:\n%s", page.String())
+	}
+	if !strings.Contains(table.String(), "UPLOAD AFFINITY\nEVENTS\nlearned 1\n") {
+		t.Errorf("the table after one learned upload:\n%s", table.String())
+	}
+}

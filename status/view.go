@@ -96,6 +96,18 @@ type UploadAffinity struct {
 	Events map[string]float64 `json:"events,omitempty"`
 }
 
+// Happened returns the events that occurred at least once: the page and
+// the table show those, not a heading over zeros.
+func (u UploadAffinity) Happened() map[string]float64 {
+	happened := map[string]float64{}
+	for e, n := range u.Events {
+		if n > 0 {
+			happened[e] = n
+		}
+	}
+	return happened
+}
+
 // CloudflareSet is a set of Cloudflare's ranges.
 type CloudflareSet struct {
 	File string `json:"file"`
