@@ -260,8 +260,9 @@ func TestPinnedAnonymousAttackLocksNoUserOut(t *testing.T) {
 // upstream connection too. A completed handshake keeps its connection.
 func TestPinnedHandshakeTimeout(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
-	const timeout = 300 * time.Millisecond
-	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\thandshake_timeout 300ms\n\t\t}"))
+	// Long enough for alice's two legs on a loaded machine.
+	const timeout = time.Second
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\thandshake_timeout 1s\n\t\t}"))
 	alice := newBrowser(tc, 1)
 	if resp, err := alice.SignIn("/sso/me"); err != nil || resp.User() != alice.User {
 		t.Fatalf("sign-in: %v %+v", err, resp)

@@ -523,8 +523,9 @@ func checkServedOnOwnConns(t *testing.T, c *fakecluster.Cluster, perBrowser int)
 // and never sent on a shared connection.
 func TestPinnedCap(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
-	const wait = 2 * time.Second
-	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\tmax_pinned 2\n\t\t\tpin_wait 2s\n\t\t}"))
+	// Long enough for a pin to end on a loaded machine while one waits.
+	const wait = 4 * time.Second
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\tmax_pinned 2\n\t\t\tpin_wait 4s\n\t\t}"))
 	var held []*ntlmclient.Browser
 	for i := range 2 {
 		b := newBrowser(tc, i)
@@ -562,7 +563,7 @@ func TestPinnedCap(t *testing.T) {
 	select {
 	case err := <-signedIn:
 		t.Fatalf("a handshake at the cap did not wait: %v", err)
-	case <-time.After(wait / 4):
+	case <-time.After(wait / 8):
 	}
 	held[0].Close()
 	if err := <-signedIn; err != nil {

@@ -395,7 +395,8 @@ func TestAnonymousClientsShareCleanConnections(t *testing.T) {
 // keeps its pin.
 func TestHandshakeTimeoutEndsIncompletePins(t *testing.T) {
 	u := newUpstream(t)
-	const timeout = 100 * time.Millisecond
+	// Long enough for the completed handshake's two legs on a loaded machine.
+	const timeout = 500 * time.Millisecond
 	p := newPool(t, Config{HandshakeTimeout: timeout})
 	done, stalled := newClient(t), newClient(t)
 	signIn(t, p, done, u.addr(), "/challenge")
