@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
@@ -48,9 +49,10 @@ func TestStoreClosedWithItsLastConfig(t *testing.T) {
 	other := redistest.Start(t)
 	tc.load(nil, redisOption(other, "close:"), site)
 	poll.Until(t, 5*time.Second, "Caddy's connections to the closed store's Redis closed", func() bool { return caddyClients() == 0 })
-	closedChecks, otherChecks := healthChecks(t, srv), healthChecks(t, other)
-	poll.Until(t, 5*time.Second, "three health checks of the new store", func() bool { return healthChecks(t, other) >= otherChecks+3 })
-	if n, checks := caddyClients(), healthChecks(t, srv)-closedChecks; n != 0 || checks != 0 {
+	otherRaw := other.Client()
+	closedChecks, otherChecks := healthChecks(t, raw), healthChecks(t, otherRaw)
+	poll.Until(t, 5*time.Second, "three health checks of the new store", func() bool { return healthChecks(t, otherRaw) >= otherChecks+3 })
+	if n, checks := caddyClients(), healthChecks(t, raw)-closedChecks; n != 0 || checks != 0 {
 		t.Fatalf("%d connections to the closed store's Redis, %d health checks", n, checks)
 	}
 	if v := metricValue(tc, upMetric); v != -1 {
@@ -156,10 +158,10 @@ func TestStorePasswordsNeverShown(t *testing.T) {
 }
 
 // healthChecks counts the commands of the store's health checks (PING,
-// and TIME for the clock offset) that srv has answered.
-func healthChecks(t *testing.T, srv *redistest.Server) int {
+// and TIME for the clock offset) that the Redis of c has answered.
+func healthChecks(t *testing.T, c *redis.Client) int {
 	t.Helper()
-	stats, err := srv.Client().Info(context.Background(), "commandstats").Result()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
