@@ -23,7 +23,7 @@ import (
 // reuses its own memory, while the call may still be on the wire. Its
 // results are read only after done closes.
 type postgresCall struct {
-	ctx  context.Context
+	pending
 	sql  string
 	args []any
 	// The first row is scanned into dest, pointers to the fields below.
@@ -34,12 +34,10 @@ type postgresCall struct {
 	values []string // and their values
 	now    time.Time
 	rows   int64 // the rows it returned or changed
-	err    error
-	done   chan struct{}
 }
 
 func newPostgresCall(sql string, args ...any) *postgresCall {
-	return &postgresCall{sql: sql, args: args, done: make(chan struct{})}
+	return &postgresCall{pending: newPending(), sql: sql, args: args}
 }
 
 // postgresBatcher sends the calls of concurrent callers together, as the
@@ -102,22 +100,7 @@ func (b *postgresBatcher) wait() { b.wg.Wait() }
 
 // do queues c and waits for its answer, its context's end or Close.
 func (b *postgresBatcher) do(ctx context.Context, c *postgresCall) error {
-	c.ctx = ctx
-	select {
-	case b.queueOf(c) <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.life.Done():
-		return errPostgresClosed
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.life.Done(): // the senders are stopping: c may never be sent
-		return errPostgresClosed
-	}
+	return awaitCall(ctx, b.queueOf(c), c, b.life.Done(), errPostgresClosed)
 }
 
 // queueOf is the queue of the sender of c's key, the first argument of
@@ -167,29 +150,6 @@ func (b *postgresBatcher) exec(batch []*postgresCall) {
 		}
 		close(c.done)
 	}
-}
-
-// errPostgresPanicked is the answer of the calls of a batch whose sending
-// panicked.
-var errPostgresPanicked = errors.New("store: sending to PostgreSQL panicked")
-
-// failUnanswered, deferred by exec, answers the calls a panic left
-// unanswered, so that no caller waits for them, and goes on panicking (for
-// the sender's recovery to report it).
-func failUnanswered(calls []*postgresCall) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	for _, c := range calls {
-		select {
-		case <-c.done:
-		default:
-			c.err = errPostgresPanicked
-			close(c.done)
-		}
-	}
-	panic(v)
 }
 
 // mergeIncrements returns the calls to send: calls that increment the

@@ -19,7 +19,7 @@ import (
 // memory, while the call may still be in a batch on the wire. Its results
 // are read only after done closes.
 type batchCall struct {
-	ctx      context.Context
+	pending
 	getEx    bool // a GetAndTouch; otherwise an increment
 	key      string
 	amount   int64
@@ -29,12 +29,10 @@ type batchCall struct {
 	count    int64
 	value    string // GetAndTouch's value
 	found    bool
-	err      error
-	done     chan struct{}
 }
 
 func (s *Redis) newCall(getEx bool, key string, amount int64, lifetime time.Duration, others []string) *batchCall {
-	c := &batchCall{getEx: getEx, key: strings.Clone(s.prefix + key), amount: amount, lifetime: lifetime, done: make(chan struct{})}
+	c := &batchCall{pending: newPending(), getEx: getEx, key: strings.Clone(s.prefix + key), amount: amount, lifetime: lifetime}
 	if len(others) > 0 {
 		c.others = make([]string, len(others))
 		c.counts = make([]int64, len(others))
@@ -85,22 +83,9 @@ func (b *batcher) close() {
 	b.wg.Wait()
 }
 
-// do queues c and waits for its answer or its deadline.
+// do queues c and waits for its answer, its deadline or close.
 func (b *batcher) do(ctx context.Context, c *batchCall) error {
-	c.ctx = ctx
-	select {
-	case b.queue <- c:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-b.stop:
-		return redis.ErrClosed
-	}
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return awaitCall(ctx, b.queue, c, b.stop, redis.ErrClosed)
 }
 
 // batchPanicPause is how long a sender that panicked pauses before it
@@ -155,6 +140,7 @@ func (b *batcher) exec(batch []*batchCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	defer failUnanswered(live)
 	replies := make([]*redis.Cmd, len(live))
 	_, err := b.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range live {
