@@ -67,7 +67,7 @@ type memoryShard struct {
 	// evictions, which read them without this shard's lock; math.MaxInt64
 	// while the heap is empty.
 	minCount, minCounted atomic.Int64
-	_                    [8]byte // keeps shards on separate cache lines
+	index                int // in Memory.shards: the order evictions lock shards in
 }
 
 // memoryEntry holds a value or, when isCount, a counter kept as a number
@@ -98,6 +98,7 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memoryEntry)
+		s.shards[i].index = i
 		s.shards[i].publish()
 	}
 	go func() {
@@ -165,29 +166,34 @@ func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) (
 	if e.counter {
 		budget = &s.counters
 	}
-	if budget.Load() >= s.maxKeys {
-		if !e.counter {
-			s.sweepShard(sh, now)
-		}
-		// A few evictions at most: others may take the room made meanwhile.
-		for tries := 0; budget.Load() >= s.maxKeys; tries++ {
-			if !e.counter || tries == maxEvictions || !s.evict(sh) {
-				s.refuse(now)
-				return nil, ErrFull
+	// The place is taken first, then made: of several keys inserted at
+	// once, each one over the bound makes room for itself, so it holds.
+	if budget.Add(1) > s.maxKeys {
+		made := false
+		if e.counter {
+			for tries := 0; !made && tries < maxEvictions; tries++ {
+				made = s.evict(sh, tries == maxEvictions-1)
 			}
+		} else {
+			s.sweepShard(sh, now)
+			made = budget.Load() <= s.maxKeys
+		}
+		if !made {
+			budget.Add(-1)
+			s.refuse(now)
+			return nil, ErrFull
 		}
 	}
 	p := &e
 	p.key, p.heapAt = strings.Clone(key), -1
 	sh.m[p.key] = p
-	budget.Add(1)
 	if p.counter && !p.limited {
 		sh.push(p)
 	}
 	return p, nil
 }
 
-// maxEvictions bounds the evictions one new counter makes in a row.
+// maxEvictions bounds the tries of a new counter to evict one.
 const maxEvictions = 4
 
 // refuse records a new key refused for lack of room and wakes the sweeper.
@@ -202,11 +208,12 @@ func (s *Memory) refuse(now int64) {
 
 // evict removes the evictable counter with the smallest count in the
 // store, the least recently counted among equals, to make room; the caller
-// holds sh.mu. Another shard's counter is evicted only if its lock is free
-// at once (two shards evicting from each other must not wait for each
-// other): otherwise sh's own smallest goes. It reports whether a counter
+// holds sh.mu. It waits for the lock of a shard after sh only (shards are
+// locked in their order, so two evictions never wait for each other); a
+// shard before sh that is busy is passed over for sh's own smallest only
+// if that is as small, or when last is set. It reports whether a counter
 // was evicted.
-func (s *Memory) evict(sh *memoryShard) bool {
+func (s *Memory) evict(sh *memoryShard, last bool) bool {
 	best := sh
 	count, counted := sh.minCount.Load(), sh.minCounted.Load()
 	for i := range s.shards {
@@ -215,14 +222,20 @@ func (s *Memory) evict(sh *memoryShard) bool {
 			best, count, counted = o, c, at
 		}
 	}
-	if best != sh && best.mu.TryLock() {
-		evicted := s.evictTop(best)
-		best.mu.Unlock()
-		if evicted {
-			return true
-		}
+	if best == sh {
+		return s.evictTop(sh)
 	}
-	return s.evictTop(sh)
+	if best.index > sh.index {
+		best.mu.Lock()
+	} else if !best.mu.TryLock() {
+		if last || sh.minCount.Load() == count {
+			return s.evictTop(sh)
+		}
+		return false
+	}
+	evicted := s.evictTop(best)
+	best.mu.Unlock()
+	return evicted || s.evictTop(sh)
 }
 
 // evictTop evicts the top of sh's heap, if it has one; the caller holds

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,6 +107,64 @@ func TestMemoryFloodEvictsOnlyTheSmallestCounts(t *testing.T) {
 	}
 	if n := s.Len(); n > 2*size {
 		t.Fatalf("%d keys held, want at most %d", n, 2*size)
+	}
+}
+
+// The flood from many goroutines at once: the bound holds, counters
+// counted more than once keep their exact counts, values stay.
+func TestMemoryConcurrentFloodEvictsOnlyTheSmallestCounts(t *testing.T) {
+	const size, workers, perWorker, heavy, rounds = 1000, 8, 4000, 20, 20
+	ctx := context.Background()
+	s := store.NewMemory(size, time.Hour)
+	defer s.Close()
+	for k := 0; k < heavy; k++ {
+		for range 5 {
+			if _, err := s.Increment(ctx, fmt.Sprint("heavy", k), 1, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				if _, err := s.Increment(ctx, fmt.Sprint("flood", w, "-", i), 1, time.Minute); err != nil {
+					t.Errorf("flood: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range rounds {
+			for k := 0; k < heavy; k++ {
+				if _, err := s.Increment(ctx, fmt.Sprint("heavy", k), 1, time.Minute); err != nil {
+					t.Errorf("heavy: %v", err)
+					return
+				}
+			}
+		}
+	})
+	wg.Go(func() {
+		for i := range size {
+			if ok, err := s.TryAdd(ctx, fmt.Sprint("ua:", i), "s1", time.Minute); !ok || err != nil {
+				t.Errorf("TryAdd during the flood: %v, %v", ok, err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	for k := 0; k < heavy; k++ {
+		wantValue(t, s, fmt.Sprint("heavy", k), fmt.Sprint(5+rounds))
+	}
+	for i := 0; i < size; i += 97 {
+		wantValue(t, s, fmt.Sprint("ua:", i), "s1")
+	}
+	if n := s.Len(); n != 2*size {
+		t.Fatalf("%d keys held, want %d", n, 2*size)
+	}
+	if f := s.Fullness(); f.Evictions < workers*perWorker+heavy-size {
+		t.Fatalf("%+v, want at least %d evictions", f, workers*perWorker+heavy-size)
 	}
 }
 
