@@ -2,8 +2,12 @@ package pinning
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +62,83 @@ func TestPinKeepsItsConnectionWhenWritesReportLate(t *testing.T) {
 	}
 	if u.isClosed(up) || c.isClosed() {
 		t.Fatal("the pin's connection closed though neither end closed it")
+	}
+}
+
+// A pin to an https upstream does TLS itself with the template's settings
+// (net/http's Transport did it before), and keeps that connection too.
+func TestPinSpeaksTLSToHTTPSUpstreams(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Conn", r.RemoteAddr)
+		if r.Header.Get("Authorization") != "" {
+			w.Header().Set("WWW-Authenticate", "NTLM TlRMTVNTUAACAAAA")
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	template := srv.Client().Transport.(*http.Transport).Clone()
+	p := New(template, Config{Max: 10})
+	t.Cleanup(p.Close)
+	c := newClient(t)
+	var conns []string
+	for _, h := range []http.Header{{"Authorization": {"NTLM TlRMTVNTUAABAAAA"}}, nil, nil} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+		req.Header = h.Clone()
+		if req.Header == nil {
+			req.Header = http.Header{}
+		}
+		p.ConnState(c.conn, http.StateActive)
+		resp, err := p.RoundTrip(c.conn, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		p.ConnState(c.conn, http.StateIdle)
+		if resp.TLS == nil {
+			t.Fatal("an answer from an https upstream came without TLS")
+		}
+		conns = append(conns, resp.Header.Get("X-Conn"))
+	}
+	if conns[0] != conns[1] || conns[1] != conns[2] {
+		t.Fatalf("the pin's requests went on upstream connections %v, want one", conns)
+	}
+}
+
+// A request body is written while the answer is read, and the connection
+// carries the next request once both are done.
+func TestPinSendsRequestBodies(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Conn", r.RemoteAddr)
+		w.Header().Set("X-Read", strconv.FormatInt(n, 10))
+		w.Header().Set("WWW-Authenticate", "NTLM TlRMTVNTUAACAAAA")
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	p := New(&http.Transport{}, Config{Max: 10})
+	t.Cleanup(p.Close)
+	c := newClient(t)
+	const size = 1 << 20
+	var first string
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/", strings.NewReader(strings.Repeat("x", size)))
+		req.Header.Set("Authorization", "NTLM TlRMTVNTUAABAAAA")
+		p.ConnState(c.conn, http.StateActive)
+		resp, err := p.RoundTrip(c.conn, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		p.ConnState(c.conn, http.StateIdle)
+		if got := resp.Header.Get("X-Read"); got != strconv.Itoa(size) {
+			t.Fatalf("the upstream read %s bytes of %d", got, size)
+		}
+		if i == 0 {
+			first = resp.Header.Get("X-Conn")
+		} else if got := resp.Header.Get("X-Conn"); got != first {
+			t.Fatalf("request %d went on upstream connection %s, not the pin's %s", i, got, first)
+		}
 	}
 }
