@@ -167,7 +167,7 @@ type cloudflareSet struct {
 	done   chan struct{}
 
 	failures prometheus.Counter
-	series   *seriesHold
+	series   *seriesHold[*cloudflareSet]
 	// For the operator's view: when the ranges were last fetched, and the
 	// last failure.
 	mu          sync.Mutex

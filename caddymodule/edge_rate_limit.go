@@ -121,7 +121,7 @@ type rateZone struct {
 	policy   string // its RateLimit-Policy item
 	metrics  zoneMetrics
 	settings status.RateLimitZone // for the status view, without counts
-	series   *seriesHold
+	series   *seriesHold[*rateZone]
 }
 
 const (

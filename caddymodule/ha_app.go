@@ -245,7 +245,7 @@ type sharedStore struct {
 	// health checks a remote store and measures its clock; nil for the
 	// memory store.
 	health *store.Health
-	series *seriesHold
+	series *seriesHold[*sharedStore]
 }
 
 // wallClock is this process's clock, which rate-limit windows follow

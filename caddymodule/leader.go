@@ -177,7 +177,7 @@ type leaderPool struct {
 	// holdNs is the hold of the newest config using the pool, for the
 	// operator's view.
 	holdNs atomic.Int64
-	series *seriesHold
+	series *seriesHold[*leaderPool]
 }
 
 // Destruct stops the prober, when its last user lets go, and removes the

@@ -166,11 +166,11 @@ var handedOffConns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: met
 
 // The series owned by each kind of object.
 var (
-	leaderSeries     = newSeriesOwners("pool", leaderMetrics.current, leaderMetrics.epoch, leaderMetrics.holding, leaderMetrics.failovers, leaderMetrics.held, leaderMetrics.replayed, leaderMetrics.noLeader, leaderMetrics.probe)
-	zoneSeries       = newSeriesOwners("zone", rateLimitMetrics.requests, rateLimitMetrics.storeErrors, rateLimitMetrics.fallback, rateLimitMetrics.latency)
-	storeSeries      = newSeriesOwners("store", storeMetrics.up, storeMetrics.clockOffset, storeMetrics.pingSeconds)
-	pinnedSeries     = newSeriesOwners("pool", pinnedMetrics.connections, pinnedMetrics.pins, pinnedMetrics.ended, pinnedMetrics.refused)
-	cloudflareSeries = newSeriesOwners("file", cloudflareMetrics.failures)
+	leaderSeries     = newSeriesOwners[*leaderPool]("pool", leaderMetrics.current, leaderMetrics.epoch, leaderMetrics.holding, leaderMetrics.failovers, leaderMetrics.held, leaderMetrics.replayed, leaderMetrics.noLeader, leaderMetrics.probe)
+	zoneSeries       = newSeriesOwners[*rateZone]("zone", rateLimitMetrics.requests, rateLimitMetrics.storeErrors, rateLimitMetrics.fallback, rateLimitMetrics.latency)
+	storeSeries      = newSeriesOwners[*sharedStore]("store", storeMetrics.up, storeMetrics.clockOffset, storeMetrics.pingSeconds)
+	pinnedSeries     = newSeriesOwners[*PinnedTransport]("pool", pinnedMetrics.connections, pinnedMetrics.pins, pinnedMetrics.ended, pinnedMetrics.refused)
+	cloudflareSeries = newSeriesOwners[*cloudflareSet]("file", cloudflareMetrics.failures)
 )
 
 // haCollectors are every collector, registered on each config's registry.
@@ -204,28 +204,29 @@ func registerMetrics(reg *prometheus.Registry) error {
 	return nil
 }
 
-// seriesOwners tracks the live objects of one kind (pools, zones, stores)
-// by the label value that names their series: two objects can share one (a
-// reload that changed only a password opens the new store before the old
-// one closes), so the series go only with the last. An object holds its
-// series before it looks them up, and publishes itself to the status view
-// once it is built.
-type seriesOwners struct {
+// seriesOwners tracks the live objects of one kind (pools, zones, stores),
+// of type T, by the label value that names their series: two objects can
+// share one (a reload that changed only a password opens the new store
+// before the old one closes), so the series go only with the last. An
+// object holds its series before it looks them up, and publishes itself to
+// the status view once it is built.
+type seriesOwners[T any] struct {
 	label string
 	vecs  []*prometheus.MetricVec
 	mu    sync.Mutex
-	held  map[string][]*seriesHold // by label value, oldest first
+	held  map[string][]*seriesHold[T] // by label value, oldest first
 }
 
 // seriesHold is one object's hold on the series of a label value.
-type seriesHold struct {
-	owners *seriesOwners
-	value  string
-	state  any // the object, once published; nil before
+type seriesHold[T any] struct {
+	owners    *seriesOwners[T]
+	value     string
+	state     T // the object, once published
+	published bool
 }
 
-func newSeriesOwners(label string, vecs ...any) *seriesOwners {
-	o := &seriesOwners{label: label, held: map[string][]*seriesHold{}}
+func newSeriesOwners[T any](label string, vecs ...any) *seriesOwners[T] {
+	o := &seriesOwners[T]{label: label, held: map[string][]*seriesHold[T]{}}
 	for _, v := range vecs {
 		switch v := v.(type) {
 		case *prometheus.CounterVec:
@@ -242,8 +243,8 @@ func newSeriesOwners(label string, vecs ...any) *seriesOwners {
 }
 
 // hold records one more holder of the series named value.
-func (o *seriesOwners) hold(value string) *seriesHold {
-	h := &seriesHold{owners: o, value: value}
+func (o *seriesOwners[T]) hold(value string) *seriesHold[T] {
+	h := &seriesHold[T]{owners: o, value: value}
 	o.mu.Lock()
 	o.held[value] = append(o.held[value], h)
 	o.mu.Unlock()
@@ -252,15 +253,15 @@ func (o *seriesOwners) hold(value string) *seriesHold {
 
 // publish shows the holder's object, fully built, in the status view and
 // the live gauges.
-func (h *seriesHold) publish(state any) {
+func (h *seriesHold[T]) publish(state T) {
 	h.owners.mu.Lock()
-	h.state = state
+	h.state, h.published = state, true
 	h.owners.mu.Unlock()
 }
 
 // release lets go of the hold; the last holder's release deletes every
 // series named its value. A nil hold is none.
-func (h *seriesHold) release() {
+func (h *seriesHold[T]) release() {
 	if h == nil {
 		return
 	}
@@ -283,12 +284,12 @@ func (h *seriesHold) release() {
 
 // each calls f with every held label value that has a published object,
 // in the order of the values, and its published objects, oldest first.
-func (o *seriesOwners) each(f func(value string, states []any)) {
+func (o *seriesOwners[T]) each(f func(value string, states []T)) {
 	o.mu.Lock()
-	byValue := make(map[string][]any, len(o.held))
+	byValue := make(map[string][]T, len(o.held))
 	for v, holds := range o.held {
 		for _, h := range holds {
-			if h.state != nil {
+			if h.published {
 				byValue[v] = append(byValue[v], h.state)
 			}
 		}
@@ -299,11 +300,11 @@ func (o *seriesOwners) each(f func(value string, states []any)) {
 	}
 }
 
-// newestOf is the newest published object of each label value of o, in
-// the order of the values.
-func newestOf[T any](o *seriesOwners) []T {
+// newest is the newest published object of each label value, in the
+// order of the values.
+func (o *seriesOwners[T]) newest() []T {
 	var newest []T
-	o.each(func(_ string, states []any) { newest = append(newest, states[len(states)-1].(T)) })
+	o.each(func(_ string, states []T) { newest = append(newest, states[len(states)-1]) })
 	return newest
 }
 
@@ -351,20 +352,20 @@ func (liveCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, label string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
 	}
-	for _, p := range newestOf[*leaderPool](leaderSeries) {
+	for _, p := range leaderSeries.newest() {
 		v := status.LeaderPool{PoolView: p.mon.View()}
 		gauge(leaderMetrics.leaderlessSeconds, v.Leaderless(now).Seconds(), v.Pool)
 		gauge(leaderMetrics.holdSeconds, p.hold().Seconds(), v.Pool)
 		gauge(leaderMetrics.epochFloor, float64(v.EpochFloor.Epoch), v.Pool)
 	}
-	for _, sh := range newestOf[*sharedStore](storeSeries) {
+	for _, sh := range storeSeries.newest() {
 		if f, ok := sh.fullness(); ok {
 			gauge(storeMetrics.degraded, b2f(f.Degraded), sh.name)
 			ch <- prometheus.MustNewConstMetric(storeMetrics.evictions, prometheus.CounterValue, float64(f.Evictions), sh.name)
 			ch <- prometheus.MustNewConstMetric(storeMetrics.refusals, prometheus.CounterValue, float64(f.Refusals), sh.name)
 		}
 	}
-	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {
+	for _, s := range cloudflareSeries.newest() {
 		st := s.state()
 		refreshed := 0.0
 		if st.RefreshedAt != nil {

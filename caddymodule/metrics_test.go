@@ -15,11 +15,11 @@ import (
 // an object only once it is published.
 func TestSeriesOwners(t *testing.T) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "test_series_owners_total"}, []string{"pool", "reason"})
-	owners := newSeriesOwners("pool", vec)
+	owners := newSeriesOwners[string]("pool", vec)
 	published := func() (names []string) {
-		owners.each(func(value string, states []any) {
+		owners.each(func(value string, states []string) {
 			for _, s := range states {
-				names = append(names, value+"="+s.(string))
+				names = append(names, value+"="+s)
 			}
 		})
 		return names
@@ -39,7 +39,7 @@ func TestSeriesOwners(t *testing.T) {
 	if got := strings.Join(published(), " "); got != "p=old p=new q=q" {
 		t.Fatalf("published %q", got)
 	}
-	if newest := newestOf[string](owners); strings.Join(newest, " ") != "new q" {
+	if newest := owners.newest(); strings.Join(newest, " ") != "new q" {
 		t.Fatalf("newest %v", newest)
 	}
 
@@ -54,7 +54,7 @@ func TestSeriesOwners(t *testing.T) {
 	if got := strings.Join(published(), " "); got != "q=q" {
 		t.Fatalf("published %q", got)
 	}
-	var nothing *seriesHold
+	var nothing *seriesHold[string]
 	nothing.release() // a hold never taken
 }
 

@@ -92,7 +92,7 @@ type PinnedTransport struct {
 
 	pool     *pinning.Pool
 	observer *pinObserver
-	series   *seriesHold // of the pool, named by its upstreams
+	series   *seriesHold[*PinnedTransport] // of the pool, named by its upstreams
 	logger   *zap.Logger
 }
 

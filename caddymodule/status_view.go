@@ -24,7 +24,7 @@ func currentStatus() status.View {
 	if uploadAffinityPolicies.Load() > 0 {
 		v.UploadAffinity.Events = countsBy(affinityEvents, nil, "event")
 	}
-	for _, p := range newestOf[*leaderPool](leaderSeries) {
+	for _, p := range leaderSeries.newest() {
 		pv := p.mon.View()
 		v.LeaderPools = append(v.LeaderPools, status.LeaderPool{
 			PoolView:          pv,
@@ -37,13 +37,13 @@ func currentStatus() status.View {
 			NoLeaderResponses: readMetric(p.obs.noLeader),
 		})
 	}
-	for _, z := range newestOf[*rateZone](zoneSeries) {
+	for _, z := range zoneSeries.newest() {
 		zv := z.settings
 		zv.Allowed, zv.Limited, zv.Denied = readMetric(z.metrics.allowed), readMetric(z.metrics.limited), readMetric(z.metrics.denied)
 		zv.StoreErrors, zv.FallbackDecisions = readMetric(z.metrics.storeErrors), readMetric(z.metrics.fallback)
 		v.RateLimitZones = append(v.RateLimitZones, zv)
 	}
-	for _, sh := range newestOf[*sharedStore](storeSeries) {
+	for _, sh := range storeSeries.newest() {
 		f, _ := sh.fullness()
 		var ping, offset time.Duration // none for the memory store
 		if sh.health != nil {
@@ -60,17 +60,16 @@ func currentStatus() status.View {
 			Refusals:           float64(f.Refusals),
 		})
 	}
-	for _, s := range newestOf[*cloudflareSet](cloudflareSeries) {
+	for _, s := range cloudflareSeries.newest() {
 		v.CloudflareRanges = append(v.CloudflareRanges, s.state())
 	}
-	pinnedSeries.each(func(pool string, transports []any) {
+	pinnedSeries.each(func(pool string, transports []*PinnedTransport) {
 		// Transports of the same upstreams (two configs in a reload, or two
 		// sites) share the pool's series; their connections add up.
 		match := map[string]string{"pool": pool}
 		p := status.PinnedPool{Pool: pool, Ended: countsBy(pinnedMetrics.ended, match, "reason"),
 			Refused: countsBy(pinnedMetrics.refused, match, "reason")}
-		for _, state := range transports {
-			t := state.(*PinnedTransport)
+		for _, t := range transports {
 			p.Connections += float64(t.pool.Len())
 			p.Max += t.MaxPinned
 			p.Pins = readMetric(t.observer.pins)
