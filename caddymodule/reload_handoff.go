@@ -22,8 +22,10 @@ func init() {
 // connection to the new config's server on the same address instead, with
 // any request it read but dropped, and the new server answers it. A
 // connection is handed off only while the old server holds none of its
-// requests unanswered; the old config's connections leave it at once, so a
-// reload never waits on an idle client.
+// requests unanswered, and never one whose client pipelines (the old
+// server may hold its next request in its read buffer) or that was told
+// Connection: close: those close as before. The old config's connections
+// leave it at once, so a reload never waits on an idle client.
 //
 // It hands off plain HTTP/1 connections only: TLS connections (the wrapper
 // sees them after the tls placeholder, where Caddy puts it by default)

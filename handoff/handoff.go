@@ -12,6 +12,11 @@
 // interrupted (by a deadline, as net/http does itself) and what it got is
 // given to the successor first.
 //
+// A connection on which the old server may hold a request in its own read
+// buffer (the client pipelines), or that it announced it closes, is closed
+// as before instead: its client would wait for an answer that never comes,
+// or for the close it was told of.
+//
 // Only plain HTTP/1 connections are handed off: TLS state and HTTP/2
 // streams live in the old server's objects. Every other connection, and
 // every connection without a successor listening on its address, is
