@@ -95,17 +95,13 @@ func (o *leaderObserver) LeaderChanged(c healthcheck.LeaderChange) {
 	}
 	o.mu.Lock()
 	if !c.InDoubt && !c.Confirmed {
-		var last status.LeaderChange
-		if len(o.changes) > 0 {
-			last = o.changes[len(o.changes)-1]
-		}
 		from, epoch := c.From, c.Epoch
-		if c.To == "" {
-			epoch = last.Epoch // the lead lost
-		} else if from = last.To; from == c.To {
-			// A row names the leader of the row before it, not the
-			// monitor's last one: none after a lost lead, and none for
-			// the same node's new lease.
+		if c.To == "" && len(o.changes) > 0 {
+			epoch = o.changes[len(o.changes)-1].Epoch // the lead lost
+		}
+		if from == c.To {
+			// The same node with a new lease (it lost its lead and took
+			// it again): no leader handed over to another.
 			from = ""
 		}
 		o.changes = append(o.changes, status.LeaderChange{At: time.Now(), From: from, To: c.To, Epoch: epoch,
