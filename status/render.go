@@ -44,97 +44,133 @@ func WriteHTML(w io.Writer, v View, refresh time.Duration) error {
 // WriteTable writes the view as terminal tables, one block per capability
 // in use, for `caddy ha status`.
 func WriteTable(out io.Writer, v View) error {
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	now := v.GeneratedAt
-	block := func(title, detail string, header ...string) {
-		fmt.Fprintf(w, "\n%s%s\n%s\n", strings.ToUpper(title), detail, strings.Join(header, "\t"))
-	}
+	t := table{w: tabwriter.NewWriter(out, 0, 0, 2, ' ', 0), now: v.GeneratedAt}
 	for _, p := range v.LeaderPools {
-		state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
+		t.leaderPool(p)
+	}
+	t.rateLimitZones(v.RateLimitZones)
+	t.stores(v.Stores)
+	t.uploadAffinity(v.UploadAffinity)
+	t.cloudflareRanges(v.CloudflareRanges)
+	t.pinnedPools(v.PinnedPools)
+	return t.w.Flush()
+}
+
+// table writes the blocks of WriteTable, each with a title line and a
+// header, at the time of the view.
+type table struct {
+	w   *tabwriter.Writer
+	now time.Time
+}
+
+func (t table) block(title, detail string, header ...string) {
+	fmt.Fprintf(t.w, "\n%s%s\n%s\n", strings.ToUpper(title), detail, strings.Join(header, "\t"))
+}
+
+func (t table) leaderPool(p LeaderPool) {
+	w, now := t.w, t.now
+	state := "leader " + p.Leader + ", epoch " + strconv.FormatInt(p.Epoch, 10)
+	switch {
+	case p.Leader != "":
+	case p.NeverLed():
+		state = "NO LEADER YET: none found in the " + span(now, p.NoLeaderFrom) + " since the pool started; requests wait up to hold, then 503"
+	case p.InProgress(now):
+		state = "FAILOVER IN PROGRESS: no leader for " + span(now, p.NoLeaderFrom)
+	default:
+		state = "NO LEADER for " + span(now, p.NoLeaderFrom) + ", longer than hold: requests are answered 503"
+	}
+	t.block("leader pool", " "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
+	for _, n := range p.Nodes {
+		st := string(n.Status)
+		if n.InDoubt {
+			st += " (in doubt)"
+		}
+		epoch := ""
+		if n.Epoch != 0 {
+			epoch = strconv.FormatInt(n.Epoch, 10)
+		}
+		last := "never"
+		if n.LastProbe != nil {
+			last = span(now, n.LastProbe) + " ago"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.2f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
+	}
+	fmt.Fprintf(w, "epoch floor %s; failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n",
+		floorText(now, p.EpochFloor), number(p.Failovers), number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
+	for _, c := range p.LastChanges {
+		to := c.To
+		if to == "" {
+			to = "none"
+		}
+		fmt.Fprintf(w, "  %s ago: %s → %s: %s\n", span(now, &c.At), cmp.Or(c.From, "none"), to, c.Reason)
+	}
+}
+
+func (t table) rateLimitZones(zones []RateLimitZone) {
+	if len(zones) == 0 {
+		return
+	}
+	t.block("rate-limit zones", "", "ZONE", "LIMIT", "STORE", "ON STORE ERROR", "ALLOWED", "LIMITED", "DENIED", "STORE ERRORS", "FALLBACK")
+	for _, z := range zones {
+		limit := fmt.Sprintf("%d per %s", z.Events, duration(time.Duration(z.WindowSeconds*float64(time.Second))))
+		if z.Sliding {
+			limit += ", sliding"
+		}
+		fmt.Fprintf(t.w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", z.Zone, limit, z.Store, z.OnStoreError, number(z.Allowed),
+			number(z.Limited), number(z.Denied), number(z.StoreErrors), number(z.FallbackDecisions))
+	}
+}
+
+func (t table) stores(stores []Store) {
+	if len(stores) == 0 {
+		return
+	}
+	t.block("stores", "", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
+	for _, s := range stores {
+		state, next := "up", ""
 		switch {
-		case p.Leader != "":
-		case p.NeverLed():
-			state = "NO LEADER YET: none found in the " + span(now, p.NoLeaderFrom) + " since the pool started; requests wait up to hold, then 503"
-		case p.InProgress(now):
-			state = "FAILOVER IN PROGRESS: no leader for " + span(now, p.NoLeaderFrom)
-		default:
-			state = "NO LEADER for " + span(now, p.NoLeaderFrom) + ", longer than hold: requests are answered 503"
+		case !s.Up:
+			state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
+		case s.Degraded:
+			state = "DEGRADED (full)"
 		}
-		block("leader pool", " "+p.Pool+": "+state, "NODE", "STATE", "EPOCH", "LEASE VALID FOR", "LAST PROBE", "LATENCY", "LAST ERROR")
-		for _, n := range p.Nodes {
-			st := string(n.Status)
-			if n.InDoubt {
-				st += " (in doubt)"
-			}
-			epoch := ""
-			if n.Epoch != 0 {
-				epoch = strconv.FormatInt(n.Epoch, 10)
-			}
-			last := "never"
-			if n.LastProbe != nil {
-				last = span(now, n.LastProbe) + " ago"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%.2f ms\t%s\n", n.Addr, st, epoch, spanUntil(now, n.LeaseValidUntil), last, n.LastProbeMillis, n.LastError)
+		ping := "—" // none for a store in this process
+		if s.PingMillis > 0 {
+			ping = fmt.Sprintf("%.2f ms", s.PingMillis)
 		}
-		fmt.Fprintf(w, "epoch floor %s; failovers %s, holding %s, held %s, replayed %s, 503 for no leader %s\n",
-			floorText(now, p.EpochFloor), number(p.Failovers), number(p.HoldingRequests), number(p.HeldRequests), number(p.ReplayedRequests), number(p.NoLeaderResponses))
-		for _, c := range p.LastChanges {
-			to := c.To
-			if to == "" {
-				to = "none"
-			}
-			fmt.Fprintf(w, "  %s ago: %s → %s: %s\n", span(now, &c.At), cmp.Or(c.From, "none"), to, c.Reason)
-		}
+		fmt.Fprintf(t.w, "%s\t%s\t%s\t%s\t%+.3f s\n", s.Store, state, next, ping, s.ClockOffsetSeconds)
 	}
-	if len(v.RateLimitZones) > 0 {
-		block("rate-limit zones", "", "ZONE", "LIMIT", "STORE", "ON STORE ERROR", "ALLOWED", "LIMITED", "DENIED", "STORE ERRORS", "FALLBACK")
-		for _, z := range v.RateLimitZones {
-			limit := fmt.Sprintf("%d per %s", z.Events, duration(time.Duration(z.WindowSeconds*float64(time.Second))))
-			if z.Sliding {
-				limit += ", sliding"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", z.Zone, limit, z.Store, z.OnStoreError, number(z.Allowed),
-				number(z.Limited), number(z.Denied), number(z.StoreErrors), number(z.FallbackDecisions))
+}
+
+func (t table) uploadAffinity(u UploadAffinity) {
+	if happened := u.Happened(); len(happened) > 0 {
+		t.block("upload affinity", "", "EVENTS")
+		fmt.Fprintln(t.w, counts(happened))
+	}
+}
+
+func (t table) cloudflareRanges(sets []CloudflareSet) {
+	if len(sets) == 0 {
+		return
+	}
+	t.block("cloudflare ranges", "", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")
+	for _, c := range sets {
+		refreshed := "NEVER"
+		if c.RefreshedAt != nil {
+			refreshed = span(t.now, c.RefreshedAt) + " ago"
 		}
+		fmt.Fprintf(t.w, "%s\t%s\t%d\t%s\t%s\t%s\n", c.File, c.From, c.Ranges, refreshed, number(c.Failures), c.LastError)
 	}
-	if len(v.Stores) > 0 {
-		block("stores", "", "STORE", "STATE", "NEXT TRY", "HEALTH CHECK", "CLOCK OFFSET")
-		for _, s := range v.Stores {
-			state, next := "up", ""
-			switch {
-			case !s.Up:
-				state, next = "DOWN", "in "+duration(time.Duration(s.RetryInSeconds*float64(time.Second)))
-			case s.Degraded:
-				state = "DEGRADED (full)"
-			}
-			ping := "—" // none for a store in this process
-			if s.PingMillis > 0 {
-				ping = fmt.Sprintf("%.2f ms", s.PingMillis)
-			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%+.3f s\n", s.Store, state, next, ping, s.ClockOffsetSeconds)
-		}
+}
+
+func (t table) pinnedPools(pools []PinnedPool) {
+	if len(pools) == 0 {
+		return
 	}
-	if happened := v.UploadAffinity.Happened(); len(happened) > 0 {
-		block("upload affinity", "", "EVENTS")
-		fmt.Fprintln(w, counts(happened))
+	t.block("pinned connections", "", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
+	for _, p := range pools {
+		fmt.Fprintf(t.w, "%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused))
 	}
-	if len(v.CloudflareRanges) > 0 {
-		block("cloudflare ranges", "", "FILE", "FROM", "RANGES", "LAST REFRESH", "FAILURES", "LAST ERROR")
-		for _, c := range v.CloudflareRanges {
-			refreshed := "NEVER"
-			if c.RefreshedAt != nil {
-				refreshed = span(now, c.RefreshedAt) + " ago"
-			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", c.File, c.From, c.Ranges, refreshed, number(c.Failures), c.LastError)
-		}
-	}
-	if len(v.PinnedPools) > 0 {
-		block("pinned connections", "", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
-		for _, p := range v.PinnedPools {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused))
-		}
-	}
-	return w.Flush()
 }
 
 // span is how long before now t was, "" for none.
