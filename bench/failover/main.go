@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
@@ -178,18 +178,12 @@ func startLoad(url string) *fakecluster.Writes {
 	return fakecluster.StartWrites(url, time.Second/time.Duration(*rate), *timeout, &http.Transport{MaxIdleConnsPerHost: 512})
 }
 
+// errorKind names a failed write ("" for a 200), as the fault suite does.
 func errorKind(r fakecluster.WriteResult) string {
-	var ne net.Error
-	switch {
-	case r.Err == nil && r.Status == 200:
+	if r.Err == nil && r.Status == http.StatusOK {
 		return ""
-	case r.Err == nil:
-		return fmt.Sprint(r.Status)
-	case errors.As(r.Err, &ne) && ne.Timeout():
-		return "timeout"
-	default:
-		return "conn-error"
 	}
+	return httpcheck.ErrorKind(r.Status, r.Err)
 }
 
 // measurement is one run of one proxy in one mode.
@@ -257,7 +251,7 @@ func runFailover(p proxy, mode string, drain time.Duration) (m measurement) {
 			<-done
 		}
 	}()
-	if err := waitReady(url); err != nil {
+	if err := httpcheck.WaitOK(strings.Replace(url, "/api/orders", "/api/ping", 1), 15*time.Second, nil); err != nil {
 		if l != nil {
 			l.Stop()
 		}
@@ -330,21 +324,6 @@ func runFailover(p proxy, mode string, drain time.Duration) (m measurement) {
 	}
 	m.outage = firstOK.Sub(at)
 	return m
-}
-
-func waitReady(url string) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(strings.Replace(url, "/api/orders", "/api/ping", 1))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("proxy not ready within 15s")
 }
 
 func main() {

@@ -3,17 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/ratelimit"
 )
 
@@ -86,17 +85,7 @@ type result struct {
 func (r result) failed() bool { return r.err != nil || r.status >= 500 }
 
 // errorKind names a failure: its status, "timeout" or "conn".
-func (r result) errorKind() string {
-	var ne net.Error
-	switch {
-	case r.err == nil:
-		return strconv.Itoa(r.status)
-	case errors.As(r.err, &ne) && ne.Timeout():
-		return "timeout"
-	default:
-		return "conn"
-	}
-}
+func (r result) errorKind() string { return httpcheck.ErrorKind(r.status, r.err) }
 
 // clients are the load's HTTP clients, kept for the whole suite so that
 // their kept-alive connections live through every fault, reloads included.

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
@@ -231,23 +232,7 @@ func (r *rig) waitServing(timeout time.Duration) error {
 	if _, err := r.cluster.WaitLeader(timeout); err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	for {
-		resp, err := client.Get(r.url("/api/ping"))
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("caddy serves no read within %v: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return httpcheck.WaitOK(r.url("/api/ping"), time.Until(deadline), nil)
 }
 
 // limitFallbacks returns how many decisions of the rate-limit zone were not

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
@@ -85,26 +86,16 @@ func serveBackend(addr string) {
 
 // WaitHTTP polls url until it answers 200, p exits, or timeout passes.
 func WaitHTTP(url string, p *Process, timeout time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) && interrupted.Err() == nil {
+	err := httpcheck.WaitOK(url, timeout, func() error {
 		if p.Exited() {
 			return fmt.Errorf("%s exited: %s", p.name, p.LogTail())
 		}
-		resp, err := client.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %d", resp.StatusCode)
-		}
-		last = err
-		time.Sleep(50 * time.Millisecond)
+		return interrupted.Err()
+	})
+	if err != nil && !p.Exited() && interrupted.Err() == nil {
+		return fmt.Errorf("%s: %v: %s", p.name, err, p.LogTail())
 	}
-	return fmt.Errorf("%s not ready within %v (%v): %s", p.name, timeout, last, p.LogTail())
+	return err
 }
 
 // Process is a child process, stopped at exit if not before.

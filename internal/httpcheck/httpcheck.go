@@ -1,0 +1,64 @@
+// Package httpcheck is what the benchmarks and the fault suite (cmd/chaos)
+// ask of HTTP the same way: wait until an endpoint answers 200, and name
+// how a request failed.
+package httpcheck
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ErrorKind names how a request ended, for the tables: its status when it
+// was answered, "timeout" when the client gave up, "conn" for any other
+// transport error.
+func ErrorKind(status int, err error) string {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return strconv.Itoa(status)
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	default:
+		return "conn"
+	}
+}
+
+// pollEvery is how often WaitOK asks; each try gives up after tryTimeout.
+const (
+	pollEvery  = 50 * time.Millisecond
+	tryTimeout = time.Second
+)
+
+// WaitOK sends GET url until it is answered 200, and fails once timeout
+// has passed or stop (nil: never) returns an error, such as a server
+// process that exited or an interrupt, with the last failure.
+func WaitOK(url string, timeout time.Duration, stop func() error) error {
+	client := &http.Client{Timeout: tryTimeout, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	deadline := time.Now().Add(timeout)
+	for {
+		if stop != nil {
+			if err := stop(); err != nil {
+				return err
+			}
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if time.Now().Add(pollEvery).After(deadline) {
+			return fmt.Errorf("%s not answered 200 within %v: %v", url, timeout, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}

@@ -1,0 +1,64 @@
+package httpcheck
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestErrorKind(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String()
+	ln.Close()
+	_, connErr := http.Get(refused)
+
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hung.Close()
+	_, timeoutErr := (&http.Client{Timeout: 20 * time.Millisecond}).Get(hung.URL)
+
+	for _, c := range []struct {
+		status int
+		err    error
+		want   string
+	}{
+		{503, nil, "503"},
+		{0, connErr, "conn"},
+		{0, timeoutErr, "timeout"},
+		{0, errors.New("EOF"), "conn"},
+	} {
+		if got := ErrorKind(c.status, c.err); got != c.want {
+			t.Errorf("ErrorKind(%d, %v) = %q, want %q", c.status, c.err, got, c.want)
+		}
+	}
+}
+
+func TestWaitOK(t *testing.T) {
+	var asked atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if asked.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	if err := WaitOK(srv.URL, 10*time.Second, nil); err != nil || asked.Load() != 3 {
+		t.Fatalf("WaitOK = %v after %d requests, want nil after the third", err, asked.Load())
+	}
+
+	never := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
+	defer never.Close()
+	if err := WaitOK(never.URL, 200*time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "status 502") {
+		t.Errorf("WaitOK on a 502 = %v, want a timeout naming status 502", err)
+	}
+	gone := errors.New("the server exited")
+	if err := WaitOK(never.URL, 10*time.Second, func() error { return gone }); !errors.Is(err, gone) {
+		t.Errorf("WaitOK with stop failing = %v, want stop's error", err)
+	}
+}
