@@ -105,8 +105,8 @@ func serveUpstream(addr string) {
 // and bytes/pin (pinned) are the growth of the heap and the stacks in use
 // (HeapInuse + StackInuse, after GC) per held connection, goroutines/conn
 // and goroutines/pin the growth of the goroutines. The difference between
-// the two is what a pin holds: its http.Transport, its upstream
-// connection's buffers and the goroutines that read and write it.
+// the two is what a pin holds: its upstream connection's buffers and the
+// goroutine that reads it while idle.
 func BenchmarkPinnedMemory(b *testing.B) {
 	upstream := loopback.FreeAddr()
 	p, err := wrkbench.StartSelf("upstream", filepath.Join(b.TempDir(), "upstream.log"), upstreamEnv+"="+upstream)
