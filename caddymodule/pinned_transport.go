@@ -170,6 +170,9 @@ func (t *PinnedTransport) Validate() error {
 		return badSetting(pinnedModule, "keep_alive", "must not be off: an authenticated connection must be kept alive")
 	case keepAlive != nil && keepAlive.IdleConnTimeout < 0:
 		return badSetting(pinnedModule, "keep_alive", "idle_timeout must not be negative")
+	case t.ForwardProxyURL != "" || len(t.NetworkProxyRaw) != 0:
+		// Pins dial the backend themselves (pinning/conn.go).
+		return badSetting(pinnedModule, "network_proxy", "(or forward_proxy_url) cannot be used: a pin is a connection of its own to the backend, which a forward proxy would not keep")
 	}
 	return nil
 }

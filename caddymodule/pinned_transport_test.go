@@ -750,6 +750,8 @@ func TestPinnedConfigErrors(t *testing.T) {
 		{"handshake_timeout soon", "handshake_timeout: "},
 		{"frobnicate 1", "unrecognized subdirective frobnicate"},
 		{"dial_timeout", "wrong argument count"},
+		{"network_proxy url http://127.0.0.1:3128", "network_proxy (or forward_proxy_url) cannot be used"},
+		{"forward_proxy_url http://127.0.0.1:3128", "network_proxy (or forward_proxy_url) cannot be used"},
 	} {
 		cf := "http://127.0.0.1:1 {\n\treverse_proxy 127.0.0.1:2 {\n\t\ttransport pinned {\n\t\t\t" + tt.block + "\n\t\t}\n\t}\n}\n"
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), map[string]any{"filename": "Caddyfile"})
