@@ -210,9 +210,10 @@ func (s *Memory) refuse(now int64) {
 // store, the least recently counted among equals, to make room; the caller
 // holds sh.mu. It waits for the lock of a shard after sh only (shards are
 // locked in their order, so two evictions never wait for each other); a
-// shard before sh that is busy is passed over for sh's own smallest only
-// if that is as small, or when last is set. It reports whether a counter
-// was evicted.
+// shard before sh that is busy (perhaps waiting for sh) is passed over for
+// sh's own smallest if that is as small, else the caller tries again, and
+// on its last try (last) for the smallest it can lock at once. It reports
+// whether a counter was evicted.
 func (s *Memory) evict(sh *memoryShard, last bool) bool {
 	best := sh
 	count, counted := sh.minCount.Load(), sh.minCounted.Load()
@@ -222,20 +223,37 @@ func (s *Memory) evict(sh *memoryShard, last bool) bool {
 			best, count, counted = o, c, at
 		}
 	}
-	if best == sh {
+	switch {
+	case best == sh:
 		return s.evictTop(sh)
-	}
-	if best.index > sh.index {
+	case best.index > sh.index:
 		best.mu.Lock()
-	} else if !best.mu.TryLock() {
-		if last || sh.minCount.Load() == count {
-			return s.evictTop(sh)
+	case !best.mu.TryLock():
+		if (sh.minCount.Load() == count || last) && s.evictTop(sh) {
+			return true
 		}
-		return false
+		return last && s.evictAnyFree(sh)
 	}
 	evicted := s.evictTop(best)
 	best.mu.Unlock()
 	return evicted || s.evictTop(sh)
+}
+
+// evictAnyFree evicts the smallest counter of another shard whose lock is
+// free at once; the caller holds sh.mu and found sh with none.
+func (s *Memory) evictAnyFree(sh *memoryShard) bool {
+	for i := range s.shards {
+		o := &s.shards[i]
+		if o == sh || o.minCount.Load() == math.MaxInt64 || !o.mu.TryLock() {
+			continue
+		}
+		evicted := s.evictTop(o)
+		o.mu.Unlock()
+		if evicted {
+			return true
+		}
+	}
+	return false
 }
 
 // evictTop evicts the top of sh's heap, if it has one; the caller holds
