@@ -29,9 +29,10 @@ import (
 // and handing the connection on would leave its client waiting for an
 // answer that never comes. Conn follows the requests' framing to know
 // whether what the server read before an answer ended with the answered
-// request; a connection that pipelined once, or whose answer was given
-// before its request's end was read, or that announced Connection: close
-// (the client expects the close and may retry what followed), closes.
+// request. A connection whose answer was given before its request's end
+// was read, or that announced Connection: close (the client expects the
+// close and may retry what followed), closes; so does one that pipelined,
+// unless its server waits for the next request with an empty buffer.
 type Conn struct {
 	net.Conn
 	ln *Listener
@@ -41,9 +42,11 @@ type Conn struct {
 	// the next reads return them first.
 	pending []byte
 	state   connState
-	// reading is set while a Read waits on the wrapped connection;
-	// readDone is closed when one interrupted for the hand-off returns.
+	// reading is set while a Read of readLen bytes waits on the wrapped
+	// connection; readDone is closed when one interrupted for the hand-off
+	// returns.
 	reading  bool
+	readLen  int
 	readDone chan struct{}
 	// unanswered are the bytes read since the last answer, up to
 	// maxUnanswered (overflow: more were read, so they cannot be handed on).
@@ -59,9 +62,11 @@ type Conn struct {
 	// answeredMidRequest is set when the last answer came before what was
 	// read ended with a request: the bytes after it belong to that request.
 	answeredMidRequest bool
-	// closeOnly is set for good when a hand-off could lose or repeat a
-	// request: the client pipelined, or an answer announced the close.
-	closeOnly bool
+	// pipelined is set for good when an answer came after the client had
+	// sent more: the server may hold requests in its buffer.
+	pipelined bool
+	// toldClose is set when an answer announced the close.
+	toldClose bool
 	// writeEnd is the end of the last write, where a Connection: close
 	// split between two writes begins.
 	writeEnd    [len(closeHeader) - 1]byte
@@ -120,7 +125,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 1 && len(c.unanswered) > 0 {
 		c.handlerRan = true
 	}
-	c.reading = true
+	c.reading, c.readLen = true, len(p)
 	c.mu.Unlock()
 
 	n, err := c.Conn.Read(p)
@@ -177,9 +182,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // sawWrite notes an answer. c.mu must be held.
 func (c *Conn) sawWrite(p []byte) {
-	if c.requests.ahead || c.announcesClose(p) {
-		c.closeOnly = true
-	}
+	c.pipelined = c.pipelined || c.requests.ahead
+	c.toldClose = c.toldClose || c.announcesClose(p)
 	c.answeredMidRequest = !c.requests.atBoundary()
 	c.requests.answered()
 	c.unanswered, c.overflow, c.handlerRan = c.unanswered[:0], false, false
@@ -216,8 +220,8 @@ func (c *Conn) Close() error {
 		c.mu.Unlock()
 		return nil
 	}
-	if !c.ln.isClosed() || c.kind == kindOther || c.closeOnly || c.requests.failed || c.answeredMidRequest ||
-		c.overflow || c.handlerRan && len(c.unanswered) > 0 {
+	if !c.ln.isClosed() || c.kind == kindOther || c.toldClose || c.requests.failed || c.answeredMidRequest ||
+		c.overflow || c.handlerRan && len(c.unanswered) > 0 || c.pipelined && !c.waitsOnEmptyBuffer() {
 		c.state = stateGone
 		c.mu.Unlock()
 		return c.Conn.Close()
@@ -237,6 +241,17 @@ func (c *Conn) Close() error {
 	next := &Conn{Conn: c.Conn, kind: kindHTTP1, pending: append([]byte(nil), c.unanswered...)}
 	c.mu.Unlock()
 	return c.ln.registry.handOffOrClose(c.ln, next)
+}
+
+// netHTTPReadBuffer is the size of net/http's server-side bufio.Reader.
+// bufio fills its buffer with a read of all of it only when it is empty.
+const netHTTPReadBuffer = 4096
+
+// waitsOnEmptyBuffer reports whether the server waits for a request with
+// nothing it read left in its buffer: all it read was answered. c.mu must
+// be held.
+func (c *Conn) waitsOnEmptyBuffer() bool {
+	return c.reading && c.readLen == netHTTPReadBuffer && len(c.unanswered) == 0 && c.requests.atBoundary()
 }
 
 // SetDeadline, SetReadDeadline and SetWriteDeadline reach the wrapped

@@ -64,6 +64,18 @@ func serve(t *testing.T, c *Conn, client net.Conn, request string, answer string
 	}
 }
 
+// waitForRequest plays a server that waits for the next request with a
+// read of n bytes, and returns once that read waits.
+func waitForRequest(t *testing.T, c *Conn, n int) {
+	t.Helper()
+	go func() { _, _ = c.Read(make([]byte, n)) }()
+	poll.Until(t, time.Second, "the read to start", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.reading
+	})
+}
+
 func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
 	const (
 		request = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
@@ -89,6 +101,16 @@ func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
 		// net/http's buffer holds the second request: it cannot move.
 		{"pipelined before the answer", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, request+request, ok)
+		}, false, ""},
+		// net/http fills its whole buffer only when it is empty.
+		{"pipelined, then waiting with its buffer empty", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request+request, ok)
+			serve(t, c, client, "", ok)
+			waitForRequest(t, c, netHTTPReadBuffer)
+		}, true, ""},
+		{"pipelined, then waiting with bytes in its buffer", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request+request, ok)
+			waitForRequest(t, c, netHTTPReadBuffer-len(request))
 		}, false, ""},
 		{"pipelined once, then not", func(t *testing.T, c *Conn, client net.Conn) {
 			serve(t, c, client, request+request, ok)

@@ -1,8 +1,10 @@
 package handoff
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -134,4 +136,66 @@ func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
 		t.Error("no connection was handed off")
 	}
 	t.Logf("%d requests, %d connections handed off", requests.Load(), handedOff.Load())
+}
+
+// readWatcher records the size of the read waiting on its connection.
+type readWatcher struct {
+	net.Conn
+	waiting *atomic.Int64
+}
+
+func (c readWatcher) Read(p []byte) (int, error) {
+	c.waiting.Store(int64(len(p)))
+	defer c.waiting.Store(0)
+	return c.Conn.Read(p)
+}
+
+type watchingListener struct {
+	net.Listener
+	waiting *atomic.Int64
+}
+
+func (l watchingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return readWatcher{c, l.waiting}, nil
+}
+
+// waitsOnEmptyBuffer's coupling: net/http's server waits for a request
+// with a read of its whole buffer when the buffer is empty, and of less
+// when it holds the start of the next request.
+func TestNetHTTPWaitsWithAReadOfItsWholeBuffer(t *testing.T) {
+	sock, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waiting atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	go srv.Serve(watchingListener{sock, &waiting}) //nolint:errcheck
+	defer srv.Close()
+	conn, err := net.Dial("tcp", sock.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	const get = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+	for _, tt := range []struct {
+		send     string
+		buffered int
+	}{{get, 0}, {get + "GE", 2}} {
+		if _, err := conn.Write([]byte(tt.send)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := int64(netHTTPReadBuffer - tt.buffered)
+		poll.Until(t, 5*time.Second, fmt.Sprintf("net/http to wait with a read of %d bytes, %d buffered (netHTTPReadBuffer must follow net/http)", want, tt.buffered),
+			func() bool { return waiting.Load() == want })
+	}
 }
