@@ -11,8 +11,8 @@ import (
 )
 
 // row is what one fault run found: what its clients saw, and the
-// invariants checked on the records of the nodes, the upload servers and
-// the rate-limit backend.
+// invariants checked on the records of the nodes, the upload servers, the
+// rate-limit backend and the status.
 type row struct {
 	fault    fault
 	took     time.Duration
@@ -21,19 +21,26 @@ type row struct {
 
 	notes []string // what failed, in more detail
 
-	unexplained    int // client errors the fault does not explain (any, for a planned event)
-	followerWrites int // writes a node executed without holding the lease of their epoch
-	writesTwice    int // executions of a write beyond its first
-	misrouted      int // upload requests that changed state on a server other than the upload's owner
-	uploadsBroken  int // uploads not completed for their client, or not complete and byte-exact on their owner
-	limitWindows   int // rate-limit windows in which Redis counted every request
-	limitInexact   int // of those, windows that let more than the limit through, or refused before it
-	overBound      int // requests that took longer than their class's bound
+	unexplained     int    // client errors the fault does not explain (any, for a planned event)
+	followerWrites  int    // writes a node executed without holding the lease of their epoch
+	writesTwice     int    // executions of a write beyond its first
+	misrouted       int    // upload requests that changed state on a server other than the upload's owner
+	uploadsBroken   int    // uploads not completed for their client, or not complete and byte-exact on their owner
+	limitWindows    [2]int // by zone (Redis, PostgreSQL): rate-limit windows in which the store counted every request
+	limitInexact    [2]int // of those, windows that let more than the limit through, or refused before it
+	identities      int    // Windows SSO: identities that crossed, handshakes split
+	signInsLost     int    // browsers that lost their signed-in connection with no fault to explain it
+	statusBad       int    // status scrapes failed or wrong, and 1 if none showed the fault
+	cloudflareWrong int    // requests whose client was resolved against Cloudflare's ranges wrongly
+	overBound       int    // requests that took longer than their class's bound
+	overLoad        int    // of the others, those within it once the machine's wait (canaryWait) is taken out
+	canaryMax       time.Duration
 }
 
 // failed reports whether any invariant failed.
 func (r row) failed() bool {
-	return r.unexplained+r.followerWrites+r.writesTwice+r.misrouted+r.uploadsBroken+r.limitInexact+r.overBound > 0
+	return r.unexplained+r.followerWrites+r.writesTwice+r.misrouted+r.uploadsBroken+r.limitInexact[0]+r.limitInexact[1]+
+		r.identities+r.signInsLost+r.statusBad+r.cloudflareWrong+r.overBound > 0
 }
 
 // uploadMarks are how many requests each upload server had recorded: a
@@ -46,12 +53,26 @@ func uploadMarks(servers []*fakecluster.UploadServer) []int {
 	return marks
 }
 
+// runMarks is what a run's checks compare with: the records as they were
+// at its start.
+type runMarks struct {
+	start   time.Time
+	leader  string         // the cluster's leader at the start
+	uploads []int          // uploadMarks
+	splits  map[string]int // ssoFaultMarks
+}
+
+func markRun(r *rig) runMarks {
+	return runMarks{start: time.Now(), leader: r.cluster.State().Leader, uploads: uploadMarks(r.uploads), splits: ssoFaultMarks(r.cluster)}
+}
+
 // check runs every invariant over a finished run.
-func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration) row {
+func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration) row {
 	rw := row{fault: f, took: took, requests: len(l.results), errors: map[string]int{}}
 	unexplained := map[string]int{} // by class and kind
-	over := map[class]int{}
+	over, overLoad := map[class]int{}, map[class]int{}
 	slowest := map[class]time.Duration{}
+	canaries := canaryTimes(l.results)
 	for _, res := range l.results {
 		if res.failed() {
 			rw.errors[res.errorKind()]++
@@ -60,11 +81,25 @@ func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration
 				unexplained[res.class.String()+" "+res.errorKind()]++
 			}
 		}
-		if d := res.done.Sub(res.sent); d > res.class.bound() {
-			rw.overBound++
-			over[res.class]++
-			slowest[res.class] = max(slowest[res.class], d)
+		if res.class == classCloudflare && res.wrong {
+			rw.cloudflareWrong++
 		}
+		d := res.done.Sub(res.sent)
+		if res.class == classCanary {
+			rw.canaryMax = max(rw.canaryMax, d)
+			continue
+		}
+		if d <= res.class.bound() {
+			continue
+		}
+		if d-canaryWait(canaries, res) <= res.class.bound() {
+			rw.overLoad++
+			overLoad[res.class]++
+			continue
+		}
+		rw.overBound++
+		over[res.class]++
+		slowest[res.class] = max(slowest[res.class], d)
 	}
 	if rw.unexplained > 0 {
 		rw.notes = append(rw.notes, "unexplained errors: "+byCount(unexplained))
@@ -74,12 +109,71 @@ func check(r *rig, f fault, l *load, eff effect, marks []int, took time.Duration
 			rw.notes = append(rw.notes, fmt.Sprintf("over bound: %d %s (slowest %v, bound %v)",
 				over[c], c, slowest[c].Round(time.Millisecond), c.bound()))
 		}
+		if overLoad[c] > 0 {
+			rw.notes = append(rw.notes, fmt.Sprintf("over bound by the machine's load: %d %s (a canary waited as long meanwhile)", overLoad[c], c))
+		}
+	}
+	if rw.cloudflareWrong > 0 {
+		rw.notes = append(rw.notes, fmt.Sprintf("cloudflare: %d clients resolved wrongly", rw.cloudflareWrong))
 	}
 	rw.followerWrites, rw.writesTwice = checkWrites(r.cluster, l.run+"-w")
-	rw.misrouted = misroutedRequests(r.uploads, marks)
+	rw.misrouted = misroutedRequests(r.uploads, m.uploads)
 	rw.uploadsBroken = brokenUploads(r.uploads, l.uploads)
-	rw.limitWindows, rw.limitInexact = checkLimits(l, r.limited)
+	for i, z := range []struct {
+		c    class
+		zone string
+	}{{classLimited, limitZone}, {classPGLimited, pgLimitZone}} {
+		rw.limitWindows[i], rw.limitInexact[i] = checkLimits(l, r.limited, z.c, z.zone)
+	}
+	var ssoNotes []string
+	rw.identities, rw.signInsLost, ssoNotes = checkSSO(r.cluster, l, m.start, m.splits, f.slug == "reload" || leaderMoved(r.cluster, m))
+	rw.notes = append(rw.notes, ssoNotes...)
+	bad, shown := checkStatus(l, eff.at, eff.shows)
+	rw.statusBad = bad
+	if bad > 0 {
+		rw.notes = append(rw.notes, fmt.Sprintf("status: %d scrapes failed, were no view, or showed Cloudflare's ranges gone", bad))
+	}
+	if !shown {
+		rw.statusBad++
+		rw.notes = append(rw.notes, "status: no scrape showed the fault")
+	}
 	return rw
+}
+
+// leaderMoved reports whether a node other than the run's first leader
+// acquired the lease during the run: pins to the old one end.
+func leaderMoved(c *fakecluster.Cluster, m runMarks) bool {
+	for _, a := range c.State().Acquisitions {
+		if a.At.After(m.start) && a.Node != m.leader {
+			return true
+		}
+	}
+	return false
+}
+
+// canaryTimes are the canaries' requests, sent and done.
+func canaryTimes(results []result) []result {
+	var cs []result
+	for _, res := range results {
+		if res.class == classCanary {
+			cs = append(cs, res)
+		}
+	}
+	return cs
+}
+
+// canaryWait is the machine's share of a request's time: the longest that
+// a canary — a request Caddy answers itself, through no module but
+// forwarded — waited while the request was under way. A request that
+// takes longer than its bound only because every request waited as long
+// meanwhile is not over the bound of its module.
+func canaryWait(canaries []result, res result) time.Duration {
+	var wait time.Duration
+	for _, c := range canaries {
+		from, to := maxTime(c.sent, res.sent), minTime(c.done, res.done)
+		wait = max(wait, to.Sub(from))
+	}
+	return wait
 }
 
 // checkWrites goes through the writes the nodes executed (those whose id
@@ -166,22 +260,22 @@ func brokenUploads(servers []*fakecluster.UploadServer, uploads []*upload) int {
 	return n
 }
 
-// checkLimits checks every rate-limit window in which Redis counted every
-// request of the zone: the window let exactly limitEvents through to the
-// backend (its record) once more were sent — never more, and none refused
-// before limitEvents had passed, counting the requests that failed (in
-// transport, or 5xx on the way to the backend) as possibly passed. Redis
-// counted every request when the zone's fallback count did not move from
-// the sample before the window's first request to the one after its last
-// answer.
-func checkLimits(l *load, backend *limitBackend) (windows, inexact int) {
+// checkLimits checks every window of a zone (its requests of class c) in
+// which its store counted every request: the window let exactly
+// limitEvents through to the backend (its record) once more were sent —
+// never more, and none refused before limitEvents had passed, counting the
+// requests that failed (in transport, or 5xx on the way to the backend) as
+// possibly passed. The store counted every request when the zone's
+// fallback count did not move from the sample before the window's first
+// request to the one after its last answer.
+func checkLimits(l *load, backend *limitBackend, c class, zone string) (windows, inexact int) {
 	type window struct {
 		passed, refused, failed int
 		first, last             time.Time // the first request sent, the last answered
 	}
 	byWindow := map[int64]*window{}
 	for _, res := range l.results {
-		if res.class != classLimited {
+		if res.class != c {
 			continue
 		}
 		n := windowOf(res.sent)
@@ -203,7 +297,7 @@ func checkLimits(l *load, backend *limitBackend) (windows, inexact int) {
 	for n, w := range byWindow {
 		before, okBefore := l.samples[n]
 		after, okAfter := l.samples[n+1]
-		if !okBefore || !okAfter || before.fallbacks != after.fallbacks ||
+		if !okBefore || !okAfter || before.fallbacks[zone] != after.fallbacks[zone] ||
 			!before.answered.Before(w.first) || !after.asked.After(w.last) {
 			continue
 		}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 // fault is one event the suite injects under load.
@@ -21,6 +23,10 @@ type fault struct {
 type effect struct {
 	end      func() error      // nil: nothing to end
 	explains func(result) bool // nil: no failure is explained
+	// shows tells whether a status view shows the fault; nil: nothing to
+	// show.
+	shows func(status.View) bool
+	at    time.Time // when it was injected
 }
 
 // reloadsPerRun config reloads are spread over the fault's duration.
@@ -34,20 +40,36 @@ func faults() []fault {
 		{slug: "hang", name: "leader hang", inject: onLeader(func(n *fakecluster.Node) { n.Kill(fakecluster.KillHang) }, leaderPool)},
 		{slug: "db", name: "database down", inject: databaseDown},
 		{slug: "rpause", name: "redis paused", inject: func(r *rig) (effect, error) {
-			return effect{end: r.redis.Resume, explains: storeBound}, r.redis.Pause()
+			return effect{end: r.redis.Resume, explains: storeBound, shows: storeDown("redis")}, r.redis.Pause()
 		}},
 		{slug: "rkill", name: "redis killed", inject: func(r *rig) (effect, error) {
 			r.redis.Kill()
-			return effect{end: r.redis.Restart, explains: storeBound}, nil
+			return effect{end: r.redis.Restart, explains: storeBound, shows: storeDown("redis")}, nil
+		}},
+		{slug: "pgpause", name: "postgres paused", inject: func(r *rig) (effect, error) {
+			return effect{end: r.pg.Resume, explains: pgDenied, shows: storeDown("postgres")}, r.pg.Pause()
+		}},
+		{slug: "pgkill", name: "postgres killed", inject: func(r *rig) (effect, error) {
+			r.pg.Kill()
+			return effect{end: r.pg.Restart, explains: pgDenied, shows: storeDown("postgres")}, nil
 		}},
 		{slug: "ukill", name: "upload server killed", inject: killUploadServer},
+		{slug: "cf", name: "cloudflare lists failing", inject: cloudflareFailing},
 		{slug: "reload", name: "config reloads", planned: true, inject: reloads},
 	}
 }
 
 // leaderPool: the requests that lb_policy leader routes, which a leader
 // that crashes or hangs, or a cluster without a leader, may fail.
-func leaderPool(r result) bool { return r.class == classWrite || r.class == classRead }
+func leaderPool(r result) bool {
+	return r.class == classWrite || r.class == classRead || r.class == classSSO
+}
+
+// pgDenied: the PostgreSQL zone's requests answered as on_store_error deny
+// says, 503 with Retry-After (a timeout or another error is not).
+func pgDenied(r result) bool {
+	return r.class == classPGLimited && r.err == nil && r.status == http.StatusServiceUnavailable && r.retryAfter != ""
+}
 
 // storeBound: the upload requests, which need their binding from the store
 // (or to store it): 503 while it is down.
@@ -62,16 +84,46 @@ func onLeader(act func(*fakecluster.Node), explains func(result) bool) func(*rig
 			return effect{}, errors.New("no leader to act on")
 		}
 		act(n)
-		return effect{end: n.Start, explains: explains}, nil
+		return effect{end: n.Start, explains: explains, shows: leaderNot(n.Addr())}, nil
 	}
 }
 
 func databaseDown(r *rig) (effect, error) {
+	leader := r.cluster.Node(r.cluster.State().Leader)
+	if leader == nil {
+		return effect{}, errors.New("no leader before the database goes down")
+	}
 	r.cluster.SetDatabaseDown(true)
 	return effect{
 		end:      func() error { r.cluster.SetDatabaseDown(false); return nil },
 		explains: leaderPool,
+		shows:    leaderNot(leader.Addr()),
 	}, nil
+}
+
+// cloudflareFailing makes every download of Cloudflare's lists fail: the
+// loaded ranges must stay (the status scrapes and the edge's requests
+// check it), and the status must count the failed refreshes.
+func cloudflareFailing(r *rig) (effect, error) {
+	before, err := r.statusView()
+	if err != nil {
+		return effect{}, err
+	}
+	r.cf.failing.Store(true)
+	return effect{
+		end: func() error { r.cf.failing.Store(false); return nil },
+		shows: func(v status.View) bool {
+			return cloudflareFailures(v) > cloudflareFailures(before)
+		},
+	}, nil
+}
+
+func cloudflareFailures(v status.View) float64 {
+	var n float64
+	for _, set := range v.CloudflareRanges {
+		n += set.Failures
+	}
+	return n
 }
 
 // killUploadServer crashes the upload server with the most unfinished
@@ -92,9 +144,14 @@ func killUploadServer(r *rig) (effect, error) {
 			victim, most = s, unfinished
 		}
 	}
+	before, err := r.statusView()
+	if err != nil {
+		return effect{}, err
+	}
 	at := time.Now()
 	victim.Kill()
-	return effect{end: victim.Start, explains: func(res result) bool {
+	ownerDown := func(v status.View) float64 { return v.UploadAffinity.Events["owner_down"] }
+	return effect{end: victim.Start, shows: func(v status.View) bool { return ownerDown(v) > ownerDown(before) }, explains: func(res result) bool {
 		if !storeBound(res) {
 			return false
 		}

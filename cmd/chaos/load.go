@@ -20,16 +20,21 @@ import (
 type class int
 
 const (
-	classWrite   class = iota // POST through lb_policy leader
-	classRead                 // GET through lb_policy leader
-	classLimited              // GET in the rate-limit zone, from the fixed client
-	classCreate               // an upload's creation
-	classUpload               // a request on an existing upload: a chunk, the completion
-	classes                   // how many there are
+	classWrite      class = iota // POST through lb_policy leader
+	classRead                    // GET through lb_policy leader
+	classLimited                 // GET in the Redis rate-limit zone, from the fixed client
+	classPGLimited               // GET in the PostgreSQL rate-limit zone, from the fixed client
+	classCreate                  // an upload's creation
+	classUpload                  // a request on an existing upload: a chunk, the completion
+	classSSO                     // a signed-in browser's GET through transport pinned
+	classCloudflare              // a GET with CF-Connecting-IP, from the Cloudflare edge or outside it
+	classStatus                  // a scrape of the status page or the admin API's /ha/status
+	classCanary                  // a GET that Caddy answers itself: what the machine's load adds
+	classes                      // how many there are
 )
 
 func (c class) String() string {
-	return [...]string{"write", "read", "limited", "create", "upload"}[c]
+	return [...]string{"write", "read", "limited", "pg limited", "create", "upload", "sso", "cloudflare", "status", "canary"}[c]
 }
 
 // bound is the longest a request of the class may take by the modules'
@@ -43,10 +48,19 @@ func (c class) bound() time.Duration {
 	case classLimited:
 		// A store that fails or hangs is given up after store_timeout.
 		return limitStoreTimeout + margin
-	default:
+	case classPGLimited:
+		return pgLimitStoreTimeout + margin
+	case classSSO:
+		// As the leader's traffic, and the handshake's two legs.
+		return hold + responseHeaderTimeout + 2*margin
+	case classCloudflare, classStatus, classCanary:
+		// Answered by Caddy itself.
+		return margin
+	case classCreate, classUpload:
 		// A store lookup, a search for the owner, the owner's answer.
 		return uploadStoreTimeout + discoveryTimeout + margin
 	}
+	panic("no such class")
 }
 
 // The mixed load: rates per stream.
@@ -70,6 +84,10 @@ const (
 	uploadBudget  = 20 * time.Second // an upload retries its steps this long, then gives up
 	uploadBackoff = 200 * time.Millisecond
 	maxInFlight   = 2048 // per stream
+
+	cloudflareEvery = 50 * time.Millisecond  // 20/s, half from the edge
+	statusEvery     = 200 * time.Millisecond // 5/s, the page and the admin API in turn
+	canaryEvery     = 20 * time.Millisecond  // 50/s
 )
 
 // result is one request as its client saw it.
@@ -80,9 +98,26 @@ type result struct {
 	done   time.Time
 	status int   // 0 if err
 	err    error // transport error or client timeout
+	// wrong: answered, but not as the class's invariant says (another
+	// user, a client resolved wrongly, a status that is no valid JSON).
+	wrong bool
+	// retryAfter: the answer's Retry-After.
+	retryAfter string
 }
 
 func (r result) failed() bool { return r.err != nil || r.status >= 500 }
+
+// describe is how the result ended, for notes.
+func (r result) describe() string {
+	switch {
+	case r.sent.IsZero():
+		return "none"
+	case r.wrong:
+		return r.errorKind() + " (wrong)"
+	default:
+		return r.errorKind()
+	}
+}
 
 // errorKind names a failure: its status, "timeout" or "conn".
 func (r result) errorKind() string { return httpcheck.ErrorKind(r.status, r.err) }
@@ -90,20 +125,33 @@ func (r result) errorKind() string { return httpcheck.ErrorKind(r.status, r.err)
 // clients are the load's HTTP clients, kept for the whole suite so that
 // their kept-alive connections live through every fault, reloads included.
 type clients struct {
-	pool, limited, uploads *http.Client
+	pool, limited, uploads, quick *http.Client
+	// Requests from the Cloudflare edge and from outside it.
+	cloudflare, outside *http.Client
+	browsers            []*browser
 }
 
-func newClients() *clients {
+// clientTimeout lets a request run past its bound, to be seen doing so.
+func clientTimeout(c class) time.Duration { return c.bound() + 2*time.Second }
+
+func newClients(site string) *clients {
 	client := func(c class, idle int) *http.Client {
-		// The timeout lets a request run past its bound, to be seen doing so.
-		return &http.Client{Timeout: c.bound() + 2*time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: idle}}
+		return &http.Client{Timeout: clientTimeout(c), Transport: &http.Transport{MaxIdleConnsPerHost: idle}}
 	}
-	return &clients{pool: client(classWrite, 256), limited: client(classLimited, 4), uploads: client(classUpload, 64)}
+	return &clients{
+		pool: client(classWrite, 256), limited: client(classLimited, 4), uploads: client(classUpload, 64), quick: client(classStatus, 8),
+		cloudflare: cloudflareClient(cloudflareEdge, clientTimeout(classCloudflare)),
+		outside:    cloudflareClient(cloudflareOutside, clientTimeout(classCloudflare)),
+		browsers:   newBrowsers(site),
+	}
 }
 
 func (c *clients) closeIdle() {
-	for _, cl := range []*http.Client{c.pool, c.limited, c.uploads} {
+	for _, cl := range []*http.Client{c.pool, c.limited, c.uploads, c.quick, c.cloudflare, c.outside} {
 		cl.CloseIdleConnections()
+	}
+	for _, b := range c.browsers {
+		b.Close()
 	}
 }
 
@@ -120,7 +168,7 @@ type upload struct {
 // count between asked and answered.
 type limitSample struct {
 	asked, answered time.Time
-	fallbacks       float64
+	fallbacks       map[string]float64 // by zone
 }
 
 // load is the mixed traffic of one fault run: open-loop streams whose
@@ -138,6 +186,7 @@ type load struct {
 	results []result
 	uploads []*upload
 	samples map[int64]limitSample // by the number of the window it precedes
+	views   []scrape              // the status the scrapes read
 }
 
 func startLoad(r *rig, c *clients, run string) *load {
@@ -153,11 +202,22 @@ func startLoad(r *rig, c *clients, run string) *load {
 	// The rate-limit zone's windows start at multiples of the window since
 	// the Unix epoch; the first whole one after now is the first counted.
 	first := ratelimit.WindowStart(start, limitWindow).Add(limitWindow)
-	l.stream(func(seq int) time.Time {
-		return first.Add(time.Duration(seq/limitPerWindow)*limitWindow + time.Duration(seq%limitPerWindow+1)*100*time.Millisecond)
-	}, l.limited)
+	knock := func(offset time.Duration) func(int) time.Time {
+		return func(seq int) time.Time {
+			return first.Add(time.Duration(seq/limitPerWindow)*limitWindow + time.Duration(seq%limitPerWindow+1)*100*time.Millisecond + offset)
+		}
+	}
+	l.stream(knock(0), func(seq int) { l.limited(seq, classLimited, "/limited/", "l") })
+	l.stream(knock(50*time.Millisecond), func(seq int) { l.limited(seq, classPGLimited, "/pglimited/", "p") })
 	l.stream(func(seq int) time.Time { return first.Add(time.Duration(seq)*limitWindow + 30*time.Millisecond) },
 		func(int) { l.sampleLimit(windowOf(time.Now())) })
+
+	l.stream(every(cloudflareEvery), l.cloudflare)
+	l.stream(every(statusEvery), l.scrapeStatus)
+	l.stream(every(canaryEvery), l.canary)
+	for _, b := range c.browsers {
+		l.browse(b, start)
+	}
 	return l
 }
 
@@ -199,7 +259,7 @@ func (l *load) stopLoad() {
 	l.wg.Wait()
 	var last time.Time
 	for _, res := range l.results {
-		if res.class == classLimited {
+		if res.class == classLimited || res.class == classPGLimited {
 			last = maxTime(last, res.sent)
 		}
 	}
@@ -209,42 +269,77 @@ func (l *load) stopLoad() {
 }
 
 // do sends one request and records what the client saw; status is 0 if
-// the request failed in transport.
-func (l *load) do(client *http.Client, c class, id string, req *http.Request) (status int, header http.Header) {
+// the request failed in transport. judge, if set, tells whether an answer
+// is wrong.
+func (l *load) do(client *http.Client, c class, id string, req *http.Request, judge func(status int, body []byte) bool) (status int, header http.Header, body []byte) {
 	res := result{class: c, id: id, sent: time.Now()}
 	resp, err := client.Do(req)
 	if err == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
 		resp.Body.Close()
 		if err == nil {
 			res.status, header = resp.StatusCode, resp.Header
+			res.retryAfter = header.Get("Retry-After")
+			res.wrong = judge != nil && judge(res.status, body)
 		}
 	}
 	res.err, res.done = err, time.Now()
+	l.record(res)
+	return res.status, header, body
+}
+
+// maxBody is the most of an answer kept for judging it.
+const maxBody = 1 << 20
+
+func (l *load) record(res result) {
 	l.mu.Lock()
 	l.results = append(l.results, res)
 	l.mu.Unlock()
-	return res.status, header
 }
 
 func (l *load) write(seq int) {
 	id := fmt.Sprintf("%s-w%d", l.run, seq)
 	req, _ := http.NewRequest(http.MethodPost, l.rig.url("/api/orders"), strings.NewReader(`{"id":"`+id+`"}`))
 	req.Header.Set("X-Request-Id", id)
-	l.do(l.clients.pool, classWrite, id, req)
+	l.do(l.clients.pool, classWrite, id, req, nil)
 }
 
 func (l *load) read(seq int) {
 	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/api/items/"+strconv.Itoa(seq)), nil)
-	l.do(l.clients.pool, classRead, "", req)
+	l.do(l.clients.pool, classRead, "", req, nil)
 }
 
-func (l *load) limited(seq int) {
-	id := fmt.Sprintf("%s-l%d", l.run, seq)
-	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/limited/"+id), nil)
+// limited is a request of the fixed client of a rate-limit zone: c's, under
+// path, ids marked with mark.
+func (l *load) limited(seq int, c class, path, mark string) {
+	id := fmt.Sprintf("%s-%s%d", l.run, mark, seq)
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url(path+id), nil)
 	req.Header.Set("X-Request-Id", id)
 	req.Header.Set("X-Forwarded-For", limitClient)
-	l.do(l.clients.limited, classLimited, id, req)
+	l.do(l.clients.limited, c, id, req, nil)
+}
+
+// cloudflare sends a CF-Connecting-IP, in turn from the Cloudflare edge
+// (it must be the client) and from outside it (the peer must be).
+func (l *load) cloudflare(seq int) {
+	claimed := fmt.Sprintf("203.0.113.%d", seq%200+1)
+	client, want := l.clients.cloudflare, claimed
+	if seq%2 == 1 {
+		client, want = l.clients.outside, cloudflareOutside
+	}
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/cf/"+strconv.Itoa(seq)), nil)
+	req.Header.Set("CF-Connecting-IP", claimed)
+	l.do(client, classCloudflare, want, req, func(status int, body []byte) bool {
+		return status != http.StatusOK || strings.TrimSpace(string(body)) != want
+	})
+}
+
+func (l *load) canary(int) {
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/canary"), nil)
+	l.do(l.clients.quick, classCanary, "", req, nil)
 }
 
 // sampleLimit records the zone's fallback count now as the sample that
@@ -318,7 +413,7 @@ func (l *load) upload(seq int) {
 // an error (a transport error or a 5xx), or the deadline has passed.
 func (l *load) until(deadline time.Time, c class, id string, newRequest func() *http.Request) (int, http.Header) {
 	for {
-		status, header := l.do(l.clients.uploads, c, id, newRequest())
+		status, header, _ := l.do(l.clients.uploads, c, id, newRequest(), nil)
 		if (status != 0 && status < 500) || time.Now().Add(uploadBackoff).After(deadline) {
 			return status, header
 		}

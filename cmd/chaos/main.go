@@ -1,12 +1,16 @@
-// Command chaos runs one Caddy with every caddy-ha module on — forwarded,
-// edge_rate_limit on Redis, lb_policy leader in front of the fake cluster
-// and lb_policy upload_affinity in front of three upload servers — under
-// a mixed load (writes, reads, chunked uploads, and a fixed client of the
-// rate-limit zone), and injects faults in turn: a leader's planned stop,
-// kill and hang, the database down, Redis paused and killed, an upload
-// server killed, config reloads. After each it checks invariants from the
-// records of the nodes, the upload servers and the rate-limit backend, and
-// prints one table, fault by fault. It exits 1 if an invariant failed.
+// Command chaos runs one Caddy with every caddy-ha module on — forwarded
+// with cloudflare_ranges, edge_rate_limit on Redis and on PostgreSQL,
+// lb_policy leader in front of the fake cluster, transport pinned for its
+// Windows SSO, lb_policy upload_affinity in front of three upload servers,
+// ha_status and the admin API's status, reload_handoff — under a mixed
+// load (writes, reads, chunked uploads, fixed clients of the rate-limit
+// zones, signed-in NTLM browsers, Cloudflare's clients, status scrapes),
+// and injects faults in turn: a leader's planned stop, kill and hang, the
+// database down, Redis paused and killed, PostgreSQL paused and killed, an
+// upload server killed, Cloudflare's lists failing, config reloads. After
+// each it checks invariants from the records of the nodes, the upload
+// servers, the rate-limit backend and the status, and prints one table,
+// fault by fault. It exits 1 if an invariant failed.
 //
 // Every run lasts a few seconds and every wait is bounded; all of it is on
 // 127.0.0.1. make chaos runs it.
@@ -81,14 +85,21 @@ func run(ctx context.Context, selected []fault, handoff bool) int {
 		fmt.Fprintln(os.Stderr, "setting up:", err)
 		return 2
 	}
-	fmt.Printf("one Caddy in-process (reload_handoff %s): fake cluster of 2 nodes (lease %v, renew %v, planned stops without drain), %d upload servers, redis-server %s\n",
-		onOff(handoff), leaseTTL, leaseRenew, uploadServers, r.redis.Addr)
-	fmt.Printf("load: %d writes/s, %d reads/s, %d uploads/s (%d requests each), %d requests/s in the rate-limit zone (%d per %v window)\n",
+	fmt.Printf("one Caddy in-process (reload_handoff %s): fake cluster of 2 nodes (lease %v, renew %v, planned stops without drain), %d upload servers, redis-server %s, PostgreSQL on port %d\n",
+		onOff(handoff), leaseTTL, leaseRenew, uploadServers, r.redis.Addr, r.pg.Port)
+	fmt.Printf("load: %d writes/s, %d reads/s, %d uploads/s (%d requests each), %d requests/s in each rate-limit zone (%d per %v window), %d signed-in NTLM browsers (%d requests/s each), %d/s with CF-Connecting-IP, %d status scrapes/s, %d canaries/s\n",
 		int(time.Second/writeEvery), int(time.Second/readEvery), int(time.Second/uploadEvery), 2+(uploadLength+uploadChunk-1)/uploadChunk,
-		limitPerWindow, limitEvents, limitWindow)
+		limitPerWindow, limitEvents, limitWindow, ssoBrowsers, int(time.Second/ssoEvery), int(time.Second/cloudflareEvery),
+		int(time.Second/statusEvery), int(time.Second/canaryEvery))
 	fmt.Printf("each fault: %v of load, %v of fault, recovery, %v of load\n\n", warmup, faultFor, settle)
 
-	c := newClients()
+	c := newClients(r.site)
+	if err := signIn(c.browsers); err != nil {
+		fmt.Fprintln(os.Stderr, "setting up:", err)
+		c.closeIdle()
+		r.close()
+		return 2
+	}
 	var rows []row
 	for _, f := range selected {
 		fmt.Fprintf(os.Stderr, "%s…\n", f.name)
@@ -118,15 +129,14 @@ func run(ctx context.Context, selected []fault, handoff bool) int {
 
 // runFault runs the mixed load through one fault and checks it.
 func runFault(ctx context.Context, r *rig, c *clients, f fault) (row, error) {
-	start := time.Now()
-	marks := uploadMarks(r.uploads)
+	marks := markRun(r)
 	l := startLoad(r, c, f.slug)
 	eff, err := play(ctx, r, f)
 	l.stopLoad()
 	if err != nil {
 		return row{}, err
 	}
-	return check(r, f, l, eff, marks, time.Since(start)), nil
+	return check(r, f, l, eff, marks, time.Since(marks.start)), nil
 }
 
 // play injects the fault after the warm-up, ends it after faultFor, and
@@ -140,6 +150,7 @@ func play(ctx context.Context, r *rig, f fault) (effect, error) {
 	if err != nil {
 		return eff, fmt.Errorf("%s: %v", f.name, err)
 	}
+	eff.at = at
 	sleep(ctx, time.Until(at.Add(faultFor))) // an interrupt ends the fault early
 	if eff.end != nil {
 		if err := eff.end(); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/pgtest"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
 )
 
@@ -34,11 +35,19 @@ const (
 	hold                  = 5 * time.Second
 	responseHeaderTimeout = 2 * time.Second
 
-	// The rate-limit zone that the fixed client knocks on.
-	limitZone         = "chaos"
-	limitEvents       = 4
-	limitWindow       = time.Second
-	limitStoreTimeout = 50 * time.Millisecond
+	// The rate-limit zones that the fixed clients knock on: one counted in
+	// Redis (on_store_error local, the default store_timeout), one in
+	// PostgreSQL (on_store_error deny). Each zone has a store of its own,
+	// as docs/store.md advises for callers of different deadlines: a store's
+	// circuit is shared, and three missed 50 ms deadlines in a row on a
+	// loaded machine would otherwise take the upload bindings' store away
+	// too (issue 20's unexplained creation 503s).
+	limitZone           = "chaos"
+	pgLimitZone         = "chaos-pg"
+	limitEvents         = 4
+	limitWindow         = time.Second
+	limitStoreTimeout   = 50 * time.Millisecond
+	pgLimitStoreTimeout = 500 * time.Millisecond
 
 	// lb_policy upload_affinity: a store call gives up after
 	// uploadStoreTimeout; a search for an unbound upload's owner after
@@ -56,7 +65,9 @@ type rig struct {
 	cluster *fakecluster.Cluster
 	uploads []*fakecluster.UploadServer
 	redis   *redistest.Process
+	pg      *pgtest.Process
 	limited *limitBackend
+	cf      *cloudflareLists
 	handoff bool
 
 	site, admin string // Caddy's listen and admin addresses
@@ -87,7 +98,13 @@ func startRig(dir string, handoff bool) (r *rig, err error) {
 	if r.redis, err = redistest.StartProcess(dir); err != nil {
 		return nil, err
 	}
+	if r.pg, err = pgtest.StartProcess(); err != nil {
+		return nil, err
+	}
 	if r.limited, err = startLimitBackend(); err != nil {
+		return nil, err
+	}
+	if r.cf, err = startCloudflareLists(); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -103,7 +120,10 @@ func startRig(dir string, handoff bool) (r *rig, err error) {
 			return nil, err
 		}
 	}
-	return r, r.waitServing(10 * time.Second)
+	if err = r.waitServing(10 * time.Second); err != nil {
+		return nil, err
+	}
+	return r, r.cf.waitTrusted(r, 10*time.Second)
 }
 
 // close stops everything that was started, Caddy first.
@@ -114,8 +134,14 @@ func (r *rig) close() {
 	if r.limited != nil {
 		r.limited.close()
 	}
+	if r.cf != nil {
+		r.cf.close()
+	}
 	if r.redis != nil {
 		r.redis.Kill()
+	}
+	if r.pg != nil {
+		r.pg.Stop()
 	}
 	for _, s := range r.uploads {
 		s.Kill()
@@ -125,9 +151,12 @@ func (r *rig) close() {
 	}
 }
 
-// caddyfile is the one site with every module: forwarded first, then the
-// rate-limit zone on Redis, upload affinity (bindings on the same Redis)
-// for /api/uploads, and the leader policy for everything else.
+// caddyfile is the one site with every module: forwarded first (with
+// Cloudflare's ranges from loopback), then the rate-limit zone on Redis;
+// the zone on PostgreSQL for /pglimited/; the status page; Windows SSO
+// through transport pinned for /sso/; upload affinity (bindings in the ha
+// store, Redis) for /api/uploads; and the leader policy for everything
+// else.
 func (r *rig) caddyfile() string {
 	var nodes, servers []string
 	for _, n := range r.cluster.Nodes() {
@@ -140,6 +169,12 @@ func (r *rig) caddyfile() string {
 	if r.handoff {
 		wrappers = "\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n"
 	}
+	leader := fmt.Sprintf(`lb_policy leader {
+				interval 500ms
+				fast_interval 50ms
+				hold %v
+				retry_after 1s
+			}`, hold)
 	return fmt.Sprintf(`{
 	admin %s
 	persist_config off
@@ -155,12 +190,21 @@ func (r *rig) caddyfile() string {
 		health_interval 100ms
 	}
 	servers {
-		# the fixed client of the rate-limit zone says who it is in X-Forwarded-For
+		# the fixed clients of the rate-limit zones say who they are in X-Forwarded-For
 		trusted_proxies static 127.0.0.1/32
+		protocols h1
 %s	}
 }
 http://%s {
-	forwarded
+	forwarded {
+		cloudflare cloudflare_ranges {
+			ipv4_url http://%s/ips-v4
+			ipv6_url http://%s/ips-v6
+			file %s
+			refresh %v
+			timeout 500ms
+		}
+	}
 	edge_rate_limit {
 		zone %s {
 			match {
@@ -170,11 +214,50 @@ http://%s {
 			events %d
 			window %v
 		}
+		store redis {
+			address %s
+			prefix chaos-limits:
+		}
 		on_store_error local
 		store_timeout %v
 	}
 	handle /limited/* {
 		reverse_proxy %s
+	}
+	handle /pglimited/* {
+		edge_rate_limit {
+			zone %s {
+				key {client_ip}
+				events %d
+				window %v
+			}
+			store postgres {
+				connection_string %s
+				prefix chaos:
+			}
+			on_store_error deny
+			store_timeout %v
+		}
+		reverse_proxy %s
+	}
+	handle /cf/* {
+		respond "{http.forwarded.client_ip}"
+	}
+	handle /canary {
+		respond "ok"
+	}
+	handle /ha-status {
+		ha_status {
+			refresh off
+		}
+	}
+	handle /sso/* {
+		reverse_proxy %s {
+			%s
+			transport pinned {
+				response_header_timeout %v
+			}
+		}
 	}
 	handle /api/uploads* {
 		reverse_proxy %s {
@@ -188,12 +271,7 @@ http://%s {
 	}
 	handle {
 		reverse_proxy %s {
-			lb_policy leader {
-				interval 500ms
-				fast_interval 50ms
-				hold %v
-				retry_after 1s
-			}
+			%s
 			transport http {
 				response_header_timeout %v
 			}
@@ -201,9 +279,12 @@ http://%s {
 	}
 }
 `, r.admin, filepath.Join(r.dir, "caddy.log"), r.redis.Addr, wrappers, r.site,
-		limitZone, limitEvents, limitWindow, limitStoreTimeout, r.limited.addr,
+		r.cf.addr, r.cf.addr, filepath.Join(r.dir, "cloudflare-ranges.txt"), cloudflareRefresh,
+		limitZone, limitEvents, limitWindow, r.redis.Addr, limitStoreTimeout, r.limited.addr,
+		pgLimitZone, limitEvents, limitWindow, r.pg.URL(), pgLimitStoreTimeout, r.limited.addr,
+		strings.Join(nodes, " "), leader, responseHeaderTimeout,
 		strings.Join(servers, " "), uploadStoreTimeout,
-		strings.Join(nodes, " "), hold, responseHeaderTimeout)
+		strings.Join(nodes, " "), leader, responseHeaderTimeout)
 }
 
 func (r *rig) adapt() ([]byte, error) {
@@ -235,41 +316,52 @@ func (r *rig) waitServing(timeout time.Duration) error {
 	return httpcheck.WaitOK(r.url("/api/ping"), time.Until(deadline), nil)
 }
 
-// limitFallbacks returns how many decisions of the rate-limit zone were not
-// the store's, from Caddy's metrics: those taken by on_store_error and the
-// store calls that failed. While it does not move, Redis counted every
-// request of the zone.
-func (r *rig) limitFallbacks(ctx context.Context) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+"/metrics", nil)
+// limitFallbacks returns, by zone, how many decisions of the rate-limit
+// zones were not the store's, from Caddy's metrics: those taken by
+// on_store_error and the store calls that failed. While a zone's does not
+// move, its store counted every request of the zone.
+func (r *rig) limitFallbacks(ctx context.Context) (map[string]float64, error) {
+	body, err := r.adminGet(ctx, "/metrics")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("metrics: status %d", resp.StatusCode)
-	}
-	var sum float64
-	for _, name := range []string{"caddy_ha_rate_limit_fallback_decisions_total", "caddy_ha_rate_limit_store_errors_total"} {
-		prefix := name + `{zone="` + limitZone + `"} `
-		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, prefix); ok {
-				n, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, fmt.Errorf("metric %s: %v", line, err)
+	sums := map[string]float64{}
+	for _, zone := range []string{limitZone, pgLimitZone} {
+		for _, name := range []string{"caddy_ha_rate_limit_fallback_decisions_total", "caddy_ha_rate_limit_store_errors_total"} {
+			prefix := name + `{zone="` + zone + `"} `
+			for line := range strings.SplitSeq(string(body), "\n") {
+				if v, ok := strings.CutPrefix(line, prefix); ok {
+					n, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						return nil, fmt.Errorf("metric %s: %v", line, err)
+					}
+					sums[zone] += n
 				}
-				sum += n
 			}
 		}
 	}
-	return sum, nil
+	return sums, nil
+}
+
+// adminGet returns the body of a 200 from Caddy's admin API.
+func (r *rig) adminGet(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.admin+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: status %d", path, resp.StatusCode)
+	}
+	return body, nil
 }
 
 // limitBackend is the upstream of the rate-limit zone: it records the

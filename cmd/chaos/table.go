@@ -12,15 +12,17 @@ import (
 // printTable writes one line per fault run and a legend.
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tover bound\t")
+	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tidentities\tsign-ins kept\tstatus page\tcloudflare\tover bound\tcanary max\t")
 	for _, r := range rows {
 		name := r.fault.name
 		if r.fault.planned {
 			name += " (planned)"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, r.took.Round(100*time.Millisecond), r.requests,
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t\n", name, r.took.Round(100*time.Millisecond), r.requests,
 			clientErrors(r.errors), verdict(r.unexplained), verdict(r.followerWrites), verdict(r.writesTwice),
-			verdict(r.misrouted), verdict(r.uploadsBroken), limitVerdict(r.limitWindows, r.limitInexact), verdict(r.overBound))
+			verdict(r.misrouted), verdict(r.uploadsBroken), limitVerdict(r.limitWindows, r.limitInexact),
+			verdict(r.identities), verdict(r.signInsLost), verdict(r.statusBad), verdict(r.cloudflareWrong),
+			boundVerdict(r.overBound, r.overLoad), r.canaryMax.Round(time.Millisecond))
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -31,17 +33,25 @@ func printTable(w io.Writer, rows []row) {
 	fmt.Fprint(w, `
 client errors: status >= 500, "conn" (a transport error) or "timeout" (the client's, set past the bound), by kind; upload steps failed are sent again.
 unexplained errors: client errors the fault does not explain. A planned event explains none; a leader crash or hang
-  and the database down explain those of the leader's traffic; Redis down explains the upload requests; a dead upload
-  server explains its own uploads' requests and those in flight as it died, not later creations (two servers are up).
+  and the database down explain those of the leader's traffic (Windows SSO's included); Redis down explains the upload
+  requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
+  own uploads' requests and those in flight as it died, not later creations (two servers are up).
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
   request records). uploads intact: uploads that their client could not complete (it sends a failed step again for
   20s) or that are not complete and byte-exact on their owner.
-limits exact: windows ("w") of the rate-limit zone in which Redis counted every request (no fallback decision), each
-  letting exactly the limit through to the backend: no more, none refused before it.
+limits exact: windows ("w") of the Redis zone + the PostgreSQL zone in which the store counted every request (no
+  fallback decision), each letting exactly the limit through to the backend: no more, none refused before it.
+identities: Windows SSO answers as another user, backend connections with credentials serving two browsers, split
+  handshakes (the nodes' records). sign-ins kept: browsers that signed in again or reconnected when no new leader
+  elsewhere and no reload ended their backend connection, or whose last answer was not theirs.
+status page: scrapes of ha_status and /ha/status that were not a 200 with a view, or showed Cloudflare's ranges gone,
+  and 1 if no scrape showed the fault (leader gone or moved, store down, owner_down, failed refreshes).
+cloudflare: CF-Connecting-IP from the edge not resolved as the client, or from outside it believed.
 over bound: requests that took longer than their bound (hold + response_header_timeout, store_timeout, or
-  store_timeout + discovery; each + 500ms).
+  store_timeout + discovery; each + 500ms); "+n load": n more, within it once the longest wait of a canary (a
+  request Caddy answers itself) meanwhile is taken out. canary max: the slowest canary, the machine's load.
 `)
 }
 
@@ -52,11 +62,21 @@ func verdict(violations int) string {
 	return fmt.Sprintf("FAIL %d", violations)
 }
 
-func limitVerdict(windows, inexact int) string {
-	if inexact == 0 {
-		return fmt.Sprintf("ok %dw", windows)
+func limitVerdict(windows, inexact [2]int) string {
+	if inexact[0]+inexact[1] == 0 {
+		return fmt.Sprintf("ok %d+%dw", windows[0], windows[1])
 	}
-	return fmt.Sprintf("FAIL %d/%dw", inexact, windows)
+	return fmt.Sprintf("FAIL %d/%d+%d/%dw", inexact[0], windows[0], inexact[1], windows[1])
+}
+
+// boundVerdict: the requests over their module's bound, and those the
+// machine's load explains.
+func boundVerdict(over, load int) string {
+	v := verdict(over)
+	if load > 0 {
+		v += fmt.Sprintf(" +%d load", load)
+	}
+	return v
 }
 
 func clientErrors(byKind map[string]int) string {
