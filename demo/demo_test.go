@@ -370,10 +370,10 @@ func checkWrite(t *testing.T, out string) {
 	}
 }
 
-// allServedThenNodeB checks that every write got 200, from node-a before
-// the line with marker and from node-b after it (at least 3, as the
-// scenario sends), and returns the first after it.
-func allServedThenNodeB(t *testing.T, out, marker string) (first answer) {
+// servedInTurn checks that every write got 200, from node-a before the
+// line with marker, and after it in the order that pattern (a regexp over
+// "node-a node-b …") says; it returns the writes after the marker.
+func servedInTurn(t *testing.T, out, marker, pattern string) []answer {
 	t.Helper()
 	ws := writes(t, out)
 	for _, w := range ws {
@@ -382,33 +382,37 @@ func allServedThenNodeB(t *testing.T, out, marker string) (first answer) {
 		}
 	}
 	later := after(t, out, marker, ws)
-	if len(later) < 3 {
-		t.Fatalf("writes after %q: %+v, want at least 3", marker, later)
-	}
 	for _, w := range ws[:len(ws)-len(later)] {
 		if w.node != "node-a" {
 			t.Errorf("before %q, %q", marker, w.line)
 		}
 	}
+	var nodes []string
 	for _, w := range later {
-		if w.node != "node-b" {
-			t.Errorf("after %q, %q", marker, w.line)
-		}
+		nodes = append(nodes, w.node)
 	}
-	return later[0]
+	if seq := strings.Join(nodes, " "); !regexp.MustCompile(pattern).MatchString(seq) {
+		t.Fatalf("after %q the writes went to %q, want %s", marker, seq, pattern)
+	}
+	return later
 }
 
 func checkPlannedStop(t *testing.T, out string) {
-	first := allServedThenNodeB(t, out, "/nodes/node-a/stop")
-	// The writes pause about a renew tick (1 s) at most, plus probing.
-	if first.took > time.Second+slack {
-		t.Errorf("the first write after the stop took %v, want about 1s: %q", first.took, first.line)
+	// The stop runs beside the writes: node-a may serve some before it
+	// releases the lease. None waits longer than about a renew tick (1 s)
+	// and the probes that see the new leader.
+	var longest time.Duration
+	for _, w := range servedInTurn(t, out, "/nodes/node-a/stop", `^(node-a )*node-b( node-b){2,}$`) {
+		longest = max(longest, w.took)
 	}
-	t.Logf("planned stop: the first write after it took %v", first.took)
+	if longest > time.Second+slack {
+		t.Errorf("a write around the stop took %v, want at most about 1s", longest)
+	}
+	t.Logf("planned stop: the longest write around it took %v", longest)
 }
 
 func checkCrash(t *testing.T, out string) {
-	first := allServedThenNodeB(t, out, "/nodes/node-a/kill")
+	first := servedInTurn(t, out, "/nodes/node-a/kill", `^node-b( node-b){2,}$`)[0]
 	if first.took > crashFailover+slack || first.took >= hold {
 		t.Errorf("the first write after the crash took %v, want within the lease's end and a renew tick (%v), under hold: %q", first.took, crashFailover, first.line)
 	}
