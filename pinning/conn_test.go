@@ -142,3 +142,58 @@ func TestPinSendsRequestBodies(t *testing.T) {
 		}
 	}
 }
+
+// An answer whose body is closed before its end, or whose request is
+// cancelled mid-answer, leaves bytes on the connection that belong to no
+// request: the connection closes, never carrying another answer, and a
+// locked pin is lost.
+func TestPinClosesAConnectionCutMidAnswer(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Conn", r.RemoteAddr)
+		_, _ = w.Write([]byte(strings.Repeat("x", 1<<20)))
+	}))
+	closed := make(chan string, 4)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- c.RemoteAddr().String()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for _, cut := range []string{"body closed", "cancelled"} {
+		t.Run(cut, func(t *testing.T) {
+			p := New(&http.Transport{}, Config{Max: 10})
+			t.Cleanup(p.Close)
+			c := newClient(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/", nil)
+			req.Header = negotiate.Clone()
+			p.ConnState(c.conn, http.StateActive)
+			resp, err := p.RoundTrip(c.conn, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(resp.Body, make([]byte, 10)); err != nil {
+				t.Fatal(err)
+			}
+			if cut == "cancelled" {
+				cancel()
+				_, _ = io.Copy(io.Discard, resp.Body)
+			}
+			resp.Body.Close()
+			select {
+			case got := <-closed:
+				if got != resp.Header.Get("X-Conn") {
+					t.Fatalf("upstream connection %s closed, not the pin's %s", got, resp.Header.Get("X-Conn"))
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the connection cut mid-answer stayed open")
+			}
+			p.ConnState(c.conn, http.StateIdle)
+			if _, err := send(t, p, c, srv.Listener.Addr().String(), "/", nil); !isRefusal(err, http.StatusUnauthorized) {
+				t.Fatalf("the next request of a pin whose connection was cut: %v, want the pin_lost refusal", err)
+			}
+		})
+	}
+}
