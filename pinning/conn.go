@@ -220,10 +220,7 @@ func (uc *upstreamConn) send(req *http.Request) (*http.Response, <-chan error, e
 		}
 		written <- nil
 	} else {
-		report := func(v any, stack []byte) {
-			uc.pin.pool.observe(func(o Observer) { o.Panicked(v, stack) })
-		}
-		go recovered.Call(report, func() { written <- uc.write(req) })
+		uc.goRecovered(func() { written <- uc.write(req) })
 	}
 	t := uc.pin.pool.template
 	if d := t.ResponseHeaderTimeout; d > 0 {
@@ -272,10 +269,7 @@ func (uc *upstreamConn) write(req *http.Request) error {
 func (uc *upstreamConn) watch() {
 	done := make(chan struct{})
 	uc.watching = done
-	report := func(v any, stack []byte) {
-		uc.pin.pool.observe(func(o Observer) { o.Panicked(v, stack) })
-	}
-	go recovered.Call(report, func() {
+	uc.goRecovered(func() {
 		defer close(done)
 		_, err := uc.br.Peek(1)
 		if uc.resuming.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -283,6 +277,15 @@ func (uc *upstreamConn) watch() {
 		}
 		_ = uc.Close()
 	})
+}
+
+// goRecovered runs fn in a goroutine of its own; a panic in it goes to the
+// pool's observer with its stack. The connection's closing ends fn.
+func (uc *upstreamConn) goRecovered(fn func()) {
+	report := func(v any, stack []byte) {
+		uc.pin.pool.observe(func(o Observer) { o.Panicked(v, stack) })
+	}
+	go recovered.Call(report, fn)
 }
 
 // resume stops the idle watch before an exchange, and tells whether the
