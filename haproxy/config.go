@@ -1,0 +1,216 @@
+package haproxy
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"strings"
+)
+
+// Config is an HAProxy configuration: its sections in the order written.
+type Config struct {
+	Sections []*Section
+}
+
+// Section is one section: its keyword (global, defaults, frontend,
+// backend, listen, or another HAProxy knows), its name and the named
+// defaults it takes its settings from, its other arguments (a listen
+// section's address), and its lines.
+type Section struct {
+	Kind  string
+	Name  string
+	From  string // "from <defaults>"; "" for the last defaults before it
+	Args  []string
+	Pos   Position
+	Lines []Line
+}
+
+// Line is one setting: its words, the keyword first.
+type Line struct {
+	Pos   Position
+	Words []string
+}
+
+// sectionKinds are the keywords that begin a section.
+var sectionKinds = map[string]bool{
+	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
+	"userlist": true, "peers": true, "resolvers": true, "mailers": true, "program": true,
+	"http-errors": true, "ring": true, "cache": true, "crt-store": true, "traces": true,
+}
+
+// proxyKinds are the sections that may take settings from a defaults
+// section.
+var proxyKinds = map[string]bool{"defaults": true, "frontend": true, "backend": true, "listen": true}
+
+// ParseFile reads the configuration in file, with the process's
+// environment.
+func ParseFile(file string) (*Config, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(f, file, os.LookupEnv)
+}
+
+// maxLineBytes bounds one logical line, continuations included.
+const maxLineBytes = 1 << 20
+
+// Parse reads a configuration; file names it in errors, getenv looks up
+// its environment variables. A line ending in an unescaped backslash goes
+// on on the next line.
+func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Config, error) {
+	cfg := new(Config)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
+	var logical strings.Builder
+	var start Position
+	for n := 1; sc.Scan(); n++ {
+		text := strings.TrimSuffix(sc.Text(), "\r")
+		if logical.Len() == 0 {
+			start = Position{File: file, Line: n}
+		}
+		if continued(text) {
+			logical.WriteString(text[:len(text)-1])
+			if logical.Len() > maxLineBytes {
+				return nil, errAt(start, "a line continued over more than %d bytes", maxLineBytes)
+			}
+			continue
+		}
+		logical.WriteString(text)
+		line := logical.String()
+		logical.Reset()
+		words, err := splitWords(line, start, getenv)
+		if err != nil {
+			return nil, err
+		}
+		if len(words) == 0 {
+			continue
+		}
+		if err := cfg.add(Line{Pos: start, Words: words}); err != nil {
+			return nil, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, errAt(Position{File: file}, "%v", err)
+	}
+	if logical.Len() > 0 {
+		return nil, errAt(start, "the last line ends in a backslash: nothing continues it")
+	}
+	return cfg, nil
+}
+
+// continued reports whether a line ends in a backslash that is not itself
+// escaped (an odd number of them).
+func continued(text string) bool {
+	n := 0
+	for i := len(text) - 1; i >= 0 && text[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// add puts a line in the section it belongs to, or begins a section.
+func (c *Config) add(l Line) error {
+	kind := l.Words[0]
+	if !sectionKinds[kind] {
+		if len(c.Sections) == 0 {
+			return errAt(l.Pos, "%q is outside any section (global, defaults, frontend, backend, listen)", kind)
+		}
+		s := c.Sections[len(c.Sections)-1]
+		s.Lines = append(s.Lines, l)
+		return nil
+	}
+	s := &Section{Kind: kind, Pos: l.Pos}
+	args := l.Words[1:]
+	if proxyKinds[kind] {
+		if i := indexOf(args, "from"); i >= 0 {
+			if i != len(args)-2 {
+				return errAt(l.Pos, "%s: \"from\" takes one defaults section's name, at the end", kind)
+			}
+			s.From = args[i+1]
+			args = args[:i]
+			if c.namedDefaults(s.From, len(c.Sections)) == nil {
+				return errAt(l.Pos, "%s: no defaults section named %q before it", kind, s.From)
+			}
+		}
+	}
+	switch kind {
+	case "global":
+		if len(args) > 0 {
+			return errAt(l.Pos, "global takes no name")
+		}
+	case "defaults":
+		if len(args) > 1 {
+			return errAt(l.Pos, "defaults takes at most a name")
+		}
+	default:
+		if len(args) == 0 {
+			return errAt(l.Pos, "%s needs a name", kind)
+		}
+	}
+	if len(args) > 0 {
+		s.Name, s.Args = args[0], args[1:]
+	}
+	if kind != "global" && kind != "defaults" && s.Name != "" {
+		for _, o := range c.Sections {
+			if o.Name == s.Name && proxyKinds[o.Kind] && o.Kind != "defaults" && proxyKinds[kind] &&
+				(o.Kind == kind || o.Kind == "listen" || kind == "listen") {
+				return errAt(l.Pos, "%s %q: a %s of that name is at %s", kind, s.Name, o.Kind, o.Pos)
+			}
+		}
+	}
+	c.Sections = append(c.Sections, s)
+	return nil
+}
+
+// namedDefaults is the last defaults section named name among the first
+// before sections.
+func (c *Config) namedDefaults(name string, before int) *Section {
+	for i := before - 1; i >= 0; i-- {
+		if s := c.Sections[i]; s.Kind == "defaults" && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// DefaultsOf is the defaults section whose settings s takes: the one its
+// "from" names, else the last defaults section before it; nil if none.
+func (c *Config) DefaultsOf(s *Section) *Section {
+	at := indexOf(c.Sections, s)
+	if at < 0 || !proxyKinds[s.Kind] {
+		return nil
+	}
+	if s.From != "" {
+		return c.namedDefaults(s.From, at)
+	}
+	if s.Kind == "defaults" {
+		return nil // a defaults section inherits only through "from"
+	}
+	for i := at - 1; i >= 0; i-- {
+		if c.Sections[i].Kind == "defaults" {
+			return c.Sections[i]
+		}
+	}
+	return nil
+}
+
+// Section returns the section of kind and name, nil if there is none.
+func (c *Config) Section(kind, name string) *Section {
+	for _, s := range c.Sections {
+		if s.Kind == kind && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func indexOf[T comparable](s []T, v T) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

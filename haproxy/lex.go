@@ -1,0 +1,206 @@
+// Package haproxy reads an HAProxy configuration as HAProxy does: its
+// sections, its lines split into words with HAProxy's quoting, escaping
+// and environment variables, and the conditions (if/unless) of its rules.
+// It knows nothing of Caddy: the translation to a Caddy config builds on
+// what it returns, so that every keyword can be translated, ignored with a
+// reason, or refused with its file and line.
+package haproxy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Position is where a line of a configuration begins.
+type Position struct {
+	File string
+	Line int
+}
+
+func (p Position) String() string { return p.File + ":" + strconv.Itoa(p.Line) }
+
+// Error is a mistake in a configuration, at its line.
+type Error struct {
+	Pos Position
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+func errAt(pos Position, format string, args ...any) *Error {
+	return &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// splitWords splits one logical line into words as HAProxy does (its
+// configuration manual, 2.2 and 2.3):
+//   - words are separated by spaces and tabs; '#' outside quotes starts a
+//     comment;
+//   - a backslash escapes the next character ("\ ", "\#", "\\", "\'",
+//     "\"", and inside double quotes "\$"); "\r", "\n", "\t" and "\xNN"
+//     stand for those bytes;
+//   - double quotes quote weakly: environment variables ("$VAR",
+//     "${VAR}", "${VAR-default}") are replaced, escapes are read;
+//   - single quotes quote strongly: nothing inside is interpreted;
+//   - quoted and unquoted parts next to each other make one word.
+//
+// getenv looks up a variable; one that is unset and has no default is an
+// error, since HAProxy would run with an empty value where a setting was
+// meant. An empty quoted word ("") is a word.
+func splitWords(line string, pos Position, getenv func(string) (string, bool)) ([]string, error) {
+	var words []string
+	var word strings.Builder
+	inWord := false
+	end := func() {
+		if inWord {
+			words = append(words, word.String())
+			word.Reset()
+			inWord = false
+		}
+	}
+	const (
+		unquoted = iota
+		weak
+		strong
+	)
+	quote := unquoted
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote == strong:
+			if c == '\'' {
+				quote = unquoted
+			} else {
+				word.WriteByte(c)
+			}
+		case c == '\\':
+			if i+1 >= len(line) {
+				return nil, errAt(pos, "a backslash ends the line with nothing to escape")
+			}
+			n, s, err := escape(line[i+1:], quote == weak)
+			if err != nil {
+				return nil, errAt(pos, "%v", err)
+			}
+			word.WriteString(s)
+			inWord = true
+			i += n
+		case quote == weak && c == '"':
+			quote = unquoted
+		case quote == weak && c == '$':
+			n, s, err := expand(line[i+1:], getenv)
+			if err != nil {
+				return nil, errAt(pos, "%v", err)
+			}
+			word.WriteString(s)
+			i += n
+		case quote == weak:
+			word.WriteByte(c)
+		case c == '"':
+			quote, inWord = weak, true
+		case c == '\'':
+			quote, inWord = strong, true
+		case c == '#':
+			end()
+			return words, nil
+		case c == ' ' || c == '\t':
+			end()
+		default:
+			word.WriteByte(c)
+			inWord = true
+		}
+	}
+	switch quote {
+	case weak:
+		return nil, errAt(pos, "a double quote is not closed")
+	case strong:
+		return nil, errAt(pos, "a single quote is not closed")
+	}
+	end()
+	return words, nil
+}
+
+// escape reads the escape sequence at the start of s (after its
+// backslash): how many bytes it took and what they stand for.
+func escape(s string, weak bool) (int, string, error) {
+	switch c := s[0]; c {
+	case ' ', '#', '\\', '\'', '"':
+		return 1, string(c), nil
+	case '$':
+		if weak {
+			return 1, "$", nil
+		}
+		return 1, `\$`, nil // outside double quotes "\$" is not an escape
+	case 'r':
+		return 1, "\r", nil
+	case 'n':
+		return 1, "\n", nil
+	case 't':
+		return 1, "\t", nil
+	case 'x':
+		if len(s) < 3 {
+			return 0, "", fmt.Errorf(`"\x" wants two hex digits`)
+		}
+		b, err := strconv.ParseUint(s[1:3], 16, 8)
+		if err != nil {
+			return 0, "", fmt.Errorf(`"\x%s" is not a hex byte`, s[1:3])
+		}
+		return 3, string([]byte{byte(b)}), nil
+	default:
+		// HAProxy keeps an unknown escape as written (regular expressions
+		// such as "\." rely on it).
+		return 1, `\` + string(c), nil
+	}
+}
+
+// expand reads the variable reference at the start of s (after its '$')
+// and returns how many bytes it took and its value.
+func expand(s string, getenv func(string) (string, bool)) (int, string, error) {
+	if s == "" {
+		return 0, "$", nil
+	}
+	if s[0] != '{' {
+		n := 0
+		for n < len(s) && isNameByte(s[n], n == 0) {
+			n++
+		}
+		if n == 0 {
+			return 0, "$", nil // a lone dollar is kept
+		}
+		v, ok := getenv(s[:n])
+		if !ok {
+			return 0, "", fmt.Errorf("environment variable %s is not set", s[:n])
+		}
+		return n, v, nil
+	}
+	closeAt := strings.IndexByte(s, '}')
+	if closeAt < 0 {
+		return 0, "", fmt.Errorf(`"${" is not closed`)
+	}
+	ref := s[1:closeAt]
+	name, def, hasDefault := strings.Cut(ref, "-")
+	if name == "" || !validName(name) {
+		return 0, "", fmt.Errorf("%q is not an environment variable name", ref)
+	}
+	v, ok := getenv(name)
+	switch {
+	case ok:
+	case hasDefault:
+		v = def
+	default:
+		return 0, "", fmt.Errorf("environment variable %s is not set", name)
+	}
+	return closeAt + 1, v, nil
+}
+
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i], i == 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameByte(c byte, first bool) bool {
+	return c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || !first && '0' <= c && c <= '9'
+}
