@@ -384,7 +384,7 @@ func (o *pinObserver) Refused(r *pinning.Refusal) {
 	}
 }
 
-// Panicked logs a panic in a pin's timer, with its stack.
+// Panicked logs a panic in a pin's timer or goroutine, with its stack.
 func (o *pinObserver) Panicked(v any, stack []byte) {
 	o.logger.Error("pinned transport: recovered from a panic", zap.Any("panic", v), zap.ByteString("stack", stack))
 }

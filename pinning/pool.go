@@ -48,7 +48,8 @@ type Observer interface {
 	Ended(EndReason)
 	// Refused: a request was answered by the pool itself.
 	Refused(*Refusal)
-	// Panicked: a timer callback panicked (and was recovered).
+	// Panicked: a timer callback or a pin's goroutine panicked (and was
+	// recovered).
 	Panicked(v any, stack []byte)
 }
 
