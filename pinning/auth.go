@@ -18,8 +18,9 @@
 // handshake cut in the middle is answered with a fresh challenge.
 //
 // The package knows nothing of Caddy: it needs the client connection (from
-// the HTTP server's ConnContext and ConnState hooks) and an *http.Transport
-// to clone for each pin.
+// the HTTP server's ConnContext and ConnState hooks) and an *http.Transport,
+// whose dialers and TLS settings pins use and which shared connections
+// clone.
 package pinning
 
 import (
