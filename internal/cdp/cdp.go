@@ -85,6 +85,10 @@ func Start(path string, args ...string) (*Browser, error) {
 	cmd.ExtraFiles = []*os.File{toChrome, fromChrome} // fd 3, fd 4
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		for _, f := range []*os.File{toChrome, ourOut, ourIn, fromChrome} {
+			f.Close()
+		}
+		_ = os.RemoveAll(profile)
 		return nil, err
 	}
 	toChrome.Close()
