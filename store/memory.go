@@ -84,9 +84,9 @@ type memoryEntry struct {
 	limited bool // has reached its limit: never evicted
 }
 
-// NewMemory returns a memory store holding at most maxKeys keys
-// (DefaultMaxKeys when 0), sweeping expired keys every sweep (10s when 0)
-// until Close.
+// NewMemory returns a memory store holding at most maxKeys counters and
+// maxKeys values (DefaultMaxKeys when 0), sweeping expired keys every
+// sweep (10s when 0) until Close.
 func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
