@@ -22,6 +22,7 @@ type row struct {
 	notes []string // what failed, in more detail
 
 	unexplained     int    // client errors the fault does not explain (any, for a planned event)
+	loadErrors      int    // of the others, those the machine's load explains (stalledAround)
 	followerWrites  int    // writes a node executed without holding the lease of their epoch
 	writesTwice     int    // executions of a write beyond its first
 	misrouted       int    // upload requests that changed state on a server other than the upload's owner
@@ -69,14 +70,19 @@ func markRun(r *rig) runMarks {
 // check runs every invariant over a finished run.
 func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration) row {
 	rw := row{fault: f, took: took, requests: len(l.results), errors: map[string]int{}}
-	unexplained := map[string]int{} // by class and kind
+	unexplained, loadErrors := map[string]int{}, map[string]int{} // by class and kind
 	over, overLoad := map[class]int{}, map[class]int{}
 	slowest := map[class]time.Duration{}
 	canaries := canaryTimes(l.results)
 	for _, res := range l.results {
 		if res.failed() {
 			rw.errors[res.errorKind()]++
-			if eff.explains == nil || !eff.explains(res) {
+			switch {
+			case eff.explains != nil && eff.explains(res):
+			case stalledAround(canaries, res):
+				rw.loadErrors++
+				loadErrors[res.class.String()+" "+res.errorKind()]++
+			default:
 				rw.unexplained++
 				unexplained[res.class.String()+" "+res.errorKind()]++
 			}
@@ -103,6 +109,9 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	}
 	if rw.unexplained > 0 {
 		rw.notes = append(rw.notes, "unexplained errors: "+byCount(unexplained))
+	}
+	if rw.loadErrors > 0 {
+		rw.notes = append(rw.notes, fmt.Sprintf("errors the machine's load explains (a canary waited %v or more then): %s", stallAt, byCount(loadErrors)))
 	}
 	for c := range classes {
 		if over[c] > 0 {
@@ -160,6 +169,30 @@ func canaryTimes(results []result) []result {
 		}
 	}
 	return cs
+}
+
+// A stall is a canary that waited stallAt or more: the shortest deadline
+// after which a module here fails a client's request (a probe's timeout,
+// the upload bindings' and the PostgreSQL zone's store_timeout) had passed
+// for a request that Caddy answers itself. Its effects outlast it by up to
+// stallEffect: two failed probes take the leader away, three missed
+// deadlines open a store's circuit, which is tried again after 100 ms,
+// doubling.
+const (
+	stallAt     = 500 * time.Millisecond
+	stallEffect = time.Second
+)
+
+// stalledAround reports whether a stall overlapped the request or ended
+// within stallEffect before it was sent: the machine's load explains its
+// failure.
+func stalledAround(canaries []result, res result) bool {
+	for _, c := range canaries {
+		if c.done.Sub(c.sent) >= stallAt && c.sent.Before(res.done) && c.done.After(res.sent.Add(-stallEffect)) {
+			return true
+		}
+	}
+	return false
 }
 
 // canaryWait is the machine's share of a request's time: the longest that

@@ -85,7 +85,7 @@ const (
 	uploadBackoff = 200 * time.Millisecond
 	maxInFlight   = 2048 // per stream
 
-	cloudflareEvery = 50 * time.Millisecond  // 20/s, half from the edge
+	cloudflareEvery = 100 * time.Millisecond // 10/s, half from the edge
 	statusEvery     = 200 * time.Millisecond // 5/s, the page and the admin API in turn
 	canaryEvery     = 20 * time.Millisecond  // 50/s
 )

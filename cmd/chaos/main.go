@@ -39,7 +39,7 @@ const (
 	warmup        = time.Second
 	faultFor      = 3 * time.Second
 	settle        = 3 * time.Second
-	recoverWithin = 10 * time.Second
+	recoverWithin = 20 * time.Second
 )
 
 // handoffModule is the listener wrapper that hands kept-alive connections

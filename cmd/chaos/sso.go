@@ -14,7 +14,7 @@ import (
 // sending a GET every ssoEvery on its kept-alive connection.
 const (
 	ssoBrowsers = 8
-	ssoEvery    = 100 * time.Millisecond
+	ssoEvery    = 200 * time.Millisecond
 )
 
 // browser is one user's browser; a browser is used by one goroutine at a

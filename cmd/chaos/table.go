@@ -19,10 +19,10 @@ func printTable(w io.Writer, rows []row) {
 			name += " (planned)"
 		}
 		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t\n", name, r.took.Round(100*time.Millisecond), r.requests,
-			clientErrors(r.errors), verdict(r.unexplained), verdict(r.followerWrites), verdict(r.writesTwice),
+			clientErrors(r.errors), loadVerdict(r.unexplained, r.loadErrors), verdict(r.followerWrites), verdict(r.writesTwice),
 			verdict(r.misrouted), verdict(r.uploadsBroken), limitVerdict(r.limitWindows, r.limitInexact),
 			verdict(r.identities), verdict(r.signInsLost), verdict(r.statusBad), verdict(r.cloudflareWrong),
-			boundVerdict(r.overBound, r.overLoad), r.canaryMax.Round(time.Millisecond))
+			loadVerdict(r.overBound, r.overLoad), r.canaryMax.Round(time.Millisecond))
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -35,7 +35,9 @@ client errors: status >= 500, "conn" (a transport error) or "timeout" (the clien
 unexplained errors: client errors the fault does not explain. A planned event explains none; a leader crash or hang
   and the database down explain those of the leader's traffic (Windows SSO's included); Redis down explains the upload
   requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
-  own uploads' requests and those in flight as it died, not later creations (two servers are up).
+  own uploads' requests and those in flight as it died, not later creations (two servers are up). "+n load": n more
+  that the machine's load explains: a canary (a request Caddy answers itself) waited 500ms or more while the request
+  was under way or in the second before it was sent.
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
@@ -69,10 +71,9 @@ func limitVerdict(windows, inexact [2]int) string {
 	return fmt.Sprintf("FAIL %d/%d+%d/%dw", inexact[0], windows[0], inexact[1], windows[1])
 }
 
-// boundVerdict: the requests over their module's bound, and those the
-// machine's load explains.
-func boundVerdict(over, load int) string {
-	v := verdict(over)
+// loadVerdict: the violations, and those the machine's load explains.
+func loadVerdict(violations, load int) string {
+	v := verdict(violations)
 	if load > 0 {
 		v += fmt.Sprintf(" +%d load", load)
 	}
