@@ -54,7 +54,7 @@ func (l *Listener) acceptLoop() {
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.handed:
-		return c, nil
+		return c.served(), nil
 	case a := <-l.accepted:
 		if a.err != nil {
 			return nil, a.err
@@ -65,14 +65,37 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// wrap makes conn a Conn of l, unless it carries TLS: a *tls.Conn must
-// reach the HTTP server as it is (it looks for one to serve TLS and
-// HTTP/2), and its state could not move anyway.
+// wrap makes conn a Conn of l.
 func (l *Listener) wrap(conn net.Conn) net.Conn {
-	if _, ok := conn.(interface{ ConnectionState() tls.ConnectionState }); ok {
-		return conn
+	return (&Conn{Conn: conn, ln: l}).served()
+}
+
+// connectionStater is what a TLS connection tells of its session.
+type connectionStater interface {
+	ConnectionState() tls.ConnectionState
+}
+
+// tlsConn is a Conn over a TLS connection (the wrapper placed after TLS):
+// it carries the plaintext, and tells the server of the session as the
+// *tls.Conn it wraps would. The session lives in that *tls.Conn, which
+// moves with the Conn, so it can be handed off like a plain one. Caddy
+// serves such connections (its listener wrappers may return them) and
+// takes the request's TLS state from ConnectionState; a server that needs
+// a *tls.Conn itself (plain net/http's HTTP/2) does not.
+type tlsConn struct{ *Conn }
+
+// ConnectionState returns the wrapped TLS connection's state.
+func (c tlsConn) ConnectionState() tls.ConnectionState {
+	return c.Conn.Conn.(connectionStater).ConnectionState()
+}
+
+// served returns c as its server is to see it: with its TLS state, if it
+// carries TLS.
+func (c *Conn) served() net.Conn {
+	if _, ok := c.Conn.(connectionStater); ok {
+		return tlsConn{c}
 	}
-	return &Conn{Conn: conn, ln: l}
+	return c
 }
 
 // Close closes the wrapped listener. From then on, each of l's connections

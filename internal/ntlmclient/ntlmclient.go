@@ -7,6 +7,7 @@ package ntlmclient
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -27,6 +28,8 @@ type Browser struct {
 	Addr           string
 	// Dialer, if set, makes the connections (a fixed local port, say).
 	Dialer *net.Dialer
+	// TLS, if set, makes the browser speak HTTPS with this client config.
+	TLS *tls.Config
 	// Timeout bounds each request. Default: 10s.
 	Timeout time.Duration
 
@@ -104,6 +107,9 @@ func (b *Browser) dial() error {
 	c, err := d.Dial("tcp", b.Addr)
 	if err != nil {
 		return err
+	}
+	if b.TLS != nil {
+		c = tls.Client(c, b.TLS)
 	}
 	b.conn, b.br, b.reused = c, bufio.NewReader(c), false
 	b.Dials++

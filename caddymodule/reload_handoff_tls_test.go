@@ -1,0 +1,379 @@
+package caddymodule
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+// tlsCaddy is Caddy in-process serving one site over TLS from its
+// internal CA, whose root its clients trust.
+type tlsCaddy struct {
+	*testCaddy
+	storage string
+	cluster *fakecluster.Cluster // replaces {upstreams} in the site
+}
+
+// startTLSCaddy loads site on https://127.0.0.1:<free port> with tls
+// internal and the given server options (inside the global servers block).
+func startTLSCaddy(t *testing.T, c *fakecluster.Cluster, serverOpts, site string) *tlsCaddy {
+	t.Helper()
+	tc := &tlsCaddy{testCaddy: &testCaddy{t: t, logFile: filepath.Join(t.TempDir(), "caddy.log")}, storage: t.TempDir(), cluster: c}
+	for attempt := 0; ; attempt++ {
+		tc.admin, tc.addr = loopback.FreeAddr(), loopback.FreeAddr()
+		err := tc.tryLoad(serverOpts, site)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if err := caddy.Stop(); err != nil {
+			t.Errorf("stopping caddy: %v", err)
+		}
+	})
+	// The site's certificate is issued in the background after the load.
+	tr := tc.h1Transport(1)
+	defer tr.CloseIdleConnections()
+	poll.Until(t, 20*time.Second, "the site's certificate", func() bool {
+		conn, err := tls.Dial("tcp", tc.addr, tr.TLSClientConfig)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	return tc
+}
+
+func (tc *tlsCaddy) tryLoad(serverOpts, site string) error {
+	if tc.cluster != nil {
+		var ups []string
+		for _, n := range tc.cluster.Nodes() {
+			ups = append(ups, n.Addr())
+		}
+		site = strings.ReplaceAll(site, "{upstreams}", strings.Join(ups, " "))
+	}
+	caddyfile := fmt.Sprintf(`{
+	admin %s
+	persist_config off
+	storage file_system %s
+	local_certs
+	skip_install_trust
+	auto_https disable_redirects
+	log {
+		output file %s
+		format json
+	}
+	servers {
+		%s
+	}
+}
+https://%s {
+	tls internal
+	%s
+}
+`, tc.admin, tc.storage, tc.logFile, serverOpts, tc.addr, site)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		return fmt.Errorf("adapting Caddyfile: %v\n%s", err, caddyfile)
+	}
+	return caddy.Load(cfg, true)
+}
+
+// reload loads the config again, forced, as caddy reload --force does.
+func (tc *tlsCaddy) reload(serverOpts, site string) {
+	tc.t.Helper()
+	if err := tc.tryLoad(serverOpts, site); err != nil {
+		tc.t.Fatal(err)
+	}
+}
+
+func (tc *tlsCaddy) url(path string) string { return "https://" + tc.addr + path }
+
+// clientTLS trusts Caddy's internal CA only.
+func (tc *tlsCaddy) clientTLS() *tls.Config {
+	tc.t.Helper()
+	root, err := os.ReadFile(filepath.Join(tc.storage, "pki", "authorities", "local", "root.crt"))
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(root) {
+		tc.t.Fatal("no root certificate in Caddy's internal CA")
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+}
+
+// h1Transport speaks HTTP/1.1 only over TLS, with up to conns connections.
+func (tc *tlsCaddy) h1Transport(conns int) *http.Transport {
+	return &http.Transport{
+		TLSClientConfig:     tc.clientTLS(),
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+	}
+}
+
+// requestLog is a backend's record of the requests it ran, by X-Request-Id.
+type requestLog struct {
+	mu  sync.Mutex
+	ran map[string]int
+}
+
+func (rl *requestLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	rl.mu.Lock()
+	rl.ran[r.Header.Get("X-Request-Id")]++
+	rl.mu.Unlock()
+	_, _ = io.WriteString(w, `{"ok":true}`)
+}
+
+// twice returns the requests that ran more than once.
+func (rl *requestLog) twice() []string {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	var ids []string
+	for id, n := range rl.ran {
+		if n > 1 {
+			ids = append(ids, fmt.Sprintf("%s ran %d times", id, n))
+		}
+	}
+	return ids
+}
+
+// idLoad POSTs on conns clients, each waiting pause between requests (0:
+// back to back), every request with its own X-Request-Id, until stop.
+type idLoad struct {
+	requests atomic.Int64
+	mu       sync.Mutex
+	errs     []error
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// requestSeq numbers the requests of every idLoad.
+var requestSeq atomic.Int64
+
+func startIDLoad(client *http.Client, url string, conns int, pause time.Duration) *idLoad {
+	l := &idLoad{stop: make(chan struct{})}
+	for range conns {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				case <-time.After(pause):
+				}
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"order":1}`))
+				req.Header.Set("X-Request-Id", fmt.Sprint(requestSeq.Add(1)))
+				resp, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = errors.New(resp.Status)
+					}
+				}
+				if err != nil {
+					l.mu.Lock()
+					l.errs = append(l.errs, err)
+					l.mu.Unlock()
+				}
+				l.requests.Add(1)
+			}
+		})
+	}
+	return l
+}
+
+func (l *idLoad) waitFor(t *testing.T, n int64) {
+	t.Helper()
+	from := l.requests.Load()
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%d more requests", n), func() bool { return l.requests.Load() >= from+n })
+}
+
+func (l *idLoad) finish() []error {
+	close(l.stop)
+	l.wg.Wait()
+	return l.errs
+}
+
+const reloadHandoffServers = "listener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t\tprotocols h1"
+
+// Five forced reloads of a TLS site (protocols h1, as the cluster's
+// frontend) while 32 kept-alive HTTPS clients POST back to back, and 8
+// more that pause between requests as browsers do: with reload_handoff no
+// client sees an error, the backend ran no request twice, and each reload
+// returns at once. Stock Caddy, in the same run, fails clients' requests.
+func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
+	for _, tt := range []struct{ name, servers string }{
+		{"reload_handoff", reloadHandoffServers},
+		{"stock", "protocols h1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			backend := &requestLog{ran: map[string]int{}}
+			srv := httptest.NewServer(backend)
+			defer srv.Close()
+			site := "reverse_proxy " + strings.TrimPrefix(srv.URL, "http://")
+			tc := startTLSCaddy(t, nil, tt.servers, site)
+			handedOff := counterValue(tc.testCaddy, "caddy_ha_reload_handed_off_connections_total")
+			tr := tc.h1Transport(40)
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			busy := startIDLoad(client, tc.url("/api/orders"), 32, 0)
+			idle := startIDLoad(client, tc.url("/api/orders"), 8, 50*time.Millisecond)
+			var slowest time.Duration
+			for range 5 {
+				busy.waitFor(t, 300)
+				idle.waitFor(t, 8)
+				start := time.Now()
+				tc.reload(tt.servers, site)
+				slowest = max(slowest, time.Since(start))
+			}
+			busy.waitFor(t, 300)
+			errs := append(busy.finish(), idle.finish()...)
+			handed := counterValue(tc.testCaddy, "caddy_ha_reload_handed_off_connections_total") - handedOff
+			t.Logf("%d requests, %d client errors, %v connections handed off, slowest reload %v",
+				busy.requests.Load()+idle.requests.Load(), len(errs), handed, slowest)
+			for _, id := range backend.twice() {
+				t.Errorf("the backend ran a request twice: %s", id)
+			}
+			if slowest > time.Second {
+				t.Errorf("a reload took %v", slowest)
+			}
+			if tt.name == "stock" {
+				if len(errs) == 0 {
+					t.Error("stock Caddy failed no request across five reloads: the load does not race the reloads")
+				}
+				return
+			}
+			for _, err := range errs {
+				t.Errorf("client error across reloads: %v", err)
+			}
+			if handed == 0 {
+				t.Error("no connection was handed off: the test proves nothing")
+			}
+		})
+	}
+}
+
+// HTTP/2 clients, on a TLS site that allows it, keep working across
+// reloads with reload_handoff: their connections are not handed off, the
+// old server sends them GOAWAY and they retry on a new connection.
+func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
+	backend := &requestLog{ran: map[string]int{}}
+	srv := httptest.NewServer(backend)
+	defer srv.Close()
+	servers := "listener_wrappers {\n\t\t\treload_handoff\n\t\t}"
+	site := "reverse_proxy " + strings.TrimPrefix(srv.URL, "http://")
+	tc := startTLSCaddy(t, nil, servers, site)
+	tr := &http.Transport{TLSClientConfig: tc.clientTLS(), ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := client.Get(tc.url("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("the client spoke %s, want HTTP/2", resp.Proto)
+	}
+	load := startIDLoad(client, tc.url("/api/orders"), 8, 0)
+	for range 5 {
+		load.waitFor(t, 200)
+		tc.reload(servers, site)
+	}
+	load.waitFor(t, 200)
+	errs := load.finish()
+	t.Logf("%d requests, %d errors", load.requests.Load(), len(errs))
+	for _, err := range errs {
+		t.Errorf("HTTP/2 client error across reloads: %v", err)
+	}
+	for _, id := range backend.twice() {
+		t.Errorf("the backend ran a request twice: %s", id)
+	}
+}
+
+// NTLM browsers signed in over HTTPS through transport pinned, each asking
+// again every 20ms, across five reloads: a browser may have to sign in
+// again on the new config (its pin stays with the old one), but no answer
+// is an error and none is another user's, and no upstream connection that
+// carried credentials served two browsers (the cluster's own records).
+func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	site := ssoSite("1s", pinned)
+	tc := startTLSCaddy(t, c, reloadHandoffServers, site)
+	const browsers, reloads = 8, 5
+	var (
+		fetches  atomic.Int64
+		mu       sync.Mutex
+		problems []string
+		wg       sync.WaitGroup
+		signIns  atomic.Int64
+	)
+	stop := make(chan struct{})
+	for i := range browsers {
+		b := newBrowser(tc.testCaddy, i)
+		b.TLS = tc.clientTLS()
+		wg.Go(func() {
+			defer b.Close()
+			for {
+				select {
+				case <-stop:
+					signIns.Add(int64(b.SignIns))
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				resp, err := b.Fetch(http.MethodGet, "/sso/me")
+				switch {
+				case err != nil:
+					mu.Lock()
+					problems = append(problems, fmt.Sprintf("%s: %v", b.Name, err))
+					mu.Unlock()
+				case resp.Status != http.StatusOK || resp.User() != b.User:
+					mu.Lock()
+					problems = append(problems, fmt.Sprintf("%s (%s) got %d as %q", b.Name, b.User, resp.Status, resp.User()))
+					mu.Unlock()
+				}
+				fetches.Add(1)
+			}
+		})
+	}
+	waitFor := func(n int64) {
+		from := fetches.Load()
+		poll.Until(t, 20*time.Second, fmt.Sprintf("%d more fetches", n), func() bool { return fetches.Load() >= from+n })
+	}
+	for range reloads {
+		waitFor(4 * browsers)
+		tc.reload(reloadHandoffServers, site)
+	}
+	waitFor(4 * browsers)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d fetches, %d sign-ins by %d browsers across %d reloads", fetches.Load(), signIns.Load(), browsers, reloads)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	// A browser signs in once, and again at most once per reload.
+	checkServedOnOwnConns(t, c, 1+reloads)
+}
