@@ -78,7 +78,7 @@ type memoryEntry struct {
 	count   int64
 	expires int64
 	counted int64 // when last incremented
-	heapAt  int   // index in the shard's evictable heap; -1 when not in it
+	heapAt  int32 // index in its shard's heap, -1 if none; 32 bits keep the entry in 64 bytes
 	isCount bool
 	counter bool // in the counters' budget (created by Increment)
 	limited bool // has reached its limit: never evicted
@@ -488,7 +488,7 @@ func (s *Memory) sweepShard(sh *memoryShard, now int64) {
 	kept := sh.evictable[:0]
 	for _, e := range sh.evictable {
 		if e.expires > now {
-			e.heapAt = len(kept)
+			e.heapAt = int32(len(kept))
 			kept = append(kept, e)
 		}
 	}
@@ -543,7 +543,7 @@ func (sh *memoryShard) less(i, j int) bool {
 func (sh *memoryShard) swap(i, j int) {
 	h := sh.evictable
 	h[i], h[j] = h[j], h[i]
-	h[i].heapAt, h[j].heapAt = i, j
+	h[i].heapAt, h[j].heapAt = int32(i), int32(j)
 }
 
 func (sh *memoryShard) up(i int) {
@@ -577,21 +577,21 @@ func (sh *memoryShard) down(i int) bool {
 }
 
 func (sh *memoryShard) push(e *memoryEntry) {
-	e.heapAt = len(sh.evictable)
+	e.heapAt = int32(len(sh.evictable))
 	sh.evictable = append(sh.evictable, e)
-	sh.up(e.heapAt)
+	sh.up(int(e.heapAt))
 }
 
 // fix restores the heap after e's count or time changed; e need not be in
 // it.
 func (sh *memoryShard) fix(e *memoryEntry) {
-	if e.heapAt >= 0 && !sh.down(e.heapAt) {
-		sh.up(e.heapAt)
+	if i := int(e.heapAt); i >= 0 && !sh.down(i) {
+		sh.up(i)
 	}
 }
 
 func (sh *memoryShard) remove(e *memoryEntry) {
-	i, last := e.heapAt, len(sh.evictable)-1
+	i, last := int(e.heapAt), len(sh.evictable)-1
 	if i != last {
 		sh.swap(i, last)
 	}
