@@ -157,3 +157,23 @@ func TestUploadAffinityShowsEventsThatHappened(t *testing.T) {
 		t.Errorf("the table after one learned upload:\n%s", table.String())
 	}
 }
+
+// A full memory store that refuses new keys reads degraded on the page and
+// in the table, not up (issue 19.2), with its evictions on the page.
+func TestDegradedStoreShown(t *testing.T) {
+	v := View{GeneratedAt: time.Now(), Stores: []Store{{Store: "memory", Up: true, Degraded: true, Evictions: 4500, Refusals: 1}}}
+	var page, table bytes.Buffer
+	if err := WriteHTML(&page, v, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTable(&table, v); err != nil {
+		t.Fatal(err)
+	}
+	if p := page.String(); !strings.Contains(p, `data-degraded="true"`) || !strings.Contains(p, "degraded (full)</span>") ||
+		!strings.Contains(p, "4500 evicted") || strings.Contains(p, `class="state up"`) {
+		t.Errorf("the page does not show the memory store degraded:\n%s", p)
+	}
+	if !regexp.MustCompile(`\nmemory +DEGRADED \(full\) `).MatchString(table.String()) {
+		t.Errorf("the table does not show the memory store degraded:\n%s", table.String())
+	}
+}
