@@ -27,9 +27,10 @@ func init() {
 // Connection: close: those close as before. The old config's connections
 // leave it at once, so a reload never waits on an idle client.
 //
-// It hands off plain HTTP/1 connections only: TLS connections (the wrapper
-// sees them after the tls placeholder, where Caddy puts it by default)
-// and HTTP/2 pass through untouched and close as before.
+// It hands off HTTP/1 connections, plain or over TLS: after the tls
+// placeholder, where Caddy puts it by default, it wraps each *tls.Conn in
+// a connection that gives the server its ConnectionState, and the TLS
+// session moves with it. HTTP/2 and upgraded connections close as before.
 type ReloadHandoff struct{}
 
 // CaddyModule returns the Caddy module information.

@@ -17,10 +17,12 @@
 // as before instead: its client would wait for an answer that never comes,
 // or for the close it was told of.
 //
-// Only plain HTTP/1 connections are handed off: TLS state and HTTP/2
-// streams live in the old server's objects. Every other connection, and
-// every connection without a successor listening on its address, is
-// closed as before. It knows nothing of Caddy.
+// Only HTTP/1 connections are handed off, plain or over TLS: a TLS
+// connection is wrapped with its session (see Listener.Accept), which moves
+// with it; HTTP/2 streams and upgraded streams live in the old server's
+// objects. Every other connection, and every connection without a
+// successor listening on its address, is closed as before. It knows
+// nothing of Caddy.
 package handoff
 
 import (

@@ -50,7 +50,8 @@ func (l *Listener) acceptLoop() {
 }
 
 // Accept returns the next connection: a new one, or one a predecessor
-// handed off.
+// handed off. A connection over TLS (from a tls.Listener under l) comes
+// with its session: it tells the server its ConnectionState.
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.handed:

@@ -31,6 +31,10 @@
 // instead as timeouts (wrk's 2 s). The goal becomes 0 timeouts with
 // handoff.
 //
+// With -tls, wrk loads an HTTPS site instead (tls internal, protocols h1,
+// as the cluster's frontend): reload_handoff hands TLS connections on
+// too, their session with them.
+//
 // Both are the custom Caddy (-caddy, bin/caddy, built from ./cmd/caddy if
 // missing). Everything runs on 127.0.0.1, and every process it starts is
 // stopped on exit, on error and on Ctrl-C.
@@ -38,22 +42,28 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 var (
 	reloads  = flag.Int("reloads", 5, "forced config reloads during each wrk run, spread evenly through it")
 	pipeline = flag.Int("pipeline", 1, "requests each connection sends back to back before reading their answers")
+	overTLS  = flag.Bool("tls", false, "load an HTTPS site (tls internal, protocols h1) instead of plain HTTP")
 )
 
 // handoffID is the module the handoff contender needs in the custom Caddy.
@@ -88,16 +98,6 @@ func main() {
 		Script:       script,
 		CaddyPackage: "./cmd/caddy",
 	}
-	stock := newContender(b, "stock", "stock Caddy: reverse_proxy, no listener wrapper", "")
-	handoff := newContender(b, "handoff", "the same plus servers { listener_wrappers { reload_handoff } }",
-		"\tservers {\n\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t}\n")
-	handoff.Handler = handoffID
-	b.Contenders = []*wrkbench.Contender{stock, handoff}
-
-	var verdict []string // why handoff missed the goal
-	b.Summary = func(selected, _ []*wrkbench.Contender) {
-		verdict = summary(selected, stock, handoff)
-	}
 	b.DefineFlags()
 	setDefault("duration", "8s")
 	setDefault("connections", "32")
@@ -106,6 +106,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "need -reloads >= 1 and -pipeline >= 1")
 		os.Exit(2)
 	}
+	var site *tlsSite
+	if *overTLS {
+		var err error
+		if site, err = newTLSSite(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer site.remove()
+		b.Title = append(b.Title, "Over HTTPS: tls internal, protocols h1 (as the cluster's frontend).")
+	}
+	stock := newContender(b, site, "stock", "stock Caddy: reverse_proxy, no listener wrapper", "")
+	handoff := newContender(b, site, "handoff", "the same plus servers { listener_wrappers { reload_handoff } }",
+		"\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n")
+	handoff.Handler = handoffID
+	b.Contenders = []*wrkbench.Contender{stock, handoff}
+
+	var verdict []string // why handoff missed the goal
+	b.Summary = func(selected, _ []*wrkbench.Contender) {
+		verdict = summary(selected, stock, handoff)
+	}
 	if *pipeline > 1 {
 		b.Script += pipelined(*pipeline)
 		b.Title = append(b.Title, fmt.Sprintf("Each connection pipelines %d requests, then reads their answers.", *pipeline))
@@ -113,21 +133,101 @@ func main() {
 	b.Main() // exits by itself on an error or an interrupt
 	if len(verdict) > 0 {
 		fmt.Fprintf(os.Stderr, "reload bench: handoff missed the goal (%s across reloads): %s\n", goal(), strings.Join(verdict, "; "))
+		site.remove()
 		os.Exit(1)
 	}
 }
 
-// newContender returns a contender whose Caddyfile has globals (lines of
-// their own) in its global options, with its reloader as its probe.
-func newContender(b *wrkbench.Bench, name, label, globals string) *wrkbench.Contender {
+// newContender returns a contender whose Caddyfile has servers (lines of
+// their own) in its global servers block, with its reloader as its probe.
+// With site, wrk loads site's HTTPS address on the same Caddy.
+func newContender(b *wrkbench.Bench, site *tlsSite, name, label, servers string) *wrkbench.Contender {
 	c := &wrkbench.Contender{Name: name, Label: label, AdminEndpoint: true}
 	r := &reloader{bench: b, contender: c}
 	c.Probe = r
+	var https string // the HTTPS site's host:port
 	c.Config = func(listen, admin, backend string) string {
-		r.config = wrkbench.Caddyfile(listen, admin, globals, fmt.Sprintf("\treverse_proxy %s\n", backend))
+		proxy := fmt.Sprintf("\treverse_proxy %s\n", backend)
+		if site == nil {
+			var globals string
+			if servers != "" {
+				globals = "\tservers {\n" + servers + "\t}\n"
+			}
+			r.config = wrkbench.Caddyfile(listen, admin, globals, proxy)
+			return r.config
+		}
+		https = loopback.FreeAddr()
+		r.config = wrkbench.Caddyfile(listen, admin, site.globals(servers), proxy) +
+			fmt.Sprintf("https://%s {\n\ttls internal\n%s}\n", https, proxy)
 		return r.config
 	}
+	if site != nil {
+		c.Setup = func(c *wrkbench.Contender) error {
+			if err := site.waitServes(https); err != nil {
+				return err
+			}
+			c.URL = "https://" + https + "/"
+			return nil
+		}
+	}
 	return c
+}
+
+// tlsSite is what -tls contenders share: a storage for Caddy's internal CA.
+type tlsSite struct{ storage string }
+
+func newTLSSite() (*tlsSite, error) {
+	dir, err := os.MkdirTemp("", "bench-reload-tls-")
+	if err != nil {
+		return nil, err
+	}
+	return &tlsSite{storage: dir}, nil
+}
+
+// remove removes the storage (nil: nothing).
+func (s *tlsSite) remove() {
+	if s != nil {
+		_ = os.RemoveAll(s.storage)
+	}
+}
+
+// globals returns the global options of an HTTPS contender whose servers
+// block has servers: the internal CA in the bench's storage, never
+// installed into the system's trust store, no HTTP->HTTPS redirects, and
+// HTTP/1.1 only.
+func (s *tlsSite) globals(servers string) string {
+	return fmt.Sprintf("\tstorage file_system %s\n\tskip_install_trust\n\tauto_https disable_redirects\n"+
+		"\tservers {\n\t\tprotocols h1\n%s\t}\n", s.storage, servers)
+}
+
+// waitServes waits until addr completes a TLS handshake with a certificate
+// of the internal CA (Caddy issues it in the background).
+func (s *tlsSite) waitServes(addr string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := s.handshake(addr)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || wrkbench.Interrupted().Err() != nil {
+			return fmt.Errorf("https://%s: no TLS handshake within 15s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *tlsSite) handshake(addr string) error {
+	root, err := os.ReadFile(filepath.Join(s.storage, "pki", "authorities", "local", "root.crt"))
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(root)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // reloader forces reloads of a contender's config during each of its wrk
