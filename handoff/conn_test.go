@@ -233,8 +233,9 @@ func TestConnClosesWithoutSuccessor(t *testing.T) {
 	}
 }
 
-// A TLS connection reaches the server as the *tls.Conn it is.
-func TestTLSConnPassesThrough(t *testing.T) {
+// A TLS connection reaches the server as a Conn that carries its
+// plaintext and tells its session, as the *tls.Conn it wraps would.
+func TestTLSConnComesWithItsSession(t *testing.T) {
 	srv := httptest.NewUnstartedServer(nil)
 	srv.StartTLS()
 	defer srv.Close()
@@ -246,10 +247,12 @@ func TestTLSConnPassesThrough(t *testing.T) {
 	defer sock.Close()
 	ln := NewRegistry().Wrap(tls.NewListener(sock, cfg))
 	defer ln.Close()
+	const request = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
 	go func() {
 		c, err := tls.Dial("tcp", sock.Addr().String(), &tls.Config{InsecureSkipVerify: true})
 		if err == nil {
-			_ = c.Handshake()
+			_, _ = io.WriteString(c, request)
+			_, _ = c.Read(make([]byte, 1)) // until the server closes
 			c.Close()
 		}
 	}()
@@ -258,7 +261,19 @@ func TestTLSConnPassesThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, ok := c.(*tls.Conn); !ok {
-		t.Fatalf("accepted %T, want *tls.Conn", c)
+	if _, ok := c.(*tls.Conn); ok {
+		t.Fatal("accepted the *tls.Conn itself: it could not be handed off")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, len(request))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != request {
+		t.Fatalf("read %q, %v; want the plaintext %q", got, err, request)
+	}
+	st, ok := c.(interface{ ConnectionState() tls.ConnectionState })
+	if !ok {
+		t.Fatalf("accepted %T, which tells no TLS state", c)
+	}
+	if !st.ConnectionState().HandshakeComplete {
+		t.Error("ConnectionState is not the session's: no handshake complete")
 	}
 }
