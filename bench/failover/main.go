@@ -251,7 +251,7 @@ func runFailover(p proxy, mode string, drain time.Duration) (m measurement) {
 			<-done
 		}
 	}()
-	if err := httpcheck.WaitOK(strings.Replace(url, "/api/orders", "/api/ping", 1), 15*time.Second, nil); err != nil {
+	if err := httpcheck.WaitOK(strings.Replace(url, "/api/orders", "/api/ping", 1), 15*time.Second, time.Second, nil); err != nil {
 		if l != nil {
 			l.Stop()
 		}

@@ -307,13 +307,13 @@ func (r *rig) reload() error {
 func (r *rig) url(path string) string { return "http://" + r.site + path }
 
 // waitServing waits until the cluster has a leader and Caddy routes a
-// read to it.
+// read to it; a read held for a leader may take its whole bound.
 func (r *rig) waitServing(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	if _, err := r.cluster.WaitLeader(timeout); err != nil {
 		return err
 	}
-	return httpcheck.WaitOK(r.url("/api/ping"), time.Until(deadline), nil)
+	return httpcheck.WaitOK(r.url("/api/ping"), time.Until(deadline), classRead.bound(), nil)
 }
 
 // limitFallbacks returns, by zone, how many decisions of the rate-limit

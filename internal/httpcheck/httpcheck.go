@@ -28,17 +28,16 @@ func ErrorKind(status int, err error) string {
 	}
 }
 
-// pollEvery is how often WaitOK asks; each try gives up after tryTimeout.
-const (
-	pollEvery  = 50 * time.Millisecond
-	tryTimeout = time.Second
-)
+// pollEvery is how often WaitOK asks.
+const pollEvery = 50 * time.Millisecond
 
-// WaitOK sends GET url until it is answered 200, and fails once timeout
-// has passed or stop (nil: never) returns an error, such as a server
-// process that exited or an interrupt, with the last failure.
-func WaitOK(url string, timeout time.Duration, stop func() error) error {
-	client := &http.Client{Timeout: tryTimeout, Transport: &http.Transport{}}
+// WaitOK sends GET url, each try given up after try, until it is answered
+// 200, and fails once timeout has passed or stop (nil: never) returns an
+// error, such as a server process that exited or an interrupt, with the
+// last failure. A try longer than the server may hold a request (a proxy
+// waiting for a leader) lets a held request be answered.
+func WaitOK(url string, timeout, try time.Duration, stop func() error) error {
+	client := &http.Client{Timeout: try, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	deadline := time.Now().Add(timeout)
 	for {

@@ -48,17 +48,17 @@ func TestWaitOK(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	if err := WaitOK(srv.URL, 10*time.Second, nil); err != nil || asked.Load() != 3 {
+	if err := WaitOK(srv.URL, 10*time.Second, time.Second, nil); err != nil || asked.Load() != 3 {
 		t.Fatalf("WaitOK = %v after %d requests, want nil after the third", err, asked.Load())
 	}
 
 	never := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) }))
 	defer never.Close()
-	if err := WaitOK(never.URL, 200*time.Millisecond, nil); err == nil || !strings.Contains(err.Error(), "status 502") {
+	if err := WaitOK(never.URL, 200*time.Millisecond, time.Second, nil); err == nil || !strings.Contains(err.Error(), "status 502") {
 		t.Errorf("WaitOK on a 502 = %v, want a timeout naming status 502", err)
 	}
 	gone := errors.New("the server exited")
-	if err := WaitOK(never.URL, 10*time.Second, func() error { return gone }); !errors.Is(err, gone) {
+	if err := WaitOK(never.URL, 10*time.Second, time.Second, func() error { return gone }); !errors.Is(err, gone) {
 		t.Errorf("WaitOK with stop failing = %v, want stop's error", err)
 	}
 }

@@ -86,7 +86,7 @@ func serveBackend(addr string) {
 
 // WaitHTTP polls url until it answers 200, p exits, or timeout passes.
 func WaitHTTP(url string, p *Process, timeout time.Duration) error {
-	err := httpcheck.WaitOK(url, timeout, func() error {
+	err := httpcheck.WaitOK(url, timeout, time.Second, func() error {
 		if p.Exited() {
 			return fmt.Errorf("%s exited: %s", p.name, p.LogTail())
 		}
