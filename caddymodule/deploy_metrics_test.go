@@ -44,8 +44,9 @@ var deployRows = []string{"Leader pools", "Rate-limit zones", "Stores", "Upload 
 
 // One Caddy with every module: lb_policy leader and transport pinned in
 // front of a fake cluster, edge_rate_limit and lb_policy upload_affinity on
-// the ha store in a real Redis, trusted_proxies cloudflare_ranges from a
-// local server, listener wrapper reload_handoff. Traffic makes every
+// the ha store in a real Redis, an edge_rate_limit zone on a memory store
+// of its own (a bounded store's series), trusted_proxies cloudflare_ranges
+// from a local server, listener wrapper reload_handoff. Traffic makes every
 // series exist; then the deploy files are checked against its /metrics.
 func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 	dashboard, err := os.ReadFile(deployDashboard)
@@ -90,6 +91,16 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 			key {http.request.remote.host}
 			events 2
 			window 1h
+		}
+	}
+	edge_rate_limit /memory {
+		zone memory {
+			key {http.request.remote.host}
+			events 2
+			window 1h
+		}
+		store memory {
+			max_keys 10
 		}
 	}
 	reverse_proxy /api/uploads* %s {
