@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -16,8 +17,8 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "ha",
-		Usage: "status [--json] [--address <interface>] [--config <path> [--adapter <name>]]",
-		Short: "Shows the state of caddy-ha in a running Caddy",
+		Usage: "status [--json] [--address <interface>] [--config <path> [--adapter <name>]] | migrate <haproxy.cfg>",
+		Short: "Shows the state of caddy-ha in a running Caddy; migrates an HAProxy configuration",
 		Long: `
 The ha command reads caddy-ha's operator's view from a running Caddy's admin
 API (GET /ha/status).
@@ -26,6 +27,10 @@ API (GET /ha/status).
                           affinity, Cloudflare ranges and pinned connections
                           as tables;
   caddy ha status --json  prints the view as JSON.
+  caddy ha migrate <haproxy.cfg>
+                          prints the HAProxy configuration as a Caddyfile to
+                          keep, each HAProxy line as a comment above what it
+                          became; caddy run --adapter haproxy runs the same.
 
 The admin API's address comes from --address, else from the admin listener
 of --config (with --adapter), else the default localhost:2019.
@@ -50,6 +55,24 @@ of --config (with --adapter), else the default localhost:2019.
 			statusCmd.Flags().StringP("config", "c", "", "Config file to read the admin API's address from, if --address is not used")
 			statusCmd.Flags().StringP("adapter", "a", "", "Name of the config adapter to apply (when --config is used)")
 			cmd.AddCommand(statusCmd)
+			cmd.AddCommand(&cobra.Command{
+				Use:   "migrate <haproxy.cfg>",
+				Short: "Prints an HAProxy configuration as a Caddyfile, each HAProxy line kept as a comment above what it became",
+				Args:  cobra.ExactArgs(1),
+				RunE: func(c *cobra.Command, args []string) error {
+					c.SilenceUsage = true
+					body, err := os.ReadFile(args[0])
+					if err != nil {
+						return err
+					}
+					text, err := migrate(body, args[0])
+					if err != nil {
+						return err
+					}
+					_, err = io.WriteString(c.OutOrStdout(), text)
+					return err
+				},
+			})
 		},
 	})
 }

@@ -1,0 +1,124 @@
+package caddymodule
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+)
+
+// The seed's HAProxy configuration, its addresses and files replaced by
+// the test's, run by --adapter haproxy: HTTPS with the crt file (certificate
+// and key in one PEM), writes to the leader over TLS verified against the
+// ca-file, HTTP/1.1 to the nodes, transport pinned for http-reuse never,
+// forwarded for the del-header and forwardfor lines. caddy ha migrate's
+// Caddyfile adapts to the same JSON.
+func TestHAProxyAdapterRunsTheSeed(t *testing.T) {
+	caFile, serverTLS := testPKI(t)
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
+	crt := filepath.Join(t.TempDir(), "nodepilot.pem")
+	leaf := serverTLS.Certificates[0]
+	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile("../haproxy/testdata/seed.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := loopback.FreeAddr()
+	cfgText := strings.NewReplacer("*:443", addr, "/etc/ssl/nodepilot.pem", crt, "/etc/haproxy/nodepilot-backend-ca.pem", caFile,
+		"10.0.1.10:443", c.Node("node-a").Addr(), "10.0.1.11:443", c.Node("node-b").Addr(),
+		"inter 5s", "inter 100ms").Replace(string(seed))
+
+	adapted, warnings, err := HAProxyAdapter{}.Adapt([]byte(cfgText), map[string]any{"filename": "haproxy.cfg"})
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("adapting: %v %v", err, warnings)
+	}
+	text, err := migrate([]byte(cfgText), "haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(text), nil)
+	if err != nil {
+		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)
+	}
+	if string(adapted) != string(viaCaddyfile) {
+		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
+	}
+	for _, want := range []string{`"policy":"leader"`, `"host":"nodepilot.internal.example"`, `"protocol":"pinned"`,
+		`"handler":"forwarded"`, `"proto":"https"`, `"protocols":["h1"]`, `"idle_timeout":60000000000`} {
+		if !strings.Contains(string(adapted), want) {
+			t.Errorf("the adapted config lacks %s:\n%s", want, adapted)
+		}
+	}
+
+	// Run it (with an admin endpoint of the test's own).
+	var cfg map[string]any
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["admin"] = map[string]any{"listen": loopback.FreeAddr()}
+	run, _ := json.Marshal(cfg)
+	if err := caddy.Load(run, true); err != nil {
+		t.Fatalf("loading: %v\n%s", err, text)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "nodepilot.internal.example"}}}
+	resp, err := client.Post("https://"+addr+"/api/orders", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Node-Id") != "node-a" || resp.Proto != "HTTP/1.1" {
+		t.Fatalf("status %d from %q over %s, want 200 from the leader node-a over HTTP/1.1", resp.StatusCode, resp.Header.Get("X-Node-Id"), resp.Proto)
+	}
+	if got := c.Node("node-a").Executed(); len(got) != 1 || got[0].Proto != "HTTP/1.1" {
+		t.Fatalf("node-a executed %+v, want one write over HTTP/1.1", got)
+	}
+}
+
+// What is not translated is refused with the file, the line and the
+// keyword, by the adapter and by caddy ha migrate alike: Caddy never starts
+// without something the configuration asked for.
+func TestHAProxyAdapterRefusesWithTheLine(t *testing.T) {
+	seed, err := os.ReadFile("../haproxy/testdata/seed.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgText := strings.Replace(string(seed), "    default_backend nodepilot_active", "    default_backend nodepilot_active\n    maxconn 100", 1)
+	_, _, err = HAProxyAdapter{}.Adapt([]byte(cfgText), map[string]any{"filename": "haproxy.cfg"})
+	if err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: maxconn") {
+		t.Fatalf("error %v, want haproxy.cfg:15: maxconn …", err)
+	}
+	if _, err := migrate([]byte(cfgText), "haproxy.cfg"); err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: maxconn") {
+		t.Fatalf("migrate: error %v", err)
+	}
+	if _, _, err := caddyconfig.GetAdapter("haproxy").Adapt([]byte("frontend\n"), map[string]any{"filename": "x.cfg"}); err == nil ||
+		!strings.HasPrefix(err.Error(), "x.cfg:1: ") {
+		t.Fatalf("registered adapter: %v", err)
+	}
+}

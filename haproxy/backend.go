@@ -1,0 +1,397 @@
+package haproxy
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// backend is what a backend section becomes: a reverse_proxy.
+type backend struct {
+	section  *Section
+	servers  []server
+	defaults []option // default-server options
+	notes    []note
+	// The health check: option httpchk, http-check send and expect.
+	check      []Line
+	checkMeth  string
+	checkURI   string
+	checkHost  string
+	expect     string
+	leader     bool // its check asks for the leader (or its description says so)
+	reuse      *Line
+	timeouts   map[string]string // connect, server, tunnel, check, queue
+	keepAlive  string            // timeout http-keep-alive, for idle upstream connections
+	timeoutSrc []Line
+}
+
+type server struct {
+	line Line
+	name string
+	addr string
+	opts []option
+}
+
+// option is a word of a server's options, and the line it is on (the
+// server's, or default-server's).
+type option struct {
+	word string
+	line Line
+}
+
+func optionsOf(l Line, from int) []option {
+	opts := make([]option, 0, len(l.Words)-from)
+	for _, w := range l.Words[from:] {
+		opts = append(opts, option{w, l})
+	}
+	return opts
+}
+
+func (t *translator) readBackend(s *Section) (*backend, error) {
+	be := &backend{section: s, timeouts: map[string]string{}}
+	for _, l := range t.settingsOf(s) {
+		if err := be.read(l); err != nil {
+			return nil, err
+		}
+	}
+	if len(be.servers) == 0 {
+		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
+	}
+	be.leader = be.leader || be.checkURI == LeaderPath
+	if !be.leader {
+		return nil, errAt(s.Pos, "backend %s: only a backend whose check asks for %s (or whose description holds %s) is translated yet", s.Name, LeaderPath, leaderMark)
+	}
+	return be, nil
+}
+
+func (be *backend) read(l Line) error {
+	w := l.Words
+	switch key := w[0]; {
+	case key == "mode":
+		if arg(l, 1) != "http" {
+			return refuse(l, "only mode http is translated")
+		}
+		be.notes = append(be.notes, note{l, "reverse_proxy speaks HTTP"})
+	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
+		be.notes = append(be.notes, note{l, "Caddy keeps upstream connections alive by default"})
+	case key == "timeout":
+		if len(w) != 3 {
+			return refuse(l, "takes a name and a duration")
+		}
+		d, err := duration(w[2], l.Pos)
+		if err != nil {
+			return err
+		}
+		switch w[1] {
+		case "connect", "server", "tunnel", "check", "queue":
+			be.timeouts[w[1]] = d
+			be.timeoutSrc = append(be.timeoutSrc, l)
+		case "http-keep-alive":
+			be.keepAlive = d
+			be.timeoutSrc = append(be.timeoutSrc, l)
+		case "client", "http-request":
+			be.notes = append(be.notes, note{l, "a frontend's: see the servers option"})
+		default:
+			return refuse(l, "timeout %s is not translated yet", w[1])
+		}
+	case key == "description":
+		be.leader = be.leader || strings.Contains(strings.Join(w[1:], " "), leaderMark)
+		be.notes = append(be.notes, note{l, ""})
+	case key == "option" && arg(l, 1) == "httpchk":
+		be.check = append(be.check, l)
+		switch len(w) { // option httpchk [<method> <uri> [<version>]]
+		case 2:
+		case 4, 5:
+			be.checkMeth, be.checkURI = w[2], w[3]
+		default:
+			return refuse(l, "takes [<method> <uri> [<version>]]")
+		}
+	case key == "http-check":
+		be.check = append(be.check, l)
+		return be.httpCheck(l)
+	case key == "default-server":
+		be.defaults = append(be.defaults, optionsOf(l, 1)...)
+		be.notes = append(be.notes, note{l, "in every server below"})
+	case key == "server":
+		if len(w) < 3 {
+			return refuse(l, "takes a name and an address")
+		}
+		addr, err := hostPort(w[2], l.Pos)
+		if err != nil {
+			return err
+		}
+		be.servers = append(be.servers, server{line: l, name: w[1], addr: addr, opts: optionsOf(l, 3)})
+	case key == "http-reuse":
+		switch arg(l, 1) {
+		case "never", "safe", "aggressive", "always":
+			be.reuse = &l
+		default:
+			return refuse(l, "takes never, safe, aggressive or always")
+		}
+	case key == "balance", key == "hash-type":
+		be.notes = append(be.notes, note{l, "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
+	default:
+		return refuse(l, "not translated yet")
+	}
+	return nil
+}
+
+func (be *backend) httpCheck(l Line) error {
+	w := l.Words
+	switch arg(l, 1) {
+	case "send":
+		for i := 2; i < len(w); i += 2 {
+			if i+1 >= len(w) {
+				return refuse(l, "%s needs a value", w[i])
+			}
+			switch v := w[i+1]; w[i] {
+			case "meth":
+				be.checkMeth = v
+			case "uri":
+				be.checkURI = v
+			case "hdr":
+				if i+2 >= len(w) {
+					return refuse(l, "hdr takes a name and a value")
+				}
+				if !strings.EqualFold(v, "Host") {
+					return refuse(l, "only the Host header of a check is translated")
+				}
+				be.checkHost = w[i+2]
+				i++
+			default:
+				return refuse(l, "http-check send %s is not translated yet", w[i])
+			}
+		}
+	case "expect":
+		if len(w) != 4 || w[2] != "status" {
+			return refuse(l, "only 'http-check expect status <code>' is translated")
+		}
+		be.expect = w[3]
+	default:
+		return refuse(l, "http-check %s is not translated yet", arg(l, 1))
+	}
+	return nil
+}
+
+// tlsOptions are a server's TLS settings as the transport takes them.
+type tlsOptions struct {
+	ssl        bool
+	skipVerify bool
+	ca         string
+	serverName string
+	alpn       string
+}
+
+// leaderOptions are the check settings of lb_policy leader.
+type leaderOptions struct{ interval, fails, passes string }
+
+// serverOptions reads a server's options (default-server's first).
+func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string, error) {
+	var t tlsOptions
+	var lo leaderOptions
+	var notes []string
+	opts := append(append([]option{}, be.defaults...), s.opts...)
+	name := func(v string, at Line) error {
+		switch {
+		case t.serverName == "":
+			t.serverName = v
+		case t.serverName != v:
+			return refuse(at, "sni, check-sni and verifyhost name %s and %s: the transport verifies one name", t.serverName, v)
+		}
+		return nil
+	}
+	for i := 0; i < len(opts); i++ {
+		o, at := opts[i].word, opts[i].line
+		value := func() (string, error) {
+			if i+1 >= len(opts) || opts[i+1].line.Pos != at.Pos {
+				return "", refuse(at, "%s needs a value", o)
+			}
+			i++
+			return opts[i].word, nil
+		}
+		var v string
+		var err error
+		switch o {
+		case "check":
+		case "ssl":
+			t.ssl = true
+		case "backup":
+			notes = append(notes, "backup: the leader is whichever node holds the lease")
+		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight":
+			if v, err = value(); err != nil {
+				return t, lo, nil, err
+			}
+			switch o {
+			case "inter":
+				lo.interval, err = duration(v, at.Pos)
+			case "fall":
+				lo.fails = v
+			case "rise":
+				lo.passes = v
+			case "verify":
+				switch v {
+				case "required":
+				case "none":
+					t.skipVerify = true
+				default:
+					err = refuse(at, "verify takes required or none")
+				}
+			case "ca-file":
+				t.ca = v
+			case "sni":
+				if !strings.HasPrefix(v, "str(") || !strings.HasSuffix(v, ")") {
+					err = refuse(at, "only sni str(<name>) is translated")
+				} else {
+					err = name(v[4:len(v)-1], at)
+				}
+			case "check-sni", "verifyhost":
+				err = name(v, at)
+			case "alpn":
+				t.alpn = v
+			case "weight":
+				notes = append(notes, "weight: the leader gets every request")
+			}
+		default:
+			err = refuse(at, "server option %q is not translated yet", o)
+		}
+		if err != nil {
+			return t, lo, nil, err
+		}
+	}
+	return t, lo, notes, nil
+}
+
+// write writes the backend's reverse_proxy; forwardFor tells whether the
+// frontend asked for X-Forwarded-For (reverse_proxy sends it unless told
+// not to).
+func (be *backend) write(c *caddyfile, forwardFor bool) error {
+	c.comment(Line{Pos: be.section.Pos, Words: []string{"backend", be.section.Name}}, "")
+	var tls tlsOptions
+	var lo leaderOptions
+	var addrs []string
+	for i, s := range be.servers {
+		t, l, notes, err := be.serverOptions(s)
+		if err != nil {
+			return err
+		}
+		if i > 0 && (t != tls || l != lo) {
+			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
+		}
+		tls, lo = t, l
+		c.comment(s.line, strings.Join(notes, "; "))
+		addrs = append(addrs, s.addr)
+	}
+	if be.checkMeth != "" && be.checkMeth != "GET" {
+		return refuse(be.check[0], "the leader's check is a GET")
+	}
+	if be.expect != "" && be.expect != "200" {
+		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
+	}
+	for _, n := range be.notes {
+		c.comment(n.line, n.what)
+	}
+	c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	if !forwardFor {
+		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
+		c.line("header_up -X-Forwarded-For")
+		c.line("header_up -X-Forwarded-Proto")
+		c.line("header_up -X-Forwarded-Host")
+	}
+	for _, l := range be.check {
+		c.comment(l, "")
+	}
+	c.open("lb_policy leader")
+	if be.checkURI != LeaderPath && be.checkURI != "" {
+		c.line("uri %s", caddyToken(be.checkURI))
+	}
+	if be.checkHost != "" {
+		c.line("host %s", caddyToken(be.checkHost))
+	}
+	if lo.interval != "" {
+		c.line("interval %s", lo.interval)
+	}
+	if lo.fails != "" {
+		c.line("fails %s", lo.fails)
+	}
+	if lo.passes != "" {
+		c.line("passes %s", lo.passes)
+	}
+	if d := be.timeouts["check"]; d != "" {
+		c.line("timeout %s", d)
+	}
+	if d := be.timeouts["queue"]; d != "" {
+		c.line("hold %s", d) // how long a request waits for a server: here, for a leader
+	}
+	c.close()
+	transport := "http"
+	if be.reuse != nil {
+		c.comment(*be.reuse, "")
+		if arg(*be.reuse, 1) == "never" {
+			transport = "pinned" // one upstream connection per client connection
+		}
+	}
+	for _, l := range be.timeoutSrc {
+		c.comment(l, "")
+	}
+	c.open("transport %s", transport)
+	if d := be.timeouts["connect"]; d != "" {
+		c.line("dial_timeout %s", d)
+	}
+	if d := be.timeouts["server"]; d != "" {
+		c.line("read_timeout %s", d)
+		c.line("write_timeout %s", d)
+	}
+	if be.keepAlive != "" {
+		c.line("keepalive %s", be.keepAlive)
+	}
+	if tls.ssl {
+		c.line("tls")
+		if tls.skipVerify {
+			c.line("tls_insecure_skip_verify")
+		}
+		if tls.serverName != "" {
+			c.line("tls_server_name %s", caddyToken(tls.serverName))
+		}
+		if tls.ca != "" {
+			c.line("tls_trust_pool file %s", caddyToken(tls.ca))
+		}
+	}
+	switch tls.alpn {
+	case "", "http/1.1":
+		c.line("versions 1.1")
+	case "h2,http/1.1", "http/1.1,h2":
+		c.line("versions 1.1 2")
+	default:
+		return refuse(be.servers[0].line, "alpn %s is not translated yet", tls.alpn)
+	}
+	c.close()
+	if d := be.timeouts["tunnel"]; d != "" {
+		c.line("stream_timeout %s", d)
+	}
+	c.close()
+	c.close() // the site
+	return nil
+}
+
+// duration reads an HAProxy time (a number with an optional unit us, ms,
+// s, m, h or d; milliseconds without one) as a Caddy duration.
+func duration(v string, pos Position) (string, error) {
+	i := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	num, unit := v, "ms"
+	if i >= 0 {
+		num, unit = v[:i], v[i:]
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || i == 0 {
+		return "", errAt(pos, "%q is not an HAProxy time", v)
+	}
+	per := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[unit]
+	if per == 0 {
+		return "", errAt(pos, "%q: unit %q is not one of us, ms, s, m, h, d", v, unit)
+	}
+	d := time.Duration(n) * per
+	if unit == "d" {
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h", nil
+	}
+	return num + unit, nil
+}

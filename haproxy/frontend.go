@@ -1,0 +1,352 @@
+package haproxy
+
+import (
+	"net"
+	"os"
+	"strings"
+)
+
+// frontend is what a frontend section becomes: a site, and the servers
+// settings of its listeners.
+type frontend struct {
+	section *Section
+	binds   []bind
+	// Client-side timeouts (servers timeouts), by Caddy's name.
+	timeouts     map[string]string
+	timeoutLines []Line
+	notes        []note // lines translated into no directive of their own
+	headers      []headerRule
+	forwardFor   *Line
+	backendLine  Line
+	backend      *backend
+}
+
+// note is a line kept as a comment, with what became of it.
+type note struct {
+	line Line
+	what string
+}
+
+type bind struct {
+	line  Line
+	addr  string // host:port, host empty for every address
+	crt   string // "" without ssl
+	alpn  []string
+	isTLS bool
+}
+
+// headerRule is an http-request del-header, set-header or add-header.
+type headerRule struct {
+	line        Line
+	op, name, v string
+}
+
+// forwardedHeaders are the headers the forwarded handler removes from a
+// client and writes itself.
+var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
+
+func (t *translator) readFrontend(s *Section) (*frontend, error) {
+	fe := &frontend{section: s, timeouts: map[string]string{}}
+	for _, l := range t.settingsOf(s) {
+		if err := fe.read(l); err != nil {
+			return nil, err
+		}
+		if l.Words[0] == "default_backend" {
+			be := t.cfg.Section("backend", arg(l, 1))
+			if be == nil {
+				return nil, refuse(l, "no backend section of that name")
+			}
+			var err error
+			if fe.backend, err = t.readBackend(be); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(fe.binds) == 0 {
+		return nil, errAt(s.Pos, "frontend %s has no bind line", s.Name)
+	}
+	if fe.backend == nil {
+		return nil, errAt(s.Pos, "frontend %s has no default_backend", s.Name)
+	}
+	return fe, nil
+}
+
+// read takes one line of the frontend or of its defaults.
+func (fe *frontend) read(l Line) error {
+	w := l.Words
+	switch key := w[0]; {
+	case key == "mode":
+		if arg(l, 1) != "http" {
+			return refuse(l, "only mode http is translated (Caddy's layer-4 proxying is another module)")
+		}
+		fe.note(l, "Caddy's HTTP server")
+	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
+		fe.note(l, "Caddy keeps client connections alive by default")
+	case key == "timeout":
+		return fe.timeout(l)
+	case key == "bind":
+		return fe.bind(l)
+	case key == "http-request":
+		return fe.httpRequest(l)
+	case key == "option" && arg(l, 1) == "forwardfor":
+		if len(w) != 2 && (len(w) != 4 || w[2] != "header") {
+			return refuse(l, "only 'option forwardfor [header <name>]' is translated")
+		}
+		fe.forwardFor = &l
+	case key == "default_backend":
+		if len(w) != 2 {
+			return refuse(l, "takes one backend's name")
+		}
+		fe.backendLine = l
+	default:
+		return refuse(l, "not translated yet")
+	}
+	return nil
+}
+
+func (fe *frontend) note(l Line, what string) { fe.notes = append(fe.notes, note{l, what}) }
+
+// clientTimeouts map HAProxy's client-side timeouts to the servers
+// timeouts of Caddy; the backend's are read by the backend.
+var clientTimeouts = map[string]string{"http-request": "read_header", "http-keep-alive": "idle", "client": "read_body"}
+
+var backendTimeouts = map[string]bool{"connect": true, "server": true, "queue": true, "tunnel": true, "check": true}
+
+func (fe *frontend) timeout(l Line) error {
+	if len(l.Words) != 3 {
+		return refuse(l, "takes a name and a duration")
+	}
+	d, err := duration(l.Words[2], l.Pos)
+	if err != nil {
+		return err
+	}
+	name := l.Words[1]
+	switch {
+	case clientTimeouts[name] != "":
+		fe.timeouts[clientTimeouts[name]] = d
+		fe.timeoutLines = append(fe.timeoutLines, l)
+	case backendTimeouts[name]:
+		fe.note(l, "a backend's: see its reverse_proxy")
+	default:
+		return refuse(l, "timeout %s is not translated yet", name)
+	}
+	return nil
+}
+
+func (fe *frontend) bind(l Line) error {
+	if len(l.Words) < 2 {
+		return refuse(l, "needs an address")
+	}
+	b := bind{line: l}
+	for i := 2; i < len(l.Words); i++ {
+		switch o := l.Words[i]; o {
+		case "ssl":
+			b.isTLS = true
+		case "crt", "alpn":
+			if i+1 >= len(l.Words) {
+				return refuse(l, "%s needs a value", o)
+			}
+			i++
+			if o == "crt" {
+				b.crt = l.Words[i]
+			} else {
+				b.alpn = strings.Split(l.Words[i], ",")
+			}
+		default:
+			return refuse(l, "bind option %q is not translated yet", o)
+		}
+	}
+	if b.isTLS && b.crt == "" {
+		return refuse(l, "ssl without crt: Caddy would manage certificates itself, which HAProxy did not")
+	}
+	for _, a := range strings.Split(l.Words[1], ",") {
+		addr, err := hostPort(a, l.Pos)
+		if err != nil {
+			return err
+		}
+		b.addr = addr
+		fe.binds = append(fe.binds, b)
+	}
+	for _, p := range b.alpn {
+		if p != "http/1.1" && p != "h2" {
+			return refuse(l, "alpn %q: Caddy speaks http/1.1 and h2 over TLS", p)
+		}
+	}
+	return nil
+}
+
+func (fe *frontend) httpRequest(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	if cond != nil {
+		return refuse(l, "conditions are not translated yet")
+	}
+	switch op := arg(l, 1); op {
+	case "del-header":
+		if len(words) != 3 {
+			return refuse(l, "takes a header name")
+		}
+		fe.headers = append(fe.headers, headerRule{line: l, op: op, name: words[2]})
+	case "set-header", "add-header":
+		if len(words) != 4 {
+			return refuse(l, "takes a header name and a value")
+		}
+		if strings.Contains(words[3], "%[") {
+			return refuse(l, "log-format expressions in a header value are not translated yet")
+		}
+		fe.headers = append(fe.headers, headerRule{line: l, op: op, name: words[2], v: words[3]})
+	default:
+		return refuse(l, "http-request %s is not translated yet", op)
+	}
+	return nil
+}
+
+// writeServers writes the servers option of each listener of the frontend.
+func (fe *frontend) writeServers(c *caddyfile) {
+	for _, b := range fe.binds {
+		c.comment(b.line, "")
+		for _, l := range fe.timeoutLines {
+			c.comment(l, "")
+		}
+		c.open("servers %s", listener(b.addr))
+		if len(fe.timeouts) > 0 {
+			c.open("timeouts")
+			for _, name := range []string{"read_header", "read_body", "idle"} {
+				if d, ok := fe.timeouts[name]; ok {
+					c.line("%s %s", name, d)
+				}
+			}
+			c.close()
+		}
+		protocols := "h1"
+		if b.isTLS && contains(b.alpn, "h2") {
+			protocols = "h1 h2"
+		}
+		c.line("protocols %s", protocols)
+		c.close()
+	}
+}
+
+// listener is a bind address as the servers option names it (":443" for
+// every address).
+func listener(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" {
+		return ":" + port
+	}
+	return addr
+}
+
+// writeSite writes the frontend's site: its addresses, TLS, the
+// forwarded headers, and the reverse_proxy of its backend.
+func (fe *frontend) writeSite(c *caddyfile) error {
+	c.line("")
+	c.comment(Line{Pos: fe.section.Pos, Words: []string{"frontend", fe.section.Name}}, "")
+	// HAProxy's bind address is where it listens, never a Host to match:
+	// the site is every host on the port, bound to the address's host.
+	var addrs, hosts []string
+	var crt *bind
+	for i, b := range fe.binds {
+		scheme := "http://"
+		if b.isTLS {
+			scheme = "https://"
+			if crt != nil && crt.crt != b.crt {
+				return refuse(b.line, "one frontend with two certificates is not translated yet")
+			}
+			crt = &fe.binds[i]
+		}
+		host, port, _ := net.SplitHostPort(b.addr)
+		addrs = append(addrs, scheme+":"+port)
+		if host != "" {
+			hosts = append(hosts, host)
+		} else if len(hosts) > 0 {
+			return refuse(b.line, "binds on every address and on %s in one frontend are not translated yet", hosts[0])
+		}
+	}
+	c.open("%s", strings.Join(addrs, ", "))
+	if len(hosts) > 0 {
+		c.line("bind %s", strings.Join(hosts, " "))
+	}
+	for _, n := range fe.notes {
+		c.comment(n.line, n.what)
+	}
+	if crt != nil {
+		c.comment(crt.line, "")
+		if info, err := os.Stat(crt.crt); err == nil && info.IsDir() {
+			c.open("tls")
+			c.line("load %s", caddyToken(crt.crt)) // every PEM bundle (certificate and key) in the directory
+			c.close()
+		} else {
+			// HAProxy's crt file holds the certificate and its key: Caddy
+			// reads each from the same file.
+			c.line("tls %s %s", caddyToken(crt.crt), caddyToken(crt.crt))
+		}
+	}
+	fe.writeHeaders(c)
+	c.comment(fe.backendLine, "")
+	return fe.backend.write(c, fe.forwardFor != nil)
+}
+
+// writeHeaders writes the header rules: those that make up what the
+// forwarded handler does as the forwarded handler, the others as
+// request_header.
+func (fe *frontend) writeHeaders(c *caddyfile) {
+	rest := fe.headers
+	if ff := fe.forwardFor; ff != nil && strings.EqualFold(arg(*ff, 3), "") || ff != nil && strings.EqualFold(arg(*ff, 3), "X-Forwarded-For") {
+		deleted := map[string]bool{}
+		proto := ""
+		rest = nil
+		var used []Line
+		for _, h := range fe.headers {
+			name := strings.ToLower(h.name)
+			switch {
+			case h.op == "del-header" && forwardedHeaders[name]:
+				deleted[name] = true
+				used = append(used, h.line)
+			case h.op == "set-header" && name == "x-forwarded-proto" && (h.v == "https" || h.v == "http"):
+				proto = h.v
+				used = append(used, h.line)
+			default:
+				rest = append(rest, h)
+			}
+		}
+		if deleted["x-forwarded-for"] {
+			// A client's chain deleted, then the client appended: the
+			// forwarded handler's chain, which starts afresh at the client.
+			for _, l := range used {
+				c.comment(l, "")
+			}
+			c.comment(*ff, "")
+			c.open("forwarded")
+			if proto != "" {
+				c.line("proto %s", proto)
+			}
+			c.close()
+		} else {
+			rest = fe.headers
+			c.comment(*ff, "X-Forwarded-For appended to the client's own: reverse_proxy's default")
+		}
+	}
+	for _, h := range rest {
+		c.comment(h.line, "")
+		switch h.op {
+		case "del-header":
+			c.line("request_header -%s", caddyToken(h.name))
+		case "set-header":
+			c.line("request_header %s %s", caddyToken(h.name), caddyToken(h.v))
+		case "add-header":
+			c.line("request_header +%s %s", caddyToken(h.name), caddyToken(h.v))
+		}
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

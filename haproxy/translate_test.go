@@ -1,0 +1,94 @@
+package haproxy
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden Caddyfiles")
+
+// The seed's configuration becomes the Caddyfile in testdata, every line
+// of it kept as a comment (go test -update rewrites the golden file).
+func TestTranslateSeed(t *testing.T) {
+	cfg, err := ParseFile("testdata/seed.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Translate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const golden = "testdata/seed.Caddyfile"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("the translation differs from %s (go test -update rewrites it):\n%s", golden, got)
+	}
+	for _, s := range cfg.Sections {
+		for _, l := range s.Lines {
+			if !strings.Contains(got, "# "+l.Pos.String()+": "+joinWords(l.Words)) {
+				t.Errorf("line %s is not kept as a comment", l.Pos)
+			}
+		}
+	}
+}
+
+// Every keyword is translated, ignored for a reason, or refused with the
+// file, the line and the keyword.
+func TestTranslateRefuses(t *testing.T) {
+	seed, err := os.ReadFile("testdata/seed.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"    mode http", "    mode tcp", "h.cfg:3: mode tcp: only mode http"},
+		{"    default_backend nodepilot_active", "    default_backend nodepilot_active\n    maxconn 100", "h.cfg:15: maxconn 100: not translated yet"},
+		{"alpn http/1.1\n    http-request del-header Forwarded", "alpn http/1.1 npn x\n    http-request del-header Forwarded", `h.cfg:8: bind *:443: bind option "npn"`},
+		{"check-sni nodepilot.internal.example verifyhost nodepilot.internal.example\n    server node-b", "check-sni other.example verifyhost nodepilot.internal.example\n    server node-b",
+			"h.cfg:24: server node-a: sni, check-sni and verifyhost name nodepilot.internal.example and other.example"},
+		{"uri /healthz/leader", "uri /healthz/ready", "h.cfg:16: backend nodepilot_active: only a backend whose check asks for /healthz/leader"},
+		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
+		{"inter 5s", "inter 5x", `h.cfg:20: "5x": unit "x"`},
+		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Client %[src]", "h.cfg:13: http-request set-header: log-format expressions"},
+		{"http-request del-header Forwarded", "http-request del-header Forwarded if { src 10.0.0.0/8 }", "h.cfg:9: http-request del-header: conditions are not translated yet"},
+	} {
+		text := strings.Replace(string(seed), tt.from, tt.to, 1)
+		if text == string(seed) {
+			t.Fatalf("%q is not in the seed", tt.from)
+		}
+		cfg, err := Parse(strings.NewReader(text), "h.cfg", lookup)
+		if err == nil {
+			_, err = Translate(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
+		}
+	}
+	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.bufsize 1\n"), "g.cfg", lookup)
+	if _, err := Translate(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.bufsize is not translated yet") {
+		t.Errorf("global: %v", err)
+	}
+}
+
+// HAProxy's times: milliseconds without a unit, days as hours.
+func TestDuration(t *testing.T) {
+	for in, want := range map[string]string{"60s": "60s", "500": "500ms", "2m": "2m", "1d": "24h", "100us": "100us"} {
+		if got, err := duration(in, Position{}); err != nil || got != want {
+			t.Errorf("%s: %s %v, want %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "s", "1.5s", "-1s"} {
+		if _, err := duration(bad, Position{}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
