@@ -3,11 +3,14 @@ package handoff
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,5 +200,70 @@ func TestNetHTTPWaitsWithAReadOfItsWholeBuffer(t *testing.T) {
 		want := int64(netHTTPReadBuffer - tt.buffered)
 		poll.Until(t, 5*time.Second, fmt.Sprintf("net/http to wait with a read of %d bytes, %d buffered (netHTTPReadBuffer must follow net/http)", want, tt.buffered),
 			func() bool { return waiting.Load() == want })
+	}
+}
+
+// A kept-alive TLS connection, idle when its server is replaced, is
+// answered by the successor on the same TCP connection and in the same TLS
+// session: one handshake in all, on one local port.
+func TestReplacedServerHandsOffATLSSession(t *testing.T) {
+	sock, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	cert := httptest.NewTLSServer(nil) // for its certificate
+	defer cert.Close()
+	cfg := cert.TLS.Clone()
+	r := NewRegistry()
+	serve := func(gen string) *http.Server {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(w, gen)
+		})}
+		go srv.Serve(r.Wrap(tls.NewListener(&sharedListener{TCPListener: sock}, cfg))) //nolint:errcheck
+		t.Cleanup(func() { srv.Close() })
+		return srv
+	}
+	old := serve("old")
+
+	var handshakes, dials atomic.Int64
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func() (string, string) {
+		t.Helper()
+		var local string
+		trace := &httptrace.ClientTrace{
+			ConnectStart:      func(string, string) { dials.Add(1) },
+			TLSHandshakeStart: func() { handshakes.Add(1) },
+			GotConn:           func(info httptrace.GotConnInfo) { local = info.Conn.LocalAddr().String() },
+		}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace),
+			http.MethodPost, "https://"+sock.Addr().String()+"/", strings.NewReader(`{}`))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), local
+	}
+	gen, before := get()
+	if gen != "old" {
+		t.Fatalf("answered by %q", gen)
+	}
+	serve("new")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gen, after := get()
+	if gen != "new" || after != before {
+		t.Errorf("after the replacement: answered by %q on %s, want the new server on %s", gen, after, before)
+	}
+	if handshakes.Load() != 1 || dials.Load() != 1 {
+		t.Errorf("%d dials and %d TLS handshakes, want one of each: the session did not move", dials.Load(), handshakes.Load())
 	}
 }
