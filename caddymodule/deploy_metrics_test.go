@@ -221,11 +221,11 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 }
 
 // runPromtool has promtool check the rules, run their unit test, and parse
-// every expression of the dashboard, if it is installed.
+// every expression of the dashboard, if it is installed; where the tools
+// are required it must be (see requireTool).
 func runPromtool(t *testing.T, dashboard []byte) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Log("promtool is not installed (Debian package prometheus): the rules are not checked or tested with it")
+	promtool, ok := requireTool(t, "promtool", "the rules are not checked or tested with it (make test-deps puts one in .tools)")
+	if !ok {
 		return
 	}
 	run := func(args ...string) {

@@ -110,19 +110,14 @@ func TestStatusPageInChromium(t *testing.T) {
 }
 
 // chromiumOrSkip returns Chromium's path; without it the test is skipped,
-// or fails where a browser is required (CI, CADDY_HA_REQUIRE_BROWSER).
+// or fails where the tools are required (see requireTool).
 func chromiumOrSkip(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err == nil {
-		return path
+	path, ok := requireTool(t, "chromium", "the status page is not checked in a browser (Debian: apt-get install chromium)")
+	if !ok {
+		t.SkipNow()
 	}
-	msg := "chromium is not on PATH (Debian: apt-get install chromium; make test installs it): the status page is not checked in a browser"
-	if os.Getenv("CI") != "" || os.Getenv("CADDY_HA_REQUIRE_BROWSER") != "" {
-		t.Fatal(msg + " (required here: CI or CADDY_HA_REQUIRE_BROWSER is set)")
-	}
-	t.Skip(msg)
-	return ""
+	return path
 }
 
 // runChromium runs headless Chromium with a profile of its own and returns
