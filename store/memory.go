@@ -67,7 +67,7 @@ type memoryShard struct {
 	// evictions, which read them without this shard's lock; math.MaxInt64
 	// while the heap is empty.
 	minCount, minCounted atomic.Int64
-	index                int // in Memory.shards: the order evictions lock shards in
+	_                    [8]byte // keeps shards on separate cache lines
 }
 
 // memoryEntry holds a value or, when isCount, a counter kept as a number
@@ -98,7 +98,6 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*memoryEntry)
-		s.shards[i].index = i
 		s.shards[i].publish()
 	}
 	go func() {
@@ -157,43 +156,51 @@ func (sh *memoryShard) live(key string, now int64) (*memoryEntry, bool) {
 	return e, true
 }
 
-// insert stores a new key in its budget (e.counter's), making room or
-// failing with ErrFull. The key is copied: the caller's memory may be
-// reused.
-func (s *Memory) insert(sh *memoryShard, key string, e memoryEntry, now int64) (*memoryEntry, error) {
-	s.delete(sh, key) // an expired entry, if any: its place is the new one's
+// reserve takes a place in the budget of a new key of sh, a counter's or
+// a value's, making room or failing with ErrFull; the caller holds sh.mu
+// and places the key after. Evicting a counter of another shard lets go of
+// sh.mu meanwhile (no shard waits for another while holding its own
+// lock), so the caller of a counter's looks the key up again. The place is
+// taken first, then made: of several keys inserted at once, each one over
+// the bound makes room for itself.
+func (s *Memory) reserve(sh *memoryShard, counter bool, now int64) error {
 	budget := &s.values
-	if e.counter {
+	if counter {
 		budget = &s.counters
 	}
-	// The place is taken first, then made: of several keys inserted at
-	// once, each one over the bound makes room for itself, so it holds.
-	if budget.Add(1) > s.maxKeys {
-		made := false
-		if e.counter {
-			for tries := 0; !made && tries < maxEvictions; tries++ {
-				made = s.evict(sh, tries == maxEvictions-1)
-			}
-		} else {
-			s.sweepShard(sh, now)
-			made = budget.Load() <= s.maxKeys
-		}
-		if !made {
-			budget.Add(-1)
-			s.refuse(now)
-			return nil, ErrFull
-		}
+	if budget.Add(1) <= s.maxKeys {
+		return nil
 	}
+	if counter {
+		for range maxEvictions {
+			if s.evict(sh) {
+				return nil
+			}
+		}
+	} else if s.sweepShard(sh, now); budget.Load() <= s.maxKeys {
+		return nil
+	}
+	budget.Add(-1)
+	s.refuse(now)
+	return ErrFull
+}
+
+// place stores a new key in the place reserved for it, instead of an
+// expired entry added while reserve let go of sh.mu, if any; the caller
+// holds sh.mu. The key is copied: the caller's memory may be reused.
+func (s *Memory) place(sh *memoryShard, key string, e memoryEntry) *memoryEntry {
+	s.delete(sh, key)
 	p := &e
 	p.key, p.heapAt = strings.Clone(key), -1
 	sh.m[p.key] = p
 	if p.counter && !p.limited {
 		sh.push(p)
 	}
-	return p, nil
+	return p
 }
 
-// maxEvictions bounds the tries of a new counter to evict one.
+// maxEvictions bounds a new counter's tries to evict one (another may take
+// the one it found first).
 const maxEvictions = 4
 
 // refuse records a new key refused for lack of room and wakes the sweeper.
@@ -208,13 +215,9 @@ func (s *Memory) refuse(now int64) {
 
 // evict removes the evictable counter with the smallest count in the
 // store, the least recently counted among equals, to make room; the caller
-// holds sh.mu. It waits for the lock of a shard after sh only (shards are
-// locked in their order, so two evictions never wait for each other); a
-// shard before sh that is busy (perhaps waiting for sh) is passed over for
-// sh's own smallest if that is as small, else the caller tries again, and
-// on its last try (last) for the smallest it can lock at once. It reports
-// whether a counter was evicted.
-func (s *Memory) evict(sh *memoryShard, last bool) bool {
+// holds sh.mu. For another shard's counter it lets go of sh.mu while it
+// holds that shard's lock. It reports whether a counter was evicted.
+func (s *Memory) evict(sh *memoryShard) bool {
 	best := sh
 	count, counted := sh.minCount.Load(), sh.minCounted.Load()
 	for i := range s.shards {
@@ -223,37 +226,15 @@ func (s *Memory) evict(sh *memoryShard, last bool) bool {
 			best, count, counted = o, c, at
 		}
 	}
-	switch {
-	case best == sh:
+	if best == sh {
 		return s.evictTop(sh)
-	case best.index > sh.index:
-		best.mu.Lock()
-	case !best.mu.TryLock():
-		if (sh.minCount.Load() == count || last) && s.evictTop(sh) {
-			return true
-		}
-		return last && s.evictAnyFree(sh)
 	}
+	sh.mu.Unlock()
+	best.mu.Lock()
 	evicted := s.evictTop(best)
 	best.mu.Unlock()
-	return evicted || s.evictTop(sh)
-}
-
-// evictAnyFree evicts the smallest counter of another shard whose lock is
-// free at once; the caller holds sh.mu and found sh with none.
-func (s *Memory) evictAnyFree(sh *memoryShard) bool {
-	for i := range s.shards {
-		o := &s.shards[i]
-		if o == sh || o.minCount.Load() == math.MaxInt64 || !o.mu.TryLock() {
-			continue
-		}
-		evicted := s.evictTop(o)
-		o.mu.Unlock()
-		if evicted {
-			return true
-		}
-	}
-	return false
+	sh.mu.Lock()
+	return evicted
 }
 
 // evictTop evicts the top of sh's heap, if it has one; the caller holds
@@ -277,9 +258,13 @@ func (s *Memory) TryAdd(_ context.Context, key, value string, lifetime time.Dura
 	if _, ok := sh.live(key, now); ok {
 		return false, nil
 	}
-	if _, err := s.insert(sh, key, memoryEntry{value: value, expires: now + int64(lifetime)}, now); err != nil {
+	// An expired entry's place is the new one's; reserving a value's place
+	// never lets go of sh.mu.
+	s.delete(sh, key)
+	if err := s.reserve(sh, false, now); err != nil {
 		return false, err
 	}
+	s.place(sh, key, memoryEntry{value: value, expires: now + int64(lifetime)})
 	return true, nil
 }
 
@@ -352,26 +337,29 @@ func (s *Memory) IncrementAndCountWithin(_ context.Context, key string, amount i
 	sh, now := s.shard(key), s.now()
 	sh.mu.Lock()
 	e, ok := sh.live(key, now)
-	if ok {
-		if !e.isCount {
-			n, err := parseCount(e.value)
-			if err != nil {
-				sh.mu.Unlock()
-				return 0, ErrNotCounter
-			}
-			e.value, e.count, e.isCount = "", n, true
-		}
-		e.count += amount
-		e.expires = now + int64(lifetime)
-		e.counted = now
-	} else {
-		var err error
-		if e, err = s.insert(sh, key, memoryEntry{count: amount, isCount: true, counter: true,
-			expires: now + int64(lifetime), counted: now}, now); err != nil {
+	if !ok {
+		s.delete(sh, key) // an expired entry, if any: its place is the new one's
+		if err := s.reserve(sh, true, now); err != nil {
 			sh.mu.Unlock()
 			return 0, err
 		}
+		if e, ok = sh.live(key, now); ok { // added while reserve let go of sh.mu
+			s.counters.Add(-1)
+		} else {
+			e = s.place(sh, key, memoryEntry{isCount: true, counter: true})
+		}
 	}
+	if !e.isCount {
+		n, err := parseCount(e.value)
+		if err != nil {
+			sh.mu.Unlock()
+			return 0, ErrNotCounter
+		}
+		e.value, e.count, e.isCount = "", n, true
+	}
+	e.count += amount
+	e.expires = now + int64(lifetime)
+	e.counted = now
 	count, total := e.count, e.count
 	// The others usually share key's {hash tag}, so its shard: those are
 	// read under the lock already held, the rest each under its own after.
