@@ -18,8 +18,22 @@ type Health struct {
 	// ping's duration and each measured offset.
 	OnPing, OnClockOffset func(time.Duration)
 
-	ping, offset atomic.Int64 // ns, as last measured
+	ping, offset atomic.Int64 // ns, as last measured (offset: see measureClock)
+
+	// samples are the last clock measurements, for measureClock's choice;
+	// only the health check's goroutine touches them.
+	samples [clockSamples]clockSample
+	sampled int
 }
+
+// clockSample is one measurement of the store's clock: the offset found
+// and the round trip it was found in, which bounds its error (half of it).
+type clockSample struct{ offset, rtt time.Duration }
+
+// clockSamples is how many measurements the offset is chosen from: on a
+// loaded machine most round trips wait for a CPU, and the shortest of a
+// few has the smallest error.
+const clockSamples = 8
 
 // NewHealth checks the store behind guard; s is that store, a Clock if it
 // has one. wall is this process's clock.
@@ -61,7 +75,9 @@ func (h *Health) check(ctx context.Context, timeout time.Duration) {
 }
 
 // measureClock measures how far the store's clock is ahead of this
-// process's: against the middle of the round trip, so within half of it.
+// process's: against the middle of the round trip, so within half of it;
+// the offset kept is that of the shortest round trip among the last
+// clockSamples, as NTP does.
 func (h *Health) measureClock(ctx context.Context) {
 	sent := h.wall()
 	at, err := h.clock.Now(ctx)
@@ -69,7 +85,16 @@ func (h *Health) measureClock(ctx context.Context) {
 		return
 	}
 	received := h.wall()
-	offset := at.Sub(sent.Add(received.Sub(sent) / 2))
+	rtt := received.Sub(sent)
+	h.samples[h.sampled%clockSamples] = clockSample{offset: at.Sub(sent.Add(rtt / 2)), rtt: rtt}
+	h.sampled++
+	best := h.samples[0]
+	for _, c := range h.samples[1:min(h.sampled, clockSamples)] {
+		if c.rtt < best.rtt {
+			best = c
+		}
+	}
+	offset := best.offset
 	h.offset.Store(int64(offset))
 	if h.OnClockOffset != nil {
 		h.OnClockOffset(offset)

@@ -17,6 +17,9 @@ type aheadStore struct {
 	ahead time.Duration
 	down  atomic.Bool
 	pings atomic.Int64
+	// lateBy delays the clock's answer after its time was read, as a
+	// loaded machine does: that round trip's midpoint is off by half.
+	lateBy time.Duration
 }
 
 func (s *aheadStore) Ping(context.Context) error {
@@ -27,7 +30,11 @@ func (s *aheadStore) Ping(context.Context) error {
 	return nil
 }
 
-func (s *aheadStore) Now(context.Context) (time.Time, error) { return time.Now().Add(s.ahead), nil }
+func (s *aheadStore) Now(context.Context) (time.Time, error) {
+	at := time.Now().Add(s.ahead)
+	time.Sleep(s.lateBy) // the answer's way back, not a synchronisation
+	return at, nil
+}
 
 // The first check is at once; the offset of the store's clock is measured
 // and followed by Now; a store that stops answering keeps the last figures.
@@ -56,5 +63,26 @@ func TestHealthMeasuresPingAndClock(t *testing.T) {
 	h.check(context.Background(), time.Second)
 	if h.Ping() != before || s.pings.Load() != 2 {
 		t.Fatalf("a failed ping changed the figures (%v -> %v) or was not sent (%d pings)", before, h.Ping(), s.pings.Load())
+	}
+}
+
+// The offset kept is the one measured in the shortest of the last round
+// trips: slow answers around a fast one do not move it.
+func TestHealthKeepsTheShortestRoundTripsOffset(t *testing.T) {
+	s := &aheadStore{Store: NewMemory(10, 0), ahead: time.Second}
+	h := NewHealth(NewGuard(s, time.Millisecond, time.Millisecond, func(error) {}), s, time.Now)
+	errorOf := func() time.Duration { return (h.ClockOffset() - time.Second).Abs() }
+	s.lateBy = 100 * time.Millisecond
+	h.check(context.Background(), time.Second)
+	if e := errorOf(); e < 40*time.Millisecond {
+		t.Fatalf("a slow answer's offset is off by only %v: the test's delay did not work", e)
+	}
+	s.lateBy = 0
+	h.check(context.Background(), time.Second)
+	fast := errorOf()
+	s.lateBy = 100 * time.Millisecond
+	h.check(context.Background(), time.Second)
+	if e := errorOf(); e != fast || e >= 40*time.Millisecond {
+		t.Fatalf("after a slow answer the offset is off by %v, want the fast one's %v", e, fast)
 	}
 }
