@@ -21,21 +21,21 @@ type row struct {
 
 	notes []string // what failed, in more detail
 
-	unexplained     int    // client errors the fault does not explain (any, for a planned event)
-	loadErrors      int    // of the others, those the machine's load explains (stalledAround)
-	followerWrites  int    // writes a node executed without holding the lease of their epoch
-	writesTwice     int    // executions of a write beyond its first
-	misrouted       int    // upload requests that changed state on a server other than the upload's owner
-	uploadsBroken   int    // uploads not completed for their client, or not complete and byte-exact on their owner
-	limitWindows    [2]int // by zone (Redis, PostgreSQL): rate-limit windows in which the store counted every request
-	limitInexact    [2]int // of those, windows that let more than the limit through, or refused before it
-	identities      int    // Windows SSO: identities that crossed, handshakes split
-	signInsLost     int    // browsers that lost their signed-in connection with no fault to explain it
-	statusBad       int    // status scrapes failed or wrong, and 1 if none showed the fault
-	cloudflareWrong int    // requests whose client was resolved against Cloudflare's ranges wrongly
-	overBound       int    // requests that took longer than their class's bound
-	overLoad        int    // of the others, those within it once the machine's wait (canaryWait) is taken out
-	canaryMax       time.Duration
+	unexplained     int              // client errors the fault does not explain (any, for a planned event)
+	loadErrors      int              // of the others, those the machine's load explains (stalledAround)
+	followerWrites  int              // writes a node executed without holding the lease of their epoch
+	writesTwice     int              // executions of a write beyond its first
+	misrouted       int              // upload requests that changed state on a server other than the upload's owner
+	uploadsBroken   int              // uploads not completed for their client, or not complete and byte-exact on their owner
+	limitWindows    [2]int           // by zone (Redis, PostgreSQL): rate-limit windows in which the store counted every request
+	limitInexact    [2]int           // of those, windows that let more than the limit through, or refused before it
+	identities      int              // Windows SSO: identities that crossed, handshakes split
+	signInsLost     int              // browsers that lost their signed-in connection with no fault to explain it
+	statusBad       int              // status scrapes failed or wrong, and 1 if none showed the fault
+	cloudflareWrong int              // requests whose client was resolved against Cloudflare's ranges wrongly
+	overBound       int              // requests that took longer than their class's bound
+	overLoad        int              // of the others, those within it once the machine's wait (canaryWait) is taken out
+	canaryMax       [3]time.Duration // the slowest canary: Caddy's, Redis's, PostgreSQL's
 }
 
 // failed reports whether any invariant failed.
@@ -69,17 +69,24 @@ func markRun(r *rig) runMarks {
 
 // check runs every invariant over a finished run.
 func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration) row {
-	rw := row{fault: f, took: took, requests: len(l.results), errors: map[string]int{}}
+	rw := row{fault: f, took: took, errors: map[string]int{}}
 	unexplained, loadErrors := map[string]int{}, map[string]int{} // by class and kind
 	over, overLoad := map[class]int{}, map[class]int{}
 	slowest := map[class]time.Duration{}
-	canaries := canaryTimes(l.results)
+	canaries, storeCanaries := canaryTimes(l.results)
 	for _, res := range l.results {
+		d := res.done.Sub(res.sent)
+		if res.class == classStoreCanary {
+			i := map[string]int{"redis": 1, "postgres": 2}[res.id]
+			rw.canaryMax[i] = max(rw.canaryMax[i], d)
+			continue
+		}
+		rw.requests++
 		if res.failed() {
 			rw.errors[res.errorKind()]++
 			switch {
 			case eff.explains != nil && eff.explains(res):
-			case stalledAround(canaries, res):
+			case stalledAround(canaries, res) || stalledAround(storeCanaries[storeOf(res.class)], res):
 				rw.loadErrors++
 				loadErrors[res.class.String()+" "+res.errorKind()]++
 			default:
@@ -90,9 +97,8 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 		if res.class == classCloudflare && res.wrong {
 			rw.cloudflareWrong++
 		}
-		d := res.done.Sub(res.sent)
 		if res.class == classCanary {
-			rw.canaryMax = max(rw.canaryMax, d)
+			rw.canaryMax[0] = max(rw.canaryMax[0], d)
 			continue
 		}
 		if d <= res.class.bound() {
@@ -160,15 +166,30 @@ func leaderMoved(c *fakecluster.Cluster, m runMarks) bool {
 	return false
 }
 
-// canaryTimes are the canaries' requests, sent and done.
-func canaryTimes(results []result) []result {
-	var cs []result
+// canaryTimes are Caddy's canaries, and the store canaries by store.
+func canaryTimes(results []result) (caddy []result, stores map[string][]result) {
+	stores = map[string][]result{}
 	for _, res := range results {
-		if res.class == classCanary {
-			cs = append(cs, res)
+		switch res.class {
+		case classCanary:
+			caddy = append(caddy, res)
+		case classStoreCanary:
+			stores[res.id] = append(stores[res.id], res)
 		}
 	}
-	return cs
+	return caddy, stores
+}
+
+// storeOf is the store whose answers a class's requests wait for: its
+// canary's stall explains their failure too ("" for none).
+func storeOf(c class) string {
+	switch c {
+	case classCreate, classUpload:
+		return "redis"
+	case classPGLimited:
+		return "postgres"
+	}
+	return ""
 }
 
 // A stall is a canary that waited stallAt or more: the shortest deadline
@@ -183,9 +204,9 @@ const (
 	stallEffect = time.Second
 )
 
-// stalledAround reports whether a stall overlapped the request or ended
-// within stallEffect before it was sent: the machine's load explains its
-// failure.
+// stalledAround reports whether a stall of canaries overlapped the
+// request or ended within stallEffect before it was sent: the machine's
+// load explains its failure.
 func stalledAround(canaries []result, res result) bool {
 	for _, c := range canaries {
 		if c.done.Sub(c.sent) >= stallAt && c.sent.Before(res.done) && c.done.After(res.sent.Add(-stallEffect)) {

@@ -20,21 +20,22 @@ import (
 type class int
 
 const (
-	classWrite      class = iota // POST through lb_policy leader
-	classRead                    // GET through lb_policy leader
-	classLimited                 // GET in the Redis rate-limit zone, from the fixed client
-	classPGLimited               // GET in the PostgreSQL rate-limit zone, from the fixed client
-	classCreate                  // an upload's creation
-	classUpload                  // a request on an existing upload: a chunk, the completion
-	classSSO                     // a signed-in browser's GET through transport pinned
-	classCloudflare              // a GET with CF-Connecting-IP, from the Cloudflare edge or outside it
-	classStatus                  // a scrape of the status page or the admin API's /ha/status
-	classCanary                  // a GET that Caddy answers itself: what the machine's load adds
-	classes                      // how many there are
+	classWrite       class = iota // POST through lb_policy leader
+	classRead                     // GET through lb_policy leader
+	classLimited                  // GET in the Redis rate-limit zone, from the fixed client
+	classPGLimited                // GET in the PostgreSQL rate-limit zone, from the fixed client
+	classCreate                   // an upload's creation
+	classUpload                   // a request on an existing upload: a chunk, the completion
+	classSSO                      // a signed-in browser's GET through transport pinned
+	classCloudflare               // a GET with CF-Connecting-IP, from the Cloudflare edge or outside it
+	classStatus                   // a scrape of the status page or the admin API's /ha/status
+	classCanary                   // a GET that Caddy answers itself: what the machine's load adds
+	classStoreCanary              // the suite's own PING to Redis or SELECT 1 to PostgreSQL (id: which): their processes' wait
+	classes                       // how many there are
 )
 
 func (c class) String() string {
-	return [...]string{"write", "read", "limited", "pg limited", "create", "upload", "sso", "cloudflare", "status", "canary"}[c]
+	return [...]string{"write", "read", "limited", "pg limited", "create", "upload", "sso", "cloudflare", "status", "canary", "store canary"}[c]
 }
 
 // bound is the longest a request of the class may take by the modules'
@@ -53,7 +54,7 @@ func (c class) bound() time.Duration {
 	case classSSO:
 		// As the leader's traffic, and the handshake's two legs.
 		return hold + responseHeaderTimeout + 2*margin
-	case classCloudflare, classStatus, classCanary:
+	case classCloudflare, classStatus, classCanary, classStoreCanary:
 		// Answered by Caddy itself.
 		return margin
 	case classCreate, classUpload:
@@ -85,9 +86,10 @@ const (
 	uploadBackoff = 200 * time.Millisecond
 	maxInFlight   = 2048 // per stream
 
-	cloudflareEvery = 100 * time.Millisecond // 10/s, half from the edge
-	statusEvery     = 200 * time.Millisecond // 5/s, the page and the admin API in turn
-	canaryEvery     = 20 * time.Millisecond  // 50/s
+	cloudflareEvery  = 100 * time.Millisecond // 10/s, half from the edge
+	statusEvery      = 200 * time.Millisecond // 5/s, the page and the admin API in turn
+	canaryEvery      = 20 * time.Millisecond  // 50/s
+	storeCanaryEvery = 50 * time.Millisecond  // 20/s to each store
 )
 
 // result is one request as its client saw it.
@@ -215,6 +217,7 @@ func startLoad(r *rig, c *clients, run string) *load {
 	l.stream(every(cloudflareEvery), l.cloudflare)
 	l.stream(every(statusEvery), l.scrapeStatus)
 	l.stream(every(canaryEvery), l.canary)
+	l.stream(every(storeCanaryEvery), l.storeCanaries)
 	for _, b := range c.browsers {
 		l.browse(b, start)
 	}
@@ -340,6 +343,22 @@ func (l *load) cloudflare(seq int) {
 func (l *load) canary(int) {
 	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/canary"), nil)
 	l.do(l.clients.quick, classCanary, "", req, nil)
+}
+
+// storeCanaries ask Redis and PostgreSQL the cheapest question, on
+// connections of the suite's own: how long their processes wait for a CPU.
+func (l *load) storeCanaries(int) {
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout(classStoreCanary))
+	defer cancel()
+	for store, ask := range map[string]func() error{
+		"redis":    func() error { return l.rig.redisProbe.Ping(ctx).Err() },
+		"postgres": func() error { _, err := l.rig.pgProbe.Exec(ctx, "SELECT 1"); return err },
+	} {
+		res := result{class: classStoreCanary, id: store, sent: time.Now()}
+		res.err = ask()
+		res.done = time.Now()
+		l.record(res)
+	}
 }
 
 // sampleLimit records the zone's fallback count now as the sample that

@@ -15,6 +15,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
@@ -70,6 +72,10 @@ type rig struct {
 	cf      *cloudflareLists
 	handoff bool
 
+	// The store canaries' connections.
+	redisProbe *redis.Client
+	pgProbe    *pgxpool.Pool
+
 	site, admin string // Caddy's listen and admin addresses
 	config      []byte // the adapted Caddyfile
 }
@@ -99,6 +105,10 @@ func startRig(dir string, handoff bool) (r *rig, err error) {
 		return nil, err
 	}
 	if r.pg, err = pgtest.StartProcess(); err != nil {
+		return nil, err
+	}
+	r.redisProbe = redis.NewClient(&redis.Options{Addr: r.redis.Addr, MaxRetries: -1, PoolSize: 4})
+	if r.pgProbe, err = pgxpool.New(context.Background(), r.pg.URL()+"&pool_max_conns=4"); err != nil {
 		return nil, err
 	}
 	if r.limited, err = startLimitBackend(); err != nil {
@@ -136,6 +146,12 @@ func (r *rig) close() {
 	}
 	if r.cf != nil {
 		r.cf.close()
+	}
+	if r.redisProbe != nil {
+		r.redisProbe.Close()
+	}
+	if r.pgProbe != nil {
+		r.pgProbe.Close()
 	}
 	if r.redis != nil {
 		r.redis.Kill()

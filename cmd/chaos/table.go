@@ -12,17 +12,17 @@ import (
 // printTable writes one line per fault run and a legend.
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tidentities\tsign-ins kept\tstatus page\tcloudflare\tover bound\tcanary max\t")
+	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tidentities\tsign-ins kept\tstatus page\tcloudflare\tover bound\tcanary max (caddy redis pg)\t")
 	for _, r := range rows {
 		name := r.fault.name
 		if r.fault.planned {
 			name += " (planned)"
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t\n", name, r.took.Round(100*time.Millisecond), r.requests,
+		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, r.took.Round(100*time.Millisecond), r.requests,
 			clientErrors(r.errors), loadVerdict(r.unexplained, r.loadErrors), verdict(r.followerWrites), verdict(r.writesTwice),
 			verdict(r.misrouted), verdict(r.uploadsBroken), limitVerdict(r.limitWindows, r.limitInexact),
 			verdict(r.identities), verdict(r.signInsLost), verdict(r.statusBad), verdict(r.cloudflareWrong),
-			loadVerdict(r.overBound, r.overLoad), r.canaryMax.Round(time.Millisecond))
+			loadVerdict(r.overBound, r.overLoad), canaries(r.canaryMax))
 	}
 	tw.Flush()
 	for _, r := range rows {
@@ -36,8 +36,8 @@ unexplained errors: client errors the fault does not explain. A planned event ex
   and the database down explain those of the leader's traffic (Windows SSO's included); Redis down explains the upload
   requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
   own uploads' requests and those in flight as it died, not later creations (two servers are up). "+n load": n more
-  that the machine's load explains: a canary (a request Caddy answers itself) waited 500ms or more while the request
-  was under way or in the second before it was sent.
+  that the machine's load explains: a canary (a request Caddy answers itself, or for the store's requests the suite's
+  own PING or SELECT 1 to that store) waited 500ms or more while the request was under way or in the second before.
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
@@ -53,7 +53,8 @@ status page: scrapes of ha_status and /ha/status that were not a 200 with a view
 cloudflare: CF-Connecting-IP from the edge not resolved as the client, or from outside it believed.
 over bound: requests that took longer than their bound (hold + response_header_timeout, store_timeout, or
   store_timeout + discovery; each + 500ms); "+n load": n more, within it once the longest wait of a canary (a
-  request Caddy answers itself) meanwhile is taken out. canary max: the slowest canary, the machine's load.
+  request Caddy answers itself) meanwhile is taken out. canary max: the slowest canary of Caddy, Redis and PostgreSQL:
+  the machine's load (a store's fault shows as its canary's timeout).
 `)
 }
 
@@ -69,6 +70,14 @@ func limitVerdict(windows, inexact [2]int) string {
 		return fmt.Sprintf("ok %d+%dw", windows[0], windows[1])
 	}
 	return fmt.Sprintf("FAIL %d/%d+%d/%dw", inexact[0], windows[0], inexact[1], windows[1])
+}
+
+func canaries(slowest [3]time.Duration) string {
+	parts := make([]string, len(slowest))
+	for i, d := range slowest {
+		parts[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(parts, " ")
 }
 
 // loadVerdict: the violations, and those the machine's load explains.
