@@ -157,8 +157,9 @@ func (a *attack) stalled(tc *testCaddy, ip string, n int) {
 	}
 }
 
-// curlSignIns has n curl --ntlm clients, each from an address of its own,
-// sign in and make a second request on the same connection.
+// curlSignIns has n curl --ntlm clients (each from an address of its own
+// if ip is not nil) sign in and then ask anonymously on the same kept-alive
+// connection: each must be answered as its own user both times.
 func curlSignIns(t *testing.T, tc *testCaddy, n int, ip func(i int) string) []error {
 	curl, err := exec.LookPath("curl")
 	if err != nil {
@@ -169,10 +170,13 @@ func curlSignIns(t *testing.T, tc *testCaddy, n int, ip func(i int) string) []er
 	for i := range n {
 		wg.Go(func() {
 			user := fmt.Sprintf("curl%02d", i)
-			out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
-				"--interface", ip(i), "--max-time", "20",
-				"-H", "X-Client: "+user, "-D", "-", "-o", "/dev/null", tc.url("/sso/me"),
-				"-D", "-", "-o", "/dev/null", tc.url("/api/whoami")).CombinedOutput()
+			args := []string{"-sS", "--ntlm", "-u", user + ":" + fakecluster.SSOPassword(user), "--max-time", "20",
+				"-H", "X-Client: " + user, "-D", "-", "-o", "/dev/null", tc.url("/sso/me"),
+				"-D", "-", "-o", "/dev/null", tc.url("/api/whoami")}
+			if ip != nil {
+				args = append(args, "--interface", ip(i))
+			}
+			out, err := exec.Command(curl, args...).CombinedOutput()
 			if err != nil {
 				errs <- fmt.Errorf("%s: %v: %s", user, err, out)
 				return

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -702,38 +701,9 @@ func TestPinnedReloadAndStop(t *testing.T) {
 // curl --ntlm, 30 at once, each signing in and then asking anonymously on
 // the same kept-alive connection: each one is answered as its own user.
 func TestPinnedCurlNTLM(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatal("curl is not installed: run make test-deps")
-	}
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
-	var wg sync.WaitGroup
-	errs := make(chan error, 30)
-	for i := range 30 {
-		wg.Go(func() {
-			user := fmt.Sprintf("curl%02d", i)
-			out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
-				"-H", "X-Client: "+user, "-D", "-", "-o", "/dev/null", tc.url("/sso/me"),
-				"-D", "-", "-o", "/dev/null", tc.url("/api/whoami")).CombinedOutput()
-			if err != nil {
-				errs <- fmt.Errorf("%s: %v: %s", user, err, out)
-				return
-			}
-			var users []string
-			for l := range strings.SplitSeq(string(out), "\n") {
-				if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
-					users = append(users, strings.TrimSpace(v))
-				}
-			}
-			if !slices.Equal(users, []string{user, user}) {
-				errs <- fmt.Errorf("%s was answered as %v", user, users)
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range curlSignIns(t, tc, 30, nil) {
 		t.Error(err)
 	}
 	checkServedOnOwnConns(t, c, 1)
