@@ -19,17 +19,19 @@ $(BIN)/fakecluster: FORCE
 demo: build
 	./demo/run.sh
 
-# Installs what the tests need if it is missing, then runs every test, then
-# fuzzes each fuzz target for a bounded number of inputs (inputs that fail are
-# saved under its package's testdata/fuzz and rerun by go test).
+# Installs what the tests need if it is missing, then vets and runs every test
+# under the race detector (.ci/go-test), the fuzz targets' kept inputs
+# (testdata/fuzz) included; a missing tool fails the tests that need it. Vet
+# builds with -race too, so that it and the tests share one compile.
+# Fuzzing for new inputs is make fuzz.
 test: test-deps
-	$(GO) vet ./...
-	CADDY_HA_REQUIRE_BROWSER=1 $(GO) test -race -count=1 ./...
-	$(MAKE) fuzz
+	$(GO) vet -race ./...
+	PATH="$(TOOLS):$$PATH" CADDY_HA_REQUIRE_TOOLS=1 GO=$(GO) ./.ci/go-test
 
-# A count of inputs (10–30 s each here), not a duration: Go 1.26's fuzz
-# coordinator can fail a duration run with "context deadline exceeded" when the
-# time runs out mid-input (golang/go#75804, fixed in Go 1.27). -timeout bounds it.
+# A count of inputs (10–50 s each), not a duration: Go 1.26's fuzz coordinator
+# can fail a duration run with "context deadline exceeded" when the time runs
+# out mid-input (golang/go#75804, fixed in Go 1.27). -timeout bounds it. Inputs
+# that fail are saved under the package's testdata/fuzz, which go test reruns.
 FUZZTIME ?= 400000x
 # Go fuzzes one target of one package at a time: package:target.
 FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
@@ -45,14 +47,25 @@ fuzz:
 # The store tests run a real redis-server and a real PostgreSQL (Debian's
 # postgresql package, under /usr/lib/postgresql) on loopback ports; the
 # Windows SSO tests run curl --ntlm; the status page's test opens it in
-# headless chromium; the alert rules are checked with promtool (Debian's
-# prometheus package). Each tool:package pair is installed if missing.
-TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium promtool:prometheus
+# headless chromium; the alert rules are checked with promtool. Each
+# tool:package pair is installed if missing; promtool alone, see below.
+TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
 	@missing=""; for tp in $(TEST_TOOLS); do command -v $${tp%%:*} >/dev/null || missing="$$missing $${tp#*:}"; done; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	[ -z "$$missing" ] || { $(SUDO) apt-get update -qq && $(SUDO) DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; }
+	@command -v promtool >/dev/null || $(MAKE) --no-print-directory $(TOOLS)/promtool
+
+# promtool alone, taken out of Debian's prometheus package into .tools (on
+# the tests' PATH), without installing the package: its server, exporters and
+# their dependencies are not needed.
+TOOLS := $(CURDIR)/.tools
+$(TOOLS)/promtool:
+	rm -rf $(TOOLS)/deb && mkdir -p $(TOOLS)/deb
+	cd $(TOOLS)/deb && { apt-get download prometheus 2>/dev/null || { $(SUDO) apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb --fsys-tarfile $(TOOLS)/deb/prometheus_*.deb | tar -xO ./usr/bin/promtool > $@.part
+	chmod +x $@.part && mv $@.part $@ && rm -rf $(TOOLS)/deb
 
 # Go benchmarks of the hot paths, then the side-by-side benchmarks.
 bench: build bench-deps
