@@ -163,6 +163,9 @@ var cloudflareMetrics = struct {
 var handedOffConns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
 	Name: "reload_handed_off_connections_total",
 	Help: "Kept-alive HTTP/1 connections a stopping server handed to its successor in a config reload instead of closing them."})
+var reloadClosedConns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: metricsSubsystem,
+	Name: "reload_closed_connections_total",
+	Help: "Connections a stopping server closed in a config reload instead of handing them off (HTTP/2, upgraded, pipelined, answered with Connection: close, ended by the client, or no successor on the address)."})
 
 // The series owned by each kind of object.
 var (
@@ -182,7 +185,7 @@ var haCollectors = []prometheus.Collector{
 	affinityEvents,
 	pinnedMetrics.connections, pinnedMetrics.pins, pinnedMetrics.ended, pinnedMetrics.refused,
 	cloudflareMetrics.failures,
-	handedOffConns,
+	handedOffConns, reloadClosedConns,
 	liveCollector{},
 }
 

@@ -47,6 +47,7 @@ var reloadHandoffs = handoff.NewRegistry()
 
 func init() {
 	reloadHandoffs.HandedOff = handedOffConns.Inc
+	reloadHandoffs.Closed = reloadClosedConns.Inc
 	reloadHandoffs.Panicked = func(v any, stack []byte) {
 		caddy.Log().Named("reload_handoff").Error("accept loop panicked", zap.Any("error", v), zap.ByteString("stack", stack))
 	}

@@ -278,8 +278,9 @@ func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
 }
 
 // HTTP/2 clients, on a TLS site that allows it, keep working across
-// reloads with reload_handoff: their connections are not handed off, the
-// old server sends them GOAWAY and they retry on a new connection.
+// reloads with reload_handoff: their connections are not handed off (and
+// are counted as closed instead), the old server sends them GOAWAY and
+// they retry on a new connection.
 func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 	backend := &requestLog{ran: map[string]int{}}
 	srv := httptest.NewServer(backend)
@@ -287,6 +288,7 @@ func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 	servers := "listener_wrappers {\n\t\t\treload_handoff\n\t\t}"
 	site := "reverse_proxy " + strings.TrimPrefix(srv.URL, "http://")
 	tc := startTLSCaddy(t, nil, servers, site)
+	closedBefore := counterValue(tc.testCaddy, "caddy_ha_reload_closed_connections_total")
 	tr := &http.Transport{TLSClientConfig: tc.clientTLS(), ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -305,7 +307,11 @@ func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 	}
 	load.waitFor(t, 200)
 	errs := load.finish()
-	t.Logf("%d requests, %d errors", load.requests.Load(), len(errs))
+	closed := counterValue(tc.testCaddy, "caddy_ha_reload_closed_connections_total") - closedBefore
+	t.Logf("%d requests, %d errors, %v connections closed instead of handed off", load.requests.Load(), len(errs), closed)
+	if closed == 0 {
+		t.Error("caddy_ha_reload_closed_connections_total counted none of the HTTP/2 connections the reloads closed")
+	}
 	for _, err := range errs {
 		t.Errorf("HTTP/2 client error across reloads: %v", err)
 	}
@@ -317,12 +323,17 @@ func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 // NTLM browsers signed in over HTTPS through transport pinned, each asking
 // again every 20ms, across five reloads: a browser may have to sign in
 // again on the new config (its pin stays with the old one), but no answer
-// is an error and none is another user's, and no upstream connection that
-// carried credentials served two browsers (the cluster's own records).
+// is another user's, and no upstream connection that carried credentials
+// served two browsers (the cluster's own records). A request in flight
+// when the old config is cleaned up is answered 502, with or without
+// reload_handoff: transport pinned closes its pins then (they are counted
+// and logged, not failed: see docs/reload-handoff.md); any other error
+// fails the test.
 func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	site := ssoSite("1s", pinned)
-	tc := startTLSCaddy(t, c, reloadHandoffServers, site)
+	servers := reloadHandoffServers
+	tc := startTLSCaddy(t, c, servers, site)
 	const browsers, reloads = 8, 5
 	var (
 		fetches  atomic.Int64
@@ -330,6 +341,7 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 		problems []string
 		wg       sync.WaitGroup
 		signIns  atomic.Int64
+		badGates atomic.Int64 // 502s
 	)
 	stop := make(chan struct{})
 	for i := range browsers {
@@ -350,6 +362,8 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 					mu.Lock()
 					problems = append(problems, fmt.Sprintf("%s: %v", b.Name, err))
 					mu.Unlock()
+				case resp.Status == http.StatusBadGateway:
+					badGates.Add(1)
 				case resp.Status != http.StatusOK || resp.User() != b.User:
 					mu.Lock()
 					problems = append(problems, fmt.Sprintf("%s (%s) got %d as %q", b.Name, b.User, resp.Status, resp.User()))
@@ -365,12 +379,12 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 	}
 	for range reloads {
 		waitFor(4 * browsers)
-		tc.reload(reloadHandoffServers, site)
+		tc.reload(servers, site)
 	}
 	waitFor(4 * browsers)
 	close(stop)
 	wg.Wait()
-	t.Logf("%d fetches, %d sign-ins by %d browsers across %d reloads", fetches.Load(), signIns.Load(), browsers, reloads)
+	t.Logf("%d fetches, %d sign-ins by %d browsers across %d reloads, %d answered 502", fetches.Load(), signIns.Load(), browsers, reloads, badGates.Load())
 	for _, p := range problems {
 		t.Error(p)
 	}

@@ -150,11 +150,16 @@ func TestConnHandedOffOnlyWhenNothingIsLost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			closing, successor, _ := listenerPair(t)
+			var closed int
+			closing.registry.Closed = func() { closed++ }
 			c, client := conn(closing)
 			defer client.Close()
 			tt.play(t, c, client)
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 0, false: 1}[tt.handOver]; closed != want {
+				t.Errorf("counted %d closed instead of handed off, want %d", closed, want)
 			}
 			select {
 			case next := <-successor.handed:
@@ -219,17 +224,25 @@ func TestConnClosesWithoutSuccessor(t *testing.T) {
 	}
 	defer sock.Close()
 	r := NewRegistry()
+	var closed int
+	r.Closed = func() { closed++ }
 	open := r.Wrap(nopClose{sock})
 	c, client := conn(open)
 	c.Close()
 	if !closedByPeer(t, client) {
 		t.Fatal("an open listener's connection was not closed")
 	}
+	if closed != 0 {
+		t.Errorf("a connection closed outside a reload counted as closed instead of handed off")
+	}
 	open.Close()
 	c, client = conn(open)
 	c.Close()
 	if !closedByPeer(t, client) {
 		t.Fatal("a connection without a successor was not closed")
+	}
+	if closed != 1 {
+		t.Errorf("counted %d closed instead of handed off, want 1", closed)
 	}
 }
 

@@ -38,6 +38,9 @@ type Registry struct {
 	listeners map[string]map[*Listener]struct{}
 	// HandedOff, if set, is called for every connection handed off.
 	HandedOff func()
+	// Closed, if set, is called for every connection of a closed listener
+	// that closes instead of being handed off (see Conn).
+	Closed func()
 	// Panicked, if set, is told of a panic in a Listener's accept loop (a
 	// listener that panicked accepts nothing more).
 	Panicked func(v any, stack []byte)
@@ -78,6 +81,7 @@ func (r *Registry) Wrap(ln net.Listener) *Listener {
 // takes it, c is closed.
 func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
 	if err := c.Conn.SetDeadline(time.Time{}); err != nil {
+		r.closedInstead()
 		return c.Conn.Close()
 	}
 	r.mu.Lock()
@@ -96,7 +100,14 @@ func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
 		default: // its server is not accepting: try another, or close
 		}
 	}
+	r.closedInstead()
 	return c.Conn.Close()
+}
+
+func (r *Registry) closedInstead() {
+	if r.Closed != nil {
+		r.Closed()
+	}
 }
 
 // remove forgets l.
