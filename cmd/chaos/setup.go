@@ -203,7 +203,9 @@ func (r *rig) caddyfile() string {
 			address %s
 			prefix chaos:
 		}
-		health_interval 100ms
+		# a ping's deadline is the interval, and its misses open the circuit
+		# as the callers' do: no shorter than the stores' 500ms store_timeout
+		health_interval 500ms
 	}
 	servers {
 		# the fixed clients of the rate-limit zones say who they are in X-Forwarded-For
