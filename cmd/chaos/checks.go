@@ -72,7 +72,7 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	rw := row{fault: f, took: took, errors: map[string]int{}}
 	unexplained, loadErrors := map[string]int{}, map[string]int{} // by class and kind
 	over, overLoad := map[class]int{}, map[class]int{}
-	slowest := map[class]time.Duration{}
+	slowest, slowestWait := map[class]time.Duration{}, map[class]time.Duration{}
 	canaries, storeCanaries := canaryTimes(l.results)
 	for _, res := range l.results {
 		d := res.done.Sub(res.sent)
@@ -111,7 +111,9 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 		}
 		rw.overBound++
 		over[res.class]++
-		slowest[res.class] = max(slowest[res.class], d)
+		if d > slowest[res.class] {
+			slowest[res.class], slowestWait[res.class] = d, canaryWait(canaries, res)
+		}
 	}
 	if rw.unexplained > 0 {
 		rw.notes = append(rw.notes, "unexplained errors: "+byCount(unexplained))
@@ -121,8 +123,8 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	}
 	for c := range classes {
 		if over[c] > 0 {
-			rw.notes = append(rw.notes, fmt.Sprintf("over bound: %d %s (slowest %v, bound %v)",
-				over[c], c, slowest[c].Round(time.Millisecond), c.bound()))
+			rw.notes = append(rw.notes, fmt.Sprintf("over bound: %d %s (slowest %v while a canary waited %v, bound %v)",
+				over[c], c, slowest[c].Round(time.Millisecond), slowestWait[c].Round(time.Millisecond), c.bound()))
 		}
 		if overLoad[c] > 0 {
 			rw.notes = append(rw.notes, fmt.Sprintf("over bound by the machine's load: %d %s (a canary waited as long meanwhile)", overLoad[c], c))
