@@ -223,8 +223,8 @@ const reloadHandoffServers = "listener_wrappers {\n\t\t\treload_handoff\n\t\t}\n
 // Five forced reloads of a TLS site (protocols h1, as the cluster's
 // frontend) while 32 kept-alive HTTPS clients POST back to back, and 8
 // more that pause between requests as browsers do: with reload_handoff no
-// client sees an error, the backend ran no request twice, and each reload
-// returns at once. Stock Caddy, in the same run, fails clients' requests.
+// client sees an error, the backend ran no request twice, and no reload
+// waits on a connection. Stock Caddy, in the same run, fails clients' requests.
 func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
 	for _, tt := range []struct{ name, servers string }{
 		{"reload_handoff", reloadHandoffServers},
@@ -258,7 +258,10 @@ func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
 			for _, id := range backend.twice() {
 				t.Errorf("the backend ran a request twice: %s", id)
 			}
-			if slowest > time.Second {
+			// A reload waits for no connection: it takes what it takes
+			// without load (50-140ms here under -race), with room for a
+			// loaded machine.
+			if slowest > 2*time.Second {
 				t.Errorf("a reload took %v", slowest)
 			}
 			if tt.name == "stock" {
