@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,21 +22,21 @@ type row struct {
 
 	notes []string // what failed, in more detail
 
-	unexplained     int              // client errors the fault does not explain (any, for a planned event)
-	loadErrors      int              // of the others, those the machine's load explains (stalledAround)
-	followerWrites  int              // writes a node executed without holding the lease of their epoch
-	writesTwice     int              // executions of a write beyond its first
-	misrouted       int              // upload requests that changed state on a server other than the upload's owner
-	uploadsBroken   int              // uploads not completed for their client, or not complete and byte-exact on their owner
-	limitWindows    [2]int           // by zone (Redis, PostgreSQL): rate-limit windows in which the store counted every request
-	limitInexact    [2]int           // of those, windows that let more than the limit through, or refused before it
-	identities      int              // Windows SSO: identities that crossed, handshakes split
-	signInsLost     int              // browsers that lost their signed-in connection with no fault to explain it
-	statusBad       int              // status scrapes failed or wrong, and 1 if none showed the fault
-	cloudflareWrong int              // requests whose client was resolved against Cloudflare's ranges wrongly
-	overBound       int              // requests that took longer than their class's bound
-	overLoad        int              // of the others, those within it once the machine's wait (canaryWait) is taken out
-	canaryMax       [3]time.Duration // the slowest canary: Caddy's, Redis's, PostgreSQL's
+	unexplained     int                             // client errors the fault does not explain (any, for a planned event)
+	loadErrors      int                             // of the others, those the machine's load explains (stalledAround)
+	followerWrites  int                             // writes a node executed without holding the lease of their epoch
+	writesTwice     int                             // executions of a write beyond its first
+	misrouted       int                             // upload requests that changed state on a server other than the upload's owner
+	uploadsBroken   int                             // uploads not completed for their client, or not complete and byte-exact on their owner
+	limitWindows    [2]int                          // by zone (Redis, PostgreSQL): rate-limit windows in which the store counted every request
+	limitInexact    [2]int                          // of those, windows that let more than the limit through, or refused before it
+	identities      int                             // Windows SSO: identities that crossed, handshakes split
+	signInsLost     int                             // browsers that lost their signed-in connection with no fault to explain it
+	statusBad       int                             // status scrapes failed or wrong, and 1 if none showed the fault
+	cloudflareWrong int                             // requests whose client was resolved against Cloudflare's ranges wrongly
+	overBound       int                             // requests that took longer than their class's bound
+	overLoad        int                             // of the others, those within it once the machine's wait (canaryWait) is taken out
+	canaryMax       [len(canaryKinds)]time.Duration // the slowest canary of each kind
 }
 
 // failed reports whether any invariant failed.
@@ -73,20 +74,21 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	unexplained, loadErrors := map[string]int{}, map[string]int{} // by class and kind
 	over, overLoad := map[class]int{}, map[class]int{}
 	slowest, slowestWait := map[class]time.Duration{}, map[class]time.Duration{}
-	canaries, storeCanaries := canaryTimes(l.results)
+	canaries := canariesByKind(l.results)
 	for _, res := range l.results {
 		d := res.done.Sub(res.sent)
-		if res.class == classStoreCanary {
-			i := map[string]int{"redis": 1, "postgres": 2}[res.id]
+		if res.class == classCanary {
+			i := slices.Index(canaryKinds[:], res.id)
 			rw.canaryMax[i] = max(rw.canaryMax[i], d)
 			continue
 		}
 		rw.requests++
+		own := canaries[canaryOf(res.class)]
 		if res.failed() {
 			rw.errors[res.errorKind()]++
 			switch {
 			case eff.explains != nil && eff.explains(res):
-			case stalledAround(canaries, res) || stalledAround(storeCanaries[storeOf(res.class)], res):
+			case stalledAround(own, res) || stalledAround(canaries[storeOf(res.class)], res):
 				rw.loadErrors++
 				loadErrors[res.class.String()+" "+res.errorKind()]++
 			default:
@@ -97,14 +99,10 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 		if res.class == classCloudflare && res.wrong {
 			rw.cloudflareWrong++
 		}
-		if res.class == classCanary {
-			rw.canaryMax[0] = max(rw.canaryMax[0], d)
-			continue
-		}
 		if d <= res.class.bound() {
 			continue
 		}
-		if d-canaryWait(canaries, res) <= res.class.bound() {
+		if d-canaryWait(own, res) <= res.class.bound() {
 			rw.overLoad++
 			overLoad[res.class]++
 			continue
@@ -112,7 +110,7 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 		rw.overBound++
 		over[res.class]++
 		if d > slowest[res.class] {
-			slowest[res.class], slowestWait[res.class] = d, canaryWait(canaries, res)
+			slowest[res.class], slowestWait[res.class] = d, canaryWait(own, res)
 		}
 	}
 	if rw.unexplained > 0 {
@@ -145,7 +143,7 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	var ssoNotes []string
 	rw.identities, rw.signInsLost, ssoNotes = checkSSO(r.cluster, l, m.start, m.splits, f.slug == "reload" || leaderMoved(r.cluster, m))
 	rw.notes = append(rw.notes, ssoNotes...)
-	bad, shown := checkStatus(l, eff.at, eff.shows)
+	bad, shown := checkStatus(l, canaries[canaryOf(classStatus)], eff.at, eff.shows)
 	rw.statusBad = bad
 	if bad > 0 {
 		rw.notes = append(rw.notes, fmt.Sprintf("status: %d scrapes failed, were no view, or showed Cloudflare's ranges gone", bad))
@@ -168,18 +166,29 @@ func leaderMoved(c *fakecluster.Cluster, m runMarks) bool {
 	return false
 }
 
-// canaryTimes are Caddy's canaries, and the store canaries by store.
-func canaryTimes(results []result) (caddy []result, stores map[string][]result) {
-	stores = map[string][]result{}
+// The canaries, by kind (their id): a request Caddy answers itself, one
+// that Caddy proxies to a trivial backend in this process (two HTTP
+// exchanges to schedule, as every proxied request of the load), and the
+// suite's own PING to Redis and SELECT 1 to PostgreSQL, which wait for
+// those processes.
+var canaryKinds = [...]string{"caddy", "proxied", "redis", "postgres"}
+
+func canariesByKind(results []result) map[string][]result {
+	byKind := map[string][]result{}
 	for _, res := range results {
-		switch res.class {
-		case classCanary:
-			caddy = append(caddy, res)
-		case classStoreCanary:
-			stores[res.id] = append(stores[res.id], res)
+		if res.class == classCanary {
+			byKind[res.id] = append(byKind[res.id], res)
 		}
 	}
-	return caddy, stores
+	return byKind
+}
+
+// canaryOf is the canary whose wait is a class's share of the machine's.
+func canaryOf(c class) string {
+	if c == classCloudflare || c == classStatus {
+		return "caddy"
+	}
+	return "proxied"
 }
 
 // storeOf is the store whose answers a class's requests wait for: its

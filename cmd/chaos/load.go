@@ -20,22 +20,21 @@ import (
 type class int
 
 const (
-	classWrite       class = iota // POST through lb_policy leader
-	classRead                     // GET through lb_policy leader
-	classLimited                  // GET in the Redis rate-limit zone, from the fixed client
-	classPGLimited                // GET in the PostgreSQL rate-limit zone, from the fixed client
-	classCreate                   // an upload's creation
-	classUpload                   // a request on an existing upload: a chunk, the completion
-	classSSO                      // a signed-in browser's GET through transport pinned
-	classCloudflare               // a GET with CF-Connecting-IP, from the Cloudflare edge or outside it
-	classStatus                   // a scrape of the status page or the admin API's /ha/status
-	classCanary                   // a GET that Caddy answers itself: what the machine's load adds
-	classStoreCanary              // the suite's own PING to Redis or SELECT 1 to PostgreSQL (id: which): their processes' wait
-	classes                       // how many there are
+	classWrite      class = iota // POST through lb_policy leader
+	classRead                    // GET through lb_policy leader
+	classLimited                 // GET in the Redis rate-limit zone, from the fixed client
+	classPGLimited               // GET in the PostgreSQL rate-limit zone, from the fixed client
+	classCreate                  // an upload's creation
+	classUpload                  // a request on an existing upload: a chunk, the completion
+	classSSO                     // a signed-in browser's GET through transport pinned
+	classCloudflare              // a GET with CF-Connecting-IP, from the Cloudflare edge or outside it
+	classStatus                  // a scrape of the status page or the admin API's /ha/status
+	classCanary                  // what the machine's load adds (id: which canaryKinds)
+	classes                      // how many there are
 )
 
 func (c class) String() string {
-	return [...]string{"write", "read", "limited", "pg limited", "create", "upload", "sso", "cloudflare", "status", "canary", "store canary"}[c]
+	return [...]string{"write", "read", "limited", "pg limited", "create", "upload", "sso", "cloudflare", "status", "canary"}[c]
 }
 
 // bound is the longest a request of the class may take by the modules'
@@ -54,7 +53,7 @@ func (c class) bound() time.Duration {
 	case classSSO:
 		// As the leader's traffic, and the handshake's two legs.
 		return hold + responseHeaderTimeout + 2*margin
-	case classCloudflare, classStatus, classCanary, classStoreCanary:
+	case classCloudflare, classStatus, classCanary:
 		// Answered by Caddy itself.
 		return margin
 	case classCreate, classUpload:
@@ -340,21 +339,27 @@ func (l *load) cloudflare(seq int) {
 	})
 }
 
-func (l *load) canary(int) {
-	req, _ := http.NewRequest(http.MethodGet, l.rig.url("/canary"), nil)
-	l.do(l.clients.quick, classCanary, "", req, nil)
+// canary sends, in turn, a request Caddy answers itself and one it
+// proxies to the rate-limit zones' backend (through no module).
+func (l *load) canary(seq int) {
+	path, kind := "/canary", "caddy"
+	if seq%2 == 1 {
+		path, kind = "/canary/proxied", "proxied"
+	}
+	req, _ := http.NewRequest(http.MethodGet, l.rig.url(path), nil)
+	l.do(l.clients.quick, classCanary, kind, req, nil)
 }
 
 // storeCanaries ask Redis and PostgreSQL the cheapest question, on
 // connections of the suite's own: how long their processes wait for a CPU.
 func (l *load) storeCanaries(int) {
-	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout(classStoreCanary))
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout(classCanary))
 	defer cancel()
 	for store, ask := range map[string]func() error{
 		"redis":    func() error { return l.rig.redisProbe.Ping(ctx).Err() },
 		"postgres": func() error { _, err := l.rig.pgProbe.Exec(ctx, "SELECT 1"); return err },
 	} {
-		res := result{class: classStoreCanary, id: store, sent: time.Now()}
+		res := result{class: classCanary, id: store, sent: time.Now()}
 		res.err = ask()
 		res.done = time.Now()
 		l.record(res)

@@ -87,10 +87,10 @@ func run(ctx context.Context, selected []fault, handoff bool) int {
 	}
 	fmt.Printf("one Caddy in-process (reload_handoff %s): fake cluster of 2 nodes (lease %v, renew %v, planned stops without drain), %d upload servers, redis-server %s, PostgreSQL on port %d\n",
 		onOff(handoff), leaseTTL, leaseRenew, uploadServers, r.redis.Addr, r.pg.Port)
-	fmt.Printf("load: %d writes/s, %d reads/s, %d uploads/s (%d requests each), %d requests/s in each rate-limit zone (%d per %v window), %d signed-in NTLM browsers (%d requests/s each), %d/s with CF-Connecting-IP, %d status scrapes/s, %d canaries/s\n",
+	fmt.Printf("load: %d writes/s, %d reads/s, %d uploads/s (%d requests each), %d requests/s in each rate-limit zone (%d per %v window), %d signed-in NTLM browsers (%d requests/s each), %d/s with CF-Connecting-IP, %d status scrapes/s, %d canaries/s of Caddy's own and proxied and %d of each store\n",
 		int(time.Second/writeEvery), int(time.Second/readEvery), int(time.Second/uploadEvery), 2+(uploadLength+uploadChunk-1)/uploadChunk,
 		limitPerWindow, limitEvents, limitWindow, ssoBrowsers, int(time.Second/ssoEvery), int(time.Second/cloudflareEvery),
-		int(time.Second/statusEvery), int(time.Second/canaryEvery))
+		int(time.Second/statusEvery), int(time.Second/canaryEvery)/2, int(time.Second/storeCanaryEvery))
 	fmt.Printf("each fault: %v of load, %v of fault, recovery, %v of load\n\n", warmup, faultFor, settle)
 
 	c := newClients(r.site)

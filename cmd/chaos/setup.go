@@ -264,6 +264,9 @@ http://%s {
 	handle /canary {
 		respond "ok"
 	}
+	handle /canary/proxied {
+		reverse_proxy %s
+	}
 	handle /ha-status {
 		ha_status {
 			refresh off
@@ -299,7 +302,7 @@ http://%s {
 `, r.admin, filepath.Join(r.dir, "caddy.log"), r.redis.Addr, wrappers, r.site,
 		r.cf.addr, r.cf.addr, filepath.Join(r.dir, "cloudflare-ranges.txt"), cloudflareRefresh,
 		limitZone, limitEvents, limitWindow, r.redis.Addr, limitStoreTimeout, r.limited.addr,
-		pgLimitZone, limitEvents, limitWindow, r.pg.URL(), pgLimitStoreTimeout, r.limited.addr,
+		pgLimitZone, limitEvents, limitWindow, r.pg.URL(), pgLimitStoreTimeout, r.limited.addr, r.limited.addr,
 		strings.Join(nodes, " "), leader, responseHeaderTimeout,
 		strings.Join(servers, " "), uploadStoreTimeout,
 		strings.Join(nodes, " "), leader, responseHeaderTimeout)

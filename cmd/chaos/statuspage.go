@@ -56,11 +56,12 @@ func (r *rig) statusView() (status.View, error) {
 	return v, err
 }
 
-// checkStatus counts the scrapes that failed or were wrong, and whether
-// one since the fault began showed it (shows nil: nothing to show).
-func checkStatus(l *load, since time.Time, shows func(status.View) bool) (bad int, shown bool) {
+// checkStatus counts the scrapes that were wrong, or failed where no
+// stall of canaries explains it, and whether one since the fault began
+// showed it (shows nil: nothing to show).
+func checkStatus(l *load, canaries []result, since time.Time, shows func(status.View) bool) (bad int, shown bool) {
 	for _, res := range l.results {
-		if res.class == classStatus && (res.failed() || res.wrong || res.status != http.StatusOK) {
+		if res.class == classStatus && (res.wrong || res.failed() && !stalledAround(canaries, res)) {
 			bad++
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // printTable writes one line per fault run and a legend.
 func printTable(w io.Writer, rows []row) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tidentities\tsign-ins kept\tstatus page\tcloudflare\tover bound\tcanary max (caddy redis pg)\t")
+	fmt.Fprintln(tw, "fault\ttime\trequests\tclient errors\tunexplained errors\tfollower writes\twrites twice\tmisrouted chunks\tuploads intact\tlimits exact\tidentities\tsign-ins kept\tstatus page\tcloudflare\tover bound\tcanary max (caddy proxied redis pg)\t")
 	for _, r := range rows {
 		name := r.fault.name
 		if r.fault.planned {
@@ -36,8 +36,9 @@ unexplained errors: client errors the fault does not explain. A planned event ex
   and the database down explain those of the leader's traffic (Windows SSO's included); Redis down explains the upload
   requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
   own uploads' requests and those in flight as it died, not later creations (two servers are up). "+n load": n more
-  that the machine's load explains: a canary (a request Caddy answers itself, or for the store's requests the suite's
-  own PING or SELECT 1 to that store) waited 500ms or more while the request was under way or in the second before.
+  that the machine's load explains: a canary (Caddy answering itself or proxying to a trivial backend; for the stores'
+  requests also the suite's own PING or SELECT 1 to that store) waited 500ms or more while it was under way or in the
+  second before.
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
@@ -52,9 +53,9 @@ status page: scrapes of ha_status and /ha/status that were not a 200 with a view
   and 1 if no scrape showed the fault (leader gone or moved, store down, owner_down, failed refreshes).
 cloudflare: CF-Connecting-IP from the edge not resolved as the client, or from outside it believed.
 over bound: requests that took longer than their bound (hold + response_header_timeout, store_timeout, or
-  store_timeout + discovery; each + 500ms); "+n load": n more, within it once the longest wait of a canary (a
-  request Caddy answers itself) meanwhile is taken out. canary max: the slowest canary of Caddy, Redis and PostgreSQL:
-  the machine's load (a store's fault shows as its canary's timeout).
+  store_timeout + discovery; each + 500ms); "+n load": n more, within it once the longest wait of a canary meanwhile
+  is taken out (proxied, or for the status and Cloudflare's requests Caddy's own). canary max: the slowest canary of
+  each kind, the machine's load (a store's own fault shows as its canary's timeout).
 `)
 }
 
@@ -72,7 +73,7 @@ func limitVerdict(windows, inexact [2]int) string {
 	return fmt.Sprintf("FAIL %d/%d+%d/%dw", inexact[0], windows[0], inexact[1], windows[1])
 }
 
-func canaries(slowest [3]time.Duration) string {
+func canaries(slowest [len(canaryKinds)]time.Duration) string {
 	parts := make([]string, len(slowest))
 	for i, d := range slowest {
 		parts[i] = d.Round(time.Millisecond).String()
