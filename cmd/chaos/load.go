@@ -163,7 +163,7 @@ type upload struct {
 	completed bool // the client saw its completion answered 200
 }
 
-// limitSample is the count of the zone's fallback decisions (see
+// limitSample is the counts of the zones' fallback decisions (see
 // rig.limitFallbacks) between two windows: after the answers of one, before
 // the requests of the next. The check makes sure of both: Caddy read the
 // count between asked and answered.
@@ -366,7 +366,7 @@ func (l *load) storeCanaries(int) {
 	}
 }
 
-// sampleLimit records the zone's fallback count now as the sample that
+// sampleLimit records the zones' fallback counts now as the sample that
 // precedes the given window. A failed sample leaves windows out.
 func (l *load) sampleLimit(window int64) {
 	asked := time.Now()
