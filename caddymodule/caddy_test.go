@@ -38,24 +38,32 @@ type testCaddy struct {
 func startCaddy(t testing.TB, c *fakecluster.Cluster, globalOpts, site string) *testCaddy {
 	t.Helper()
 	tc := &testCaddy{t: t, logFile: filepath.Join(t.TempDir(), "caddy.log")}
-	for attempt := 0; ; attempt++ {
-		// A free port can be taken by another test between the probe and
-		// Caddy's listen: then try others.
+	onFreePorts(t, func() error {
 		tc.admin, tc.addr = loopback.FreeAddr(), loopback.FreeAddr()
-		err := tc.tryLoad(c, globalOpts, site)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
-			t.Fatal(err)
-		}
-	}
+		return tc.tryLoad(c, globalOpts, site)
+	})
 	t.Cleanup(func() {
 		if err := caddy.Stop(); err != nil {
 			t.Errorf("stopping caddy: %v", err)
 		}
 	})
 	return tc
+}
+
+// onFreePorts runs try, which listens on ports it has just found free,
+// again (up to 5 times in all) while it fails because one was taken by
+// another test between the probe and the listen; any other error fails t.
+func onFreePorts(t testing.TB, try func() error) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		err := try()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
+			t.Fatal(err)
+		}
+	}
 }
 
 // load (re)loads the config, as caddy reload does. The old servers close
@@ -191,16 +199,12 @@ func (p *caddyProcess) url(path string) string { return "http://" + p.addr + pat
 // the given global options, and stops it when the test ends.
 func startCaddyProcess(t testing.TB, globalOpts, site string) *caddyProcess {
 	t.Helper()
-	for attempt := 0; ; attempt++ {
-		// As in startCaddy: the port may be taken between probe and listen.
-		p, err := tryCaddyProcess(t, globalOpts, site)
-		if err == nil {
-			return p
-		}
-		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
-			t.Fatal(err)
-		}
-	}
+	var p *caddyProcess
+	onFreePorts(t, func() (err error) {
+		p, err = tryCaddyProcess(t, globalOpts, site)
+		return err
+	})
+	return p
 }
 
 func tryCaddyProcess(t testing.TB, globalOpts, site string) (*caddyProcess, error) {

@@ -400,21 +400,15 @@ func TestCaddyfileExampleFrontend(t *testing.T) {
 		return text[:start] + "\t\ttransport pinned\n" + text[end:]
 	}
 	var site, statusPage string
-	for attempt := 0; ; attempt++ {
+	onFreePorts(t, func() error {
 		site, statusPage = loopback.FreeAddr(), loopback.FreeAddr()
 		text := exampleOn(site, loopback.FreeAddr(), loopback.FreeAddr(), statusPage)
 		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
 		if err != nil {
 			t.Fatalf("adapting:\n%s\n%v", text, err)
 		}
-		err = caddy.Load(cfg, true)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
-			t.Fatal(err) // a port taken between probe and listen is tried again
-		}
-	}
+		return caddy.Load(cfg, true)
+	})
 	t.Cleanup(func() { caddy.Stop() })
 	var got map[string][]string
 	poll.Until(t, 10*time.Second, "the example to route to the backend", func() bool {

@@ -752,9 +752,10 @@ func TestPinnedConfigErrors(t *testing.T) {
 // over it are answered 505 and sent nowhere.
 func TestPinnedHTTP3(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
-	addr := loopback.FreeAddr()
-	admin := loopback.FreeAddr()
-	cf := fmt.Sprintf(`{
+	var addr string
+	onFreePorts(t, func() error {
+		addr = loopback.FreeAddr()
+		cf := fmt.Sprintf(`{
 	admin %s
 	persist_config off
 	local_certs
@@ -767,14 +768,13 @@ https://%s {
 	tls internal
 	%s
 }
-`, admin, addr, strings.ReplaceAll(ssoSite("1s", pinned), "{upstreams}", c.Nodes()[0].Addr()+" "+c.Nodes()[1].Addr()))
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := caddy.Load(cfg, true); err != nil {
-		t.Fatal(err)
-	}
+`, loopback.FreeAddr(), addr, strings.ReplaceAll(ssoSite("1s", pinned), "{upstreams}", c.Nodes()[0].Addr()+" "+c.Nodes()[1].Addr()))
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return caddy.Load(cfg, true)
+	})
 	t.Cleanup(func() { caddy.Stop() })
 	tr := &http3.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, ServerName: "127.0.0.1"}}
 	defer tr.Close()
@@ -783,6 +783,7 @@ https://%s {
 	req.Header.Set("X-Client", "h3-client")
 	var resp *http.Response
 	poll.Until(t, 10*time.Second, "an HTTP/3 answer", func() bool {
+		var err error
 		resp, err = tr.RoundTrip(req)
 		return err == nil
 	})

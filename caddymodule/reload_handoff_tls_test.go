@@ -37,16 +37,10 @@ type tlsCaddy struct {
 func startTLSCaddy(t *testing.T, c *fakecluster.Cluster, serverOpts, site string) *tlsCaddy {
 	t.Helper()
 	tc := &tlsCaddy{testCaddy: &testCaddy{t: t, logFile: filepath.Join(t.TempDir(), "caddy.log")}, storage: t.TempDir(), cluster: c}
-	for attempt := 0; ; attempt++ {
+	onFreePorts(t, func() error {
 		tc.admin, tc.addr = loopback.FreeAddr(), loopback.FreeAddr()
-		err := tc.tryLoad(serverOpts, site)
-		if err == nil {
-			break
-		}
-		if !strings.Contains(err.Error(), "address already in use") || attempt == 4 {
-			t.Fatal(err)
-		}
-	}
+		return tc.tryLoad(serverOpts, site)
+	})
 	t.Cleanup(func() {
 		if err := caddy.Stop(); err != nil {
 			t.Errorf("stopping caddy: %v", err)
