@@ -47,9 +47,10 @@ fuzz:
 # The store tests run a real redis-server and a real PostgreSQL (Debian's
 # postgresql package, under /usr/lib/postgresql) on loopback ports; the
 # Windows SSO tests run curl --ntlm; the status page's test opens it in
-# headless chromium; the alert rules are checked with promtool. Each
+# headless chromium; the HAProxy adapter is compared with haproxy itself;
+# the alert rules are checked with promtool. Each
 # tool:package pair is installed if missing; promtool alone, see below.
-TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium
+TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium haproxy:haproxy
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
 	@missing=""; for tp in $(TEST_TOOLS); do command -v $${tp%%:*} >/dev/null || missing="$$missing $${tp#*:}"; done; \

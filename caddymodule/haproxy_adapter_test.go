@@ -30,59 +30,15 @@ import (
 func TestHAProxyAdapterRunsTheSeed(t *testing.T) {
 	caFile, serverTLS := testPKI(t)
 	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
-	crt := filepath.Join(t.TempDir(), "nodepilot.pem")
-	leaf := serverTLS.Certificates[0]
-	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemBytes := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
-	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	seed, err := os.ReadFile("../haproxy/testdata/seed.cfg")
-	if err != nil {
-		t.Fatal(err)
-	}
 	addr := loopback.FreeAddr()
-	cfgText := strings.NewReplacer("*:443", addr, "/etc/ssl/nodepilot.pem", crt, "/etc/haproxy/nodepilot-backend-ca.pem", caFile,
-		"10.0.1.10:443", c.Node("node-a").Addr(), "10.0.1.11:443", c.Node("node-b").Addr(),
-		"inter 5s", "inter 100ms").Replace(string(seed))
-
-	adapted, warnings, err := HAProxyAdapter{}.Adapt([]byte(cfgText), map[string]any{"filename": "haproxy.cfg"})
-	if err != nil || len(warnings) > 0 {
-		t.Fatalf("adapting: %v %v", err, warnings)
-	}
-	text, err := migrate([]byte(cfgText), "haproxy.cfg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(text), nil)
-	if err != nil {
-		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)
-	}
-	if string(adapted) != string(viaCaddyfile) {
-		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
-	}
+	cfgText := seedConfig(t, c, caFile, serverTLS, addr)
+	adapted, text := runHAProxyConfig(t, cfgText)
 	for _, want := range []string{`"policy":"leader"`, `"host":"nodepilot.internal.example"`, `"protocol":"pinned"`,
 		`"handler":"forwarded"`, `"proto":"https"`, `"protocols":["h1"]`, `"idle_timeout":60000000000`} {
 		if !strings.Contains(string(adapted), want) {
-			t.Errorf("the adapted config lacks %s:\n%s", want, adapted)
+			t.Errorf("the adapted config lacks %s:\n%s", want, text)
 		}
 	}
-
-	// Run it (with an admin endpoint of the test's own).
-	var cfg map[string]any
-	if err := json.Unmarshal(adapted, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["admin"] = map[string]any{"listen": loopback.FreeAddr()}
-	run, _ := json.Marshal(cfg)
-	if err := caddy.Load(run, true); err != nil {
-		t.Fatalf("loading: %v\n%s", err, text)
-	}
-	t.Cleanup(func() { caddy.Stop() })
 	pool := x509.NewCertPool()
 	caPEM, _ := os.ReadFile(caFile)
 	pool.AppendCertsFromPEM(caPEM)
@@ -99,6 +55,66 @@ func TestHAProxyAdapterRunsTheSeed(t *testing.T) {
 	if got := c.Node("node-a").Executed(); len(got) != 1 || got[0].Proto != "HTTP/1.1" {
 		t.Fatalf("node-a executed %+v, want one write over HTTP/1.1", got)
 	}
+}
+
+// seedConfig is the seed's HAProxy configuration with the test's
+// addresses and files: the frontend on addr with serverTLS's certificate
+// and key in one PEM file (as HAProxy's crt wants them), the cluster's
+// nodes checked every 100ms and verified against caFile.
+func seedConfig(t *testing.T, c *fakecluster.Cluster, caFile string, serverTLS *tls.Config, addr string) string {
+	t.Helper()
+	crt := filepath.Join(t.TempDir(), "nodepilot.pem")
+	leaf := serverTLS.Certificates[0]
+	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemBytes := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile("../haproxy/testdata/seed.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer("*:443", addr, "/etc/ssl/nodepilot.pem", crt, "/etc/haproxy/nodepilot-backend-ca.pem", caFile,
+		"10.0.1.10:443", c.Node("node-a").Addr(), "10.0.1.11:443", c.Node("node-b").Addr(),
+		"inter 5s", "inter 100ms").Replace(string(seed))
+}
+
+// runHAProxyConfig adapts an HAProxy configuration with --adapter haproxy,
+// checks that caddy ha migrate's Caddyfile adapts to the same JSON, and
+// runs it in this process (with an admin endpoint of the test's own) until
+// the test ends. It returns the JSON and the Caddyfile.
+func runHAProxyConfig(t *testing.T, cfgText string) (adapted []byte, caddyfileText string) {
+	t.Helper()
+	adapted, warnings, err := HAProxyAdapter{}.Adapt([]byte(cfgText), map[string]any{"filename": "haproxy.cfg"})
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("adapting: %v %v", err, warnings)
+	}
+	text, err := migrate([]byte(cfgText), "haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(text), nil)
+	if err != nil {
+		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)
+	}
+	if string(adapted) != string(viaCaddyfile) {
+		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["admin"] = map[string]any{"listen": loopback.FreeAddr()}
+	run, _ := json.Marshal(cfg)
+	if err := caddy.Load(run, true); err != nil {
+		t.Fatalf("loading: %v\n%s", err, text)
+	}
+	t.Cleanup(func() { caddy.Stop() })
+	return adapted, text
 }
 
 // What is not translated is refused with the file, the line and the

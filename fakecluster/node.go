@@ -74,8 +74,22 @@ type Node struct {
 	executed   []Execution
 	received   int    // requests other than probes, whatever the answer
 	probeHost  string // Host header of the last leader probe
+	heard      []Heard
 	sso        ssoLog
 }
+
+// Heard is one request other than a probe as the node received it, for
+// tests that compare what two proxies sent.
+type Heard struct {
+	Conn         string // the upstream connection (node/number)
+	Client       string // the request's X-Client header
+	Method, Path string
+	Host         string
+	Header       http.Header // as received (Host apart, as net/http keeps it)
+}
+
+// maxHeard bounds the record of heard requests: the oldest go first.
+const maxHeard = 1024
 
 func newNode(c *Cluster, id, addr string) *Node {
 	return &Node{cluster: c, id: id, addr: addr, state: stateStopped, unhang: make(chan struct{})}
@@ -268,6 +282,14 @@ func (n *Node) Received() int {
 	return n.received
 }
 
+// Heard returns the latest requests other than probes that reached the
+// node (up to maxHeard of them), oldest first.
+func (n *Node) Heard() []Heard {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]Heard(nil), n.heard...)
+}
+
 // Executed returns the mutating requests this node executed as leader.
 func (n *Node) Executed() []Execution {
 	n.mu.Lock()
@@ -319,6 +341,14 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.probeHost = r.Host
 	case !strings.HasPrefix(r.URL.Path, "/healthz/"):
 		n.received++
+		if len(n.heard) == 2*maxHeard {
+			n.heard = append(n.heard[:0], n.heard[maxHeard:]...)
+		}
+		h := Heard{Client: r.Header.Get("X-Client"), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Host: r.Host}
+		if sc, _ := r.Context().Value(ssoConnKey{}).(*ssoConn); sc != nil {
+			h.Conn = sc.id
+		}
+		n.heard = append(n.heard, h)
 	}
 	n.mu.Unlock()
 	leader, lv := n.role()

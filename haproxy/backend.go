@@ -297,6 +297,13 @@ func (be *backend) write(c *caddyfile, forwardFor bool) error {
 		c.line("header_up -X-Forwarded-Proto")
 		c.line("header_up -X-Forwarded-Host")
 	}
+	if tls.ssl {
+		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
+		c.line("header_up Host {hostport}")
+	}
+	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
+	c.line("header_up -Via")
+	c.line("header_down -Via")
 	for _, l := range be.check {
 		c.comment(l, "")
 	}

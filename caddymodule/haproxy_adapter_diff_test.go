@@ -1,0 +1,428 @@
+package caddymodule
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/testproc"
+)
+
+// diffTimeouts are added to the seed's defaults in the differential
+// tests: HAProxy wants them, and timeout queue bounds how long caddy-ha
+// holds a request for a leader (else 15s).
+const diffTimeouts = "    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n    timeout queue 2s\n"
+
+// forBoth is seedConfig's text as both proxies run it: with diffTimeouts,
+// and checks every 500ms, as HAProxy bounds a check's connection and TLS
+// handshake by inter, which 100ms does not hold on a loaded machine.
+func forBoth(cfgText string) string {
+	return strings.ReplaceAll(strings.Replace(cfgText, "defaults\n", "defaults\n"+diffTimeouts, 1), "inter 100ms", "inter 500ms")
+}
+
+// startHAProxy runs Debian's haproxy on cfgText in the foreground, killed
+// when the test ends, and waits until it accepts connections on addr.
+func startHAProxy(t *testing.T, cfgText, addr string) {
+	t.Helper()
+	bin, ok := requireTool(t, "haproxy", "the adapter is not compared with HAProxy")
+	if !ok {
+		t.SkipNow()
+	}
+	cfgFile := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", cfgFile).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c refuses the configuration: %v\n%s\n%s", err, out, cfgText)
+	}
+	var logs syncBuffer
+	cmd := exec.Command(bin, "-f", cfgFile, "-db")
+	cmd.Stdout, cmd.Stderr, cmd.SysProcAttr = &logs, &logs, testproc.Attr(nil)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("haproxy's output:\n%s", logs.String())
+		}
+	})
+	poll.Until(t, 5*time.Second, "haproxy to listen on "+addr, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("haproxy exited: %s", logs.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// syncBuffer is a bytes.Buffer that a child process's output may be
+// written to while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// frontendClient is a client of the seed's frontend: it trusts the test
+// CA and asks for the frontend's name, whatever the address.
+func frontendClient(t *testing.T, caFile string) *http.Client {
+	t.Helper()
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "nodepilot.internal.example"}}}
+}
+
+// seen is what a client saw of one request.
+type seen struct {
+	status int
+	node   string // X-Node-Id
+	err    error
+}
+
+func (a seen) String() string {
+	if a.err != nil {
+		return a.err.Error()
+	}
+	return fmt.Sprintf("%d from %q", a.status, a.node)
+}
+
+func ask(client *http.Client, method, url, clientName string, header http.Header) seen {
+	var body io.Reader
+	if method == http.MethodPost {
+		body = strings.NewReader(`{}`)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	maps.Copy(req.Header, header)
+	req.Header.Set("X-Client", clientName)
+	req.Header.Set("X-Request-Id", clientName)
+	resp, err := client.Do(req)
+	if err != nil {
+		return seen{err: err}
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return seen{status: resp.StatusCode, node: resp.Header.Get("X-Node-Id")}
+}
+
+// heardBy returns, for each X-Client name, the requests the cluster's
+// nodes heard from it.
+func heardBy(c *fakecluster.Cluster) map[string][]fakecluster.Heard {
+	out := map[string][]fakecluster.Heard{}
+	for _, n := range c.Nodes() {
+		for _, h := range n.Heard() {
+			out[h.Client] = append(out[h.Client], h)
+		}
+	}
+	return out
+}
+
+// received sums the requests other than probes that reached the nodes.
+func received(c *fakecluster.Cluster) int {
+	sum := 0
+	for _, n := range c.Nodes() {
+		sum += n.Received()
+	}
+	return sum
+}
+
+// The seed's configuration run by HAProxy itself and by caddy-ha (via the
+// adapter), side by side on the same fake cluster over TLS, with the same
+// traffic; what the nodes recorded is compared. Differences are the
+// documented ones (docs/haproxy.md, "Compared with HAProxy").
+func TestHAProxyDifferential(t *testing.T) {
+	caFile, serverTLS := testPKI(t)
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second,
+		TLS: serverTLS, StopDrain: 300 * time.Millisecond}, 2)
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	hapCfg := forBoth(seedConfig(t, c, caFile, serverTLS, hapAddr))
+	startHAProxy(t, hapCfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(hapCfg, hapAddr, caddyAddr))
+	client := frontendClient(t, caFile)
+	proxies := []struct{ name, url string }{{"haproxy", "https://" + hapAddr}, {"caddy-ha", "https://" + caddyAddr}}
+
+	// HAProxy marks its servers up only after their checks: wait until
+	// each proxy reaches the leader.
+	for _, p := range proxies {
+		poll.Until(t, 10*time.Second, p.name+" to reach node-a", func() bool {
+			return ask(client, http.MethodGet, p.url+"/api/ready", p.name+"-ready", nil).node == "node-a"
+		})
+	}
+
+	t.Run("headers", func(t *testing.T) {
+		forged := http.Header{
+			"X-Forwarded-For":   {"203.0.113.9"},
+			"Forwarded":         {"for=203.0.113.9;proto=https"},
+			"X-Forwarded-Proto": {"http"},
+			"X-Forwarded-Host":  {"evil.example"},
+			"X-Real-Ip":         {"203.0.113.9"},
+			"X-Custom":          {"kept"},
+		}
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			for _, p := range proxies {
+				if a := ask(client, method, p.url+"/api/items", p.name+"-"+method, forged); a.status != 200 || a.node != "node-a" {
+					t.Fatalf("%s %s: %v, want 200 from node-a (the leader, which passes HAProxy's check)", p.name, method, a)
+				}
+			}
+			heard := heardBy(c)
+			hap, ch := heard["haproxy-"+method], heard["caddy-ha-"+method]
+			if len(hap) != 1 || len(ch) != 1 {
+				t.Fatalf("%s: heard %d via haproxy and %d via caddy-ha, want 1 each", method, len(hap), len(ch))
+			}
+			if hap[0].Host != hapAddr || ch[0].Host != caddyAddr {
+				t.Errorf("%s: Host %q via haproxy, %q via caddy-ha, want each the client's (%s, %s)", method, hap[0].Host, ch[0].Host, hapAddr, caddyAddr)
+			}
+			for _, h := range []fakecluster.Heard{hap[0], ch[0]} {
+				if got := h.Header.Values("X-Forwarded-For"); !slices.Equal(got, []string{"127.0.0.1"}) {
+					t.Errorf("%s: X-Forwarded-For %q, want the client's address alone", h.Client, got)
+				}
+				if got := h.Header.Values("X-Forwarded-Proto"); !slices.Equal(got, []string{"https"}) {
+					t.Errorf("%s: X-Forwarded-Proto %q, want https", h.Client, got)
+				}
+				if got := h.Header.Values("Forwarded"); got != nil {
+					t.Errorf("%s: the client's Forwarded %q reached the node", h.Client, got)
+				}
+				if h.Path != "/api/items" || h.Header.Get("X-Custom") != "kept" {
+					t.Errorf("%s: path %q X-Custom %q", h.Client, h.Path, h.Header.Get("X-Custom"))
+				}
+			}
+			// The documented differences: forwarded removes the client's
+			// X-Real-IP (HAProxy passes it on) and sends X-Forwarded-Host
+			// (the client's one removed; HAProxy passes the client's on).
+			want := hap[0].Header.Clone()
+			for _, h := range []string{"X-Client", "X-Request-Id", "X-Real-Ip", "X-Forwarded-Host"} {
+				want.Del(h)
+			}
+			got := ch[0].Header.Clone()
+			for _, h := range []string{"X-Client", "X-Request-Id", "X-Forwarded-Host"} {
+				got.Del(h)
+			}
+			if !maps.EqualFunc(want, got, slices.Equal) {
+				t.Errorf("%s: the node heard\n%v\nvia haproxy and\n%v\nvia caddy-ha", method, hap[0].Header, ch[0].Header)
+			}
+			if got := hap[0].Header.Get("X-Real-Ip"); got != "203.0.113.9" {
+				t.Errorf("via haproxy, X-Real-IP %q: the documented difference is gone", got)
+			}
+			if got := hap[0].Header.Get("X-Forwarded-Host"); got != "evil.example" {
+				t.Errorf("via haproxy, X-Forwarded-Host %q: the documented difference is gone", got)
+			}
+			if got := ch[0].Header.Get("X-Forwarded-Host"); got != caddyAddr {
+				t.Errorf("via caddy-ha, X-Forwarded-Host %q, want the request's host %q", got, caddyAddr)
+			}
+		}
+	})
+
+	// http-reuse never: one node connection per client connection in both,
+	// real curl --ntlm signing in and then asking anonymously on the same
+	// connection, each answered as its own user.
+	t.Run("ntlm", func(t *testing.T) {
+		curl, err := exec.LookPath("curl")
+		if err != nil {
+			t.Fatal("curl is not installed: run make test-deps")
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		for _, p := range proxies {
+			port := p.url[strings.LastIndex(p.url, ":")+1:]
+			for i := range 8 {
+				wg.Go(func() {
+					user := fmt.Sprintf("%s-%d", p.name, i)
+					base := "https://nodepilot.internal.example:" + port
+					out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
+						"--cacert", caFile, "--resolve", "nodepilot.internal.example:"+port+":127.0.0.1",
+						"-H", "X-Client: ntlm-"+user, "-D", "-", "-o", "/dev/null", base+"/sso/me",
+						"-D", "-", "-o", "/dev/null", base+"/api/whoami").CombinedOutput()
+					if err != nil {
+						errs <- fmt.Errorf("%s: %v: %s", user, err, out)
+						return
+					}
+					var users []string
+					for l := range strings.SplitSeq(string(out), "\n") {
+						if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
+							users = append(users, strings.TrimSpace(v))
+						}
+					}
+					if !slices.Equal(users, []string{user, user}) {
+						errs <- fmt.Errorf("%s was answered as %v:\n%s", user, users, out)
+					}
+				})
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		connOwner := map[string]string{}
+		for client, heard := range heardBy(c) {
+			if !strings.HasPrefix(client, "ntlm-") {
+				continue
+			}
+			conns := map[string]bool{}
+			for _, h := range heard {
+				conns[h.Conn] = true
+				if other, ok := connOwner[h.Conn]; ok && other != client {
+					t.Errorf("node connection %s served %s and %s", h.Conn, other, client)
+				}
+				connOwner[h.Conn] = client
+			}
+			// curl's handshake and its two requests: three on one connection.
+			if len(heard) != 3 || len(conns) != 1 {
+				for _, h := range heard {
+					t.Logf("%s: %s %s on %s, Authorization %.20q", client, h.Method, h.Path, h.Conn, h.Header.Get("Authorization"))
+				}
+				t.Errorf("%s: %d requests on node connections %v, want 3 on one", client, len(heard), slices.Sorted(maps.Keys(conns)))
+			}
+		}
+		if len(connOwner) != 16 {
+			t.Errorf("%d node connections for 16 curl connections", len(connOwner))
+		}
+	})
+
+	// A planned stop of the leader: node-a releases the lease, serves as a
+	// follower for StopDrain, then closes. HAProxy sends writes to node-a
+	// until its check has failed twice (node-a answers them 503 as a
+	// follower, or HAProxy 503 once it is closed), then to the backup
+	// node-b, which has the lease by then. caddy-ha holds each write until
+	// node-b leads: none fails (the documented improvement).
+	t.Run("planned stop", func(t *testing.T) {
+		type write struct {
+			proxy string
+			a     seen
+		}
+		var mu sync.Mutex
+		var writes []write
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for _, p := range proxies {
+			wg.Go(func() {
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				var inflight sync.WaitGroup
+				defer inflight.Wait()
+				for i := range 1000 { // bounds the stream at 10s
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					inflight.Go(func() {
+						a := ask(client, http.MethodPost, p.url+"/api/orders", fmt.Sprintf("%s-w%d", p.name, i), nil)
+						mu.Lock()
+						writes = append(writes, write{p.name, a})
+						mu.Unlock()
+					})
+				}
+			})
+		}
+		c.Node("node-a").Stop()
+		// Until both proxies have written to node-b a few times.
+		poll.Until(t, 10*time.Second, "writes through both proxies to reach node-b", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			n := map[string]int{}
+			for _, w := range writes {
+				if w.a.node == "node-b" && w.a.status == 200 {
+					n[w.proxy]++
+				}
+			}
+			return n["haproxy"] >= 5 && n["caddy-ha"] >= 5
+		})
+		close(stop)
+		wg.Wait()
+		failed := map[string][]string{}
+		for _, w := range writes {
+			if w.a.status != 200 {
+				failed[w.proxy] = append(failed[w.proxy], w.a.String())
+			}
+		}
+		if len(failed["caddy-ha"]) > 0 {
+			t.Errorf("caddy-ha failed %d writes across the planned stop: %v", len(failed["caddy-ha"]), failed["caddy-ha"])
+		}
+		if len(failed["haproxy"]) == 0 {
+			t.Errorf("haproxy failed no write across the planned stop: the documented difference is gone")
+		}
+		t.Logf("planned stop: %d writes, haproxy answered %d with 503, caddy-ha %d", len(writes), len(failed["haproxy"]), len(failed["caddy-ha"]))
+		for id, n := range c.ExecutedIDs() {
+			if n != 1 {
+				t.Errorf("write %s executed %d times", id, n)
+			}
+		}
+	})
+}
+
+// A node whose certificate does not verify, for the configured CA or for
+// the configured name, gets no request from either proxy: both answer
+// 503 and the nodes hear nothing.
+func TestHAProxyDifferentialRefusesUnverifiedNodes(t *testing.T) {
+	caFile, serverTLS := testPKI(t)
+	otherCA, _ := testPKI(t)
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second, TLS: serverTLS}, 2)
+	client := frontendClient(t, caFile)
+	for _, tt := range []struct{ name, from, to string }{
+		{"wrong CA", "ca-file " + caFile, "ca-file " + otherCA},
+		{"wrong name", "sni str(nodepilot.internal.example) check-sni nodepilot.internal.example verifyhost nodepilot.internal.example",
+			"sni str(other.example) check-sni other.example verifyhost other.example"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			hapCfg := strings.ReplaceAll(forBoth(seedConfig(t, c, caFile, serverTLS, hapAddr)), tt.from, tt.to)
+			if !strings.Contains(hapCfg, tt.to) {
+				t.Fatalf("no %q in\n%s", tt.to, hapCfg)
+			}
+			startHAProxy(t, hapCfg, hapAddr)
+			runHAProxyConfig(t, strings.ReplaceAll(hapCfg, hapAddr, caddyAddr))
+			before := received(c)
+			for _, p := range []struct{ name, url string }{{"haproxy", "https://" + hapAddr}, {"caddy-ha", "https://" + caddyAddr}} {
+				for _, method := range []string{http.MethodGet, http.MethodPost} {
+					if a := ask(client, method, p.url+"/api/items", p.name, nil); a.status != http.StatusServiceUnavailable {
+						t.Errorf("%s %s: %v, want 503", p.name, method, a)
+					}
+				}
+			}
+			if n := received(c) - before; n != 0 {
+				t.Errorf("the nodes heard %d requests from unverified proxies", n)
+			}
+		})
+	}
+}
