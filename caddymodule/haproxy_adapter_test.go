@@ -34,7 +34,7 @@ func TestHAProxyAdapterRunsTheSeed(t *testing.T) {
 	cfgText := seedConfig(t, c, caFile, serverTLS, addr)
 	adapted, text := runHAProxyConfig(t, cfgText)
 	for _, want := range []string{`"policy":"leader"`, `"host":"nodepilot.internal.example"`, `"protocol":"pinned"`,
-		`"handler":"forwarded"`, `"proto":"https"`, `"protocols":["h1"]`, `"idle_timeout":60000000000`} {
+		`"handler":"forwarded"`, `"proto":"https"`, `"protocols":["h1"]`, `"idle_timeout":60000000000`, `"disable_redirects":true`} {
 		if !strings.Contains(string(adapted), want) {
 			t.Errorf("the adapted config lacks %s:\n%s", want, text)
 		}

@@ -83,6 +83,8 @@ func (t *translator) translate() error {
 	t.out.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", t.cfg.file())
 	t.out.line("# its lines is kept as a comment above what it became.")
 	t.out.open("")
+	t.out.line("# HAProxy listens only where a bind says: no redirects from port 80")
+	t.out.line("auto_https disable_redirects")
 	if g := t.cfg.Section("global", ""); g != nil {
 		t.out.comment(Line{Pos: g.Pos, Words: []string{"global"}}, "")
 		for _, l := range g.Lines {
