@@ -75,7 +75,8 @@ type PinnedTransport struct {
 	// Default: 4096.
 	MaxPinned int `json:"max_pinned,omitempty"`
 
-	// Most pins, held or waited for, of one client address at once; beyond
+	// Most pins, held or waited for, of one client address (IPv6: its /64)
+	// at once; beyond
 	// it a new handshake from that address is answered 503 with
 	// Retry-After: 1 at once. Terminal servers put many users behind one
 	// address: raise it for them. Default: 64.
@@ -85,9 +86,9 @@ type PinnedTransport struct {
 	// its 503. Default: 5s.
 	PinWait caddy.Duration `json:"pin_wait,omitempty"`
 
-	// A pin whose credentials got no answer other than 401 within this
-	// time of its first ones (a handshake begun and not completed) is
-	// ended and its client connection closed. Default: 10s.
+	// A pin that has not signed in (the backend accepting a handshake's
+	// last leg) within this time of its first credentials is ended and its
+	// client connection closed. Default: 10s.
 	HandshakeTimeout caddy.Duration `json:"handshake_timeout,omitempty"`
 
 	pool     *pinning.Pool

@@ -24,6 +24,9 @@
 package pinning
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"net/http"
 	"strings"
 )
@@ -98,3 +101,42 @@ func containsFold(list []string, s string) bool {
 	}
 	return false
 }
+
+// completesHandshake reports whether an answer completes a sign-in: the
+// request carried a handshake's last leg (an NTLM AUTHENTICATE message,
+// raw or inside SPNEGO, or a Kerberos or SPNEGO token that is not NTLM's
+// first message) and the upstream accepted it (a status below 400). Any
+// other credentials, however the upstream answers them (a path served
+// anonymously answers garbage with 200), keep the handshake timer running,
+// so that a client cannot hold a pin without signing in.
+func completesHandshake(req *http.Request, resp *http.Response) bool {
+	if resp.StatusCode >= 400 {
+		return false
+	}
+	for _, v := range req.Header.Values("Authorization") {
+		name, _ := scheme(v)
+		_, token, _ := strings.Cut(strings.TrimSpace(v), " ")
+		blob, err := base64.StdEncoding.DecodeString(strings.TrimSpace(token))
+		if name == "" || err != nil || len(blob) == 0 {
+			continue
+		}
+		if i := bytes.Index(blob, ntlmSignature); i >= 0 {
+			if len(blob) >= i+12 && binary.LittleEndian.Uint32(blob[i+8:]) == ntlmAuthenticate {
+				return true
+			}
+			continue
+		}
+		// GSS-API's InitialContextToken ([APPLICATION 0]) or SPNEGO's
+		// NegTokenResp ([1]): Kerberos signs in with one such message.
+		if name != "NTLM" && (blob[0] == 0x60 || blob[0] == 0xa1) {
+			return true
+		}
+	}
+	return false
+}
+
+// ntlmSignature begins every NTLM message; the message type follows it.
+var ntlmSignature = []byte("NTLMSSP\x00")
+
+// ntlmAuthenticate is the type of NTLM's last message.
+const ntlmAuthenticate = 3

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -60,15 +61,15 @@ type Config struct {
 	// (503, RefusedAtCap); it is never sent on a shared connection.
 	Max int
 	// MaxPerClient is the most pins, held or waited for, of one client
-	// address (the client connection's remote IP) at once. Beyond it a new
+	// address (the client connection's remote IP; for IPv6 its /64) at once. Beyond it a new
 	// pin is refused at once (503, RefusedClientCap). 0: no cap.
 	MaxPerClient int
 	// PinWait is how long a new pin waits for a free one at Max. 0: none.
 	PinWait time.Duration
 	// HandshakeTimeout ends a pin, and closes its client connection, when
-	// no request with credentials got an answer other than 401 within this
-	// time of the pin's first credentials: a handshake begun and never
-	// completed holds no pin for longer. 0: never.
+	// it has not signed in (see completesHandshake) within this time of its
+	// first credentials: a handshake begun and never completed holds no
+	// pin for longer. 0: never.
 	HandshakeTimeout time.Duration
 	// IdleTimeout closes a pinned client connection (and its upstream
 	// connection) that waited this long for its next request, as HAProxy's
@@ -179,13 +180,19 @@ func (p *Pool) pin(ctx context.Context, client net.Conn) (*pin, error) {
 	return pn, nil
 }
 
-// clientAddr is the address MaxPerClient counts by: the client's IP.
+// clientAddr is the address MaxPerClient counts by: the client's IP, and
+// for IPv6 its /64, which one host can fill with addresses of its own.
 func clientAddr(c net.Conn) string {
 	a := c.RemoteAddr().String()
-	if host, _, err := net.SplitHostPort(a); err == nil {
-		return host
+	host, _, err := net.SplitHostPort(a)
+	if err != nil {
+		return a
 	}
-	return a
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() && !ip.Is4In6() {
+		prefix, _ := ip.Prefix(64)
+		return prefix.String()
+	}
+	return host
 }
 
 // acquire takes a slot for a new pin of client address addr: at once
@@ -319,8 +326,8 @@ type pin struct {
 	// request answers on the same connection.
 	midHandshake bool
 	schemes      []string // the connection-based schemes the upstream offered
-	// authenticated: a request with credentials got an answer other than
-	// 401, so the handshake timer is stopped for good.
+	// authenticated: a handshake's last leg was accepted (see
+	// completesHandshake), so the handshake timer is stopped for good.
 	authenticated bool
 	handshake     *time.Timer // ends the pin at HandshakeTimeout
 	idle          bool
@@ -372,7 +379,7 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	if credentials || HasConnectionAuth(resp.Header, "WWW-Authenticate") {
 		pn.locked = true
 	}
-	if credentials && resp.StatusCode != http.StatusUnauthorized && !pn.authenticated {
+	if credentials && !pn.authenticated && completesHandshake(req, resp) {
 		pn.authenticated = true
 		if pn.handshake != nil {
 			pn.handshake.Stop()

@@ -1,6 +1,7 @@
 package pinning
 
 import (
+	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -489,4 +490,65 @@ func TestPinWaitsAtCap(t *testing.T) {
 	if waited := time.Since(start); waited < wait {
 		t.Fatalf("refused after %s, before the %s wait", waited, wait)
 	}
+}
+
+// Only a handshake's last leg, accepted, completes a sign-in: garbage or a
+// first message answered 200 by a path served anonymously does not.
+func TestCompletesHandshake(t *testing.T) {
+	ntlm := func(msgType byte) string {
+		return base64.StdEncoding.EncodeToString(append([]byte("NTLMSSP\x00"), msgType, 0, 0, 0))
+	}
+	spnegoWithNTLM := base64.StdEncoding.EncodeToString(append([]byte{0x60, 0x28, 0x06, 0x06}, []byte("NTLMSSP\x00\x01\x00\x00\x00")...))
+	kerberos := base64.StdEncoding.EncodeToString([]byte{0x60, 0x82, 0x01, 0x00, 0x06, 0x09})
+	for _, tt := range []struct {
+		auth   string
+		status int
+		want   bool
+	}{
+		{"NTLM " + ntlm(3), 200, true},
+		{"Negotiate " + ntlm(3), 204, true},
+		{"Negotiate " + kerberos, 200, true},
+		{"Kerberos " + kerberos, 302, true},
+		{"NTLM " + ntlm(3), 401, false},
+		{"NTLM " + ntlm(3), 403, false},
+		{"NTLM " + ntlm(1), 200, false},
+		{"Negotiate " + spnegoWithNTLM, 200, false},
+		{"NTLM Zm9v", 200, false},
+		{"Negotiate Zm9v", 200, false},
+		{"NTLM !!!", 200, false},
+		{"Basic " + ntlm(3), 200, false},
+	} {
+		req := &http.Request{Header: http.Header{"Authorization": {tt.auth}}}
+		if got := completesHandshake(req, &http.Response{StatusCode: tt.status}); got != tt.want {
+			t.Errorf("%s answered %d: %v, want %v", tt.auth, tt.status, got, tt.want)
+		}
+	}
+}
+
+// Credentials that are no handshake's last leg hold a pin only until
+// HandshakeTimeout, even where the upstream answers them 200 (a path it
+// serves anonymously): before, any answer but 401 counted as signed in.
+func TestBogusCredentialsDoNotStopTheHandshakeTimer(t *testing.T) {
+	u := newUpstream(t)
+	const timeout = 300 * time.Millisecond
+	p := newPool(t, Config{HandshakeTimeout: timeout})
+	bogus := newClient(t)
+	mustSendWith(t, p, bogus, u.addr(), "/", http.Header{"Authorization": {"NTLM Zm9v"}})
+	poll.Until(t, 5*time.Second, "the bogus pin's client connection to close", bogus.isClosed)
+	if p.Len() != 0 {
+		t.Fatalf("%d pins left", p.Len())
+	}
+}
+
+// An IPv6 host's addresses share one per-client cap by their /64.
+func TestPerClientCapCountsIPv6ByPrefix(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{MaxPerClient: 1, PinWait: time.Minute})
+	signIn(t, p, clientFrom(t, "2001:db8::1"), u.addr(), "/")
+	_, err := send(t, p, clientFrom(t, "2001:db8::2"), u.addr(), "/", negotiate)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Reason != RefusedClientCap {
+		t.Fatalf("a second address of the same /64: %v, want the client_cap refusal", err)
+	}
+	signIn(t, p, clientFrom(t, "2001:db8:0:1::1"), u.addr(), "/")
+	signIn(t, p, clientFrom(t, "192.0.2.7"), u.addr(), "/")
 }
