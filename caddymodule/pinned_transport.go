@@ -75,11 +75,10 @@ type PinnedTransport struct {
 	// Default: 4096.
 	MaxPinned int `json:"max_pinned,omitempty"`
 
-	// Most pins, held or waited for, of one client address (IPv6: its /64)
-	// at once; beyond
-	// it a new handshake from that address is answered 503 with
-	// Retry-After: 1 at once. Terminal servers put many users behind one
-	// address: raise it for them. Default: 64.
+	// Most pins, held or waited for, of one client address (IPv6: its
+	// /64) at once; beyond it a new handshake from that address is
+	// answered 503 with Retry-After: 1 at once. Terminal servers put many
+	// users behind one address: raise it for them. Default: 64.
 	MaxPinnedPerClient int `json:"max_pinned_per_client,omitempty"`
 
 	// How long a new handshake waits for a free pin at max_pinned before
