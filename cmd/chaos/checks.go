@@ -207,20 +207,22 @@ func storeOf(c class) string {
 // after which a module here fails a client's request (a probe's timeout,
 // the upload bindings' and the PostgreSQL zone's store_timeout) had passed
 // for a request that Caddy answers itself. Its effects outlast it by up to
-// stallEffect: two failed probes take the leader away, three missed
-// deadlines open a store's circuit, which is tried again after 100 ms,
-// doubling.
+// stallEffect, or as long as it lasted if longer: two failed probes take
+// the leader away, three missed deadlines open a store's circuit, whose
+// pause doubles from 100 ms while its trials fail, so that it ends at most
+// about as long after the stall as the stall lasted.
 const (
 	stallAt     = 500 * time.Millisecond
 	stallEffect = time.Second
 )
 
 // stalledAround reports whether a stall of canaries overlapped the
-// request or ended within stallEffect before it was sent: the machine's
+// request or ended, before it was sent, within its effect: the machine's
 // load explains its failure.
 func stalledAround(canaries []result, res result) bool {
 	for _, c := range canaries {
-		if c.done.Sub(c.sent) >= stallAt && c.sent.Before(res.done) && c.done.After(res.sent.Add(-stallEffect)) {
+		stall := c.done.Sub(c.sent)
+		if stall >= stallAt && c.sent.Before(res.done) && c.done.After(res.sent.Add(-max(stallEffect, stall))) {
 			return true
 		}
 	}

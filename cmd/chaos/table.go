@@ -37,8 +37,8 @@ unexplained errors: client errors the fault does not explain. A planned event ex
   requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
   own uploads' requests and those in flight as it died, not later creations (two servers are up). "+n load": n more
   that the machine's load explains: a canary (Caddy answering itself or proxying to a trivial backend; for the stores'
-  requests also the suite's own PING or SELECT 1 to that store) waited 500ms or more while it was under way or in the
-  second before.
+  requests also the suite's own PING or SELECT 1 to that store) waited 500ms or more while it was under way or, before
+  it, within a second or the stall's own length.
 follower writes: writes a node executed without holding the lease of their epoch (its Executed records and the
   cluster's acquisitions). writes twice: extra executions of one X-Request-Id on any node.
 misrouted chunks: chunks, completions and aborts that reached a server other than the upload's owner (the servers'
