@@ -25,7 +25,6 @@ demo: build
 # builds with -race too, so that it and the tests share one compile.
 # Fuzzing for new inputs is make fuzz.
 test: test-deps
-	$(GO) vet -race ./...
 	PATH="$(TOOLS):$$PATH" CADDY_HA_REQUIRE_TOOLS=1 GO=$(GO) ./.ci/go-test
 
 # A count of inputs (10–50 s each), not a duration: Go 1.26's fuzz coordinator
