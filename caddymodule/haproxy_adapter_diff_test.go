@@ -426,3 +426,73 @@ func TestHAProxyDifferentialRefusesUnverifiedNodes(t *testing.T) {
 		})
 	}
 }
+
+// haproxy/testdata/acl.cfg (acl, use_backend, backends without checks)
+// run by HAProxy and by caddy-ha on the same plain backends: every
+// request, by path, method, Host and client address, reaches a server of
+// the same backend through both.
+func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/acl.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each server answers with its name; the backend is the name less its number.
+	var repl []string
+	for l := range strings.SplitSeq(string(text), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "server" {
+			continue
+		}
+		name := f[1]
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Backend", strings.TrimRight(name, "0123456789"))
+		})}
+		go srv.Serve(ln) //nolint:errcheck // until Close
+		t.Cleanup(func() { srv.Close() })
+		repl = append(repl, f[2], ln.Addr().String())
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+
+	lan := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	clients := map[string]*http.Client{
+		"127.0.0.1": {Timeout: 10 * time.Second, Transport: &http.Transport{}},
+		"127.0.0.2": {Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: lan.DialContext}},
+	}
+	for _, tt := range []struct{ from, method, host, path, want string }{
+		{"127.0.0.1", "GET", "www.example", "/api/orders", "api"},
+		{"127.0.0.1", "POST", "www.example", "/api/orders", "app"},
+		{"127.0.0.2", "POST", "www.example", "/v2/orders", "api"},
+		{"127.0.0.1", "GET", "www.example", "/site.css", "static"},
+		{"127.0.0.1", "GET", "www.example", "/API/x.js", "static"},
+		{"127.0.0.2", "GET", "ADMIN.example", "/", "admin"},
+		{"127.0.0.1", "GET", "admin.example", "/app/x", "app"},
+		{"127.0.0.1", "GET", "www.example", "/reports/42", "reports"},
+		{"127.0.0.1", "GET", "www.example", "/reports/4x2", "app"},
+		{"127.0.0.1", "GET", "www.example", "/report", "reports"},
+		{"127.0.0.1", "GET", "www.example", "/report/", "app"},
+		{"127.0.0.1", "GET", "other.example", "/", "admin"},
+		{"127.0.0.1", "GET", "www.example", "/", "app"},
+		{"127.0.0.1", "GET", "www.example", "/API/orders", "app"}, // path_beg without -i: case counts
+		{"127.0.0.1", "GET", "WWW.example", "/", "admin"},         // so in hdr_beg
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+			req.Host = tt.host
+			resp, err := clients[tt.from].Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Backend"); resp.StatusCode != 200 || got != tt.want {
+				t.Errorf("%s: %s %s %s from %s: %d from backend %q, want %s", p.name, tt.method, tt.host, tt.path, tt.from, resp.StatusCode, got, tt.want)
+			}
+		}
+	}
+}

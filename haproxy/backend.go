@@ -19,6 +19,8 @@ type backend struct {
 	checkHost  string
 	expect     string
 	leader     bool // its check asks for the leader (or its description says so)
+	balance    *Line
+	hashType   *Line
 	reuse      *Line
 	timeouts   map[string]string // connect, server, tunnel, check, queue
 	keepAlive  string            // timeout http-keep-alive, for idle upstream connections
@@ -58,8 +60,8 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
-	if !be.leader {
-		return nil, errAt(s.Pos, "backend %s: only a backend whose check asks for %s (or whose description holds %s) is translated yet", s.Name, LeaderPath, leaderMark)
+	if !be.leader && (len(be.check) > 0 || be.anyServerOption("check")) {
+		return nil, errAt(s.Pos, "backend %s: of checked backends, only one whose check asks for %s (or whose description holds %s) is translated yet", s.Name, LeaderPath, leaderMark)
 	}
 	return be, nil
 }
@@ -128,8 +130,10 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
-	case key == "balance", key == "hash-type":
-		be.notes = append(be.notes, note{l, "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
+	case key == "balance":
+		be.balance = &l
+	case key == "hash-type":
+		be.hashType = &l
 	default:
 		return refuse(l, "not translated yet")
 	}
@@ -171,6 +175,44 @@ func (be *backend) httpCheck(l Line) error {
 		return refuse(l, "http-check %s is not translated yet", arg(l, 1))
 	}
 	return nil
+}
+
+// anyServerOption tells whether a server or default-server has the option.
+func (be *backend) anyServerOption(word string) bool {
+	for _, o := range be.defaults {
+		if o.word == word {
+			return true
+		}
+	}
+	for _, s := range be.servers {
+		for _, o := range s.opts {
+			if o.word == word {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// balancePolicies are the lb_policy of each HAProxy balance algorithm, for
+// a backend without checks.
+var balancePolicies = map[string]string{"roundrobin": "round_robin", "static-rr": "round_robin", "leastconn": "least_conn",
+	"first": "first", "source": "ip_hash", "uri": "uri_hash"}
+
+// lbPolicy is the lb_policy line of a backend other than the leader's.
+func (be *backend) lbPolicy() (string, error) {
+	if be.balance == nil {
+		return "round_robin", nil // HAProxy's default
+	}
+	l := *be.balance
+	algo := arg(l, 1)
+	if p := balancePolicies[algo]; p != "" && len(l.Words) == 2 {
+		return p, nil
+	}
+	if strings.HasPrefix(algo, "hdr(") && strings.HasSuffix(algo, ")") && len(algo) > 5 && len(l.Words) == 2 {
+		return "header " + caddyToken(algo[4:len(algo)-1]), nil
+	}
+	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri or hdr(<name>) without options")
 }
 
 // tlsOptions are a server's TLS settings as the transport takes them.
@@ -216,6 +258,9 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 		case "ssl":
 			t.ssl = true
 		case "backup":
+			if !be.leader {
+				return t, lo, nil, refuse(at, "backup without checks is never used; checked backends other than the leader's are not translated yet")
+			}
 			notes = append(notes, "backup: the leader is whichever node holds the lease")
 		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight":
 			if v, err = value(); err != nil {
@@ -249,7 +294,11 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 			case "alpn":
 				t.alpn = v
 			case "weight":
-				notes = append(notes, "weight: the leader gets every request")
+				if !be.leader {
+					err = refuse(at, "weights are not translated yet")
+				} else {
+					notes = append(notes, "weight: the leader gets every request")
+				}
 			}
 		default:
 			err = refuse(at, "server option %q is not translated yet", o)
@@ -281,6 +330,15 @@ func (be *backend) write(c *caddyfile, forwardFor bool) error {
 		c.comment(s.line, strings.Join(notes, "; "))
 		addrs = append(addrs, s.addr)
 	}
+	for _, l := range []*Line{be.balance, be.hashType} {
+		switch {
+		case l == nil:
+		case be.leader:
+			be.notes = append(be.notes, note{*l, "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
+		case l == be.hashType:
+			be.notes = append(be.notes, note{*l, "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
+		}
+	}
 	if be.checkMeth != "" && be.checkMeth != "GET" {
 		return refuse(be.check[0], "the leader's check is a GET")
 	}
@@ -304,32 +362,9 @@ func (be *backend) write(c *caddyfile, forwardFor bool) error {
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header_up -Via")
 	c.line("header_down -Via")
-	for _, l := range be.check {
-		c.comment(l, "")
+	if err := be.writePolicy(c, lo); err != nil {
+		return err
 	}
-	c.open("lb_policy leader")
-	if be.checkURI != LeaderPath && be.checkURI != "" {
-		c.line("uri %s", caddyToken(be.checkURI))
-	}
-	if be.checkHost != "" {
-		c.line("host %s", caddyToken(be.checkHost))
-	}
-	if lo.interval != "" {
-		c.line("interval %s", lo.interval)
-	}
-	if lo.fails != "" {
-		c.line("fails %s", lo.fails)
-	}
-	if lo.passes != "" {
-		c.line("passes %s", lo.passes)
-	}
-	if d := be.timeouts["check"]; d != "" {
-		c.line("timeout %s", d)
-	}
-	if d := be.timeouts["queue"]; d != "" {
-		c.line("hold %s", d) // how long a request waits for a server: here, for a leader
-	}
-	c.close()
 	transport := "http"
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
@@ -376,7 +411,49 @@ func (be *backend) write(c *caddyfile, forwardFor bool) error {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
-	c.close() // the site
+	return nil
+}
+
+// writePolicy writes the backend's lb_policy: the leader's, with its
+// check, or the one of its balance.
+func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
+	if !be.leader {
+		p, err := be.lbPolicy()
+		if err != nil {
+			return err
+		}
+		if be.balance != nil {
+			c.comment(*be.balance, "")
+		}
+		c.line("lb_policy %s", p)
+		return nil
+	}
+	for _, l := range be.check {
+		c.comment(l, "")
+	}
+	c.open("lb_policy leader")
+	if be.checkURI != LeaderPath && be.checkURI != "" {
+		c.line("uri %s", caddyToken(be.checkURI))
+	}
+	if be.checkHost != "" {
+		c.line("host %s", caddyToken(be.checkHost))
+	}
+	if lo.interval != "" {
+		c.line("interval %s", lo.interval)
+	}
+	if lo.fails != "" {
+		c.line("fails %s", lo.fails)
+	}
+	if lo.passes != "" {
+		c.line("passes %s", lo.passes)
+	}
+	if d := be.timeouts["check"]; d != "" {
+		c.line("timeout %s", d)
+	}
+	if d := be.timeouts["queue"]; d != "" {
+		c.line("hold %s", d) // how long a request waits for a server: here, for a leader
+	}
+	c.close()
 	return nil
 }
 

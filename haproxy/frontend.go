@@ -3,6 +3,7 @@ package haproxy
 import (
 	"net"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -19,6 +20,16 @@ type frontend struct {
 	forwardFor   *Line
 	backendLine  Line
 	backend      *backend
+	acls         map[string][]Line // named ACLs: each line an alternative
+	aclLines     []Line            // every acl line, in order
+	rules        []useBackend
+}
+
+// useBackend is a use_backend rule: its backend, when its condition holds.
+type useBackend struct {
+	line    Line
+	cond    *Condition
+	backend *backend
 }
 
 // note is a line kept as a comment, with what became of it.
@@ -46,10 +57,28 @@ type headerRule struct {
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
 
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}}
 	for _, l := range t.settingsOf(s) {
 		if err := fe.read(l); err != nil {
 			return nil, err
+		}
+		if l.Words[0] == "use_backend" {
+			words, cond, err := SplitCondition(l.Words, l.Pos)
+			if err != nil {
+				return nil, err
+			}
+			if len(words) != 2 || cond == nil {
+				return nil, refuse(l, "takes a backend's name and an if or unless condition")
+			}
+			be := t.cfg.Section("backend", words[1])
+			if be == nil {
+				return nil, refuse(l, "no backend section of that name")
+			}
+			rule := useBackend{line: l, cond: cond}
+			if rule.backend, err = t.readBackend(be); err != nil {
+				return nil, err
+			}
+			fe.rules = append(fe.rules, rule)
 		}
 		if l.Words[0] == "default_backend" {
 			be := t.cfg.Section("backend", arg(l, 1))
@@ -93,6 +122,17 @@ func (fe *frontend) read(l Line) error {
 			return refuse(l, "only 'option forwardfor [header <name>]' is translated")
 		}
 		fe.forwardFor = &l
+	case key == "acl":
+		if len(w) < 4 {
+			return refuse(l, "takes a name, a fetch and at least one value")
+		}
+		if _, err := aclExpression(w[2:], l); err != nil {
+			return err
+		}
+		fe.acls[w[1]] = append(fe.acls[w[1]], l)
+		fe.aclLines = append(fe.aclLines, l)
+	case key == "use_backend":
+		// Read with its backend by readFrontend.
 	case key == "default_backend":
 		if len(w) != 2 {
 			return refuse(l, "takes one backend's name")
@@ -102,6 +142,19 @@ func (fe *frontend) read(l Line) error {
 		return refuse(l, "not translated yet")
 	}
 	return nil
+}
+
+// sendsTo tells whether the frontend sends requests to the backend s.
+func (fe *frontend) sendsTo(s *Section) bool {
+	if fe.backend != nil && fe.backend.section == s {
+		return true
+	}
+	for _, r := range fe.rules {
+		if r.backend.section == s {
+			return true
+		}
+	}
+	return false
 }
 
 func (fe *frontend) note(l Line, what string) { fe.notes = append(fe.notes, note{l, what}) }
@@ -285,8 +338,54 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 		}
 	}
 	fe.writeHeaders(c)
+	if err := fe.writeRules(c); err != nil {
+		return err
+	}
 	c.comment(fe.backendLine, "")
-	return fe.backend.write(c, fe.forwardFor != nil)
+	if len(fe.rules) > 0 {
+		c.open("handle")
+	}
+	if err := fe.backend.write(c, fe.forwardFor != nil); err != nil {
+		return err
+	}
+	if len(fe.rules) > 0 {
+		c.close()
+	}
+	c.close() // the site
+	return nil
+}
+
+// writeRules writes each use_backend rule as an expression matcher and a
+// handle with its backend's reverse_proxy. Caddy keeps handle blocks with
+// named matchers in the order written, and runs the first that matches,
+// as HAProxy runs the first use_backend whose condition holds; the
+// default_backend's handle comes last.
+func (fe *frontend) writeRules(c *caddyfile) error {
+	used := map[Position]bool{}
+	for _, r := range fe.rules {
+		expr, lines, err := fe.conditionExpression(r.cond, r.line)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			c.comment(l, "")
+			used[l.Pos] = true
+		}
+		c.comment(r.line, "")
+		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
+		c.line("@%s expression `%s`", name, expr)
+		c.open("handle @%s", name)
+		if err := r.backend.write(c, fe.forwardFor != nil); err != nil {
+			return err
+		}
+		c.close()
+	}
+	for _, l := range fe.aclLines {
+		if !used[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+	return nil
 }
 
 // writeHeaders writes the header rules: those that make up what the

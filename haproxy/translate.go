@@ -76,8 +76,8 @@ func (t *translator) translate() error {
 		}
 	}
 	for _, s := range t.cfg.Sections {
-		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.backend != nil && fe.backend.section == s }) {
-			return errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend names it)", s.Name)
+		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.sendsTo(s) }) {
+			return errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend or use_backend names it)", s.Name)
 		}
 	}
 	t.out.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", t.cfg.file())

@@ -3,16 +3,28 @@ package haproxy
 import (
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden Caddyfiles")
 
-// The seed's configuration becomes the Caddyfile in testdata, every line
-// of it kept as a comment (go test -update rewrites the golden file).
-func TestTranslateSeed(t *testing.T) {
-	cfg, err := ParseFile("testdata/seed.cfg")
+// Each configuration in testdata (the seed's, and one per feature)
+// becomes the Caddyfile beside it, every line of it kept as a comment (go
+// test -update rewrites the golden files).
+func TestTranslateGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.cfg")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("%v %v", files, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { checkGolden(t, f) })
+	}
+}
+
+func checkGolden(t *testing.T, file string) {
+	cfg, err := ParseFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +32,7 @@ func TestTranslateSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const golden = "testdata/seed.Caddyfile"
+	golden := strings.TrimSuffix(file, ".cfg") + ".Caddyfile"
 	if *update {
 		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -55,7 +67,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"alpn http/1.1\n    http-request del-header Forwarded", "alpn http/1.1 npn x\n    http-request del-header Forwarded", `h.cfg:8: bind *:443: bind option "npn"`},
 		{"check-sni nodepilot.internal.example verifyhost nodepilot.internal.example\n    server node-b", "check-sni other.example verifyhost nodepilot.internal.example\n    server node-b",
 			"h.cfg:24: server node-a: sni, check-sni and verifyhost name nodepilot.internal.example and other.example"},
-		{"uri /healthz/leader", "uri /healthz/ready", "h.cfg:16: backend nodepilot_active: only a backend whose check asks for /healthz/leader"},
+		{"uri /healthz/leader", "uri /healthz/ready", "h.cfg:16: backend nodepilot_active: of checked backends, only one whose check asks for /healthz/leader"},
 		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
 		{"inter 5s", "inter 5x", `h.cfg:20: "5x": unit "x"`},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Client %[src]", "h.cfg:13: http-request set-header: log-format expressions"},

@@ -1,0 +1,137 @@
+package haproxy
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// aclFetches are the fetches an ACL may test, as the Caddy placeholder
+// each reads: HAProxy's path is the path without the query, hdr(host) the
+// Host header as sent, with its port.
+var aclFetches = map[string]string{
+	"path": "{http.request.uri.path}", "path_beg": "{http.request.uri.path}", "path_end": "{http.request.uri.path}",
+	"path_reg": "{http.request.uri.path}", "method": "{http.request.method}",
+}
+
+// aclExpression is an ACL's words (a fetch, its flags, its values) as a
+// CEL expression of Caddy's expression matcher: true if any value
+// matches, as HAProxy tests them. Only the -i flag is translated.
+func aclExpression(words []string, l Line) (string, error) {
+	fetch, values := words[0], words[1:]
+	fold := false
+	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
+		if values[0] != "-i" {
+			return "", refuse(l, "ACL flag %s is not translated yet", values[0])
+		}
+		fold = true
+		values = values[1:]
+	}
+	if len(values) == 0 {
+		return "", refuse(l, "an ACL without a value")
+	}
+	subject, test := aclFetches[fetch], ""
+	switch {
+	case fetch == "src":
+		if fold {
+			return "", refuse(l, "src takes no -i")
+		}
+		var alts []string
+		for _, v := range values {
+			alts = append(alts, "remote_ip("+strconv.Quote(v)+")") // the connection's peer, as HAProxy's src
+		}
+		return join(alts, " || "), nil
+	case fetch == "hdr(host)" || fetch == "hdr_beg(host)":
+		subject = "{http.request.hostport}"
+		test = map[bool]string{true: "==", false: "startsWith"}[fetch == "hdr(host)"]
+	case subject == "":
+		return "", refuse(l, "ACL fetch %s is not translated yet", fetch)
+	}
+	if test == "" {
+		test = map[string]string{"path": "==", "method": "==", "path_beg": "startsWith", "path_end": "endsWith", "path_reg": "matches"}[fetch]
+	}
+	if fold {
+		subject += ".lowerAscii()"
+	}
+	var alts []string
+	for _, v := range values {
+		switch {
+		case test == "matches" && fold:
+			v = "(?i)" + v
+		case fold:
+			v = strings.ToLower(v)
+		}
+		if strings.Contains(v, "`") {
+			return "", refuse(l, "a value with a backquote is not translated")
+		}
+		if test == "==" {
+			alts = append(alts, subject+" == "+strconv.Quote(v))
+		} else {
+			alts = append(alts, subject+"."+test+"("+strconv.Quote(v)+")")
+		}
+	}
+	return join(alts, " || "), nil
+}
+
+// join joins alternatives, in parentheses when there are several.
+func join(alts []string, op string) string {
+	if len(alts) == 1 {
+		return alts[0]
+	}
+	return "(" + strings.Join(alts, op) + ")"
+}
+
+// conditionExpression is a rule's condition as a CEL expression, and the
+// named ACL lines it uses. A named ACL of several lines holds if any does.
+func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, error) {
+	var used []Line
+	var anyOf []string
+	for _, terms := range c.Any {
+		var all []string
+		for _, t := range terms {
+			var e string
+			if t.Anon != nil {
+				var err error
+				if e, err = aclExpression(t.Anon, l); err != nil {
+					return "", nil, err
+				}
+			} else {
+				lines := fe.acls[t.ACL]
+				if len(lines) == 0 {
+					return "", nil, refuse(l, "ACL %s is not defined before this line", t.ACL)
+				}
+				var alts []string
+				for _, al := range lines {
+					ae, err := aclExpression(al.Words[2:], al)
+					if err != nil {
+						return "", nil, err
+					}
+					alts = append(alts, ae)
+				}
+				for _, al := range lines {
+					if !slices.ContainsFunc(used, func(u Line) bool { return u.Pos == al.Pos }) {
+						used = append(used, al)
+					}
+				}
+				e = join(alts, " || ")
+			}
+			if t.Not {
+				e = "!" + parenthesized(e)
+			}
+			all = append(all, e)
+		}
+		anyOf = append(anyOf, join(all, " && "))
+	}
+	e := join(anyOf, " || ")
+	if c.Unless {
+		e = "!" + parenthesized(e)
+	}
+	return e, used, nil
+}
+
+func parenthesized(e string) string {
+	if strings.HasPrefix(e, "(") && strings.HasSuffix(e, ")") {
+		return e
+	}
+	return "(" + e + ")"
+}
