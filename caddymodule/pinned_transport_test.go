@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -798,5 +799,47 @@ https://%s {
 				t.Fatalf("credentials over HTTP/3 reached %s", s.Conn)
 			}
 		}
+	}
+}
+
+// A request on a pin that is still being answered when a reload cleans up
+// the old config is answered by the backend, not cut: Caddy cleans up a
+// config while its server still answers its last requests (before, the
+// pool closed every pin then and such requests got 502).
+func TestPinnedRequestInFlightAcrossAReload(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.Write([]byte("answered"))
+	}))
+	defer backend.Close()
+	site := func(tag string) string {
+		return "reverse_proxy " + backend.Listener.Addr().String() + " {\n\t\theader_down X-Config " + tag + "\n\t\ttransport pinned\n\t}"
+	}
+	tc := startCaddy(t, nil, "", site("old"))
+	got := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, tc.url("/"), nil)
+		req.Header.Set("Authorization", "NTLM TlRMTVNTUAABAAAA") // pins the connection
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != "answered" {
+				err = fmt.Errorf("status %d, body %q", resp.StatusCode, body)
+			}
+		}
+		got <- err
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the backend")
+	}
+	tc.load(nil, "", site("new")) // returns once the old config is cleaned up
+	close(release)
+	if err := <-got; err != nil {
+		t.Fatalf("the request in flight across the reload: %v", err)
 	}
 }

@@ -321,11 +321,10 @@ func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 // again every 20ms, across five reloads: a browser may have to sign in
 // again on the new config (its pin stays with the old one), but no answer
 // is another user's, and no upstream connection that carried credentials
-// served two browsers (the cluster's own records). A request in flight
-// when the old config is cleaned up is answered 502, with or without
-// reload_handoff: transport pinned closes its pins then (they are counted
-// and logged, not failed: see docs/reload-handoff.md); any other error
-// fails the test.
+// served two browsers (the cluster's own records), and no request fails:
+// a request in flight when the old config is cleaned up keeps its pin
+// until it is answered (before, transport pinned closed its pins then,
+// and such requests were answered 502).
 func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	site := ssoSite("1s", pinned)
@@ -338,7 +337,6 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 		problems []string
 		wg       sync.WaitGroup
 		signIns  atomic.Int64
-		badGates atomic.Int64 // 502s
 	)
 	stop := make(chan struct{})
 	for i := range browsers {
@@ -359,8 +357,6 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 					mu.Lock()
 					problems = append(problems, fmt.Sprintf("%s: %v", b.Name, err))
 					mu.Unlock()
-				case resp.Status == http.StatusBadGateway:
-					badGates.Add(1)
 				case resp.Status != http.StatusOK || resp.User() != b.User:
 					mu.Lock()
 					problems = append(problems, fmt.Sprintf("%s (%s) got %d as %q", b.Name, b.User, resp.Status, resp.User()))
@@ -381,7 +377,7 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 	waitFor(4 * browsers)
 	close(stop)
 	wg.Wait()
-	t.Logf("%d fetches, %d sign-ins by %d browsers across %d reloads, %d answered 502", fetches.Load(), signIns.Load(), browsers, reloads, badGates.Load())
+	t.Logf("%d fetches, %d sign-ins by %d browsers across %d reloads", fetches.Load(), signIns.Load(), browsers, reloads)
 	for _, p := range problems {
 		t.Error(p)
 	}

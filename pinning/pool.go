@@ -132,9 +132,6 @@ func (p *Pool) Len() int { return len(p.slots) }
 // cannot carry connection-based authentication: with such credentials
 // they are refused (505); without, they are shared.
 func (p *Pool) RoundTrip(client net.Conn, req *http.Request) (*http.Response, error) {
-	if p.closed.Load() {
-		return nil, ErrPoolClosed
-	}
 	credentials := HasConnectionAuth(req.Header, "Authorization")
 	if client == nil || req.ProtoMajor != 1 {
 		if credentials {
@@ -147,6 +144,9 @@ func (p *Pool) RoundTrip(client net.Conn, req *http.Request) (*http.Response, er
 	}
 	if !credentials {
 		return p.shared.RoundTrip(req)
+	}
+	if p.closed.Load() {
+		return nil, ErrPoolClosed // no new pins: the config is going
 	}
 	pn, err := p.pin(req.Context(), client)
 	if err != nil {
@@ -280,18 +280,31 @@ func (p *Pool) ConnState(c net.Conn, s http.ConnState) {
 	}
 }
 
-// Close ends every pin, closing its client and upstream connections.
-// Upgraded connections belong to their stream and are left to it.
+// Close ends every pin, closing its client and upstream connections: a
+// pin whose client waits for its next request at once, one whose client is
+// being answered once that answer is out (its client's next wait), since
+// Caddy cleans up a config while its server still answers its last
+// requests. Those requests keep their pins and the shared connections; no
+// new pin is made. Upgraded connections belong to their stream and are
+// left to it.
 func (p *Pool) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
 	close(p.done)
 	p.pins.Range(func(k, v any) bool {
-		p.pins.Delete(k)
 		pn := v.(*pin)
-		pn.end(EndPoolClosed, true)
-		_ = pn.client.Close()
+		pn.mu.Lock()
+		busy := !pn.idle && !pn.ended
+		if busy {
+			pn.closeOnIdle = EndPoolClosed
+		}
+		pn.mu.Unlock()
+		if !busy {
+			p.pins.Delete(k)
+			pn.end(EndPoolClosed, true)
+			_ = pn.client.Close()
+		}
 		return true
 	})
 	p.shared.CloseIdleConnections()

@@ -296,18 +296,42 @@ func isRefusal(err error, status int) bool {
 	return ok && r.Status == status
 }
 
+// Close ends a pin whose client waits at once, and one whose client is
+// being answered only once that answer is out: Caddy cleans up a config
+// while its server still answers its last requests, which must not be cut
+// (they were answered 502). No new pin is made after Close.
 func TestCloseEndsEveryPin(t *testing.T) {
 	u := newUpstream(t)
 	p := New(&http.Transport{}, Config{Max: 10})
-	c := newClient(t)
-	up := signIn(t, p, c, u.addr(), "/").Header.Get("X-Conn")
+	waiting, answering := newClient(t), newClient(t)
+	up := signIn(t, p, waiting, u.addr(), "/").Header.Get("X-Conn")
+	busyUp := signIn(t, p, answering, u.addr(), "/").Header.Get("X-Conn")
+	p.ConnState(answering.conn, http.StateActive) // its next request is being read
 	p.Close()
-	poll.Until(t, time.Second, "the upstream connection to close", func() bool { return u.isClosed(up) })
-	if !c.isClosed() {
-		t.Fatal("the client connection is still open")
+	poll.Until(t, time.Second, "the waiting pin's upstream connection to close", func() bool { return u.isClosed(up) })
+	if !waiting.isClosed() {
+		t.Fatal("the waiting client connection is still open")
 	}
-	if _, err := send(t, p, c, u.addr(), "/", nil); !errors.Is(err, ErrPoolClosed) {
-		t.Fatalf("after Close: %v", err)
+	// The answering client's request goes on, on its own pin.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+u.addr()+"/", nil)
+	resp, err := p.RoundTrip(answering.conn, req)
+	if err != nil {
+		t.Fatalf("the busy pin's request after Close: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Conn"); got != busyUp || answering.isClosed() {
+		t.Fatalf("after Close the busy pin's request went on %s (want %s), client closed %v", got, busyUp, answering.isClosed())
+	}
+	p.ConnState(answering.conn, http.StateIdle)
+	poll.Until(t, time.Second, "the answered client connection to close once it waits", answering.isClosed)
+	p.ConnState(answering.conn, http.StateClosed) // as its server reports that close
+	poll.Until(t, time.Second, "its upstream connection to close", func() bool { return u.isClosed(busyUp) })
+	if p.Len() != 0 {
+		t.Fatalf("%d pins after Close and the last answer", p.Len())
+	}
+	if _, err := send(t, p, newClient(t), u.addr(), "/", negotiate); !errors.Is(err, ErrPoolClosed) {
+		t.Fatalf("a new pin after Close: %v", err)
 	}
 }
 
