@@ -496,3 +496,94 @@ func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
 		}
 	}
 }
+
+// haproxy/testdata/answer.cfg (http-request deny, return, redirect, and
+// redirect) run by HAProxy and by caddy-ha: the same status, Location
+// and body for each request; one the rules answer never reaches the
+// backend. HAProxy's deny has an HTML body, caddy-ha's none (documented).
+func TestHAProxyDifferentialAnswers(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/answer.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	heard := map[string]int{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		heard[r.Header.Get("X-Client")]++
+		mu.Unlock()
+		w.Header().Set("X-Seen", r.Header.Get("X-Seen"))
+		io.WriteString(w, "app")
+	})}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+
+	lan := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	clients := map[string]*http.Client{
+		"127.0.0.1": {Timeout: 10 * time.Second},
+		"127.0.0.2": {Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: lan.DialContext}},
+	}
+	for _, c := range clients {
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	}
+	type result struct {
+		status         int
+		location, body string
+		reached        bool
+	}
+	for i, tt := range []struct {
+		from, method, host, path string
+		want                     result
+	}{
+		{"127.0.0.2", "GET", "www.example", "/", result{status: 403}},
+		{"127.0.0.1", "GET", "www.example", "/flood/x", result{status: 429}},
+		{"127.0.0.1", "GET", "www.example", "/health", result{status: 200, body: "ok, healthy"}},
+		{"127.0.0.1", "GET", "www.example", "/empty", result{status: 204}},
+		{"127.0.0.1", "GET", "www.example", "/old", result{status: 301, location: "/new/place"}},
+		{"127.0.0.1", "GET", "www.example", "/v1/items?x=1", result{status: 302, location: "/v2/v1/items?x=1"}},
+		{"127.0.0.1", "GET", "SECURE.example", "/a?b=c", result{status: 308, location: "https://SECURE.example/a?b=c"}},
+		{"127.0.0.1", "POST", "www.example", "/form", result{status: 302, location: "/maintenance"}},
+		{"127.0.0.1", "POST", "www.example", "/api/x", result{status: 200, body: "app", reached: true}},
+		{"127.0.0.1", "GET", "www.example", "/page", result{status: 200, body: "app", reached: true}},
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			client := fmt.Sprintf("%s-%d", p.name, i)
+			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+			req.Host = tt.host
+			req.Header.Set("X-Client", client)
+			resp, err := clients[tt.from].Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			got := result{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(body), reached: heard[client] == 1}
+			mu.Unlock()
+			if tt.want.status == 403 || tt.want.status == 429 {
+				// HAProxy's deny answers its error page; respond has no body.
+				if (p.name == "haproxy") != strings.Contains(got.body, "</html>") {
+					t.Errorf("%s: deny's body %q: the documented difference is gone", p.name, got.body)
+				}
+				got.body = ""
+			}
+			if tt.path == "/health" && resp.Header.Get("Content-Type") != "text/plain" {
+				t.Errorf("%s: return's Content-Type %q, want text/plain", p.name, resp.Header.Get("Content-Type"))
+			}
+			if got != tt.want {
+				t.Errorf("%s: %s %s %s from %s: %+v, want %+v", p.name, tt.method, tt.host, tt.path, tt.from, got, tt.want)
+			}
+			if got.reached && resp.Header.Get("X-Seen") != "yes" {
+				t.Errorf("%s: %s: the backend did not see the set-header", p.name, tt.path)
+			}
+		}
+	}
+}

@@ -112,6 +112,7 @@ func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, e
 					if !slices.ContainsFunc(used, func(u Line) bool { return u.Pos == al.Pos }) {
 						used = append(used, al)
 					}
+					fe.usedACLs[al.Pos] = true
 				}
 				e = join(alts, " || ")
 			}

@@ -22,7 +22,19 @@ type frontend struct {
 	backend      *backend
 	acls         map[string][]Line // named ACLs: each line an alternative
 	aclLines     []Line            // every acl line, in order
+	usedACLs     map[Position]bool // acl lines a written condition used
 	rules        []useBackend
+	// http-request deny, return and redirect, then the redirect rules,
+	// each as the directive that answers it.
+	answers, redirects []answerRule
+}
+
+// answerRule is a rule that answers the client itself: its directive, when
+// its condition (nil: always) holds.
+type answerRule struct {
+	line       Line
+	cond       *Condition
+	directives []string // with %s where the matcher goes
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -57,7 +69,7 @@ type headerRule struct {
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
 
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}}
 	for _, l := range t.settingsOf(s) {
 		if err := fe.read(l); err != nil {
 			return nil, err
@@ -131,6 +143,16 @@ func (fe *frontend) read(l Line) error {
 		}
 		fe.acls[w[1]] = append(fe.acls[w[1]], l)
 		fe.aclLines = append(fe.aclLines, l)
+	case key == "redirect":
+		words, cond, err := SplitCondition(w, l.Pos)
+		if err != nil {
+			return err
+		}
+		d, err := redirectDirective(words[1:], l)
+		if err != nil {
+			return err
+		}
+		fe.redirects = append(fe.redirects, answerRule{l, cond, d})
 	case key == "use_backend":
 		// Read with its backend by readFrontend.
 	case key == "default_backend":
@@ -232,6 +254,23 @@ func (fe *frontend) httpRequest(l Line) error {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
 		return err
+	}
+	switch op := arg(l, 1); op {
+	case "deny", "return", "redirect":
+		var d []string
+		switch op {
+		case "deny":
+			d, err = denyDirective(words[2:], l)
+		case "return":
+			d, err = returnDirective(words[2:], l)
+		default:
+			d, err = redirectDirective(words[2:], l)
+		}
+		if err != nil {
+			return err
+		}
+		fe.answers = append(fe.answers, answerRule{l, cond, d})
+		return nil
 	}
 	if cond != nil {
 		return refuse(l, "conditions are not translated yet")
@@ -337,7 +376,34 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			c.line("tls %s %s", caddyToken(crt.crt), caddyToken(crt.crt))
 		}
 	}
+	answers := append(append([]answerRule{}, fe.answers...), fe.redirects...)
+	if len(answers) > 0 {
+		// In the order written, as HAProxy runs its rules: the header
+		// rules, those that answer, then the backends.
+		c.open("route")
+	}
 	fe.writeHeaders(c)
+	for _, a := range answers {
+		matcher := ""
+		if a.cond != nil {
+			expr, lines, err := fe.conditionExpression(a.cond, a.line)
+			if err != nil {
+				return err
+			}
+			for _, l := range lines {
+				c.comment(l, "")
+			}
+			matcher = "@answer_" + strconv.Itoa(a.line.Pos.Line)
+			c.comment(a.line, "")
+			c.line("%s expression `%s`", matcher, expr)
+			matcher = " " + matcher
+		} else {
+			c.comment(a.line, "")
+		}
+		for _, d := range a.directives {
+			c.line(d, matcher)
+		}
+	}
 	if err := fe.writeRules(c); err != nil {
 		return err
 	}
@@ -351,6 +417,9 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 	if len(fe.rules) > 0 {
 		c.close()
 	}
+	if len(answers) > 0 {
+		c.close()
+	}
 	c.close() // the site
 	return nil
 }
@@ -361,7 +430,6 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 // as HAProxy runs the first use_backend whose condition holds; the
 // default_backend's handle comes last.
 func (fe *frontend) writeRules(c *caddyfile) error {
-	used := map[Position]bool{}
 	for _, r := range fe.rules {
 		expr, lines, err := fe.conditionExpression(r.cond, r.line)
 		if err != nil {
@@ -369,7 +437,6 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		}
 		for _, l := range lines {
 			c.comment(l, "")
-			used[l.Pos] = true
 		}
 		c.comment(r.line, "")
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
@@ -381,7 +448,7 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		c.close()
 	}
 	for _, l := range fe.aclLines {
-		if !used[l.Pos] {
+		if !fe.usedACLs[l.Pos] {
 			c.comment(l, "used by no rule")
 		}
 	}

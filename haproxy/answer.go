@@ -1,0 +1,102 @@
+package haproxy
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The directives of an answering rule: lines with %s where its matcher
+// goes (" @name", or "" for a rule without a condition).
+
+// denyDirective is http-request deny's [deny_status <code>] as respond
+// (HAProxy's default 403).
+func denyDirective(words []string, l Line) ([]string, error) {
+	status := "403"
+	switch {
+	case len(words) == 0:
+	case len(words) == 2 && words[0] == "deny_status":
+		status = words[1]
+	default:
+		return nil, refuse(l, "only [deny_status <code>] is translated")
+	}
+	if err := checkStatus(status, 200, 599, l); err != nil {
+		return nil, err
+	}
+	return []string{"respond%s " + status}, nil
+}
+
+// returnDirective is http-request return's [status <code>] [content-type
+// <type>] [string <text>] as respond (HAProxy's default 200, no body).
+func returnDirective(words []string, l Line) ([]string, error) {
+	status, ctype, body := "200", "", ""
+	for i := 0; i < len(words); i += 2 {
+		if i+1 >= len(words) {
+			return nil, refuse(l, "%s needs a value", words[i])
+		}
+		switch v := words[i+1]; words[i] {
+		case "status":
+			status = v
+		case "content-type":
+			ctype = v
+		case "string":
+			body = v
+		default:
+			return nil, refuse(l, "http-request return %s is not translated yet", words[i])
+		}
+	}
+	if err := checkStatus(status, 200, 599, l); err != nil {
+		return nil, err
+	}
+	if body != "" && ctype == "" {
+		return nil, refuse(l, "string without content-type: HAProxy refuses it too")
+	}
+	if ctype == "" {
+		return []string{"respond%s " + status}, nil
+	}
+	return []string{"header%s Content-Type " + caddyToken(ctype), "respond%s " + caddyToken(body) + " " + status}, nil
+}
+
+// redirectDirective is a redirect rule's location, prefix or scheme with
+// [code <code>] as redir (HAProxy's default 302). HAProxy builds a scheme
+// redirect from the Host header and the URI with its query.
+func redirectDirective(words []string, l Line) ([]string, error) {
+	if len(words) < 2 {
+		return nil, refuse(l, "takes location, prefix or scheme and a value")
+	}
+	kind, v := words[0], words[1]
+	if strings.Contains(v, "%[") {
+		return nil, refuse(l, "log-format expressions are not translated yet")
+	}
+	var to string
+	switch kind {
+	case "location":
+		to = v
+	case "prefix":
+		to = strings.TrimSuffix(v, "/") + "{uri}"
+	case "scheme":
+		to = v + "://{hostport}{uri}"
+	default:
+		return nil, refuse(l, "redirect %s is not translated yet", kind)
+	}
+	code := "302"
+	switch rest := words[2:]; {
+	case len(rest) == 0:
+	case len(rest) == 2 && rest[0] == "code":
+		code = rest[1]
+	default:
+		return nil, refuse(l, "only [code <code>] is translated after the %s", kind)
+	}
+	switch code {
+	case "301", "302", "303", "307", "308":
+	default:
+		return nil, refuse(l, "code %s: HAProxy redirects with 301, 302, 303, 307 or 308", code)
+	}
+	return []string{"redir%s " + caddyToken(to) + " " + code}, nil
+}
+
+func checkStatus(v string, lo, hi int, l Line) error {
+	if n, err := strconv.Atoi(v); err != nil || n < lo || n > hi {
+		return refuse(l, "status %s: want %d to %d", v, lo, hi)
+	}
+	return nil
+}
