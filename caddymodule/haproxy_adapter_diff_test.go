@@ -517,6 +517,7 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 		heard[r.Header.Get("X-Client")]++
 		mu.Unlock()
 		w.Header().Set("X-Seen", r.Header.Get("X-Seen"))
+		w.Header().Set("X-Powered-By", "test")
 		io.WriteString(w, "app")
 	})}
 	go srv.Serve(ln) //nolint:errcheck // until Close
@@ -583,6 +584,13 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 			}
 			if got.reached && resp.Header.Get("X-Seen") != "yes" {
 				t.Errorf("%s: %s: the backend did not see the set-header", p.name, tt.path)
+			}
+			// The backend's http-response rules, then the frontend's; none
+			// for what a rule answered.
+			frame, powered := resp.Header.Values("X-Frame-Options"), resp.Header.Get("X-Powered-By")
+			if got.reached && (!slices.Equal(frame, []string{"DENY"}) || powered != "") ||
+				!got.reached && (frame != nil || powered != "") {
+				t.Errorf("%s: %s: X-Frame-Options %q, X-Powered-By %q", p.name, tt.path, frame, powered)
 			}
 		}
 	}

@@ -100,3 +100,26 @@ func checkStatus(v string, lo, hi int, l Line) error {
 	}
 	return nil
 }
+
+// responseHeader reads an http-response del-header, set-header or
+// add-header line (reverse_proxy's header_down): without a condition, and
+// without log-format expressions.
+func responseHeader(l Line) (headerRule, error) {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return headerRule{}, err
+	}
+	if cond != nil {
+		return headerRule{}, refuse(l, "conditions are not translated yet")
+	}
+	switch op := arg(l, 1); {
+	case op == "del-header" && len(words) == 3:
+		return headerRule{line: l, op: op, name: words[2]}, nil
+	case (op == "set-header" || op == "add-header") && len(words) == 4:
+		if strings.Contains(words[3], "%[") {
+			return headerRule{}, refuse(l, "log-format expressions in a header value are not translated yet")
+		}
+		return headerRule{line: l, op: op, name: words[2], v: words[3]}, nil
+	}
+	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
+}

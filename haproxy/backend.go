@@ -13,18 +13,20 @@ type backend struct {
 	defaults []option // default-server options
 	notes    []note
 	// The health check: option httpchk, http-check send and expect.
-	check      []Line
-	checkMeth  string
-	checkURI   string
-	checkHost  string
-	expect     string
-	leader     bool // its check asks for the leader (or its description says so)
-	balance    *Line
-	hashType   *Line
-	reuse      *Line
-	timeouts   map[string]string // connect, server, tunnel, check, queue
-	keepAlive  string            // timeout http-keep-alive, for idle upstream connections
-	timeoutSrc []Line
+	check     []Line
+	checkMeth string
+	checkURI  string
+	checkHost string
+	expect    string
+	leader    bool // its check asks for the leader (or its description says so)
+	balance   *Line
+	// http-response header rules, applied before the frontend's.
+	responseHeaders []headerRule
+	hashType        *Line
+	reuse           *Line
+	timeouts        map[string]string // connect, server, tunnel, check, queue
+	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
+	timeoutSrc      []Line
 }
 
 type server struct {
@@ -130,6 +132,10 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
+	case key == "http-response":
+		r, err := responseHeader(l)
+		be.responseHeaders = append(be.responseHeaders, r)
+		return err
 	case key == "balance":
 		be.balance = &l
 	case key == "hash-type":
@@ -312,8 +318,8 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 
 // write writes the backend's reverse_proxy; forwardFor tells whether the
 // frontend asked for X-Forwarded-For (reverse_proxy sends it unless told
-// not to).
-func (be *backend) write(c *caddyfile, forwardFor bool) error {
+// not to), and feResponse are the frontend's http-response header rules.
+func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule) error {
 	c.comment(Line{Pos: be.section.Pos, Words: []string{"backend", be.section.Name}}, "")
 	var tls tlsOptions
 	var lo leaderOptions
@@ -362,6 +368,18 @@ func (be *backend) write(c *caddyfile, forwardFor bool) error {
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header_up -Via")
 	c.line("header_down -Via")
+	// HAProxy runs the backend's http-response rules, then the frontend's.
+	for _, h := range append(append([]headerRule{}, be.responseHeaders...), feResponse...) {
+		c.comment(h.line, "")
+		switch h.op {
+		case "del-header":
+			c.line("header_down -%s", caddyToken(h.name))
+		case "set-header":
+			c.line("header_down %s %s", caddyToken(h.name), caddyToken(h.v))
+		case "add-header":
+			c.line("header_down +%s %s", caddyToken(h.name), caddyToken(h.v))
+		}
+	}
 	if err := be.writePolicy(c, lo); err != nil {
 		return err
 	}

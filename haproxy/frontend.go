@@ -17,13 +17,16 @@ type frontend struct {
 	timeoutLines []Line
 	notes        []note // lines translated into no directive of their own
 	headers      []headerRule
-	forwardFor   *Line
-	backendLine  Line
-	backend      *backend
-	acls         map[string][]Line // named ACLs: each line an alternative
-	aclLines     []Line            // every acl line, in order
-	usedACLs     map[Position]bool // acl lines a written condition used
-	rules        []useBackend
+	// http-response header rules, which every backend's reverse_proxy
+	// applies after the backend's own.
+	responseHeaders []headerRule
+	forwardFor      *Line
+	backendLine     Line
+	backend         *backend
+	acls            map[string][]Line // named ACLs: each line an alternative
+	aclLines        []Line            // every acl line, in order
+	usedACLs        map[Position]bool // acl lines a written condition used
+	rules           []useBackend
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
@@ -129,6 +132,10 @@ func (fe *frontend) read(l Line) error {
 		return fe.bind(l)
 	case key == "http-request":
 		return fe.httpRequest(l)
+	case key == "http-response":
+		r, err := responseHeader(l)
+		fe.responseHeaders = append(fe.responseHeaders, r)
+		return err
 	case key == "option" && arg(l, 1) == "forwardfor":
 		if len(w) != 2 && (len(w) != 4 || w[2] != "header") {
 			return refuse(l, "only 'option forwardfor [header <name>]' is translated")
@@ -411,7 +418,7 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 	if len(fe.rules) > 0 {
 		c.open("handle")
 	}
-	if err := fe.backend.write(c, fe.forwardFor != nil); err != nil {
+	if err := fe.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
 		return err
 	}
 	if len(fe.rules) > 0 {
@@ -442,7 +449,7 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
 		c.line("@%s expression `%s`", name, expr)
 		c.open("handle @%s", name)
-		if err := r.backend.write(c, fe.forwardFor != nil); err != nil {
+		if err := r.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
 			return err
 		}
 		c.close()

@@ -113,17 +113,17 @@ func TestTranslateRefusesRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ from, to, want string }{
-		{"acl health path /health", "acl health url /health", "a.cfg:11: acl health: ACL fetch url is not translated yet"},
-		{"acl health path /health", "acl health path -m beg /health", "a.cfg:11: acl health: ACL flag -m is not translated yet"},
-		{"if health", "if healthy", "a.cfg:14: http-request return: ACL healthy is not defined before this line"},
-		{"deny_status 429", "deny_status 99", "a.cfg:13: http-request deny: status 99"},
-		{"code 301", "code 305", "a.cfg:16: http-request redirect: code 305"},
-		{"redirect scheme https code 308", "redirect scheme https drop-query", "a.cfg:19: redirect scheme: only [code <code>]"},
-		{"status 204 if", "status 204 file /x if", "a.cfg:15: http-request return: http-request return file is not translated yet"},
-		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 weight 10", "a.cfg:24: server app1: weights are not translated yet"},
-		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 check", "a.cfg:23: backend app: of checked backends, only one"},
-		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random", "a.cfg:25: balance random: takes roundrobin"},
-		{"default_backend app", "use_backend app\n    default_backend app", "a.cfg:21: use_backend app: takes a backend's name and an if or unless condition"},
+		{"acl health path /health", "acl health url /health", "a.cfg:12: acl health: ACL fetch url is not translated yet"},
+		{"acl health path /health", "acl health path -m beg /health", "a.cfg:12: acl health: ACL flag -m is not translated yet"},
+		{"if health", "if healthy", "a.cfg:15: http-request return: ACL healthy is not defined before this line"},
+		{"deny_status 429", "deny_status 99", "a.cfg:14: http-request deny: status 99"},
+		{"code 301", "code 305", "a.cfg:17: http-request redirect: code 305"},
+		{"redirect scheme https code 308", "redirect scheme https drop-query", "a.cfg:20: redirect scheme: only [code <code>]"},
+		{"status 204 if", "status 204 file /x if", "a.cfg:16: http-request return: http-request return file is not translated yet"},
+		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 weight 10", "a.cfg:28: server app1: weights are not translated yet"},
+		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 check", "a.cfg:25: backend app: of checked backends, only one"},
+		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random", "a.cfg:29: balance random: takes roundrobin"},
+		{"default_backend app", "use_backend app\n    default_backend app", "a.cfg:23: use_backend app: takes a backend's name and an if or unless condition"},
 	} {
 		text := strings.Replace(string(base), tt.from, tt.to, 1)
 		if text == string(base) {
