@@ -595,3 +595,51 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 		}
 	}
 }
+
+// haproxy/testdata/retries.cfg: with retries and option redispatch, a
+// request whose server refuses the connection is sent to another, by
+// HAProxy and by caddy-ha alike: every request is answered 200. Without
+// retries (retries 0), both fail those sent to it.
+func TestHAProxyDifferentialRetries(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/retries.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	gone := loopback.FreeAddr() // nothing listens there
+	for _, tt := range []struct {
+		retries string
+		want200 bool
+	}{{"retries 2", true}, {"retries 0", false}} {
+		t.Run(tt.retries, func(t *testing.T) {
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg := strings.NewReplacer("127.0.0.1:9001", gone, "127.0.0.1:9002", ln.Addr().String(),
+				"127.0.0.1:8080", hapAddr, "retries 2", tt.retries).Replace(string(text))
+			startHAProxy(t, cfg, hapAddr)
+			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			client := &http.Client{Timeout: 10 * time.Second}
+			for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+				statuses := map[int]int{}
+				for range 6 {
+					resp, err := client.Get("http://" + p.addr + "/")
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					statuses[resp.StatusCode]++
+				}
+				// A refused connection: HAProxy answers 503, Caddy 502 (documented).
+				failed := map[string]int{"haproxy": 503, "caddy-ha": 502}[p.name]
+				if all := statuses[200] == 6; all != tt.want200 || statuses[200]+statuses[failed] != 6 {
+					t.Errorf("%s with %s: statuses %v", p.name, tt.retries, statuses)
+				}
+			}
+		})
+	}
+}

@@ -13,16 +13,18 @@ type backend struct {
 	defaults []option // default-server options
 	notes    []note
 	// The health check: option httpchk, http-check send and expect.
-	check     []Line
-	checkMeth string
-	checkURI  string
-	checkHost string
-	expect    string
-	leader    bool // its check asks for the leader (or its description says so)
-	balance   *Line
+	check      []Line
+	checkMeth  string
+	checkURI   string
+	checkHost  string
+	expect     string
+	leader     bool // its check asks for the leader (or its description says so)
+	balance    *Line
+	hashType   *Line
+	retries    *Line // retries <n>
+	redispatch *Line // option redispatch
 	// http-response header rules, applied before the frontend's.
 	responseHeaders []headerRule
-	hashType        *Line
 	reuse           *Line
 	timeouts        map[string]string // connect, server, tunnel, check, queue
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
@@ -132,6 +134,16 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
+	case key == "retries":
+		if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(w) != 2 {
+			return refuse(l, "takes a whole number")
+		}
+		be.retries = &l
+	case key == "option" && arg(l, 1) == "redispatch":
+		if len(w) != 2 {
+			return refuse(l, "an interval is not translated")
+		}
+		be.redispatch = &l
 	case key == "http-response":
 		r, err := responseHeader(l)
 		be.responseHeaders = append(be.responseHeaders, r)
@@ -432,6 +444,24 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	return nil
 }
 
+// writeRetries writes HAProxy's retries (3 by default) as lb_retries:
+// both retry a request whose connection failed; Caddy picks the server
+// again for each retry, as HAProxy does with option redispatch on the last.
+func (be *backend) writeRetries(c *caddyfile) error {
+	n := "3"
+	if be.retries != nil {
+		c.comment(*be.retries, "")
+		n = arg(*be.retries, 1)
+	}
+	if be.redispatch != nil {
+		c.comment(*be.redispatch, "")
+	}
+	if n != "0" {
+		c.line("lb_retries %s", n)
+	}
+	return nil
+}
+
 // writePolicy writes the backend's lb_policy: the leader's, with its
 // check, or the one of its balance.
 func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
@@ -444,7 +474,12 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 			c.comment(*be.balance, "")
 		}
 		c.line("lb_policy %s", p)
-		return nil
+		return be.writeRetries(c)
+	}
+	for _, l := range []*Line{be.retries, be.redispatch} {
+		if l != nil {
+			c.comment(*l, "ignored: lb_policy leader holds a request and tries the leader until hold")
+		}
 	}
 	for _, l := range be.check {
 		c.comment(l, "")

@@ -132,6 +132,8 @@ func (fe *frontend) read(l Line) error {
 		return fe.bind(l)
 	case key == "http-request":
 		return fe.httpRequest(l)
+	case key == "retries", key == "option" && arg(l, 1) == "redispatch":
+		fe.note(l, "a backend's: see its reverse_proxy")
 	case key == "http-response":
 		r, err := responseHeader(l)
 		fe.responseHeaders = append(fe.responseHeaders, r)
