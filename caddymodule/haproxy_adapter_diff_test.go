@@ -643,3 +643,79 @@ func TestHAProxyDifferentialRetries(t *testing.T) {
 		})
 	}
 }
+
+// haproxy/testdata/cookie.cfg (cookie SRV insert indirect nocache): the
+// first answer sets the cookie and is private; with it, every request goes
+// to the same server, which never sees it (the client's other cookies it
+// does), through HAProxy and through caddy-ha. Documented differences: the
+// cookie's value (the server's cookie, or a hash of its address), and
+// caddy-ha marks every answer private, not just those that set it.
+func TestHAProxyDifferentialCookieAffinity(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/cookie.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var repl []string
+	for _, name := range []string{"app1", "app2"} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Server", name)
+			w.Header().Set("X-Cookie", r.Header.Get("Cookie"))
+			w.Header().Set("Cache-Control", "max-age=60") // cacheable: nocache applies
+		})}
+		go srv.Serve(ln) //nolint:errcheck // until Close
+		t.Cleanup(func() { srv.Close() })
+		repl = append(repl, map[string]string{"app1": "127.0.0.1:9001", "app2": "127.0.0.1:9002"}[name], ln.Addr().String())
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(url, cookie string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		if cookie != "" {
+			req.Header.Set("Cookie", cookie)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		for range 2 { // a client of each server (round robin)
+			first := get("http://"+p.addr+"/", "")
+			var srv *http.Cookie
+			for _, c := range first.Cookies() {
+				if c.Name == "SRV" {
+					srv = c
+				}
+			}
+			if cc := strings.Join(first.Header.Values("Cache-Control"), ", "); srv == nil || !strings.Contains(cc, "private") {
+				t.Fatalf("%s: first answer Set-Cookie %q, Cache-Control %q: want SRV, private", p.name, first.Header.Values("Set-Cookie"), cc)
+			}
+			server := first.Header.Get("X-Server")
+			for i := range 4 {
+				resp := get("http://"+p.addr+"/", "a=1; SRV="+srv.Value+"; b=2")
+				if got := resp.Header.Get("X-Server"); got != server {
+					t.Errorf("%s: request %d with SRV=%s went to %s, not %s", p.name, i, srv.Value, got, server)
+				}
+				if got := resp.Header.Get("X-Cookie"); strings.Contains(got, "SRV") || !strings.Contains(got, "a=1") || !strings.Contains(got, "b=2") {
+					t.Errorf("%s: the server saw Cookie %q: want a=1 and b=2, no SRV (indirect)", p.name, got)
+				}
+				if resp.Header.Get("Set-Cookie") != "" {
+					t.Errorf("%s: the cookie set again: %q", p.name, resp.Header.Get("Set-Cookie"))
+				}
+				cc := strings.Join(resp.Header.Values("Cache-Control"), ", ")
+				if strings.Contains(cc, "private") != (p.name == "caddy-ha") {
+					t.Errorf("%s: Cache-Control %q on an answer that sets no cookie: the documented difference is gone", p.name, cc)
+				}
+			}
+		}
+	}
+}

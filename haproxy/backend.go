@@ -1,6 +1,8 @@
 package haproxy
 
 import (
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +24,7 @@ type backend struct {
 	balance    *Line
 	hashType   *Line
 	retries    *Line // retries <n>
+	cookie     *Line // cookie <name> insert [indirect] [nocache]
 	redispatch *Line // option redispatch
 	// http-response header rules, applied before the frontend's.
 	responseHeaders []headerRule
@@ -134,6 +137,16 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
+	case key == "cookie":
+		if len(w) < 3 || w[2] != "insert" {
+			return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
+		}
+		for _, o := range w[3:] {
+			if o != "indirect" && o != "nocache" {
+				return refuse(l, "cookie option %s is not translated yet", o)
+			}
+		}
+		be.cookie = &l
 	case key == "retries":
 		if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(w) != 2 {
 			return refuse(l, "takes a whole number")
@@ -280,7 +293,7 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 				return t, lo, nil, refuse(at, "backup without checks is never used; checked backends other than the leader's are not translated yet")
 			}
 			notes = append(notes, "backup: the leader is whichever node holds the lease")
-		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight":
+		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie":
 			if v, err = value(); err != nil {
 				return t, lo, nil, err
 			}
@@ -311,6 +324,10 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 				err = name(v, at)
 			case "alpn":
 				t.alpn = v
+			case "cookie":
+				if be.cookie == nil || be.leader {
+					err = refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
+				}
 			case "weight":
 				if !be.leader {
 					err = refuse(at, "weights are not translated yet")
@@ -473,7 +490,25 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 		if be.balance != nil {
 			c.comment(*be.balance, "")
 		}
-		c.line("lb_policy %s", p)
+		if be.cookie == nil {
+			c.line("lb_policy %s", p)
+			return be.writeRetries(c)
+		}
+		// HAProxy's inserted cookie names the server; Caddy's cookie
+		// policy sets one that hashes the server's address, and picks by
+		// the balance policy while a client has none.
+		l := *be.cookie
+		c.comment(l, "")
+		name := caddyToken(l.Words[1])
+		c.open("lb_policy cookie %s", name)
+		c.line("fallback %s", p)
+		c.close()
+		if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
+			c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
+		}
+		if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
+			c.line("header_down Cache-Control private")
+		}
 		return be.writeRetries(c)
 	}
 	for _, l := range []*Line{be.retries, be.redispatch} {
