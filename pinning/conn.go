@@ -103,7 +103,23 @@ func (pn *pin) connection(req *http.Request) (*upstreamConn, error) {
 	uc, locked, ended := pn.conn, pn.locked, pn.ended
 	pn.mu.Unlock()
 	if uc != nil {
-		return uc, uc.resume()
+		if uc.resume() == nil {
+			return uc, nil
+		}
+		// The upstream closed it while it waited, and the idle watch
+		// tells so only now: as if it had told before this request.
+		_ = uc.Close()
+		pn.mu.Lock()
+		lost, schemes := pn.lost, pn.schemes
+		if lost {
+			pn.closeOnIdle = EndUpstreamClosed
+		}
+		locked, ended = pn.locked, pn.ended
+		pn.mu.Unlock()
+		if lost {
+			return nil, pn.pool.refuse(refusedRestart(RefusedPinLost, schemes))
+		}
+		// Not signed in: a fresh connection serves as well.
 	}
 	if locked || ended {
 		return nil, errPinLost

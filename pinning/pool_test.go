@@ -576,3 +576,39 @@ func TestPerClientCapCountsIPv6ByPrefix(t *testing.T) {
 	signIn(t, p, clientFrom(t, "2001:db8:0:1::1"), u.addr(), "/")
 	signIn(t, p, clientFrom(t, "192.0.2.7"), u.addr(), "/")
 }
+
+// An upstream connection that closed while its pin waited, which the idle
+// watch hears only when the next request stops it, is a lost pin (401, a
+// fresh challenge) for a signed-in pin, and a fresh connection for one that
+// never was: never an error the client cannot recover from (it was a 502,
+// "use of closed network connection", at a node's planned stop).
+func TestUpstreamClosedUnderTheNextRequest(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{})
+	closeUnderneath := func(c *client) {
+		v, _ := p.pins.Load(c.conn)
+		pn := v.(*pin)
+		pn.mu.Lock()
+		uc := pn.conn
+		pn.mu.Unlock()
+		_ = uc.Conn.Close() // not through upstreamConn: nobody has heard yet
+	}
+	locked := newClient(t)
+	signIn(t, p, locked, u.addr(), "/challenge")
+	closeUnderneath(locked)
+	_, err := send(t, p, locked, u.addr(), "/", nil)
+	if r, ok := errors.AsType[*Refusal](err); !ok || r.Reason != RefusedPinLost || r.Status != http.StatusUnauthorized {
+		t.Fatalf("a request on a signed-in pin whose upstream closed: %v, want the pin_lost refusal", err)
+	}
+
+	fresh := newClient(t)
+	first := mustSendWith(t, p, fresh, u.addr(), "/", negotiate).Header.Get("X-Conn") // answered 200: not locked by a challenge
+	v, _ := p.pins.Load(fresh.conn)
+	v.(*pin).mu.Lock()
+	v.(*pin).locked = false // a pin that has not seen connection authentication yet
+	v.(*pin).mu.Unlock()
+	closeUnderneath(fresh)
+	if got := mustSend(t, p, fresh, u.addr(), "/").Header.Get("X-Conn"); got == "" || got == first {
+		t.Fatalf("an unlocked pin's request after its upstream closed went on %q (first %q), want a fresh connection", got, first)
+	}
+}
