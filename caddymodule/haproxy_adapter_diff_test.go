@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -715,6 +716,52 @@ func TestHAProxyDifferentialCookieAffinity(t *testing.T) {
 				if strings.Contains(cc, "private") != (p.name == "caddy-ha") {
 					t.Errorf("%s: Cache-Control %q on an answer that sets no cookie: the documented difference is gone", p.name, cc)
 				}
+			}
+		}
+	}
+}
+
+// haproxy/testdata/ratelimit.cfg (stick-table http_req_rate(10s),
+// track-sc0 src, deny_status 429 over 5): from one address, 5 requests
+// pass and the next are answered 429 and never reach the backend, through
+// HAProxy and through caddy-ha (edge_rate_limit); another address has its
+// own count. caddy-ha's 429 tells when to come back (Retry-After).
+func TestHAProxyDifferentialRateLimit(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/ratelimit.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		for _, from := range []string{"127.0.0.1", "127.0.0.2"} {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+			client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+			before := reached.Load()
+			var statuses []int
+			for range 8 {
+				resp, err := client.Get("http://" + p.addr + "/")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				statuses = append(statuses, resp.StatusCode)
+				if resp.StatusCode == 429 && (resp.Header.Get("Retry-After") != "") != (p.name == "caddy-ha") {
+					t.Errorf("%s: Retry-After %q: the documented difference is gone", p.name, resp.Header.Get("Retry-After"))
+				}
+			}
+			if want := []int{200, 200, 200, 200, 200, 429, 429, 429}; !slices.Equal(statuses, want) || reached.Load()-before != 5 {
+				t.Errorf("%s from %s: %v, %d reached the backend; want %v, 5", p.name, from, statuses, reached.Load()-before, want)
 			}
 		}
 	}

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// The directives of an answering rule: lines with %s where its matcher
-// goes (" @name", or "" for a rule without a condition).
+// The directives of an answering rule are lines with matcherMark where
+// its matcher goes (" @name", or "" for a rule without a condition).
+const matcherMark = "\x00"
 
 // denyDirective is http-request deny's [deny_status <code>] as respond
 // (HAProxy's default 403).
@@ -22,7 +23,7 @@ func denyDirective(words []string, l Line) ([]string, error) {
 	if err := checkStatus(status, 200, 599, l); err != nil {
 		return nil, err
 	}
-	return []string{"respond%s " + status}, nil
+	return []string{"respond" + matcherMark + " " + status}, nil
 }
 
 // returnDirective is http-request return's [status <code>] [content-type
@@ -51,9 +52,9 @@ func returnDirective(words []string, l Line) ([]string, error) {
 		return nil, refuse(l, "string without content-type: HAProxy refuses it too")
 	}
 	if ctype == "" {
-		return []string{"respond%s " + status}, nil
+		return []string{"respond" + matcherMark + " " + status}, nil
 	}
-	return []string{"header%s Content-Type " + caddyToken(ctype), "respond%s " + caddyToken(body) + " " + status}, nil
+	return []string{"header" + matcherMark + " Content-Type " + caddyToken(ctype), "respond" + matcherMark + " " + caddyToken(body) + " " + status}, nil
 }
 
 // redirectDirective is a redirect rule's location, prefix or scheme with
@@ -91,7 +92,7 @@ func redirectDirective(words []string, l Line) ([]string, error) {
 	default:
 		return nil, refuse(l, "code %s: HAProxy redirects with 301, 302, 303, 307 or 308", code)
 	}
-	return []string{"redir%s " + caddyToken(to) + " " + code}, nil
+	return []string{"redir" + matcherMark + " " + caddyToken(to) + " " + code}, nil
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {

@@ -30,6 +30,9 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
+	stickTable         *Line  // stick-table type ip … store http_req_rate(<period>)
+	ratePeriod         string // that period, as a Caddy duration
+	track              *Line  // http-request track-sc0 src
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -37,7 +40,7 @@ type frontend struct {
 type answerRule struct {
 	line       Line
 	cond       *Condition
-	directives []string // with %s where the matcher goes
+	directives []string // with matcherMark where the matcher goes
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -132,6 +135,8 @@ func (fe *frontend) read(l Line) error {
 		return fe.bind(l)
 	case key == "http-request":
 		return fe.httpRequest(l)
+	case key == "stick-table":
+		return fe.readStickTable(l)
 	case key == "retries", key == "option" && arg(l, 1) == "redispatch":
 		fe.note(l, "a backend's: see its reverse_proxy")
 	case key == "http-response":
@@ -265,7 +270,25 @@ func (fe *frontend) httpRequest(l Line) error {
 		return err
 	}
 	switch op := arg(l, 1); op {
+	case "track-sc0":
+		if len(words) != 3 || words[2] != "src" || cond != nil {
+			return refuse(l, "only http-request track-sc0 src (without a table or a condition) is translated")
+		}
+		if fe.stickTable == nil {
+			return refuse(l, "no stick-table in this frontend before it")
+		}
+		fe.track = &l
+		fe.note(l, "the edge_rate_limit below counts each client address")
+		return nil
 	case "deny", "return", "redirect":
+		if limit, ok := rateLimit(cond); ok && op == "deny" {
+			d, err := fe.rateLimitDirective(words[2:], limit, l)
+			if err != nil {
+				return err
+			}
+			fe.answers = append(fe.answers, answerRule{l, nil, d})
+			return nil
+		}
 		var d []string
 		switch op {
 		case "deny":
@@ -410,7 +433,7 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			c.comment(a.line, "")
 		}
 		for _, d := range a.directives {
-			c.line(d, matcher)
+			c.line("%s", strings.Replace(d, matcherMark, matcher, 1))
 		}
 	}
 	if err := fe.writeRules(c); err != nil {

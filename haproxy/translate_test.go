@@ -124,6 +124,12 @@ func TestTranslateRefusesRules(t *testing.T) {
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 check", "a.cfg:25: backend app: of checked backends, only one"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random", "a.cfg:29: balance random: takes roundrobin"},
 		{"default_backend app", "use_backend app\n    default_backend app", "a.cfg:23: use_backend app: takes a backend's name and an if or unless condition"},
+		{"http-request deny if blocked", "http-request track-sc0 src", "a.cfg:13: http-request track-sc0: no stick-table in this frontend"},
+		{"http-request deny if blocked", "stick-table type string len 32 store http_req_rate(10s)", "a.cfg:13: stick-table type: type string: only ip and ipv6"},
+		{"http-request deny if blocked", "stick-table type ip store gpc0", "a.cfg:13: stick-table type: store gpc0: only http_req_rate"},
+		{"http-request deny if blocked", "stick-table type ip store http_req_rate(10s)\n    http-request track-sc0 src\n    http-request deny if { sc_http_req_rate(0) gt 5 }",
+			"a.cfg:15: http-request deny: a rate limit's deny must be deny_status 429"},
+		{"http-request deny if blocked", "http-request deny deny_status 429 if { sc_http_req_rate(0) gt 5 }", "a.cfg:13: http-request deny: sc_http_req_rate(0) without http-request track-sc0 src"},
 	} {
 		text := strings.Replace(string(base), tt.from, tt.to, 1)
 		if text == string(base) {
