@@ -35,7 +35,8 @@ FUZZTIME ?= 400000x
 # Go fuzzes one target of one package at a time: package:target.
 FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
 	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON \
-	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil
+	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil ./healthcheck:FuzzEpochFloor \
+	./haproxy:FuzzParse
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; f=$${t#*:}; \
