@@ -766,3 +766,67 @@ func TestHAProxyDifferentialRateLimit(t *testing.T) {
 		}
 	}
 }
+
+// haproxy/testdata/health.cfg (balance first, option httpchk, a backup):
+// HAProxy and caddy-ha send every request to the first server whose check
+// passes, to the backup only when no other is up, and back once the first
+// passes again. The servers' checks pass only with the configured Host.
+func TestHAProxyDifferentialActiveChecks(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/health.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := map[string]*atomic.Bool{}
+	var repl []string
+	for _, s := range []struct{ name, addr string }{{"app1", "127.0.0.1:9001"}, {"app2", "127.0.0.1:9002"}, {"spare", "127.0.0.1:9003"}} {
+		down[s.name] = new(atomic.Bool)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/health" && (down[s.name].Load() || r.Host != "app.internal" || r.Method != http.MethodGet) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.Header().Set("X-Server", s.name)
+		})}
+		go srv.Serve(ln) //nolint:errcheck // until Close
+		t.Cleanup(func() { srv.Close() })
+		repl = append(repl, s.addr, ln.Addr().String())
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	servedBy := func(addr string) string {
+		resp, err := client.Get("http://" + addr + "/")
+		if err != nil {
+			return err.Error()
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Server")
+	}
+	for _, step := range []struct {
+		down []string
+		want string
+	}{{nil, "app1"}, {[]string{"app1"}, "app2"}, {[]string{"app1", "app2"}, "spare"}, {[]string{"app2"}, "app1"}} {
+		for name, d := range down {
+			d.Store(slices.Contains(step.down, name))
+		}
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			poll.Until(t, 10*time.Second, fmt.Sprintf("%s to send to %s with %v down", p.name, step.want, step.down), func() bool {
+				return servedBy(p.addr) == step.want
+			})
+		}
+		// Settled: it stays so.
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			for range 3 {
+				if got := servedBy(p.addr); got != step.want {
+					t.Fatalf("%s with %v down: served by %s, want %s", p.name, step.down, got, step.want)
+				}
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"cmp"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ type backend struct {
 	checkHost  string
 	expect     string
 	leader     bool // its check asks for the leader (or its description says so)
+	active     bool // checked, and not the leader's: Caddy's active health checks
 	balance    *Line
 	hashType   *Line
 	retries    *Line // retries <n>
@@ -68,7 +70,9 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
 	if !be.leader && (len(be.check) > 0 || be.anyServerOption("check")) {
-		return nil, errAt(s.Pos, "backend %s: of checked backends, only one whose check asks for %s (or whose description holds %s) is translated yet", s.Name, LeaderPath, leaderMark)
+		if err := be.readActiveCheck(); err != nil {
+			return nil, err
+		}
 	}
 	return be, nil
 }
@@ -208,6 +212,22 @@ func (be *backend) httpCheck(l Line) error {
 	return nil
 }
 
+// readActiveCheck checks that a checked backend other than the leader's
+// is one Caddy's active health checks can do: an HTTP check (option
+// httpchk) of every server.
+func (be *backend) readActiveCheck() error {
+	if len(be.check) == 0 || arg(be.check[0], 1) != "httpchk" {
+		return errAt(be.section.Pos, "backend %s: a check without option httpchk is a TCP check, which Caddy's active health checks do not do", be.section.Name)
+	}
+	for _, srv := range be.servers {
+		if !slices.ContainsFunc(append(append([]option{}, be.defaults...), srv.opts...), func(o option) bool { return o.word == "check" }) {
+			return refuse(srv.line, "servers with and without check in one backend are not translated (Caddy checks every upstream)")
+		}
+	}
+	be.active = true
+	return nil
+}
+
 // anyServerOption tells whether a server or default-server has the option.
 func (be *backend) anyServerOption(word string) bool {
 	for _, o := range be.defaults {
@@ -289,10 +309,16 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 		case "ssl":
 			t.ssl = true
 		case "backup":
-			if !be.leader {
-				return t, lo, nil, refuse(at, "backup without checks is never used; checked backends other than the leader's are not translated yet")
+			switch {
+			case be.leader:
+				notes = append(notes, "backup: the leader is whichever node holds the lease")
+			case !be.active:
+				return t, lo, nil, refuse(at, "backup without checks is never used")
+			case be.balance == nil || arg(*be.balance, 1) != "first":
+				return t, lo, nil, refuse(at, "backup is translated with balance first only (backups listed last, used when no server before them is up)")
+			default:
+				notes = append(notes, "backup: listed after the others, lb_policy first takes it only when none of them is up")
 			}
-			notes = append(notes, "backup: the leader is whichever node holds the lease")
 		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie":
 			if v, err = value(); err != nil {
 				return t, lo, nil, err
@@ -352,7 +378,7 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	c.comment(Line{Pos: be.section.Pos, Words: []string{"backend", be.section.Name}}, "")
 	var tls tlsOptions
 	var lo leaderOptions
-	var addrs []string
+	var addrs, backups []string
 	for i, s := range be.servers {
 		t, l, notes, err := be.serverOptions(s)
 		if err != nil {
@@ -364,7 +390,12 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 		tls, lo = t, l
 		c.comment(s.line, strings.Join(notes, "; "))
 		addrs = append(addrs, s.addr)
+		if be.active && slices.ContainsFunc(s.opts, func(o option) bool { return o.word == "backup" }) {
+			backups = append(backups, s.addr)
+			addrs = addrs[:len(addrs)-1]
+		}
 	}
+	addrs = append(addrs, backups...) // after the others, for lb_policy first
 	for _, l := range []*Line{be.balance, be.hashType} {
 		switch {
 		case l == nil:
@@ -374,10 +405,10 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 			be.notes = append(be.notes, note{*l, "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
 		}
 	}
-	if be.checkMeth != "" && be.checkMeth != "GET" {
+	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
 		return refuse(be.check[0], "the leader's check is a GET")
 	}
-	if be.expect != "" && be.expect != "200" {
+	if be.leader && be.expect != "" && be.expect != "200" {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
 	}
 	for _, n := range be.notes {
@@ -461,6 +492,40 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	return nil
 }
 
+// writeHealth writes the active health checks of a checked backend other
+// than the leader's, with HAProxy's defaults: OPTIONS / every 2s, down
+// after 3 failures, up after 2 passes, a 2xx or 3xx answer passes.
+func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
+	for _, l := range be.check {
+		c.comment(l, "")
+	}
+	uri, meth := be.checkURI, be.checkMeth
+	if uri == "" {
+		uri = "/"
+	}
+	if meth == "" {
+		meth = "OPTIONS"
+	}
+	c.line("health_uri %s", caddyToken(uri))
+	c.line("health_method %s", caddyToken(meth))
+	if be.checkHost != "" {
+		c.open("health_headers")
+		c.line("Host %s", caddyToken(be.checkHost))
+		c.close()
+	}
+	status := "2xx 3xx"
+	if be.expect != "" {
+		status = be.expect
+	}
+	c.line("health_status %s", status)
+	c.line("health_interval %s", cmp.Or(lo.interval, "2s"))
+	c.line("health_fails %s", cmp.Or(lo.fails, "3"))
+	c.line("health_passes %s", cmp.Or(lo.passes, "2"))
+	if d := be.timeouts["check"]; d != "" {
+		c.line("health_timeout %s", d)
+	}
+}
+
 // writeRetries writes HAProxy's retries (3 by default) as lb_retries:
 // both retry a request whose connection failed; Caddy picks the server
 // again for each retry, as HAProxy does with option redispatch on the last.
@@ -486,6 +551,9 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 		p, err := be.lbPolicy()
 		if err != nil {
 			return err
+		}
+		if be.active {
+			be.writeHealth(c, lo)
 		}
 		if be.balance != nil {
 			c.comment(*be.balance, "")
