@@ -14,12 +14,13 @@ import (
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
-// Browser contexts signing in at once in real headless Chromium, and the
-// rounds of parallel requests each makes once signed in. Each context
-// costs Chromium about a second of CPU; -count=N runs N times as many
-// handshakes.
+// Browser contexts signing in at once in real headless Chromium (in
+// chromiumWaves one after the other, so that several hundred handshakes
+// run in one test), and the rounds of parallel requests each makes once
+// signed in. Each context costs Chromium about a second of CPU.
 const (
 	chromiumContexts = 16
+	chromiumWaves    = 3
 	chromiumRounds   = 2
 	chromiumParallel = 12 // requests at once: Chromium opens up to 6 connections a host
 	// minHandshakes is a context's fewest: fewer, and the test would not
@@ -48,23 +49,25 @@ func TestPinnedChromiumSignIns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), chromiumBound)
-	defer cancel()
-
 	start := time.Now()
 	var prompts atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, chromiumContexts)
-	for i := range chromiumContexts {
-		wg.Go(func() { errs <- signInAndBrowse(ctx, b, tc, i, &prompts) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
+	for wave := range chromiumWaves {
+		ctx, cancel := context.WithTimeout(context.Background(), chromiumBound)
+		var wg sync.WaitGroup
+		errs := make(chan error, chromiumContexts)
+		for i := range chromiumContexts {
+			wg.Go(func() { errs <- signInAndBrowse(ctx, b, tc, wave*chromiumContexts+i, &prompts) })
+		}
+		wg.Wait()
+		cancel()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
 		}
 	}
+	const contexts = chromiumWaves * chromiumContexts
 
 	handshakes := 0
 	for _, n := range c.Nodes() {
@@ -86,15 +89,15 @@ func TestPinnedChromiumSignIns(t *testing.T) {
 	}
 	pool := poolName(c)
 	lost := counterValue(tc, `caddy_ha_pinned_refusals_total{pool="`+pool+`",reason="pin_lost"}`)
-	t.Logf("%d contexts in %v: %d handshakes, %d credential prompts, %v pin_lost", chromiumContexts, time.Since(start).Round(time.Millisecond), handshakes, prompts.Load(), lost)
+	t.Logf("%d contexts in %v: %d handshakes, %d credential prompts, %v pin_lost", contexts, time.Since(start).Round(time.Millisecond), handshakes, prompts.Load(), lost)
 	if lost != 0 {
 		t.Errorf("%v requests were refused pin_lost: an authenticated connection was dropped", lost)
 	}
-	if handshakes < minHandshakes*chromiumContexts {
-		t.Errorf("%d handshakes completed, want at least %d a context (%d)", handshakes, minHandshakes, minHandshakes*chromiumContexts)
+	if handshakes < minHandshakes*contexts {
+		t.Errorf("%d handshakes completed, want at least %d a context (%d)", handshakes, minHandshakes, minHandshakes*contexts)
 	}
-	if p := prompts.Load(); p != chromiumContexts {
-		t.Errorf("%d credential prompts, want one per context (%d): a handshake had to start over", p, chromiumContexts)
+	if p := prompts.Load(); p != contexts {
+		t.Errorf("%d credential prompts, want one per context (%d): a handshake had to start over", p, contexts)
 	}
 	b.Close()
 	poll.Until(t, 5*time.Second, "every pin to end with its browser", func() bool {
