@@ -172,23 +172,7 @@ func received(c *fakecluster.Cluster) int {
 // traffic; what the nodes recorded is compared. Differences are the
 // documented ones (docs/haproxy.md, "Compared with HAProxy").
 func TestHAProxyDifferential(t *testing.T) {
-	caFile, serverTLS := testPKI(t)
-	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second,
-		TLS: serverTLS, StopDrain: 300 * time.Millisecond}, 2)
-	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	hapCfg := forBoth(seedConfig(t, c, caFile, serverTLS, hapAddr))
-	startHAProxy(t, hapCfg, hapAddr)
-	runHAProxyConfig(t, strings.ReplaceAll(hapCfg, hapAddr, caddyAddr))
-	client := frontendClient(t, caFile)
-	proxies := []struct{ name, url string }{{"haproxy", "https://" + hapAddr}, {"caddy-ha", "https://" + caddyAddr}}
-
-	// HAProxy marks its servers up only after their checks: wait until
-	// each proxy reaches the leader.
-	for _, p := range proxies {
-		poll.Until(t, 10*time.Second, p.name+" to reach node-a", func() bool {
-			return ask(client, http.MethodGet, p.url+"/api/ready", p.name+"-ready", nil).node == "node-a"
-		})
-	}
+	c, _, hapAddr, caddyAddr, client, proxies := startSeedPair(t)
 
 	t.Run("headers", func(t *testing.T) {
 		forged := http.Header{
@@ -250,73 +234,6 @@ func TestHAProxyDifferential(t *testing.T) {
 			if got := ch[0].Header.Get("X-Forwarded-Host"); got != caddyAddr {
 				t.Errorf("via caddy-ha, X-Forwarded-Host %q, want the request's host %q", got, caddyAddr)
 			}
-		}
-	})
-
-	// http-reuse never: one node connection per client connection in both,
-	// real curl --ntlm signing in and then asking anonymously on the same
-	// connection, each answered as its own user.
-	t.Run("ntlm", func(t *testing.T) {
-		curl, err := exec.LookPath("curl")
-		if err != nil {
-			t.Fatal("curl is not installed: run make test-deps")
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, 16)
-		for _, p := range proxies {
-			port := p.url[strings.LastIndex(p.url, ":")+1:]
-			for i := range 8 {
-				wg.Go(func() {
-					user := fmt.Sprintf("%s-%d", p.name, i)
-					base := "https://nodepilot.internal.example:" + port
-					out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
-						"--cacert", caFile, "--resolve", "nodepilot.internal.example:"+port+":127.0.0.1",
-						"-H", "X-Client: ntlm-"+user, "-D", "-", "-o", "/dev/null", base+"/sso/me",
-						"-D", "-", "-o", "/dev/null", base+"/api/whoami").CombinedOutput()
-					if err != nil {
-						errs <- fmt.Errorf("%s: %v: %s", user, err, out)
-						return
-					}
-					var users []string
-					for l := range strings.SplitSeq(string(out), "\n") {
-						if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
-							users = append(users, strings.TrimSpace(v))
-						}
-					}
-					if !slices.Equal(users, []string{user, user}) {
-						errs <- fmt.Errorf("%s was answered as %v:\n%s", user, users, out)
-					}
-				})
-			}
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
-		connOwner := map[string]string{}
-		for client, heard := range heardBy(c) {
-			if !strings.HasPrefix(client, "ntlm-") {
-				continue
-			}
-			conns := map[string]bool{}
-			for _, h := range heard {
-				conns[h.Conn] = true
-				if other, ok := connOwner[h.Conn]; ok && other != client {
-					t.Errorf("node connection %s served %s and %s", h.Conn, other, client)
-				}
-				connOwner[h.Conn] = client
-			}
-			// curl's handshake and its two requests: three on one connection.
-			if len(heard) != 3 || len(conns) != 1 {
-				for _, h := range heard {
-					t.Logf("%s: %s %s on %s, Authorization %.20q", client, h.Method, h.Path, h.Conn, h.Header.Get("Authorization"))
-				}
-				t.Errorf("%s: %d requests on node connections %v, want 3 on one", client, len(heard), slices.Sorted(maps.Keys(conns)))
-			}
-		}
-		if len(connOwner) != 16 {
-			t.Errorf("%d node connections for 16 curl connections", len(connOwner))
 		}
 	})
 
@@ -390,6 +307,96 @@ func TestHAProxyDifferential(t *testing.T) {
 			}
 		}
 	})
+}
+
+// startSeedPair runs the seed's configuration through HAProxy and through
+// caddy-ha on a fake cluster over TLS, and waits until each proxy reaches
+// the leader (HAProxy marks its servers up only after their checks).
+func startSeedPair(t *testing.T) (c *fakecluster.Cluster, caFile, hapAddr, caddyAddr string, client *http.Client, proxies []struct{ name, url string }) {
+	caFile, serverTLS := testPKI(t)
+	c = newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: time.Second,
+		TLS: serverTLS, StopDrain: 300 * time.Millisecond}, 2)
+	hapAddr, caddyAddr = loopback.FreeAddr(), loopback.FreeAddr()
+	hapCfg := forBoth(seedConfig(t, c, caFile, serverTLS, hapAddr))
+	startHAProxy(t, hapCfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(hapCfg, hapAddr, caddyAddr))
+	client = frontendClient(t, caFile)
+	proxies = []struct{ name, url string }{{"haproxy", "https://" + hapAddr}, {"caddy-ha", "https://" + caddyAddr}}
+	for _, p := range proxies {
+		poll.Until(t, 10*time.Second, p.name+" to reach node-a", func() bool {
+			return ask(client, http.MethodGet, p.url+"/api/ready", p.name+"-ready", nil).node == "node-a"
+		})
+	}
+	return c, caFile, hapAddr, caddyAddr, client, proxies
+}
+
+// The seed through HAProxy and caddy-ha, with http-reuse never: one node
+// connection per client connection in both, real curl --ntlm signing in
+// and then asking anonymously on the same connection, each answered as its
+// own user.
+func TestHAProxyDifferentialNTLM(t *testing.T) {
+	c, caFile, _, _, _, proxies := startSeedPair(t)
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is not installed: run make test-deps")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for _, p := range proxies {
+		port := p.url[strings.LastIndex(p.url, ":")+1:]
+		for i := range 8 {
+			wg.Go(func() {
+				user := fmt.Sprintf("%s-%d", p.name, i)
+				base := "https://nodepilot.internal.example:" + port
+				out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
+					"--cacert", caFile, "--resolve", "nodepilot.internal.example:"+port+":127.0.0.1",
+					"-H", "X-Client: ntlm-"+user, "-D", "-", "-o", "/dev/null", base+"/sso/me",
+					"-D", "-", "-o", "/dev/null", base+"/api/whoami").CombinedOutput()
+				if err != nil {
+					errs <- fmt.Errorf("%s: %v: %s", user, err, out)
+					return
+				}
+				var users []string
+				for l := range strings.SplitSeq(string(out), "\n") {
+					if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
+						users = append(users, strings.TrimSpace(v))
+					}
+				}
+				if !slices.Equal(users, []string{user, user}) {
+					errs <- fmt.Errorf("%s was answered as %v:\n%s", user, users, out)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	connOwner := map[string]string{}
+	for client, heard := range heardBy(c) {
+		if !strings.HasPrefix(client, "ntlm-") {
+			continue
+		}
+		conns := map[string]bool{}
+		for _, h := range heard {
+			conns[h.Conn] = true
+			if other, ok := connOwner[h.Conn]; ok && other != client {
+				t.Errorf("node connection %s served %s and %s", h.Conn, other, client)
+			}
+			connOwner[h.Conn] = client
+		}
+		// curl's handshake and its two requests: three on one connection.
+		if len(heard) != 3 || len(conns) != 1 {
+			for _, h := range heard {
+				t.Logf("%s: %s %s on %s, Authorization %.20q", client, h.Method, h.Path, h.Conn, h.Header.Get("Authorization"))
+			}
+			t.Errorf("%s: %d requests on node connections %v, want 3 on one", client, len(heard), slices.Sorted(maps.Keys(conns)))
+		}
+	}
+	if len(connOwner) != 16 {
+		t.Errorf("%d node connections for 16 curl connections", len(connOwner))
+	}
 }
 
 // A node whose certificate does not verify, for the configured CA or for
