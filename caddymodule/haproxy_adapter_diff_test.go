@@ -506,9 +506,10 @@ func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
 }
 
 // haproxy/testdata/answer.cfg (http-request deny, return, redirect, and
-// redirect) run by HAProxy and by caddy-ha: the same status, Location
-// and body for each request; one the rules answer never reaches the
-// backend. HAProxy's deny has an HTML body, caddy-ha's none (documented).
+// redirect, an errorfile) run by HAProxy and by caddy-ha: the same status,
+// Location and body for each request; one the rules answer never reaches
+// the backend. Without an errorfile HAProxy's deny has an HTML body,
+// caddy-ha's none (documented).
 func TestHAProxyDifferentialAnswers(t *testing.T) {
 	text, err := os.ReadFile("../haproxy/testdata/answer.cfg")
 	if err != nil {
@@ -531,7 +532,8 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 	go srv.Serve(ln) //nolint:errcheck // until Close
 	t.Cleanup(func() { srv.Close() })
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr,
+		"testdata/429.http", "../haproxy/testdata/429.http").Replace(string(text))
 	startHAProxy(t, cfg, hapAddr)
 	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
 
@@ -553,7 +555,7 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 		want                     result
 	}{
 		{"127.0.0.2", "GET", "www.example", "/", result{status: 403}},
-		{"127.0.0.1", "GET", "www.example", "/flood/x", result{status: 429}},
+		{"127.0.0.1", "GET", "www.example", "/flood/x", result{status: 429, body: "Slow down, please.\n"}}, // its errorfile
 		{"127.0.0.1", "GET", "www.example", "/health", result{status: 200, body: "ok, healthy"}},
 		{"127.0.0.1", "GET", "www.example", "/empty", result{status: 204}},
 		{"127.0.0.1", "GET", "www.example", "/old", result{status: 301, location: "/new/place"}},
@@ -577,14 +579,15 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 			mu.Lock()
 			got := result{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(body), reached: heard[client] == 1}
 			mu.Unlock()
-			if tt.want.status == 403 || tt.want.status == 429 {
-				// HAProxy's deny answers its error page; respond has no body.
+			if tt.want.status == 403 {
+				// Without an errorfile HAProxy's deny answers its own error
+				// page, caddy-ha no body.
 				if (p.name == "haproxy") != strings.Contains(got.body, "</html>") {
 					t.Errorf("%s: deny's body %q: the documented difference is gone", p.name, got.body)
 				}
 				got.body = ""
 			}
-			if tt.path == "/health" && resp.Header.Get("Content-Type") != "text/plain" {
+			if (tt.path == "/health" || tt.path == "/flood/x") && resp.Header.Get("Content-Type") != "text/plain" {
 				t.Errorf("%s: return's Content-Type %q, want text/plain", p.name, resp.Header.Get("Content-Type"))
 			}
 			if got != tt.want {

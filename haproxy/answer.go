@@ -1,6 +1,13 @@
 package haproxy
 
 import (
+	"bufio"
+	"bytes"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -9,8 +16,8 @@ import (
 // its matcher goes (" @name", or "" for a rule without a condition).
 const matcherMark = "\x00"
 
-// denyDirective is http-request deny's [deny_status <code>] as respond
-// (HAProxy's default 403).
+// denyDirective is http-request deny's [deny_status <code>] as error
+// (HAProxy's default 403), which an errorfile's handle_errors answers.
 func denyDirective(words []string, l Line) ([]string, error) {
 	status := "403"
 	switch {
@@ -20,10 +27,10 @@ func denyDirective(words []string, l Line) ([]string, error) {
 	default:
 		return nil, refuse(l, "only [deny_status <code>] is translated")
 	}
-	if err := checkStatus(status, 200, 599, l); err != nil {
+	if err := checkStatus(status, 400, 599, l); err != nil {
 		return nil, err
 	}
-	return []string{"respond" + matcherMark + " " + status}, nil
+	return []string{"error" + matcherMark + " " + status}, nil
 }
 
 // returnDirective is http-request return's [status <code>] [content-type
@@ -123,4 +130,65 @@ func responseHeader(l Line) (headerRule, error) {
 		return headerRule{line: l, op: op, name: words[2], v: words[3]}, nil
 	}
 	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
+}
+
+// errorPage is an errorfile: the answer HAProxy sends instead of its own
+// for a status, read as HAProxy reads it (a whole HTTP response).
+type errorPage struct {
+	line    Line
+	status  string
+	headers [][2]string
+	body    string
+}
+
+// maxErrorFile bounds an errorfile (HAProxy's own bound is its buffer size).
+const maxErrorFile = 64 << 10
+
+// readErrorFile reads errorfile <code> <file>.
+func readErrorFile(l Line) (errorPage, error) {
+	if len(l.Words) != 3 {
+		return errorPage{}, refuse(l, "takes a status and a file")
+	}
+	status, file := l.Words[1], l.Words[2]
+	if err := checkStatus(status, 400, 599, l); err != nil {
+		return errorPage{}, err
+	}
+	// A regular file of a bounded size, as HAProxy wants it (never a
+	// device that reads forever).
+	if info, err := os.Stat(file); err != nil {
+		return errorPage{}, refuse(l, "%v", err)
+	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
+		return errorPage{}, refuse(l, "%s is not a regular file of at most 64 KiB", file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return errorPage{}, refuse(l, "%v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), nil)
+	if err != nil {
+		return errorPage{}, refuse(l, "%s is not an HTTP response: %v", file, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	p := errorPage{line: l, status: strconv.Itoa(resp.StatusCode), body: string(body)}
+	for _, k := range slices.Sorted(maps.Keys(resp.Header)) {
+		switch k {
+		case "Content-Length", "Connection":
+			continue // Caddy writes its own
+		}
+		for _, v := range resp.Header[k] {
+			p.headers = append(p.headers, [2]string{k, v})
+		}
+	}
+	return p, nil
+}
+
+// write writes the page as the site's handle_errors for its status.
+func (p errorPage) write(c *caddyfile) {
+	c.comment(p.line, "")
+	c.open("handle_errors %s", p.line.Words[1])
+	for _, h := range p.headers {
+		c.line("header %s %s", caddyToken(h[0]), caddyToken(h[1]))
+	}
+	c.line("respond %s %s", caddyToken(p.body), p.status)
+	c.close()
 }

@@ -141,6 +141,11 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
+	case key == "errorfile":
+		if slices.ContainsFunc(be.section.Lines, func(o Line) bool { return o.Pos == l.Pos }) {
+			return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
+		}
+		be.notes = append(be.notes, note{l, "the site's handle_errors"})
 	case key == "cookie":
 		if len(w) < 3 || w[2] != "insert" {
 			return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")

@@ -1,8 +1,10 @@
 package haproxy
 
 import (
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -30,9 +32,11 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
-	stickTable         *Line  // stick-table type ip … store http_req_rate(<period>)
-	ratePeriod         string // that period, as a Caddy duration
-	track              *Line  // http-request track-sc0 src
+	stickTable         *Line                // stick-table type ip … store http_req_rate(<period>)
+	ratePeriod         string               // that period, as a Caddy duration
+	track              *Line                // http-request track-sc0 src
+	rateLimited        *Line                // the deny over the tracked rate
+	errorPages         map[string]errorPage // by status: a later errorfile wins
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -135,6 +139,15 @@ func (fe *frontend) read(l Line) error {
 		return fe.bind(l)
 	case key == "http-request":
 		return fe.httpRequest(l)
+	case key == "errorfile":
+		p, err := readErrorFile(l)
+		if err != nil {
+			return err
+		}
+		if fe.errorPages == nil {
+			fe.errorPages = map[string]errorPage{}
+		}
+		fe.errorPages[l.Words[1]] = p
 	case key == "stick-table":
 		return fe.readStickTable(l)
 	case key == "retries", key == "option" && arg(l, 1) == "redispatch":
@@ -287,6 +300,7 @@ func (fe *frontend) httpRequest(l Line) error {
 				return err
 			}
 			fe.answers = append(fe.answers, answerRule{l, nil, d})
+			fe.rateLimited = &l
 			return nil
 		}
 		var d []string
@@ -407,6 +421,12 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			// reads each from the same file.
 			c.line("tls %s %s", caddyToken(crt.crt), caddyToken(crt.crt))
 		}
+	}
+	if _, ok := fe.errorPages["429"]; ok && fe.rateLimited != nil {
+		return refuse(*fe.rateLimited, "edge_rate_limit answers 429 itself: not translated with an errorfile 429")
+	}
+	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
+		fe.errorPages[code].write(c)
 	}
 	answers := append(append([]answerRule{}, fe.answers...), fe.redirects...)
 	if len(answers) > 0 {
