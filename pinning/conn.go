@@ -311,12 +311,41 @@ func (uc *upstreamConn) resume() error {
 		return errors.New("pinning: an exchange began before the last one ended")
 	}
 	uc.resuming.Store(true)
-	_ = uc.Conn.SetReadDeadline(time.Unix(1, 0))
-	<-uc.watching
+	// A past deadline stops the watch's read. Some connections set a
+	// deadline of their own before each read (reverse_proxy's read_timeout
+	// wrapper does): one set just before the watch began reading is
+	// overwritten, so it is set again until the watch has stopped.
+	stopped := false
+	for range resumeTries {
+		_ = uc.Conn.SetReadDeadline(time.Unix(1, 0))
+		select {
+		case <-uc.watching:
+			stopped = true
+		case <-time.After(resumeRetry):
+		}
+		if stopped {
+			break
+		}
+	}
+	if !stopped {
+		_ = uc.Conn.Close() // ends the watch
+		<-uc.watching
+	}
 	uc.watching = nil
 	uc.resuming.Store(false)
+	if !stopped {
+		return errors.New("pinning: the idle connection's watch did not stop")
+	}
 	return uc.Conn.SetReadDeadline(time.Time{})
 }
+
+// resumeTries and resumeRetry bound how long resume sets the past deadline
+// again for a watch that read on: a second is far more than a goroutine
+// needs to reach its read.
+const (
+	resumeTries = 100
+	resumeRetry = 10 * time.Millisecond
+)
 
 // answerBody is an answer's body: once read to its end, with its request
 // all written, the exchange is done and the connection waits for the next.

@@ -1,6 +1,7 @@
 package pinning
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -610,5 +611,45 @@ func TestUpstreamClosedUnderTheNextRequest(t *testing.T) {
 	closeUnderneath(fresh)
 	if got := mustSend(t, p, fresh, u.addr(), "/").Header.Get("X-Conn"); got == "" || got == first {
 		t.Fatalf("an unlocked pin's request after its upstream closed went on %q (first %q), want a fresh connection", got, first)
+	}
+}
+
+// deadlineResetter is a connection that sets its own read deadline before
+// each read, as reverse_proxy's read_timeout wrapper does, and reaches its
+// read late, as a goroutine on a loaded machine does.
+type deadlineResetter struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *deadlineResetter) Read(b []byte) (int, error) {
+	time.Sleep(50 * time.Millisecond) // the late start, not a synchronisation
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.timeout))
+	return c.Conn.Read(b)
+}
+
+// The next exchange on a pin stops the idle watch even on a connection
+// that re-arms its read deadline before each read: before, the watch read
+// on until that deadline (reverse_proxy's read_timeout), and a sign-in's
+// next leg stalled that long (10 s, then sent again on another connection,
+// in the HAProxy adapter's comparison test).
+func TestNextExchangeStopsTheWatchOfADeadlineResettingConn(t *testing.T) {
+	u := newUpstream(t)
+	const readTimeout = 30 * time.Second
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &deadlineResetter{Conn: c, timeout: readTimeout}, nil
+	}}
+	p := New(tr, Config{Max: 10})
+	t.Cleanup(p.Close)
+	c := newClient(t)
+	first := signIn(t, p, c, u.addr(), "/challenge").Header.Get("X-Conn")
+	start := time.Now()
+	second := mustSendWith(t, p, c, u.addr(), "/", http.Header{"Authorization": {"NTLM TlRMTVNTUAADAAAA"}}).Header.Get("X-Conn")
+	if took := time.Since(start); took > readTimeout/3 || second != first {
+		t.Fatalf("the second leg took %v on %s (first on %s): the watch read on until the connection's own deadline", took, second, first)
 	}
 }
