@@ -76,6 +76,20 @@ func (tc *testCaddy) load(c *fakecluster.Cluster, globalOpts, site string) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 	rlClient.CloseIdleConnections()
+	waitOldSocketClosed(tc.t, tc.addr)
+}
+
+// waitOldSocketClosed waits until only the new config uses addr's socket.
+// Caddy opens a socket per config (SO_REUSEPORT) and returns from a reload
+// before the old server has closed its own; a connection the kernel queued
+// on that one meanwhile is reset as it closes (stock Caddy's behaviour), so
+// a test's first request after a reload must not race it.
+func waitOldSocketClosed(t testing.TB, addr string) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	poll.Until(t, 10*time.Second, "the old config's socket to close", func() bool {
+		return caddy.ListenerUsage("tcp", ":"+port) <= 1 && caddy.ListenerUsage("tcp", addr) <= 1
+	})
 }
 
 func (tc *testCaddy) tryLoad(c *fakecluster.Cluster, globalOpts, site string) error {

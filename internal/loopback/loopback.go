@@ -1,17 +1,85 @@
 // Package loopback finds free ports on 127.0.0.1 for tests and benchmarks.
 package loopback
 
-import "net"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
 
-// FreeAddr returns a 127.0.0.1 address whose port is free right now. The
-// port may be taken again before the caller listens on it: callers that can
-// retry on "address already in use" do. It panics if loopback cannot be
-// listened on at all, which leaves nothing to test.
+// FreeAddr returns a 127.0.0.1 address whose port is free right now and
+// that no other live process of this machine got from FreeAddr. The port
+// may still be taken by something else before the caller listens on it:
+// callers that can retry on "address already in use" do. It panics if
+// loopback cannot be listened on at all, which leaves nothing to test.
+//
+// The reservation matters because Caddy listens with SO_REUSEPORT: two
+// test processes (make test runs several) given the same port would both
+// listen on it without an error, and the kernel would share the
+// connections out between them.
 func FreeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	for range maxTries {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if reserve(ln.Addr().(*net.TCPAddr).Port) {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	panic(fmt.Sprintf("loopback: no port of %d tried was free of other processes' reservations", maxTries))
+}
+
+const maxTries = 1000
+
+// reservations is where each reserved port is a file holding the pid of
+// the process that reserved it.
+var reservations = filepath.Join(os.TempDir(), "caddy-ha-ports")
+
+// reserve records port for this process, unless a live process other than
+// this one holds it; a dead process's reservation is taken over.
+func reserve(port int) bool {
+	if err := os.MkdirAll(reservations, 0o777); err != nil {
+		return true // no room for reservations: the kernel's choice alone
+	}
+	file := filepath.Join(reservations, strconv.Itoa(port))
+	me := strconv.Itoa(os.Getpid())
+	for range 2 {
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil {
+			_, _ = f.WriteString(me)
+			f.Close()
+			return true
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return true
+		}
+		owner, _ := os.ReadFile(file)
+		if string(owner) == me {
+			return true
+		}
+		pid, err := strconv.Atoi(string(owner))
+		if err == nil && alive(pid) {
+			return false
+		}
+		if info, statErr := os.Stat(file); err != nil && statErr == nil && time.Since(info.ModTime()) < time.Second {
+			return false // being written by its reserver
+		}
+		_ = os.Remove(file) // its process is gone: try again
+	}
+	return false
+}
+
+// alive reports whether a process of that pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
