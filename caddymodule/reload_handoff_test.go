@@ -22,32 +22,33 @@ import (
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
 
-// keptAliveLoad POSTs through url on conns kept-alive connections until
-// stop, counting requests and keeping the errors (transport errors and
-// statuses other than 200).
-type keptAliveLoad struct {
+// idLoad POSTs on conns clients, each waiting pause between requests (0:
+// back to back), every request with its own X-Request-Id, until stop.
+type idLoad struct {
 	requests atomic.Int64
 	mu       sync.Mutex
 	errs     []error
 	stop     chan struct{}
 	wg       sync.WaitGroup
-	tr       *http.Transport
+	tr       *http.Transport // closed by finish, if the load made it
 }
 
-func startKeptAliveLoad(url string, conns int) *keptAliveLoad {
-	l := &keptAliveLoad{stop: make(chan struct{}), tr: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
-	client := &http.Client{Transport: l.tr, Timeout: 10 * time.Second}
+// requestSeq numbers the requests of every idLoad.
+var requestSeq atomic.Int64
+
+func startIDLoad(client *http.Client, url string, conns int, pause time.Duration) *idLoad {
+	l := &idLoad{stop: make(chan struct{})}
 	for range conns {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
+		l.wg.Go(func() {
 			for {
 				select {
 				case <-l.stop:
 					return
-				default:
+				case <-time.After(pause):
 				}
-				resp, err := client.Post(url, "application/json", strings.NewReader(`{"order":1}`))
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"order":1}`))
+				req.Header.Set("X-Request-Id", fmt.Sprint(requestSeq.Add(1)))
+				resp, err := client.Do(req)
 				if err == nil {
 					_, err = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -62,24 +63,33 @@ func startKeptAliveLoad(url string, conns int) *keptAliveLoad {
 				}
 				l.requests.Add(1)
 			}
-		}()
+		})
 	}
 	return l
 }
 
-// waitFor waits until n more requests completed.
-func (l *keptAliveLoad) waitFor(t *testing.T, n int64) {
+func (l *idLoad) waitFor(t *testing.T, n int64) {
 	t.Helper()
 	from := l.requests.Load()
-	poll.Until(t, 10*time.Second, fmt.Sprintf("%d more requests", n), func() bool { return l.requests.Load() >= from+n })
+	poll.Until(t, 20*time.Second, fmt.Sprintf("%d more requests", n), func() bool { return l.requests.Load() >= from+n })
 }
 
-// finish stops the load and returns the errors.
-func (l *keptAliveLoad) finish() []error {
+func (l *idLoad) finish() []error {
 	close(l.stop)
 	l.wg.Wait()
-	l.tr.CloseIdleConnections()
+	if l.tr != nil {
+		l.tr.CloseIdleConnections()
+	}
 	return l.errs
+}
+
+// startKeptAliveLoad POSTs through url on conns kept-alive connections,
+// back to back, until finish.
+func startKeptAliveLoad(url string, conns int) *idLoad {
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	l := startIDLoad(&http.Client{Transport: tr, Timeout: 10 * time.Second}, url, conns, 0)
+	l.tr = tr
+	return l
 }
 
 // Five forced reloads while 32 kept-alive connections POST through Caddy:

@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -153,63 +152,6 @@ func (rl *requestLog) twice() []string {
 		}
 	}
 	return ids
-}
-
-// idLoad POSTs on conns clients, each waiting pause between requests (0:
-// back to back), every request with its own X-Request-Id, until stop.
-type idLoad struct {
-	requests atomic.Int64
-	mu       sync.Mutex
-	errs     []error
-	stop     chan struct{}
-	wg       sync.WaitGroup
-}
-
-// requestSeq numbers the requests of every idLoad.
-var requestSeq atomic.Int64
-
-func startIDLoad(client *http.Client, url string, conns int, pause time.Duration) *idLoad {
-	l := &idLoad{stop: make(chan struct{})}
-	for range conns {
-		l.wg.Go(func() {
-			for {
-				select {
-				case <-l.stop:
-					return
-				case <-time.After(pause):
-				}
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"order":1}`))
-				req.Header.Set("X-Request-Id", fmt.Sprint(requestSeq.Add(1)))
-				resp, err := client.Do(req)
-				if err == nil {
-					_, err = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if err == nil && resp.StatusCode != http.StatusOK {
-						err = errors.New(resp.Status)
-					}
-				}
-				if err != nil {
-					l.mu.Lock()
-					l.errs = append(l.errs, err)
-					l.mu.Unlock()
-				}
-				l.requests.Add(1)
-			}
-		})
-	}
-	return l
-}
-
-func (l *idLoad) waitFor(t *testing.T, n int64) {
-	t.Helper()
-	from := l.requests.Load()
-	poll.Until(t, 20*time.Second, fmt.Sprintf("%d more requests", n), func() bool { return l.requests.Load() >= from+n })
-}
-
-func (l *idLoad) finish() []error {
-	close(l.stop)
-	l.wg.Wait()
-	return l.errs
 }
 
 const reloadHandoffServers = "listener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t\tprotocols h1"
