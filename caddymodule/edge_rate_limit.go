@@ -261,7 +261,7 @@ type zoneDecision struct {
 	unknown bool
 }
 
-// ServeHTTP decides the request in the README's steps: the zones it
+// ServeHTTP decides the request in the steps of docs/edge-rate-limit.md: the zones it
 // matches, each key remembered over its limit refusing it without the
 // store, else a count in every zone within one store_timeout; then the
 // answer: 429 over a limit, 503 when on_store_error deny decided, else on

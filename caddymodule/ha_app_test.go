@@ -108,7 +108,7 @@ func TestStoresToldApart(t *testing.T) {
 // PostgreSQL one in a connection string that cannot be reached or parsed.
 // Caddy's own debug line "adjusted config" prints the http app's handlers
 // as written, a literal secret in a handler's store included (as caddy
-// adapt and the admin API's /config/ do), so the README recommends {env.…}
+// adapt and the admin API's /config/ do), so docs/store.md recommends {env.…}
 // placeholders: with one, the secret is nowhere.
 func TestStorePasswordsNeverShown(t *testing.T) {
 	srv := redistest.Start(t)

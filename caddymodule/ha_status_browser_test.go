@@ -28,7 +28,7 @@ import (
 
 // screenshotEnv names a PNG file that TestStatusPageInChromium also writes
 // a screenshot of the page to (a path relative to this package's
-// directory), for the README:
+// directory), for docs/operations.md:
 //
 //	CADDY_HA_SCREENSHOT=$PWD/docs/status-page.png go test -run TestStatusPageInChromium ./caddymodule
 const screenshotEnv = "CADDY_HA_SCREENSHOT"

@@ -139,7 +139,7 @@ type attemptTrace struct {
 
 // traceAttempts makes the transport report r's attempts to at. It puts a
 // client trace in r's context, in place: Caddy passes the request that the
-// selection policy saw on to its transport (see couplings in the README).
+// selection policy saw on to its transport (see docs/couplings.md).
 func traceAttempts(r *http.Request, at *attemptTrace) {
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {

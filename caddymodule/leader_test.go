@@ -716,7 +716,7 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 }
 
 // The coupling to Caddy's provisioning order (see "What caddy-ha relies on
-// in Caddy" in the README): the policy is provisioned after the transport
+// in Caddy" in docs/couplings.md): the policy is provisioned after the transport
 // and before Caddy's retry defaults, so what it sets on its reverse_proxy
 // stays. If Caddy changed that order, this fails first.
 func TestLeaderSetsItsProxysRetrySettings(t *testing.T) {

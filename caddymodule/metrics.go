@@ -14,7 +14,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/store"
 )
 
-// Every metric caddy-ha exports is defined here; the README's "Metrics"
+// Every metric caddy-ha exports is defined here; docs/operations.md's "Metrics"
 // table lists them. The scheme: caddy_ha_<capability>_<quantity>[_<unit>]
 // [_total], the capability one of leader, rate_limit, store,
 // upload_affinity, pinned, cloudflare, reload; each series is named by its

@@ -329,7 +329,7 @@ func TestPinnedPerClientCap(t *testing.T) {
 }
 
 // Idle anonymous client connections hold no pin: their cost is the HTTP
-// server's, not a pin's. The README quotes the figures this logs.
+// server's, not a pin's. docs/pinned.md quotes the figures this logs.
 func TestPinnedIdleAnonymousConnectionsCost(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", pinned))
