@@ -559,10 +559,7 @@ func TestBogusCredentialsDoNotStopTheHandshakeTimer(t *testing.T) {
 	p := newPool(t, Config{HandshakeTimeout: timeout})
 	bogus := newClient(t)
 	mustSendWith(t, p, bogus, u.addr(), "/", http.Header{"Authorization": {"NTLM Zm9v"}})
-	poll.Until(t, 5*time.Second, "the bogus pin's client connection to close", bogus.isClosed)
-	if p.Len() != 0 {
-		t.Fatalf("%d pins left", p.Len())
-	}
+	poll.Until(t, 5*time.Second, "the bogus pin to end, its client connection closed", func() bool { return bogus.isClosed() && p.Len() == 0 })
 }
 
 // An IPv6 host's addresses share one per-client cap by their /64.
