@@ -108,7 +108,7 @@ func runHAProxyConfig(t *testing.T, cfgText string) (adapted []byte, caddyfileTe
 	if err := json.Unmarshal(adapted, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	cfg["admin"] = map[string]any{"listen": loopback.FreeAddr()}
+	cfg["admin"] = map[string]any{"listen": loopback.FreeAddr(), "config": map[string]any{"persist": false}}
 	run, _ := json.Marshal(cfg)
 	if err := caddy.Load(run, true); err != nil {
 		t.Fatalf("loading: %v\n%s", err, text)
