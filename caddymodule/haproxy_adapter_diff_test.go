@@ -348,22 +348,10 @@ func TestHAProxyDifferentialNTLM(t *testing.T) {
 			wg.Go(func() {
 				user := fmt.Sprintf("%s-%d", p.name, i)
 				base := "https://nodepilot.internal.example:" + port
-				out, err := exec.Command(curl, "-sS", "--ntlm", "-u", user+":"+fakecluster.SSOPassword(user),
-					"--cacert", caFile, "--resolve", "nodepilot.internal.example:"+port+":127.0.0.1",
+				if err := curlSignIn(curl, user, "--cacert", caFile, "--resolve", "nodepilot.internal.example:"+port+":127.0.0.1",
 					"-H", "X-Client: ntlm-"+user, "-D", "-", "-o", "/dev/null", base+"/sso/me",
-					"-D", "-", "-o", "/dev/null", base+"/api/whoami").CombinedOutput()
-				if err != nil {
-					errs <- fmt.Errorf("%s: %v: %s", user, err, out)
-					return
-				}
-				var users []string
-				for l := range strings.SplitSeq(string(out), "\n") {
-					if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
-						users = append(users, strings.TrimSpace(v))
-					}
-				}
-				if !slices.Equal(users, []string{user, user}) {
-					errs <- fmt.Errorf("%s was answered as %v:\n%s", user, users, out)
+					"-D", "-", "-o", "/dev/null", base+"/api/whoami"); err != nil {
+					errs <- err
 				}
 			})
 		}

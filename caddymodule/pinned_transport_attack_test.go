@@ -170,25 +170,13 @@ func curlSignIns(t *testing.T, tc *testCaddy, n int, ip func(i int) string) []er
 	for i := range n {
 		wg.Go(func() {
 			user := fmt.Sprintf("curl%02d", i)
-			args := []string{"-sS", "--ntlm", "-u", user + ":" + fakecluster.SSOPassword(user), "--max-time", "20",
-				"-H", "X-Client: " + user, "-D", "-", "-o", "/dev/null", tc.url("/sso/me"),
+			args := []string{"--max-time", "20", "-H", "X-Client: " + user, "-D", "-", "-o", "/dev/null", tc.url("/sso/me"),
 				"-D", "-", "-o", "/dev/null", tc.url("/api/whoami")}
 			if ip != nil {
 				args = append(args, "--interface", ip(i))
 			}
-			out, err := exec.Command(curl, args...).CombinedOutput()
-			if err != nil {
-				errs <- fmt.Errorf("%s: %v: %s", user, err, out)
-				return
-			}
-			var users []string
-			for l := range strings.SplitSeq(string(out), "\n") {
-				if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
-					users = append(users, strings.TrimSpace(v))
-				}
-			}
-			if !slices.Equal(users, []string{user, user}) {
-				errs <- fmt.Errorf("%s was answered as %v: %s", user, users, out)
+			if err := curlSignIn(curl, user, args...); err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -199,6 +187,26 @@ func curlSignIns(t *testing.T, tc *testCaddy, n int, ip func(i int) string) []er
 		out = append(out, err)
 	}
 	return out
+}
+
+// curlSignIn runs curl --ntlm as user with args, whose URLs ask, on one
+// kept-alive connection, a path that signs in and then one that does not:
+// both must be answered as user.
+func curlSignIn(curl, user string, args ...string) error {
+	out, err := exec.Command(curl, append([]string{"-sS", "--ntlm", "-u", user + ":" + fakecluster.SSOPassword(user)}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", user, err, out)
+	}
+	var users []string
+	for l := range strings.SplitSeq(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.EqualFold(k, "X-Authenticated-User") {
+			users = append(users, strings.TrimSpace(v))
+		}
+	}
+	if !slices.Equal(users, []string{user, user}) {
+		return fmt.Errorf("%s was answered as %v:\n%s", user, users, out)
+	}
+	return nil
 }
 
 // The attack of issue 19.1, scaled down: from one address, many more idle
