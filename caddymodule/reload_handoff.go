@@ -51,6 +51,18 @@ func init() {
 	reloadHandoffs.Panicked = func(v any, stack []byte) {
 		caddy.Log().Named("reload_handoff").Error("accept loop panicked", zap.Any("error", v), zap.ByteString("stack", stack))
 	}
+	reloadHandoffs.Drained = logDrain
+}
+
+// logDrain tells, once per listener a reload (or a stop) closed, what
+// became of its connections: a reload's cost, in one line.
+func logDrain(d handoff.Drain) {
+	caddy.Log().Named("reload_handoff").Info("replaced server's connections are gone",
+		zap.String("address", d.Addr.String()),
+		zap.Int64("open_at_close", d.OpenAtClose),
+		zap.Int64("handed_off", d.HandedOff),
+		zap.Int64("closed", d.Closed),
+		zap.Duration("took", d.Took))
 }
 
 // Provision registers the wrapper's metric.

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,8 +142,47 @@ func TestReloadUnderKeptAliveLoad(t *testing.T) {
 			if handed == 0 {
 				t.Error("no connection was handed off: the test proves nothing")
 			}
+			// Each reload's cost in one log line: every replaced server
+			// tells what became of its connections once they are gone.
+			var drains []drainLog
+			poll.Until(t, 10*time.Second, "a drain line per reload", func() bool {
+				drains = drainLogs(tc)
+				return len(drains) >= 5
+			})
+			var loggedHandedOff float64
+			for _, d := range drains {
+				loggedHandedOff += d.HandedOff
+				if d.HandedOff+d.Closed < d.OpenAtClose {
+					t.Errorf("drain line %+v leaves connections unaccounted for", d)
+				}
+			}
+			if len(drains) != 5 || loggedHandedOff != handed {
+				t.Errorf("%d drain lines for 5 reloads, telling of %v connections handed off where the metric counts %v", len(drains), loggedHandedOff, handed)
+			}
 		})
 	}
+}
+
+// drainLog is reload_handoff's line for a replaced server's listener.
+type drainLog struct {
+	Address     string
+	OpenAtClose float64 `json:"open_at_close"`
+	HandedOff   float64 `json:"handed_off"`
+	Closed      float64
+}
+
+// drainLogs returns the drain lines of tc's listener (on every interface:
+// the site names an address but no bind).
+func drainLogs(tc *testCaddy) []drainLog {
+	_, port, _ := net.SplitHostPort(tc.addr)
+	var out []drainLog
+	for _, l := range tc.logLines("replaced server's connections are gone") {
+		var d drainLog
+		if json.Unmarshal([]byte(l), &d) == nil && strings.HasSuffix(d.Address, ":"+port) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // pipelinedLoad plays clients on raw connections to addr: each writes

@@ -224,9 +224,7 @@ func (c *Conn) Close() error {
 		c.overflow || c.handlerRan && len(c.unanswered) > 0 || c.pipelined && !c.waitsOnEmptyBuffer() {
 		c.state = stateGone
 		c.mu.Unlock()
-		if c.ln.isClosed() {
-			c.ln.registry.closedInstead()
-		}
+		c.ln.left(false)
 		return c.Conn.Close()
 	}
 	c.state = stateHandingOff

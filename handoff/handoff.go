@@ -44,6 +44,24 @@ type Registry struct {
 	// Panicked, if set, is told of a panic in a Listener's accept loop (a
 	// listener that panicked accepts nothing more).
 	Panicked func(v any, stack []byte)
+	// Drained, if set, is told once of each closed Listener whose
+	// connections are all gone, handed off or closed.
+	Drained func(Drain)
+}
+
+// Drain is what became of a closed Listener's connections.
+type Drain struct {
+	// Addr is the listener's address.
+	Addr net.Addr
+	// OpenAtClose were its connections when it closed.
+	OpenAtClose int64
+	// HandedOff went to a successor; Closed closed instead (HTTP/2,
+	// upgraded, pipelined, told Connection: close, ended by the client,
+	// or no successor on the address).
+	HandedOff, Closed int64
+	// Took is the time from its close to its last connection's end: how
+	// long its server's busy connections kept it.
+	Took time.Duration
 }
 
 // NewRegistry returns an empty Registry.
@@ -76,38 +94,33 @@ func (r *Registry) Wrap(ln net.Listener) *Listener {
 	return l
 }
 
-// handOffOrClose gives c to an open listener on from's address other than
-// from, after clearing the deadlines its old server set; without one that
-// takes it, c is closed.
+// handOffOrClose gives c, one of from's connections, to an open listener
+// on from's address other than from, after clearing the deadlines its old
+// server set; without one that takes it, c is closed.
 func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
 	if err := c.Conn.SetDeadline(time.Time{}); err != nil {
-		r.closedInstead()
+		from.left(false)
 		return c.Conn.Close()
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	for to := range r.listeners[from.key] {
 		if to == from {
 			continue
 		}
 		c.ln = to
+		to.open.Add(1)
 		select {
 		case to.handed <- c:
-			if r.HandedOff != nil {
-				r.HandedOff()
-			}
+			r.mu.Unlock()
+			from.left(true)
 			return nil
 		default: // its server is not accepting: try another, or close
+			to.open.Add(-1)
 		}
 	}
-	r.closedInstead()
+	r.mu.Unlock()
+	from.left(false)
 	return c.Conn.Close()
-}
-
-func (r *Registry) closedInstead() {
-	if r.Closed != nil {
-		r.Closed()
-	}
 }
 
 // remove forgets l.

@@ -77,6 +77,15 @@ func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
 	var handedOff atomic.Int64
 	r := NewRegistry()
 	r.HandedOff = func() { handedOff.Add(1) }
+	var (
+		drainsMu sync.Mutex
+		drains   []Drain
+	)
+	r.Drained = func(d Drain) {
+		drainsMu.Lock()
+		drains = append(drains, d)
+		drainsMu.Unlock()
+	}
 	current := server(t, r, sock, "0")
 
 	url := "http://" + sock.Addr().String() + "/orders"
@@ -139,6 +148,24 @@ func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
 		t.Error("no connection was handed off")
 	}
 	t.Logf("%d requests, %d connections handed off", requests.Load(), handedOff.Load())
+	// Each replaced server's listener reports, once its connections are
+	// gone, what became of them: the reload's log line.
+	poll.Until(t, 5*time.Second, "a drain report per replaced server", func() bool {
+		drainsMu.Lock()
+		defer drainsMu.Unlock()
+		return len(drains) == 5
+	})
+	var reported int64
+	for _, d := range drains {
+		t.Logf("drain of %v: %d open at close, %d handed off, %d closed, in %v", d.Addr, d.OpenAtClose, d.HandedOff, d.Closed, d.Took)
+		if d.HandedOff == 0 || d.HandedOff+d.Closed < d.OpenAtClose || d.Addr.String() != sock.Addr().String() {
+			t.Errorf("drain report %+v: want connections handed off, and every connection open at the close accounted for", d)
+		}
+		reported += d.HandedOff
+	}
+	if reported != handedOff.Load() {
+		t.Errorf("drain reports count %d connections handed off, the registry %d", reported, handedOff.Load())
+	}
 }
 
 // readWatcher records the size of the read waiting on its connection.

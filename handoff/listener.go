@@ -5,6 +5,8 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Listener is a net.Listener whose connections can be handed off to a
@@ -17,6 +19,14 @@ type Listener struct {
 	handed   chan *Conn    // from closing predecessors
 	closed   chan struct{}
 	once     sync.Once
+
+	// open counts the connections that are l's: accepted by its server,
+	// or handed to it.
+	open                   atomic.Int64
+	handedOff, closedConns atomic.Int64
+	closedAt               time.Time // set once, before closed is
+	openAtClose            int64
+	drainedOnce            sync.Once
 }
 
 type accepted struct {
@@ -39,6 +49,7 @@ func (l *Listener) acceptLoop() {
 		case <-l.closed:
 			if conn != nil {
 				// Accepted as its server stopped accepting: a successor's.
+				l.open.Add(1)
 				_ = l.registry.handOffOrClose(l, &Conn{Conn: conn})
 			}
 			return
@@ -68,6 +79,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // wrap makes conn a Conn of l.
 func (l *Listener) wrap(conn net.Conn) net.Conn {
+	l.open.Add(1)
 	return (&Conn{Conn: conn, ln: l}).served()
 }
 
@@ -106,6 +118,8 @@ func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.registry.remove(l)
+		l.closedAt = time.Now()
+		l.openAtClose = l.open.Load()
 		close(l.closed)
 		err = l.Listener.Close()
 		// Handed to l but never accepted: on to another successor.
@@ -114,11 +128,46 @@ func (l *Listener) Close() error {
 			case c := <-l.handed:
 				_ = l.registry.handOffOrClose(l, c)
 			default:
+				l.reportIfDrained()
 				return
 			}
 		}
 	})
 	return err
+}
+
+// left notes that one of l's connections is gone: handed off, or closed.
+func (l *Listener) left(handedOff bool) {
+	if l.isClosed() {
+		if handedOff {
+			l.handedOff.Add(1)
+		} else {
+			l.closedConns.Add(1)
+			if l.registry.Closed != nil {
+				l.registry.Closed()
+			}
+		}
+		if handedOff && l.registry.HandedOff != nil {
+			l.registry.HandedOff()
+		}
+	}
+	l.open.Add(-1)
+	l.reportIfDrained()
+}
+
+// reportIfDrained tells the registry, once, that l is closed and has no
+// connection left. Once l is closed no connection joins it (it is out of
+// the registry), so its count only falls.
+func (l *Listener) reportIfDrained() {
+	if !l.isClosed() || l.open.Load() > 0 {
+		return
+	}
+	l.drainedOnce.Do(func() {
+		if l.registry.Drained != nil {
+			l.registry.Drained(Drain{Addr: l.Addr(), OpenAtClose: l.openAtClose,
+				HandedOff: l.handedOff.Load(), Closed: l.closedConns.Load(), Took: time.Since(l.closedAt)})
+		}
+	})
 }
 
 func (l *Listener) isClosed() bool {
