@@ -63,6 +63,7 @@ func TestDemo(t *testing.T) {
 		"./demo/try rate-limit":   checkRateLimit,
 		"./demo/try ntlm":         checkNTLM,
 		"./demo/try upload":       checkUpload,
+		"./demo/try reload":       checkReload,
 		"./demo/try status":       checkStatus,
 		"./demo/try metrics":      checkMetrics,
 	}
@@ -512,6 +513,33 @@ func checkUpload(t *testing.T, out string) {
 	if m == nil || m[1] != m[2] || m[2] != m[3] || m[3] != m[4] {
 		t.Errorf("the upload: want 201, 204, 204, 200, all from the server that created it")
 	}
+}
+
+// checkReload: five reloads cost none of the 200 requests, and the new
+// configs answered on curl's connection: it connected once, or once more
+// for each reload that caught a request in flight (answered with
+// Connection: close), and every other reload handed the connection on.
+func checkReload(t *testing.T, out string) {
+	m := regexp.MustCompile(`(?m)^  (\d+) requests: (\d+) answered 200, (\d+) failed; curl connected (\d+) time`).FindStringSubmatch(out)
+	h := regexp.MustCompile(`(?m)^  connections handed on to a new config: (\d+)$`).FindStringSubmatch(out)
+	if m == nil || h == nil {
+		t.Fatal("the reload scenario printed no summary")
+	}
+	n, ok, failed, connects, handed := atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), atoi(h[1])
+	if reloads := strings.Count(out, "caddy reload --config"); reloads != 5 {
+		t.Errorf("%d reloads printed, want 5", reloads)
+	}
+	if n != 200 || ok != 200 || failed != 0 {
+		t.Errorf("%d requests, %d answered 200, %d failed: want all 200 of 200 answered", n, ok, failed)
+	}
+	if connects < 1 || handed < 5-(connects-1) {
+		t.Errorf("curl connected %d times and %d connections were handed on: every reload that closed none of curl's connections hands it on", connects, handed)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func checkStatus(t *testing.T, out string) {
