@@ -1,6 +1,8 @@
 package haproxy
 
 import (
+	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +40,11 @@ func aclExpression(words []string, l Line) (string, error) {
 		}
 		var alts []string
 		for _, v := range values {
+			if _, err := netip.ParsePrefix(v); err != nil {
+				if _, err := netip.ParseAddr(v); err != nil {
+					return "", refuse(l, "src %s: want an address or a CIDR range", v)
+				}
+			}
 			alts = append(alts, "remote_ip("+strconv.Quote(v)+")") // the connection's peer, as HAProxy's src
 		}
 		return join(alts, " || "), nil
@@ -63,6 +70,11 @@ func aclExpression(words []string, l Line) (string, error) {
 		}
 		if strings.Contains(v, "`") {
 			return "", refuse(l, "a value with a backquote is not translated")
+		}
+		if test == "matches" {
+			if _, err := regexp.Compile(v); err != nil {
+				return "", refuse(l, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
+			}
 		}
 		if test == "==" {
 			alts = append(alts, subject+" == "+strconv.Quote(v))

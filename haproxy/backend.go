@@ -229,6 +229,20 @@ func (be *backend) readActiveCheck() error {
 			return refuse(srv.line, "servers with and without check in one backend are not translated (Caddy checks every upstream)")
 		}
 	}
+	// HAProxy passes any 2xx or 3xx answer unless told otherwise; Caddy's
+	// active health check expects one status (or one class).
+	var expect *Line
+	for i, l := range be.check {
+		if arg(l, 1) == "expect" {
+			expect = &be.check[i]
+		}
+	}
+	if expect == nil {
+		return refuse(be.check[0], "without http-check expect HAProxy passes any 2xx or 3xx answer, Caddy's active health check one status: write http-check expect status <code>")
+	}
+	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
+		return refuse(*expect, "status %s: only one status code (100 to 599) is translated, as Caddy's active health check expects one", be.expect)
+	}
 	be.active = true
 	return nil
 }
@@ -331,10 +345,17 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 			switch o {
 			case "inter":
 				lo.interval, err = duration(v, at.Pos)
-			case "fall":
-				lo.fails = v
-			case "rise":
-				lo.passes = v
+				if d, _ := time.ParseDuration(lo.interval); err == nil && d <= 0 {
+					err = refuse(at, "inter %s: HAProxy wants a check interval above 0", v)
+				}
+			case "fall", "rise":
+				if n, e := strconv.Atoi(v); e != nil || n < 1 {
+					err = refuse(at, "%s %s: HAProxy wants a whole number from 1", o, v)
+				} else if o == "fall" {
+					lo.fails = v
+				} else {
+					lo.passes = v
+				}
 			case "verify":
 				switch v {
 				case "required":

@@ -65,7 +65,9 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var logical strings.Builder
 	var start Position
-	for n := 1; sc.Scan(); n++ {
+	n := 0
+	for sc.Scan() {
+		n++
 		text := strings.TrimSuffix(sc.Text(), "\r")
 		if logical.Len() == 0 {
 			start = Position{File: file, Line: n}
@@ -82,7 +84,7 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 		logical.Reset()
 		words, err := splitWords(line, start, getenv)
 		if err != nil {
-			return nil, err
+			return nil, withKeyword(err, line)
 		}
 		if len(words) == 0 {
 			continue
@@ -92,12 +94,25 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, errAt(Position{File: file}, "%v", err)
+		// The line the scanner could not read (too long): the one after
+		// the last it read.
+		return nil, errAt(Position{File: file, Line: n + 1}, "%v", err)
 	}
 	if logical.Len() > 0 {
 		return nil, errAt(start, "the last line ends in a backslash: nothing continues it")
 	}
 	return cfg, nil
+}
+
+// withKeyword puts the first word of a line that could not be split
+// before the error's text, so that it names the keyword it is about.
+func withKeyword(err error, line string) error {
+	e, ok := err.(*Error)
+	f := strings.Fields(line)
+	if !ok || len(f) == 0 || strings.ContainsAny(f[0], "\"'\\$#") {
+		return err
+	}
+	return errAt(e.Pos, "%s: %s", f[0], e.Msg)
 }
 
 // continued reports whether a line ends in a backslash that is not itself

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,14 +9,20 @@ import (
 )
 
 // Whatever the text, Parse and Translate never panic, and a refusal names
-// the file and line it is about.
+// the file and line it is about, and that line's keyword. The seeds are
+// the configurations of testdata and of testdata/corpus.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"frontend fe\n\tbind :443 ssl crt \"${CRT}\"\n", "defaults d\nbackend b from d\n\tserver a 1:2 \\\n check\n",
-		"global\n\tlog-format \"%{+Q}o\"' %s'\\ x # c\n", "frontend f\n\thttp-request deny if { src 10.0.0.0/8 } || !ok\n"} {
+		"global\n\tlog-format \"%{+Q}o\"' %s'\\ x # c\n", "frontend f\n\thttp-request deny if { src 10.0.0.0/8 } || !ok\n",
+		"frontend 0\n``\n"} { // a keyword that strconv.Unquote reads as a raw string
 		f.Add(s)
 	}
 	cfgs, _ := filepath.Glob("testdata/*.cfg")
-	for _, file := range cfgs {
+	corpus, _ := filepath.Glob("testdata/corpus/*.cfg")
+	if len(corpus) == 0 {
+		f.Fatal("no testdata/corpus/*.cfg")
+	}
+	for _, file := range append(cfgs, corpus...) {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
@@ -38,8 +45,27 @@ func FuzzParse(f *testing.F) {
 				SplitCondition(l.Words, l.Pos)
 			}
 		}
-		if _, err := Translate(cfg); err != nil && !strings.HasPrefix(err.Error(), "f.cfg:") {
+		_, err = Translate(cfg)
+		if err == nil {
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Pos.File != "f.cfg" {
 			t.Fatalf("refusal without its position: %v", err)
 		}
+		l, ok := cfg.lineAt(e.Pos)
+		if !ok {
+			t.Fatalf("refusal at %s, which is no line of the configuration: %v", e.Pos, err)
+		}
+		if kw := l.Words[0]; plainKeyword(kw) && !namesKeyword(e.Msg, kw) {
+			t.Fatalf("refusal that does not name its line's keyword %s: %v", kw, err)
+		}
 	})
+}
+
+// plainKeyword tells whether a line's first word reads back as one word
+// in a message: not empty, no space or quote in it, no colon after it.
+func plainKeyword(w string) bool {
+	f := strings.Fields(w)
+	return len(f) == 1 && f[0] == w && !strings.ContainsAny(w, "\"'") && !strings.HasSuffix(w, ":")
 }

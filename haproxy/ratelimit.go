@@ -3,6 +3,7 @@ package haproxy
 import (
 	"strconv"
 	"strings"
+	"time"
 )
 
 // A request rate limit as HAProxy configurations write it:
@@ -39,6 +40,10 @@ func (fe *frontend) readStickTable(l Line) error {
 			d, err := duration(v[len("http_req_rate("):len(v)-1], l.Pos)
 			if err != nil {
 				return err
+			}
+			// edge_rate_limit's sliding window counts in ratelimit.SlidingSlots slots.
+			if p, err := time.ParseDuration(d); err != nil || p < 10*time.Millisecond || p%(10*time.Millisecond) != 0 {
+				return refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
 			}
 			fe.ratePeriod = d
 		default:
@@ -87,6 +92,9 @@ func (fe *frontend) rateLimitDirective(words []string, limit int, l Line) ([]str
 	}
 	if limit == 0 {
 		return nil, refuse(l, "a rate of 0 denies every request: write http-request deny")
+	}
+	if strings.Trim(fe.section.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return nil, refuse(l, "the edge_rate_limit zone is named after the frontend, %q, and a zone's name takes letters, digits, '_' and '-' only", fe.section.Name)
 	}
 	return []string{
 		"edge_rate_limit" + matcherMark + " {",

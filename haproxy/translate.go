@@ -1,9 +1,11 @@
 package haproxy
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -15,9 +17,54 @@ import (
 func Translate(cfg *Config) (string, error) {
 	t := &translator{cfg: cfg}
 	if err := t.translate(); err != nil {
-		return "", err
+		return "", cfg.named(err)
 	}
 	return t.out.b.String(), nil
+}
+
+// named makes a refusal name the keyword of its line: one whose text
+// begins otherwise (a time or an address that is wrong, a condition's
+// mistake) gets the line's first words before it, as refuse writes them.
+func (c *Config) named(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	l, ok := c.lineAt(e.Pos)
+	if !ok || namesKeyword(e.Msg, l.Words[0]) {
+		return err
+	}
+	return refuse(l, "%s", e.Msg)
+}
+
+// lineAt is the line (a setting, or a section's first line) at pos.
+func (c *Config) lineAt(pos Position) (Line, bool) {
+	for _, s := range c.Sections {
+		if s.Pos == pos {
+			return Line{Pos: s.Pos, Words: append([]string{s.Kind}, s.Name)}, true
+		}
+		for _, l := range s.Lines {
+			if l.Pos == pos {
+				return l, true
+			}
+		}
+	}
+	return Line{}, false
+}
+
+// namesKeyword tells whether an error's text (after its file and line)
+// names the keyword: its first word is the keyword (quoted or not, a
+// colon after it or not), or it is "global <keyword>".
+func namesKeyword(msg, keyword string) bool {
+	w := strings.Fields(msg)
+	if len(w) == 0 {
+		return false
+	}
+	first := strings.TrimSuffix(w[0], ":")
+	if unq, err := strconv.Unquote(first); err == nil && first[0] == '"' {
+		first = unq
+	}
+	return first == keyword || first == "global" && len(w) > 1 && strings.TrimSuffix(w[1], ":") == keyword
 }
 
 type translator struct {
@@ -73,6 +120,18 @@ func (t *translator) translate() error {
 			frontends = append(frontends, fe)
 		default:
 			return errAt(s.Pos, "%s sections are not translated yet", s.Kind)
+		}
+	}
+	// One listener per address: Caddy's servers option names each once,
+	// where HAProxy would bind the address twice (with SO_REUSEPORT, the
+	// kernel sharing connections between the two).
+	bound := map[string]Line{}
+	for _, fe := range frontends {
+		for _, b := range fe.binds {
+			if first, ok := bound[b.addr]; ok {
+				return refuse(b.line, "%s is bound at %s too: one address, one listener", b.addr, first.Pos)
+			}
+			bound[b.addr] = b.line
 		}
 	}
 	for _, s := range t.cfg.Sections {
@@ -143,6 +202,9 @@ func hostPort(a string, pos Position) (string, error) {
 	host, port, err := net.SplitHostPort(a)
 	if err != nil || port == "" {
 		return "", errAt(pos, "%q: want host:port", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return "", errAt(pos, "%q: want a port from 1 to 65535 (no name, range or offset)", a)
 	}
 	if host == "*" {
 		host = ""

@@ -69,7 +69,7 @@ func TestTranslateRefuses(t *testing.T) {
 			"h.cfg:24: server node-a: sni, check-sni and verifyhost name nodepilot.internal.example and other.example"},
 		{"uri /healthz/leader", "uri /healthz/ready", "h.cfg:25: server node-b: backup is translated with balance first only"},
 		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
-		{"inter 5s", "inter 5x", `h.cfg:20: "5x": unit "x"`},
+		{"inter 5s", "inter 5x", `h.cfg:20: default-server inter: "5x": unit "x"`},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Client %[src]", "h.cfg:13: http-request set-header: log-format expressions"},
 		{"http-request del-header Forwarded", "http-request del-header Forwarded if { src 10.0.0.0/8 }", "h.cfg:9: http-request del-header: conditions are not translated yet"},
 	} {
