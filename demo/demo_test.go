@@ -64,6 +64,7 @@ func TestDemo(t *testing.T) {
 		"./demo/try ntlm":         checkNTLM,
 		"./demo/try upload":       checkUpload,
 		"./demo/try reload":       checkReload,
+		"./demo/try haproxy":      checkHAProxy,
 		"./demo/try status":       checkStatus,
 		"./demo/try metrics":      checkMetrics,
 	}
@@ -534,6 +535,33 @@ func checkReload(t *testing.T, out string) {
 	}
 	if connects < 1 || handed < 5-(connects-1) {
 		t.Errorf("curl connected %d times and %d connections were handed on: every reload that closed none of curl's connections hands it on", connects, handed)
+	}
+}
+
+// checkHAProxy: the seed's HAProxy configuration, run through the adapter,
+// became the leader policy and transport pinned over verified TLS, sent
+// the write to the leader, and passed on the forwarding headers as the
+// seed's HAProxy does: the client's own address, proto https, and nothing
+// of what the client forged.
+func checkHAProxy(t *testing.T, out string) {
+	for _, want := range []string{"lb_policy leader {", "host nodepilot.internal.example", "transport pinned {",
+		"tls_server_name nodepilot.internal.example", "forwarded {", "  write: 200 from node-a over HTTP/1.1\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the haproxy scenario lacks %q", want)
+		}
+	}
+	m := regexp.MustCompile(`(?m)^  (\{"epoch".*\})$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("the haproxy scenario printed no read")
+	}
+	var heard struct {
+		Node, Forwarded, XForwardedFor, XForwardedProto string
+	}
+	if err := json.Unmarshal([]byte(m[1]), &heard); err != nil {
+		t.Fatal(err)
+	}
+	if heard.Node != "node-a" || heard.Forwarded != "" || heard.XForwardedFor != "127.0.0.1" || heard.XForwardedProto != "https" {
+		t.Errorf("the node got %+v, want from node-a X-Forwarded-For 127.0.0.1 alone, X-Forwarded-Proto https, no Forwarded", heard)
 	}
 }
 

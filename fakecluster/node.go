@@ -409,7 +409,10 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.mu.Unlock()
 		writeJSON(w, http.StatusOK, ex)
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"node": n.id, "epoch": lv.epoch, "role": role, "path": r.URL.Path})
+		// The forwarding headers as the node got them, for the demo to
+		// show what a proxy passed on.
+		writeJSON(w, http.StatusOK, map[string]any{"node": n.id, "epoch": lv.epoch, "role": role, "path": r.URL.Path,
+			"forwarded": r.Header.Get("Forwarded"), "xForwardedFor": r.Header.Get("X-Forwarded-For"), "xForwardedProto": r.Header.Get("X-Forwarded-Proto")})
 	}
 }
 

@@ -27,6 +27,8 @@ func main() {
 	ttl := flag.Duration("lease-ttl", 0, "lease TTL (default 30s)")
 	renew := flag.Duration("renew", 0, "renew interval (default 10s)")
 	drain := flag.Duration("stop-drain", 250*time.Millisecond, "how long a stopping node serves as a follower after releasing its lease")
+	tlsDir := flag.String("tls-dir", "", "serve the nodes over TLS (active-passive), with a certificate for "+fakecluster.NodeName+
+		" from a private CA written to DIR/ca.pem, and a frontend certificate for 127.0.0.1 with its key in DIR/frontend.pem")
 	flag.Parse()
 
 	switch *mode {
@@ -38,7 +40,14 @@ func main() {
 		log.Fatalf("-mode %q: want active-passive or active-active", *mode)
 	}
 
-	c, err := fakecluster.New(fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, BasePort: *basePort, StopDrain: *drain}, *nodes)
+	cfg := fakecluster.Config{LeaseTTL: *ttl, RenewInterval: *renew, BasePort: *basePort, StopDrain: *drain}
+	if *tlsDir != "" {
+		var err error
+		if cfg.TLS, err = fakecluster.WriteDemoPKI(*tlsDir); err != nil {
+			log.Fatal(err)
+		}
+	}
+	c, err := fakecluster.New(cfg, *nodes)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,7 +55,7 @@ func main() {
 		log.Fatal(err)
 	}
 	for _, n := range c.Nodes() {
-		fmt.Printf("node %s on http://%s\n", n.ID(), n.Addr())
+		fmt.Printf("node %s on %s\n", n.ID(), n.URL())
 	}
 	fmt.Printf("control API on http://%s (GET /state, POST /nodes/{id}/kill?mode=refuse|hang, /stop, /start, /claim?epoch=N, /forge?epoch=N&lease=D, POST /database/down|up|reseed, POST /reset?leader=ID)\n", *control)
 
