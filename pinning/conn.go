@@ -64,7 +64,20 @@ type upstreamConn struct {
 	resuming atomic.Bool // the next exchange stops the watch
 	byPin    atomic.Bool
 	once     sync.Once
+	// answered counts the answers read on the connection: one that has
+	// answered before is a kept-alive one, which its upstream may close
+	// under the next request.
+	answered int
 }
+
+// noAnswerError is a kept-alive connection's failure to answer a request
+// of which not a byte of answer came: its upstream closed or reset it
+// under the request, as a server closing its idle connections (a planned
+// stop) does when the request arrives as it closes.
+type noAnswerError struct{ err error }
+
+func (e *noAnswerError) Error() string { return e.err.Error() }
+func (e *noAnswerError) Unwrap() error { return e.err }
 
 func (c *upstreamConn) Close() error {
 	err := c.Conn.Close()
@@ -248,13 +261,17 @@ func (uc *upstreamConn) send(req *http.Request) (*http.Response, <-chan error, e
 		limit = defaultMaxHeaderBytes
 	}
 	defer uc.readLimit.Store(math.MaxInt64) // no bound on bodies
-	for range maxInformational + 1 {
+	for i := range maxInformational + 1 {
 		uc.readLimit.Store(limit)
 		resp, err := http.ReadResponse(uc.br, req)
 		if err != nil {
+			if i == 0 && uc.answered > 0 && uc.readLimit.Load() == limit && uc.br.Buffered() == 0 {
+				err = &noAnswerError{err}
+			}
 			return nil, nil, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			uc.answered++
 			if tc, ok := uc.Conn.(*tls.Conn); ok {
 				state := tc.ConnectionState()
 				resp.TLS = &state

@@ -385,7 +385,7 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := pn.exchange(req)
 	if err != nil {
-		return nil, err
+		return nil, pn.lostUnder(req, err)
 	}
 	pn.mu.Lock()
 	credentials := HasConnectionAuth(req.Header, "Authorization")
@@ -404,6 +404,39 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	pn.mu.Unlock()
 	return resp, nil
+}
+
+// lostUnder is what a request whose exchange failed with err gets. A
+// signed-in pin's kept-alive connection that its upstream closed under an
+// idempotent request, answering nothing, is a lost pin: the client is
+// told to sign in again (and its connection closes after), as when the
+// connection closed while it waited, and its browser sends the request
+// again with its new credentials, which an idempotent request allows
+// whether it ran or not. Any other failure is the proxy's error (a 502):
+// a write that may have run is not to be sent again.
+func (pn *pin) lostUnder(req *http.Request, err error) error {
+	if _, ok := errors.AsType[*noAnswerError](err); !ok || !idempotent(req) {
+		return err
+	}
+	pn.mu.Lock()
+	lost, schemes := pn.lost, pn.schemes
+	pn.mu.Unlock()
+	if !lost {
+		return err
+	}
+	return pn.pool.refuse(refusedRestart(RefusedPinLost, schemes))
+}
+
+// idempotent reports whether req may be sent again without asking its
+// client, by net/http's rule: an idempotent method, or an idempotency key.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xKey := req.Header["X-Idempotency-Key"]
+	return key || xKey
 }
 
 // upstreamClosed hears that the binding's connection closed. If the pool

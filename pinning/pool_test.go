@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -58,7 +59,8 @@ func TestContinuesHandshake(t *testing.T) {
 
 // upstream is a real HTTP server on loopback that names the connection
 // each answer went on. /challenge answers 401 with an NTLM challenge,
-// /offer 401 with a bare offer, /bye closes the connection after its answer.
+// /offer 401 with a bare offer, /bye closes the connection after its answer,
+// /drop closes it without one.
 type upstream struct {
 	*httptest.Server
 	mu     sync.Mutex
@@ -79,6 +81,9 @@ func newUpstream(t *testing.T) *upstream {
 			w.WriteHeader(http.StatusUnauthorized)
 		case "/bye":
 			w.Header().Set("Connection", "close")
+		case "/drop": // closed under the request, nothing answered
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			_ = conn.Close()
 		}
 	}))
 	u.Config.ConnState = func(c net.Conn, s http.ConnState) {
@@ -608,6 +613,44 @@ func TestUpstreamClosedUnderTheNextRequest(t *testing.T) {
 	closeUnderneath(fresh)
 	if got := mustSend(t, p, fresh, u.addr(), "/").Header.Get("X-Conn"); got == "" || got == first {
 		t.Fatalf("an unlocked pin's request after its upstream closed went on %q (first %q), want a fresh connection", got, first)
+	}
+}
+
+// A signed-in pin's kept-alive connection that its upstream closes under
+// an idempotent request, answering nothing (a node's planned stop closing
+// its idle connections as the request arrives), is a lost pin: 401, sign
+// in again, never a 502 (make chaos's "leader planned stop" had 8 in a
+// run). A write that may have run stays the proxy's error.
+func TestUpstreamClosedUnderAnIdempotentRequest(t *testing.T) {
+	u := newUpstream(t)
+	p := newPool(t, Config{})
+	for _, tt := range []struct {
+		method string
+		header http.Header
+		lost   bool
+	}{
+		{http.MethodGet, nil, true},
+		{http.MethodPost, http.Header{"Idempotency-Key": {"k1"}}, true},
+		{http.MethodPost, nil, false},
+	} {
+		c := newClient(t)
+		signIn(t, p, c, u.addr(), "/challenge")
+		req, _ := http.NewRequest(tt.method, "http://"+u.addr()+"/drop", nil)
+		maps.Copy(req.Header, tt.header)
+		req.ProtoMajor, req.ProtoMinor = 1, 1
+		p.ConnState(c.conn, http.StateActive)
+		_, err := p.RoundTrip(c.conn, req)
+		r, refused := errors.AsType[*Refusal](err)
+		switch {
+		case tt.lost && (!refused || r.Reason != RefusedPinLost || r.Status != http.StatusUnauthorized):
+			t.Errorf("%s %v closed under it: %v, want the pin_lost refusal", tt.method, tt.header, err)
+		case !tt.lost && (refused || err == nil):
+			t.Errorf("%s closed under it: %v, want the proxy's error", tt.method, err)
+		}
+		p.ConnState(c.conn, http.StateIdle)
+		if !c.isClosed() {
+			t.Errorf("%s %v: the client connection of a lost pin stays open", tt.method, tt.header)
+		}
 	}
 }
 
