@@ -828,3 +828,110 @@ func TestHAProxyDifferentialActiveChecks(t *testing.T) {
 		}
 	}
 }
+
+// startCfgBackends starts a test backend (testBackends) for each server
+// line of an HAProxy configuration, named as the server, and returns the
+// configuration with their addresses, its frontend on hapAddr.
+func startCfgBackends(t *testing.T, cfgText, hapAddr string) (string, map[string]*atomic.Bool) {
+	t.Helper()
+	var names, from []string
+	for l := range strings.SplitSeq(cfgText, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "server" {
+			names, from = append(names, f[1]), append(from, f[2])
+		}
+	}
+	addr, down := testBackends(t, names...)
+	repl := []string{"127.0.0.1:8080", hapAddr}
+	for i, name := range names {
+		repl = append(repl, from[i], addr[name])
+	}
+	return strings.NewReplacer(repl...).Replace(cfgText), down
+}
+
+// haproxy/testdata/backup.cfg (balance roundrobin, two primaries and two
+// backups, checked): HAProxy and caddy-ha take the primaries in turns,
+// the first backup (in the servers' order) only once both primaries fail
+// their checks, the next backup when it fails too, and the primaries again
+// once they pass; with option allbackups, the backups in turns.
+func TestHAProxyDifferentialBackups(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/backup.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct{ down, want []string }
+	for _, tt := range []struct {
+		name, from, to string
+		steps          []step
+	}{
+		{"first backup", "", "", []step{
+			{nil, []string{"app1", "app2"}},
+			{[]string{"app1"}, []string{"app2"}},
+			{[]string{"app1", "app2"}, []string{"spare1"}},
+			{[]string{"app1", "app2", "spare1"}, []string{"spare2"}},
+			{[]string{"app1", "app2", "spare2"}, []string{"spare1"}},
+			{[]string{"app2"}, []string{"app1"}},
+			{nil, []string{"app1", "app2"}},
+		}},
+		{"allbackups", "    balance roundrobin\n", "    balance roundrobin\n    option allbackups\n", []step{
+			{nil, []string{"app1", "app2"}},
+			{[]string{"app1", "app2"}, []string{"spare1", "spare2"}},
+			{[]string{"app1", "app2", "spare1"}, []string{"spare2"}},
+			{[]string{"app2"}, []string{"app1"}},
+			{nil, []string{"app1", "app2"}},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg, down := startCfgBackends(t, strings.Replace(string(text), tt.from, tt.to, 1), hapAddr)
+			startHAProxy(t, cfg, hapAddr)
+			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			client := &http.Client{Timeout: 10 * time.Second}
+			for _, s := range tt.steps {
+				setDown(down, s.down...)
+				for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+					waitForTurns(t, fmt.Sprintf("%s with %v down", p.name, s.down), func() string { return serverOf(client, "http://"+p.addr+"/") }, s.want...)
+				}
+			}
+		})
+	}
+}
+
+// haproxy/testdata/weight.cfg: balance roundrobin with weights 3 and 1
+// gives the same split of 40 requests through HAProxy and caddy-ha, 30
+// and 10; backend sorry (static-rr, option allbackups) 20 and 10 of 30 to
+// its primaries of weight 20 and 10, none to the one of weight 0, and once
+// those two fail their checks (the one of weight 0 still passing), 10 and
+// 30 of 40 to its backups of weight 10 and 30.
+func TestHAProxyDifferentialWeights(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/weight.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg, down := startCfgBackends(t, string(text), hapAddr)
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	proxies := []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}}
+	splits := map[string][]map[string]int{}
+	for _, p := range proxies {
+		ask := func(path string) func() string {
+			return func() string { return serverOf(client, "http://"+p.addr+path) }
+		}
+		splits[p.name] = append(splits[p.name], split(40, ask("/")), split(30, ask("/sorry/")))
+	}
+	setDown(down, "web1", "web2")
+	for _, p := range proxies {
+		ask := func() string { return serverOf(client, "http://"+p.addr+"/sorry/") }
+		poll.Until(t, 15*time.Second, p.name+" to send to the backups", func() bool { return strings.HasPrefix(ask(), "sorry") })
+		splits[p.name] = append(splits[p.name], split(40, ask))
+	}
+	want := []map[string]int{{"big": 30, "small": 10}, {"web1": 20, "web2": 10}, {"sorry1": 10, "sorry2": 30}}
+	for _, p := range proxies {
+		for i, got := range splits[p.name] {
+			if !maps.Equal(got, want[i]) {
+				t.Errorf("%s: split %d: %v, want %v", p.name, i, got, want[i])
+			}
+		}
+	}
+}

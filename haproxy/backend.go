@@ -28,6 +28,9 @@ type backend struct {
 	retries    *Line // retries <n>
 	cookie     *Line // cookie <name> insert [indirect] [nocache]
 	redispatch *Line // option redispatch
+
+	allBackups *Line                  // option allbackups
+	weights    map[Position]weighting // by server line: the servers with a weight
 	// http-response header rules, applied before the frontend's.
 	responseHeaders []headerRule
 	reuse           *Line
@@ -166,6 +169,11 @@ func (be *backend) read(l Line) error {
 			return refuse(l, "an interval is not translated")
 		}
 		be.redispatch = &l
+	case key == "option" && arg(l, 1) == "allbackups":
+		if len(w) != 2 {
+			return refuse(l, "takes no argument")
+		}
+		be.allBackups = &l
 	case key == "http-response":
 		r, err := responseHeader(l)
 		be.responseHeaders = append(be.responseHeaders, r)
@@ -333,10 +341,10 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 				notes = append(notes, "backup: the leader is whichever node holds the lease")
 			case !be.active:
 				return t, lo, nil, refuse(at, "backup without checks is never used")
-			case be.balance == nil || arg(*be.balance, 1) != "first":
-				return t, lo, nil, refuse(at, "backup is translated with balance first only (backups listed last, used when no server before them is up)")
+			case be.allBackups != nil:
+				notes = append(notes, "backup: lb_policy backup balances the backups that are up when no other server is")
 			default:
-				notes = append(notes, "backup: listed after the others, lb_policy first takes it only when none of them is up")
+				notes = append(notes, "backup: lb_policy backup sends to the first backup up when no other server is")
 			}
 		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie":
 			if v, err = value(); err != nil {
@@ -381,10 +389,20 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 					err = refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
 				}
 			case "weight":
-				if !be.leader {
-					err = refuse(at, "weights are not translated yet")
-				} else {
+				n, nerr := strconv.Atoi(v)
+				switch {
+				case nerr != nil || n < 0 || n > 256:
+					err = refuse(at, "weight takes a whole number from 0 to 256")
+				case be.leader:
 					notes = append(notes, "weight: the leader gets every request")
+				default:
+					if be.weights == nil {
+						be.weights = map[Position]weighting{}
+					}
+					be.weights[s.line.Pos] = weighting{n, at}
+					if be.balance != nil && arg(*be.balance, 1) == "first" && n > 0 {
+						notes = append(notes, "weight: balance first ignores weights")
+					}
 				}
 			}
 		default:
@@ -404,7 +422,7 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	c.comment(Line{Pos: be.section.Pos, Words: []string{"backend", be.section.Name}}, "")
 	var tls tlsOptions
 	var lo leaderOptions
-	var addrs, backups []string
+	var addrs []string
 	for i, s := range be.servers {
 		t, l, notes, err := be.serverOptions(s)
 		if err != nil {
@@ -416,12 +434,7 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 		tls, lo = t, l
 		c.comment(s.line, strings.Join(notes, "; "))
 		addrs = append(addrs, s.addr)
-		if be.active && slices.ContainsFunc(s.opts, func(o option) bool { return o.word == "backup" }) {
-			backups = append(backups, s.addr)
-			addrs = addrs[:len(addrs)-1]
-		}
 	}
-	addrs = append(addrs, backups...) // after the others, for lb_policy first
 	for _, l := range []*Line{be.balance, be.hashType} {
 		switch {
 		case l == nil:
@@ -552,6 +565,129 @@ func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
 	}
 }
 
+// weighting is a server's weight option: its value, and its line.
+type weighting struct {
+	n  int
+	at Line
+}
+
+// weightOf is a server's weight, HAProxy's default 1 without one.
+func (be *backend) weightOf(s server) (int, *Line) {
+	if w, ok := be.weights[s.line.Pos]; ok {
+		return w.n, &w.at
+	}
+	return 1, nil
+}
+
+// isBackup tells whether a server (or default-server) says backup.
+func (be *backend) isBackup(s server) bool {
+	return slices.ContainsFunc(append(append([]option{}, be.defaults...), s.opts...), func(o option) bool { return o.word == "backup" })
+}
+
+// groupPolicy is the policy that balances a group of servers (the
+// primaries, or the backups with option allbackups) as the balance's
+// policy p does: weights change nothing while they are equal; with
+// roundrobin or static-rr, weighted_round_robin gives each server its
+// share (a weight of 0 none, as in HAProxy); balance first ignores them,
+// as HAProxy does; Caddy's other policies have no weights.
+func (be *backend) groupPolicy(p string, group []server) (string, error) {
+	var weights []string
+	var odd *Line // a weight line, one of 0 if there is one
+	first, _ := be.weightOf(group[0])
+	uneven, zero := false, true
+	for _, s := range group {
+		n, at := be.weightOf(s)
+		if at != nil && (odd == nil || n == 0 && !slices.Contains(weights, "0")) {
+			odd = at
+		}
+		uneven = uneven || n != first || n == 0
+		zero = zero && n == 0
+		weights = append(weights, strconv.Itoa(n))
+	}
+	if !uneven {
+		return p, nil
+	}
+	algo := "roundrobin"
+	if be.balance != nil {
+		algo = arg(*be.balance, 1)
+	}
+	switch {
+	case zero:
+		return "", refuse(*odd, "every server of the group has weight 0: HAProxy balances none of them, which is not translated")
+	case algo == "roundrobin" || algo == "static-rr":
+		return "weighted_round_robin " + strings.Join(weights, " "), nil
+	case algo == "first" && !slices.Contains(weights, "0"):
+		return p, nil
+	case algo == "first":
+		return "", refuse(*odd, "weight 0 with balance first is not translated (Caddy's first has no weights)")
+	}
+	return "", refuse(*odd, "weights that differ are translated with balance roundrobin or static-rr: Caddy's %s has no weights", strings.Fields(p)[0])
+}
+
+// selection is how the backend picks a server, written as lb_policy or
+// as the cookie policy's fallback: the balance's policy p (with weights,
+// see groupPolicy), or, with backup servers, lb_policy backup with that
+// policy for the others, and the first backup up when none of them is (or
+// with option allbackups, the backups balanced as the others are).
+func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
+	var primaries, backups []server
+	for _, s := range be.servers {
+		if be.isBackup(s) {
+			backups = append(backups, s)
+		} else {
+			primaries = append(primaries, s)
+		}
+	}
+	if len(backups) == 0 {
+		policy, err := be.groupPolicy(p, primaries)
+		return func(c *caddyfile, key string) {
+			if be.allBackups != nil {
+				c.comment(*be.allBackups, "no backup server")
+			}
+			c.line("%s %s", key, policy)
+		}, err
+	}
+	policy := "round_robin" // only backups: the policy is never asked
+	if len(primaries) > 0 {
+		var err error
+		if policy, err = be.groupPolicy(p, primaries); err != nil {
+			return nil, err
+		}
+	}
+	backupPolicy := policy
+	if be.allBackups != nil {
+		var err error
+		if backupPolicy, err = be.groupPolicy(p, backups); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, s := range backups {
+			if n, at := be.weightOf(s); n == 0 {
+				return nil, refuse(*at, "weight 0 on a backup without option allbackups is not translated (HAProxy never takes it as the first backup)")
+			}
+		}
+	}
+	dials := make([]string, len(backups))
+	for i, s := range backups {
+		dials[i] = s.addr
+	}
+	return func(c *caddyfile, key string) {
+		if be.allBackups != nil {
+			c.comment(*be.allBackups, "")
+		}
+		c.open("%s backup", key)
+		c.line("backups %s", strings.Join(dials, " "))
+		c.line("primary_policy %s", policy)
+		if be.allBackups != nil {
+			c.line("all_backups")
+			if backupPolicy != policy {
+				c.line("backup_policy %s", backupPolicy)
+			}
+		}
+		c.close()
+	}, nil
+}
+
 // writeRetries writes HAProxy's retries (3 by default) as lb_retries:
 // both retry a request whose connection failed; Caddy picks the server
 // again for each retry, as HAProxy does with option redispatch on the last.
@@ -584,18 +720,23 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 		if be.balance != nil {
 			c.comment(*be.balance, "")
 		}
+		writeSelection, err := be.selection(p)
+		if err != nil {
+			return err
+		}
 		if be.cookie == nil {
-			c.line("lb_policy %s", p)
+			writeSelection(c, "lb_policy")
 			return be.writeRetries(c)
 		}
 		// HAProxy's inserted cookie names the server; Caddy's cookie
 		// policy sets one that hashes the server's address, and picks by
-		// the balance policy while a client has none.
+		// the balance policy while a client has none. A cookie naming a
+		// backup that is up sends to it, as in HAProxy.
 		l := *be.cookie
 		c.comment(l, "")
 		name := caddyToken(l.Words[1])
 		c.open("lb_policy cookie %s", name)
-		c.line("fallback %s", p)
+		writeSelection(c, "fallback")
 		c.close()
 		if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
 			c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))

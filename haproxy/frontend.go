@@ -150,7 +150,7 @@ func (fe *frontend) read(l Line) error {
 		fe.errorPages[l.Words[1]] = p
 	case key == "stick-table":
 		return fe.readStickTable(l)
-	case key == "retries", key == "option" && arg(l, 1) == "redispatch":
+	case key == "retries", key == "option" && (arg(l, 1) == "redispatch" || arg(l, 1) == "allbackups"):
 		fe.note(l, "a backend's: see its reverse_proxy")
 	case key == "http-response":
 		r, err := responseHeader(l)
