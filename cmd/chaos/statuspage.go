@@ -44,14 +44,23 @@ func (l *load) scrapeStatus(seq int) {
 	})
 }
 
-// statusView reads the admin API's view now, for a fault to compare with.
+// statusView reads the admin API's view now, for a fault to compare with:
+// up to three tries of 2s each, so that a machine too loaded to answer one
+// scrape in time (the scrapes under load count those) does not stop the
+// suite.
 func (r *rig) statusView() (status.View, error) {
-	var v status.View
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	body, err := r.adminGet(ctx, "/ha/status")
-	if err == nil {
-		err = json.Unmarshal(body, &v)
+	var (
+		v   status.View
+		err error
+	)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var body []byte
+		body, err = r.adminGet(ctx, "/ha/status")
+		cancel()
+		if err == nil {
+			return v, json.Unmarshal(body, &v)
+		}
 	}
 	return v, err
 }
