@@ -17,7 +17,8 @@ import (
 // of HAProxy's examples and Debian's haproxy.cfg (as Debian's haproxy
 // package installs them) that translates is adapted by --adapter haproxy
 // and passes what caddy validate does: its JSON decoded strictly and every
-// module provisioned. Certificate and CA files (crt, ca-file) are the
+// module provisioned (which starts health checks: every server address is
+// moved to loopback, as the tests' traffic must stay). Certificate and CA files (crt, ca-file) are the
 // test's own, written for it, so that the TLS app loads them. Those that
 // are refused are TestCorpus's (package haproxy), which asserts each
 // outcome and that the refusal names its file, line and keyword.
@@ -42,7 +43,7 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body = withTestTLSFiles(body, crtFile, crtDir, caFile)
+			body = withLoopbackServers(withTestTLSFiles(body, crtFile, crtDir, caFile))
 			if _, err := migrate(body, file); err != nil {
 				t.Logf("refused, not validated (TestCorpus asserts the refusal): %v", err)
 				return
@@ -89,9 +90,21 @@ func corpusTLSFiles(t *testing.T) (crtFile, crtDir, caFile string) {
 }
 
 var (
+	serverIPv4 = regexp.MustCompile(`(?m)^(\s*(?:server|default-server)\s.*?)\b(?:\d{1,3}\.){3}\d{1,3}(:\d+)`)
 	crtWord    = regexp.MustCompile(`(\scrt\s+)(\S+)`)
 	caFileWord = regexp.MustCompile(`(\sca-file\s+)(\S+)`)
 )
+
+// withLoopbackServers moves each server's IPv4 address to 127.0.0.1, its
+// port kept, so that validating (which starts the active health checks and
+// the leader policy's probes) sends nothing off the machine.
+func withLoopbackServers(body []byte) []byte {
+	for prev := []byte(nil); string(prev) != string(body); {
+		prev = body
+		body = serverIPv4.ReplaceAll(body, []byte("${1}127.0.0.1${2}"))
+	}
+	return body
+}
 
 // withTestTLSFiles points every crt at the test's PEM file (its directory
 // for a crt ending in a slash) and every ca-file at the test's CA.
