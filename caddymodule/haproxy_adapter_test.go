@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,14 +63,7 @@ func TestHAProxyAdapterRunsTheSeed(t *testing.T) {
 func seedConfig(t *testing.T, c *fakecluster.Cluster, caFile string, serverTLS *tls.Config, addr string) string {
 	t.Helper()
 	crt := filepath.Join(t.TempDir(), "nodepilot.pem")
-	leaf := serverTLS.Certificates[0]
-	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemBytes := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
-	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+	if err := os.WriteFile(crt, crtPEM(t, serverTLS.Certificates[0]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	seed, err := os.ReadFile("../haproxy/testdata/seed.cfg")

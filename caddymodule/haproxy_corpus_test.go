@@ -1,8 +1,6 @@
 package caddymodule
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,16 +72,9 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 func corpusTLSFiles(t *testing.T) (crtFile, crtDir, caFile string) {
 	t.Helper()
 	caFile, serverTLS := testPKI(t)
-	leaf := serverTLS.Certificates[0]
-	key, err := x509.MarshalPKCS8PrivateKey(leaf.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pemBytes := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
 	crtDir = t.TempDir()
 	crtFile = filepath.Join(crtDir, "site.pem")
-	if err := os.WriteFile(crtFile, pemBytes, 0o600); err != nil {
+	if err := os.WriteFile(crtFile, crtPEM(t, serverTLS.Certificates[0]), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return crtFile, crtDir, caFile

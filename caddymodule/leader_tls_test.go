@@ -39,6 +39,17 @@ func testPKI(t *testing.T) (caFile string, server *tls.Config) {
 	return caFile, server
 }
 
+// crtPEM is cert and its key in one PEM, as HAProxy's crt file holds them.
+func crtPEM(t *testing.T, cert tls.Certificate) []byte {
+	t.Helper()
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})...)
+}
+
 // Probes reach TLS nodes the way proxied requests do (server name, trust
 // pool) with the configured Host header, as the cluster's HAProxy checks do
 // with verify required; a node whose certificate does not verify is never
