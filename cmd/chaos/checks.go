@@ -71,7 +71,7 @@ func markRun(r *rig) runMarks {
 // check runs every invariant over a finished run.
 func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration) row {
 	rw := row{fault: f, took: took, errors: map[string]int{}}
-	unexplained, loadErrors := map[string]int{}, map[string]int{} // by class and kind
+	unexplained, loadErrors, explained := map[string]int{}, map[string]int{}, map[string]int{} // by class and kind
 	over, overLoad := map[class]int{}, map[class]int{}
 	slowest, slowestWait := map[class]time.Duration{}, map[class]time.Duration{}
 	canaries := canariesByKind(l.results)
@@ -88,6 +88,7 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 			rw.errors[res.errorKind()]++
 			switch {
 			case eff.explains != nil && eff.explains(res):
+				explained[res.class.String()+" "+res.errorKind()]++
 			case stalledAround(own, res) || stalledAround(canaries[storeOf(res.class)], res):
 				rw.loadErrors++
 				loadErrors[res.class.String()+" "+res.errorKind()]++
@@ -115,6 +116,9 @@ func check(r *rig, f fault, l *load, eff effect, m runMarks, took time.Duration)
 	}
 	if rw.unexplained > 0 {
 		rw.notes = append(rw.notes, "unexplained errors: "+byCount(unexplained))
+	}
+	if eff.explained != "" && len(explained) > 0 {
+		rw.notes = append(rw.notes, eff.explained+": "+byCount(explained))
 	}
 	if rw.loadErrors > 0 {
 		rw.notes = append(rw.notes, fmt.Sprintf("errors the machine's load explains (a canary waited %v or more then): %s", stallAt, byCount(loadErrors)))

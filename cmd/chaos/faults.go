@@ -2,7 +2,11 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
@@ -23,6 +27,9 @@ type fault struct {
 type effect struct {
 	end      func() error      // nil: nothing to end
 	explains func(result) bool // nil: no failure is explained
+	// explained, if set, says why in the notes, with the count: for a
+	// planned event's errors that the host explains, not the event.
+	explained string
 	// shows tells whether a status view shows the fault; nil: nothing to
 	// show.
 	shows func(status.View) bool
@@ -164,7 +171,11 @@ func killUploadServer(r *rig) (effect, error) {
 }
 
 // reloads reloads Caddy's config reloadsPerRun times over the fault's
-// duration, under the load.
+// duration, under the load. Caddy listens with SO_REUSEPORT, a socket per
+// config, and closing the old one resets the connections still in its
+// accept queue, unless the host moves them to the new socket
+// (net.ipv4.tcp_migrate_req=1, docs/reload-handoff.md): with the sysctl
+// off, a reset of a connection dialled for its request is the host's.
 func reloads(r *rig) (effect, error) {
 	for i := range reloadsPerRun {
 		if i > 0 {
@@ -174,5 +185,20 @@ func reloads(r *rig) (effect, error) {
 			return effect{}, err
 		}
 	}
-	return effect{}, nil
+	if migratesAcceptQueue() {
+		return effect{}, nil
+	}
+	return effect{
+		explains: func(res result) bool {
+			return res.fresh && res.status == 0 && (errors.Is(res.err, syscall.ECONNRESET) || errors.Is(res.err, io.EOF) || errors.Is(res.err, io.ErrUnexpectedEOF))
+		},
+		explained: "new connections reset in the old socket's accept queue (net.ipv4.tcp_migrate_req=0)",
+	}, nil
+}
+
+// migratesAcceptQueue reports whether the host moves a closed SO_REUSEPORT
+// socket's accept queue to another socket of its group.
+func migratesAcceptQueue() bool {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }

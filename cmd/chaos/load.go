@@ -7,9 +7,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
@@ -104,6 +106,8 @@ type result struct {
 	wrong bool
 	// retryAfter: the answer's Retry-After.
 	retryAfter string
+	// fresh: the request went on a connection dialled for it.
+	fresh bool
 }
 
 func (r result) failed() bool { return r.err != nil || r.status >= 500 }
@@ -275,6 +279,10 @@ func (l *load) stopLoad() {
 // is wrong.
 func (l *load) do(client *http.Client, c class, id string, req *http.Request, judge func(status int, body []byte) bool) (status int, header http.Header, body []byte) {
 	res := result{class: c, id: id, sent: time.Now()}
+	var fresh atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { fresh.Store(!info.Reused) },
+	}))
 	resp, err := client.Do(req)
 	if err == nil {
 		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -288,7 +296,7 @@ func (l *load) do(client *http.Client, c class, id string, req *http.Request, ju
 			res.wrong = judge != nil && judge(res.status, body)
 		}
 	}
-	res.err, res.done = err, time.Now()
+	res.err, res.done, res.fresh = err, time.Now(), fresh.Load()
 	l.record(res)
 	return res.status, header, body
 }

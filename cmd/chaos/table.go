@@ -32,7 +32,9 @@ func printTable(w io.Writer, rows []row) {
 	}
 	fmt.Fprint(w, `
 client errors: status >= 500, "conn" (a transport error) or "timeout" (the client's, set past the bound), by kind; upload steps failed are sent again.
-unexplained errors: client errors the fault does not explain. A planned event explains none; a leader crash or hang
+unexplained errors: client errors the fault does not explain. A planned event explains none (config reloads: but for
+  new connections reset in the old socket's accept queue where the host does not move it, tcp_migrate_req=0, noted
+  apart); a leader crash or hang
   and the database down explain those of the leader's traffic (Windows SSO's included); Redis down explains the upload
   requests; PostgreSQL down its zone's 503s with Retry-After (on_store_error deny); a dead upload server explains its
   own uploads' requests and those in flight as it died, not later creations (two servers are up). "+n load": n more
