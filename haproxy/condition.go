@@ -66,7 +66,7 @@ func parseCondition(words []string, pos Position) (*Condition, error) {
 		case "}", "&&", "and":
 			return nil, errAt(pos, "unexpected %q in a condition", w)
 		default:
-			if w[0] == '!' && len(w) > 1 { // "!name"
+			if len(w) > 1 && w[0] == '!' { // "!name"
 				terms = append(terms, Term{Not: !not, ACL: w[1:]})
 			} else {
 				terms = append(terms, Term{Not: not, ACL: w})
