@@ -117,12 +117,12 @@ func TestHAProxyAdapterRefusesWithTheLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgText := strings.Replace(string(seed), "    default_backend nodepilot_active", "    default_backend nodepilot_active\n    maxconn 100", 1)
+	cfgText := strings.Replace(string(seed), "    default_backend nodepilot_active", "    default_backend nodepilot_active\n    backlog 100", 1)
 	_, _, err = HAProxyAdapter{}.Adapt([]byte(cfgText), map[string]any{"filename": "haproxy.cfg"})
-	if err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: maxconn") {
-		t.Fatalf("error %v, want haproxy.cfg:15: maxconn …", err)
+	if err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: backlog") {
+		t.Fatalf("error %v, want haproxy.cfg:15: backlog …", err)
 	}
-	if _, err := migrate([]byte(cfgText), "haproxy.cfg"); err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: maxconn") {
+	if _, err := migrate([]byte(cfgText), "haproxy.cfg"); err == nil || !strings.Contains(err.Error(), "haproxy.cfg:15: backlog") {
 		t.Fatalf("migrate: error %v", err)
 	}
 	if _, _, err := caddyconfig.GetAdapter("haproxy").Adapt([]byte("frontend\n"), map[string]any{"filename": "x.cfg"}); err == nil ||

@@ -182,6 +182,8 @@ func (be *backend) read(l Line) error {
 		be.balance = &l
 	case key == "hash-type":
 		be.hashType = &l
+	case key == "stats", key == "maxconn":
+		return be.frontendSetting(l)
 	default:
 		return refuse(l, "not translated yet")
 	}
@@ -300,6 +302,7 @@ type tlsOptions struct {
 	ca         string
 	serverName string
 	alpn       string
+	maxConn    string // maxconn: the transport's max_conns_per_host
 }
 
 // leaderOptions are the check settings of lb_policy leader.
@@ -346,7 +349,7 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 			default:
 				notes = append(notes, "backup: lb_policy backup sends to the first backup up when no other server is")
 			}
-		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie":
+		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie", "maxconn":
 			if v, err = value(); err != nil {
 				return t, lo, nil, err
 			}
@@ -384,6 +387,8 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 				err = name(v, at)
 			case "alpn":
 				t.alpn = v
+			case "maxconn":
+				t.maxConn, err = serverMaxconn(v, at)
 			case "cookie":
 				if be.cookie == nil || be.leader {
 					err = refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
@@ -427,6 +432,9 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 		t, l, notes, err := be.serverOptions(s)
 		if err != nil {
 			return err
+		}
+		if i > 0 && t.maxConn != tls.maxConn {
+			return refuse(s.line, "maxconn %q, where %s has %q: one transport limits every server alike", t.maxConn, be.servers[0].name, tls.maxConn)
 		}
 		if i > 0 && (t != tls || l != lo) {
 			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
@@ -502,6 +510,9 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	}
 	if be.keepAlive != "" {
 		c.line("keepalive %s", be.keepAlive)
+	}
+	if err := be.writeMaxConns(c, tls, transport); err != nil {
+		return err
 	}
 	if tls.ssl {
 		c.line("tls")

@@ -19,9 +19,10 @@ func (c *caddyfile) line(format string, args ...any) {
 	c.b.WriteByte('\n')
 }
 
-// comment keeps an HAProxy line, and a note on what became of it.
+// comment keeps an HAProxy line, and a note on what became of it; a
+// stats auth password is redacted.
 func (c *caddyfile) comment(l Line, note string) {
-	text := "# " + l.Pos.String() + ": " + joinWords(l.Words)
+	text := "# " + l.Pos.String() + ": " + joinWords(redacted(l.Words))
 	if note != "" {
 		text += "  (" + note + ")"
 	}

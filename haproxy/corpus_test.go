@@ -30,8 +30,8 @@ var corpusOutcomes = map[string]struct {
 	"legacy-1.x.cfg":           {12, "option httpclose: not translated yet"},
 	"lua-auth.cfg":             {15, "http-request lua.auth-request: http-request lua.auth-request is not translated yet"},
 	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},
-	"stats-listen.cfg":         {9, "listen sections are not translated yet"},
-	"wordpress-farm.cfg":       {20, "stats enable: not translated yet"},
+	"stats-listen.cfg":         {15, "stats admin: ha_status has no admin level"},
+	"wordpress-farm.cfg":       {23, "http-request redirect: an ACL without a value"},
 }
 
 // systemConfigs are the configurations Debian's haproxy package installs:

@@ -37,6 +37,8 @@ type frontend struct {
 	track              *Line                // http-request track-sc0 src
 	rateLimited        *Line                // the deny over the tracked rate
 	errorPages         map[string]errorPage // by status: a later errorfile wins
+	stats              *statsPage           // HAProxy's stats page, as ha_status
+	maxconn            *Line                // maxconn <n>: max_connections
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -80,6 +82,16 @@ var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": tru
 
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}}
+	if len(s.Args) > 0 {
+		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
+	}
+	if s.Kind == "listen" && slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Words[0] == "server" || l.Words[0] == "default-server" }) {
+		return nil, errAt(s.Pos, "listen %s: a listen section with servers is not translated yet: write it as a frontend and a backend (a listen with bind and stats lines is translated)", s.Name)
+	}
+	var err error
+	if fe.stats, fe.notes, err = t.readStats(s); err != nil {
+		return nil, err
+	}
 	for _, l := range t.settingsOf(s) {
 		if err := fe.read(l); err != nil {
 			return nil, err
@@ -114,10 +126,15 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		}
 	}
 	if len(fe.binds) == 0 {
-		return nil, errAt(s.Pos, "frontend %s has no bind line", s.Name)
+		return nil, errAt(s.Pos, "%s %s has no bind line", s.Kind, s.Name)
 	}
-	if fe.backend == nil {
-		return nil, errAt(s.Pos, "frontend %s has no default_backend", s.Name)
+	if fe.backend == nil && fe.stats == nil {
+		return nil, errAt(s.Pos, "%s %s has no default_backend", s.Kind, s.Name)
+	}
+	for _, be := range fe.backends() {
+		if err := t.checkBackendStats(fe, be); err != nil {
+			return nil, err
+		}
 	}
 	return fe, nil
 }
@@ -180,6 +197,10 @@ func (fe *frontend) read(l Line) error {
 			return err
 		}
 		fe.redirects = append(fe.redirects, answerRule{l, cond, d})
+	case key == "stats":
+		// Read as the page by readFrontend (readStats).
+	case key == "maxconn":
+		return fe.frontendMaxconn(l)
 	case key == "use_backend":
 		// Read with its backend by readFrontend.
 	case key == "default_backend":
@@ -191,6 +212,18 @@ func (fe *frontend) read(l Line) error {
 		return refuse(l, "not translated yet")
 	}
 	return nil
+}
+
+// backends are the backends the frontend sends to.
+func (fe *frontend) backends() []*backend {
+	var all []*backend
+	if fe.backend != nil {
+		all = append(all, fe.backend)
+	}
+	for _, r := range fe.rules {
+		all = append(all, r.backend)
+	}
+	return all
 }
 
 // sendsTo tells whether the frontend sends requests to the backend s.
@@ -341,14 +374,16 @@ func (fe *frontend) httpRequest(l Line) error {
 	return nil
 }
 
-// writeServers writes the servers option of each listener of the frontend.
-func (fe *frontend) writeServers(c *caddyfile) {
+// writeServers writes the servers option of each listener of the
+// frontend; global is the global section's maxconn, nil if none.
+func (fe *frontend) writeServers(c *caddyfile, global *Line) {
 	for _, b := range fe.binds {
 		c.comment(b.line, "")
 		for _, l := range fe.timeoutLines {
 			c.comment(l, "")
 		}
 		c.open("servers %s", listener(b.addr))
+		fe.writeListenerWrappers(c, global)
 		if len(fe.timeouts) > 0 {
 			c.open("timeouts")
 			for _, name := range []string{"read_header", "read_body", "idle"} {
@@ -381,7 +416,7 @@ func listener(addr string) string {
 // forwarded headers, and the reverse_proxy of its backend.
 func (fe *frontend) writeSite(c *caddyfile) error {
 	c.line("")
-	c.comment(Line{Pos: fe.section.Pos, Words: []string{"frontend", fe.section.Name}}, "")
+	c.comment(Line{Pos: fe.section.Pos, Words: []string{fe.section.Kind, fe.section.Name}}, "")
 	// HAProxy's bind address is where it listens, never a Host to match:
 	// the site is every host on the port, bound to the address's host.
 	var addrs, hosts []string
@@ -429,12 +464,50 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 		fe.errorPages[code].write(c)
 	}
 	answers := append(append([]answerRule{}, fe.answers...), fe.redirects...)
-	if len(answers) > 0 {
+	if len(answers) > 0 || fe.stats != nil {
 		// In the order written, as HAProxy runs its rules: the header
-		// rules, those that answer, then the backends.
+		// rules, those that answer, the stats page, the redirect rules,
+		// then the backends.
 		c.open("route")
 	}
 	fe.writeHeaders(c)
+	if err := fe.writeAnswers(c, fe.answers); err != nil {
+		return err
+	}
+	if fe.stats != nil {
+		fe.stats.write(c)
+	}
+	if err := fe.writeAnswers(c, fe.redirects); err != nil {
+		return err
+	}
+	if err := fe.writeRules(c); err != nil {
+		return err
+	}
+	if fe.backend == nil {
+		c.line("# no default_backend: HAProxy answers 503 to what no rule or page took")
+		c.line("error 503")
+	} else {
+		c.comment(fe.backendLine, "")
+		if len(fe.rules) > 0 {
+			c.open("handle")
+		}
+		if err := fe.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
+			return err
+		}
+		if len(fe.rules) > 0 {
+			c.close()
+		}
+	}
+	if len(answers) > 0 || fe.stats != nil {
+		c.close()
+	}
+	c.close() // the site
+	return nil
+}
+
+// writeAnswers writes rules that answer the client, each with its
+// condition's matcher.
+func (fe *frontend) writeAnswers(c *caddyfile, answers []answerRule) error {
 	for _, a := range answers {
 		matcher := ""
 		if a.cond != nil {
@@ -456,23 +529,6 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			c.line("%s", strings.Replace(d, matcherMark, matcher, 1))
 		}
 	}
-	if err := fe.writeRules(c); err != nil {
-		return err
-	}
-	c.comment(fe.backendLine, "")
-	if len(fe.rules) > 0 {
-		c.open("handle")
-	}
-	if err := fe.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
-		return err
-	}
-	if len(fe.rules) > 0 {
-		c.close()
-	}
-	if len(answers) > 0 {
-		c.close()
-	}
-	c.close() // the site
 	return nil
 }
 

@@ -68,8 +68,9 @@ func namesKeyword(msg, keyword string) bool {
 }
 
 type translator struct {
-	cfg *Config
-	out caddyfile
+	cfg     *Config
+	out     caddyfile
+	maxconn *Line // global maxconn
 }
 
 // LeaderPath is the path whose health check marks a backend as the
@@ -112,7 +113,9 @@ func (t *translator) translate() error {
 		case "global", "defaults", "backend":
 			// Read where they are used: global first, defaults and
 			// backends through the frontends.
-		case "frontend":
+		case "frontend", "listen":
+			// A listen section is translated as a frontend: with bind and
+			// stats lines, not yet with servers of its own.
 			fe, err := t.readFrontend(s)
 			if err != nil {
 				return err
@@ -134,6 +137,9 @@ func (t *translator) translate() error {
 			bound[b.addr] = b.line
 		}
 	}
+	if err := checkServerMaxconnUses(frontends); err != nil {
+		return err
+	}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.sendsTo(s) }) {
 			return errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend or use_backend names it)", s.Name)
@@ -147,6 +153,14 @@ func (t *translator) translate() error {
 	if g := t.cfg.Section("global", ""); g != nil {
 		t.out.comment(Line{Pos: g.Pos, Words: []string{"global"}}, "")
 		for _, l := range g.Lines {
+			if l.Words[0] == "maxconn" {
+				if _, err := readMaxconn(l, false); err != nil {
+					return err
+				}
+				t.out.comment(l, "every frontend's connections together: max_connections with group "+globalMaxconnGroup+" in each servers option below")
+				t.maxconn = &l
+				continue
+			}
 			reason, ok := ignoredGlobal[l.Words[0]]
 			if !ok {
 				return errAt(l.Pos, "global %s is not translated yet", l.Words[0])
@@ -155,7 +169,7 @@ func (t *translator) translate() error {
 		}
 	}
 	for _, fe := range frontends {
-		fe.writeServers(&t.out)
+		fe.writeServers(&t.out, t.maxconn)
 	}
 	t.out.close()
 	for _, fe := range frontends {

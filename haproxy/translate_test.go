@@ -47,7 +47,7 @@ func checkGolden(t *testing.T, file string) {
 	}
 	for _, s := range cfg.Sections {
 		for _, l := range s.Lines {
-			if !strings.Contains(got, "# "+l.Pos.String()+": "+joinWords(l.Words)) {
+			if !strings.Contains(got, "# "+l.Pos.String()+": "+joinWords(redacted(l.Words))) {
 				t.Errorf("line %s is not kept as a comment", l.Pos)
 			}
 		}
@@ -63,7 +63,7 @@ func TestTranslateRefuses(t *testing.T) {
 	}
 	for _, tt := range []struct{ from, to, want string }{
 		{"    mode http", "    mode tcp", "h.cfg:3: mode tcp: only mode http"},
-		{"    default_backend nodepilot_active", "    default_backend nodepilot_active\n    maxconn 100", "h.cfg:15: maxconn 100: not translated yet"},
+		{"    default_backend nodepilot_active", "    default_backend nodepilot_active\n    backlog 100", "h.cfg:15: backlog 100: not translated yet"},
 		{"alpn http/1.1\n    http-request del-header Forwarded", "alpn http/1.1 npn x\n    http-request del-header Forwarded", `h.cfg:8: bind *:443: bind option "npn"`},
 		{"check-sni nodepilot.internal.example verifyhost nodepilot.internal.example\n    server node-b", "check-sni other.example verifyhost nodepilot.internal.example\n    server node-b",
 			"h.cfg:24: server node-a: sni, check-sni and verifyhost name nodepilot.internal.example and other.example"},
@@ -145,4 +145,85 @@ func TestTranslateRefusesRules(t *testing.T) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
 		}
 	}
+}
+
+// A stats auth password is in the Caddyfile only as its bcrypt hash: the
+// comment that keeps its line redacts it.
+func TestStatsPasswordsAreRedacted(t *testing.T) {
+	cfg, err := ParseFile("testdata/stats.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Translate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"AdMiN123", "s3cret", "an0ther"} {
+		if strings.Contains(got, pw) {
+			t.Errorf("password %s is in the Caddyfile", pw)
+		}
+	}
+	for _, want := range []string{"stats auth admin:<redacted>", "stats auth ops:<redacted>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the Caddyfile", want)
+		}
+	}
+}
+
+// What stats and maxconn do not translate is refused with its line.
+func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
+	for _, tt := range []struct{ from, to, want string }{
+		{"    stats hide-version", "    stats admin if TRUE", "s.cfg:15: stats admin: ha_status has no admin level"},
+		{"    stats hide-version", "    stats scope .", "s.cfg:15: stats scope: ha_status shows the whole process"},
+		{"    stats hide-version", "    stats http-request deny", "s.cfg:15: stats http-request: stats http-request rules are not translated yet"},
+		{"    stats hide-version", "    stats bind-process all", "s.cfg:15: stats bind-process: stats bind-process is not translated yet"},
+		{"stats uri /admin?stats", "stats uri admin", "s.cfg:10: stats uri: a uri that does not begin with /"},
+		{"stats uri /admin?stats", "stats uri /{x}", "s.cfg:10: stats uri: a uri with braces"},
+		{"stats auth admin:AdMiN123", "stats auth admin", "s.cfg:12: stats auth: takes <user>:<password>"},
+		{"stats auth admin:AdMiN123", "stats auth :x", "s.cfg:12: stats auth: an empty user or password"},
+		{"stats auth admin:AdMiN123", "stats auth admin:" + strings.Repeat("x", 72), "s.cfg:12: stats auth: a password longer than 71 bytes"},
+		{"stats realm HAProxy\\ Statistics", "stats realm a\\\"b", "s.cfg:11: stats realm: a realm that is empty or has a quote"},
+		{"stats refresh 1500ms", "stats refresh 5x", `s.cfg:14: stats refresh: "5x": unit "x"`},
+		{"    server app1 127.0.0.1:9001", "    server app1 127.0.0.1:9001\n    stats enable", "s.cfg:25: stats enable: a backend's own stats page is not translated yet"},
+		{"    bind 127.0.0.1:8404", "    bind 127.0.0.1:8404\n    server s 127.0.0.1:1", "s.cfg:26: listen stats: a listen section with servers is not translated yet"},
+		{"listen stats", "listen stats 127.0.0.1:8405", "s.cfg:26: listen stats: an address after the name"},
+		{"    bind 127.0.0.1:8080", "    bind 127.0.0.1:8080\n    stats uri /web?stats", "s.cfg:9: stats enable: backend app takes this stats page from its defaults, which frontend web does not serve"},
+		{"frontend web", "defaults more from base\n    stats enable\nfrontend web from more", `stats lines in defaults more and in the defaults it takes from`},
+	} {
+		text := strings.Replace(string(mustRead(t, "testdata/stats.cfg")), tt.from, tt.to, 1)
+		cfg, err := Parse(strings.NewReader(text), "s.cfg", lookup)
+		if err == nil {
+			_, err = Translate(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"    maxconn 100", "    maxconn 0", "m.cfg:4: maxconn 0: takes a whole number of at least 1"},
+		{"    maxconn 2", "    maxconn -2", "m.cfg:17: maxconn -2: takes a whole number"},
+		{"server app2 127.0.0.1:9002 maxconn 3", "server app2 127.0.0.1:9002 maxconn 4", `m.cfg:30: server app2: maxconn "4", where app1 has "3"`},
+		{"server app2 127.0.0.1:9002 maxconn 3", "server app2 127.0.0.1:9002 maxconn x", "m.cfg:30: server app2: maxconn takes a whole number"},
+		{"    default-server maxconn 3", "    http-reuse never\n    default-server maxconn 3", "m.cfg:29: default-server maxconn: maxconn with http-reuse never is not translated"},
+		{"    default_backend static", "    default_backend app", "m.cfg:22: default_backend app: backend app, whose servers have a maxconn, is sent to at line 18 too"},
+		{"    default-server maxconn 3", "    default-server maxconn 3 alpn h2", "m.cfg:28: default-server maxconn: maxconn over HTTP/2 is not translated"},
+	} {
+		text := strings.Replace(string(mustRead(t, "testdata/maxconn.cfg")), tt.from, tt.to, 1)
+		cfg, err := Parse(strings.NewReader(text), "m.cfg", lookup)
+		if err == nil {
+			_, err = Translate(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
+		}
+	}
+}
+
+func mustRead(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

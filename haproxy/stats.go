@@ -1,0 +1,304 @@
+package haproxy
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// statsPage is HAProxy's stats page of a frontend or listen section, as
+// caddy-ha's ha_status page: at the stats uri (a prefix of the path and
+// query as sent, for GET, HEAD and POST, as HAProxy tests it), behind
+// basic_auth with the stats auth users, after the http-request rules and
+// before the redirect and use_backend rules, where HAProxy looks for it.
+type statsPage struct {
+	from    *Section // the section whose stats lines these are
+	lines   []note   // each stats line, and what became of it
+	uri     string
+	realm   string
+	refresh string // a Caddy duration, or off
+	users   []statsUser
+}
+
+type statsUser struct {
+	line       Line
+	name, hash string
+}
+
+// HAProxy's defaults (stats enable).
+const (
+	defaultStatsURI   = "/haproxy?stats"
+	defaultStatsRealm = "HAProxy Statistics"
+)
+
+// statsMatcher names the page's matcher in the site.
+const statsMatcher = "@haproxy_stats"
+
+// statsLines are the stats lines written in s itself.
+func statsLines(s *Section) []Line {
+	var lines []Line
+	for _, l := range s.Lines {
+		if l.Words[0] == "stats" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// chain is s and the defaults it takes its settings from, nearest first.
+func (t *translator) chain(s *Section) []*Section {
+	var chain []*Section
+	for d := s; d != nil && !slices.Contains(chain, d); d = t.cfg.DefaultsOf(d) {
+		chain = append(chain, d)
+	}
+	return chain
+}
+
+// statsSource is the section whose stats lines make s's page: s itself if
+// it has any (HAProxy then drops those of its defaults), else the nearest
+// defaults with some; nil without a page. A defaults section's own lines
+// add to those of the defaults it takes from (HAProxy shares one page
+// between them), which is refused.
+func (t *translator) statsSource(s *Section) (*Section, error) {
+	var from *Section
+	for _, sec := range t.chain(s) {
+		if len(statsLines(sec)) == 0 {
+			continue
+		}
+		if from == nil {
+			from = sec
+			continue
+		}
+		if from.Kind == "defaults" {
+			return nil, refuse(statsLines(from)[0], "stats lines in defaults %s and in the defaults it takes from (%s) are not translated: HAProxy makes one page of both", from.Name, sec.Name)
+		}
+		break
+	}
+	return from, nil
+}
+
+// readStats reads the stats page of the frontend or listen section s, nil
+// if it has none; notes are the stats lines of its defaults that its own
+// replace.
+func (t *translator) readStats(s *Section) (*statsPage, []note, error) {
+	from, err := t.statsSource(s)
+	if err != nil || from == nil {
+		return nil, nil, err
+	}
+	var replaced []note
+	if from == s {
+		for _, d := range t.chain(s)[1:] {
+			for _, l := range statsLines(d) {
+				replaced = append(replaced, note{l, fmt.Sprintf("ignored: %s %s has stats lines of its own, which replace its defaults', as in HAProxy", s.Kind, s.Name)})
+			}
+		}
+	}
+	p := &statsPage{from: from, uri: defaultStatsURI, realm: defaultStatsRealm, refresh: "off"}
+	for _, l := range statsLines(from) {
+		if err := p.read(l, s); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(p.users) == 0 {
+		for i, n := range p.lines {
+			if arg(n.line, 1) == "realm" {
+				p.lines[i].what = "no stats auth: the page asks for no credentials, as in HAProxy"
+			}
+		}
+	}
+	return p, replaced, nil
+}
+
+// read takes one stats line of the page of proxy s.
+func (p *statsPage) read(l Line, s *Section) error {
+	w := l.Words
+	what := ""
+	one := func() (string, error) {
+		if len(w) != 3 {
+			return "", refuse(l, "takes one argument")
+		}
+		return w[2], nil
+	}
+	switch key := arg(l, 1); key {
+	case "enable":
+		if len(w) != 2 {
+			return refuse(l, "takes no argument")
+		}
+	case "uri":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(v, "/") {
+			return refuse(l, "a uri that does not begin with / (HAProxy compares it with the absolute URI) is not translated")
+		}
+		if strings.ContainsAny(v, "{}`") || strings.ContainsFunc(v, isControlOrSpace) {
+			return refuse(l, "a uri with braces, a backquote, a space or a control character is not translated")
+		}
+		p.uri = v
+	case "realm":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if v == "" || strings.ContainsAny(v, "\"\\{}") || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return refuse(l, "a realm that is empty or has a quote, a backslash, braces or a control character is not translated")
+		}
+		p.realm = v
+	case "auth":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		user, password, ok := strings.Cut(v, ":")
+		switch {
+		case !ok:
+			return refuse(l, "takes <user>:<password>")
+		case user == "" || password == "":
+			return refuse(l, "an empty user or password is not translated (basic_auth wants both)")
+		case strings.ContainsAny(user, "{}") || strings.ContainsFunc(user, isControlOrSpace):
+			return refuse(l, "a user with braces, a space or a control character is not translated")
+		case len(password) > statsMaxPassword:
+			return refuse(l, "a password longer than %d bytes is not translated: bcrypt reads %d, and would take any password that begins with these", statsMaxPassword, statsMaxPassword)
+		}
+		if i := slices.IndexFunc(p.users, func(u statsUser) bool { return u.name == user }); i >= 0 {
+			what = fmt.Sprintf("ignored, as HAProxy does: user %s is at line %d, whose password counts", user, p.users[i].line.Pos.Line)
+			break
+		}
+		what = "its password as a bcrypt hash in basic_auth below"
+		p.users = append(p.users, statsUser{line: l, name: user, hash: statsPasswordHash(s.Kind+" "+s.Name, user, password)})
+	case "refresh":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if p.refresh, err = statsRefresh(v, l); err != nil {
+			return err
+		}
+		what = "ha_status's refresh " + p.refresh
+		if p.refresh != "off" && p.refresh != v {
+			what += ": whole seconds, rounded up as HAProxy sends them"
+		}
+	case "hide-version":
+		what = "ha_status shows no version"
+	case "show-legends", "show-node", "show-desc", "show-modules":
+		what = "ignored: ha_status shows caddy-ha's view (leader pools, rate-limit zones, stores, pins), not HAProxy's proxies and servers"
+	case "admin":
+		return refuse(l, "ha_status has no admin level (servers set up or down from the page): not translated")
+	case "scope":
+		return refuse(l, "ha_status shows the whole process: a page limited to some proxies is not translated")
+	case "http-request":
+		return refuse(l, "stats http-request rules are not translated yet")
+	default:
+		return refuse(l, "stats %s is not translated yet", key)
+	}
+	p.lines = append(p.lines, note{l, what})
+	return nil
+}
+
+func isControlOrSpace(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// statsRefresh reads stats refresh's delay (seconds without a unit) as
+// ha_status's refresh: whole seconds, rounded up as HAProxy sends them;
+// 0, which HAProxy sends no refresh for, is off.
+func statsRefresh(v string, l Line) (string, error) {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) < 0 {
+		v += "s"
+	}
+	d, err := duration(v, l.Pos)
+	if err != nil {
+		return "", err
+	}
+	parsed, err := time.ParseDuration(d)
+	if err != nil || parsed < 0 {
+		return "", refuse(l, "%q is not a delay", v)
+	}
+	if parsed == 0 {
+		return "off", nil
+	}
+	secs := (parsed + time.Second - 1) / time.Second
+	return strconv.FormatInt(int64(secs), 10) + "s", nil
+}
+
+// write writes the page: its lines as comments, its matcher, and a handle
+// with basic_auth (if there are users) and ha_status.
+func (p *statsPage) write(c *caddyfile) {
+	for _, n := range p.lines {
+		c.comment(n.line, n.what)
+	}
+	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
+		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
+	}
+	if p.refresh == "off" {
+		c.line("# no stats refresh: the page does not reload itself, as in HAProxy")
+	}
+	// HAProxy tests the uri as a prefix of the path and query as sent
+	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
+	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
+		statsMatcher, strconv.Quote(p.uri))
+	c.open("handle %s", statsMatcher)
+	if len(p.users) > 0 {
+		c.open("basic_auth bcrypt %s", caddyToken(p.realm))
+		for _, u := range p.users {
+			c.line("%s %s", caddyToken(u.name), u.hash)
+		}
+		c.close()
+	}
+	c.open("ha_status")
+	c.line("refresh %s", p.refresh)
+	c.close()
+	c.close()
+}
+
+// redacted are a line's words as a comment shows them: a stats auth
+// password is replaced, so that the Caddyfile holds only its hash.
+func redacted(words []string) []string {
+	if len(words) < 3 || words[0] != "stats" || words[1] != "auth" {
+		return words
+	}
+	out := slices.Clone(words)
+	user, _, ok := strings.Cut(words[2], ":")
+	if ok {
+		out[2] = user + ":<redacted>"
+	} else {
+		out[2] = "<redacted>"
+	}
+	return out
+}
+
+// frontendSetting takes a stats or maxconn line in a backend. HAProxy
+// uses a defaults' maxconn in frontends only, and ignores a backend's own
+// (with a warning); a backend's stats page from its defaults is the
+// frontend's, which answers first (readFrontend checks that the frontend
+// serves that same page); a backend's own page is refused.
+func (be *backend) frontendSetting(l Line) error {
+	own := slices.ContainsFunc(be.section.Lines, func(o Line) bool { return o.Pos == l.Pos })
+	switch {
+	case l.Words[0] == "stats" && own:
+		return refuse(l, "a backend's own stats page is not translated yet (a frontend's, a listen's or the defaults' is)")
+	case l.Words[0] == "stats":
+		be.notes = append(be.notes, note{l, "the frontend's stats page, which answers first"})
+	case own:
+		be.notes = append(be.notes, note{l, "ignored, as HAProxy does: a backend has no maxconn (a server's maxconn limits its requests)"})
+	default:
+		be.notes = append(be.notes, note{l, "a frontend's: see the servers option"})
+	}
+	return nil
+}
+
+// checkBackendStats refuses a backend whose defaults give it a stats page
+// the frontend does not serve: HAProxy would answer that page for the
+// requests it routes there.
+func (t *translator) checkBackendStats(fe *frontend, be *backend) error {
+	from, err := t.statsSource(be.section)
+	if err != nil || from == nil {
+		return err
+	}
+	if fe.stats == nil || fe.stats.from != from {
+		return refuse(statsLines(from)[0], "backend %s takes this stats page from its defaults, which %s %s does not serve: a backend's stats page is not translated yet",
+			be.section.Name, fe.section.Kind, fe.section.Name)
+	}
+	return nil
+}
