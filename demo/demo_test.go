@@ -516,7 +516,7 @@ func checkUpload(t *testing.T, out string) {
 	}
 }
 
-// checkReload: five reloads cost none of the 200 requests, and the new
+// checkReload: five reloads cost none of curl's requests, and the new
 // configs answered on curl's connection: it connected once, or once more
 // for each reload that caught a request in flight (answered with
 // Connection: close), and every other reload handed the connection on.
@@ -530,8 +530,9 @@ func checkReload(t *testing.T, out string) {
 	if reloads := strings.Count(out, "caddy reload --config"); reloads != 5 {
 		t.Errorf("%d reloads printed, want 5", reloads)
 	}
-	if n != 200 || ok != 200 || failed != 0 {
-		t.Errorf("%d requests, %d answered 200, %d failed: want all 200 of 200 answered", n, ok, failed)
+	// curl ran through the five reloads (7.5 s at least, 20 a second).
+	if n < 100 || ok != n || failed != 0 {
+		t.Errorf("%d requests, %d answered 200, %d failed: want 100 or more, all answered 200", n, ok, failed)
 	}
 	if connects < 1 || handed < 5-(connects-1) {
 		t.Errorf("curl connected %d times and %d connections were handed on: every reload that closed none of curl's connections hands it on", connects, handed)

@@ -17,6 +17,8 @@ for port in 8080 8081 8082 8443 2019 2020 9000 9001 9002 9010 9011 9012 9101 910
 done
 
 logs=$(mktemp -d)
+# Caddy's autosave and data (XDG dirs) in the logs' directory, not the home.
+export XDG_CONFIG_HOME=$logs/config XDG_DATA_HOME=$logs/data
 pids=()
 cleanup() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
