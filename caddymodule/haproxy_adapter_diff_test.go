@@ -118,6 +118,7 @@ func frontendClient(t *testing.T, caFile string) *http.Client {
 type seen struct {
 	status int
 	node   string // X-Node-Id
+	header http.Header
 	err    error
 }
 
@@ -143,7 +144,7 @@ func ask(client *http.Client, method, url, clientName string, header http.Header
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	return seen{status: resp.StatusCode, node: resp.Header.Get("X-Node-Id")}
+	return seen{status: resp.StatusCode, node: resp.Header.Get("X-Node-Id"), header: resp.Header}
 }
 
 // heardBy returns, for each X-Client name, the requests the cluster's
@@ -184,10 +185,25 @@ func TestHAProxyDifferential(t *testing.T) {
 			"X-Custom":          {"kept"},
 		}
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			var answers []http.Header
 			for _, p := range proxies {
-				if a := ask(client, method, p.url+"/api/items", p.name+"-"+method, forged); a.status != 200 || a.node != "node-a" {
+				a := ask(client, method, p.url+"/api/items", p.name+"-"+method, forged)
+				if a.status != 200 || a.node != "node-a" {
 					t.Fatalf("%s %s: %v, want 200 from node-a (the leader, which passes HAProxy's check)", p.name, method, a)
 				}
+				answers = append(answers, a.header)
+			}
+			// The client gets the same answer's fields from both (no Via:
+			// HAProxy adds none), the node's own, with the same values but
+			// for the time, the body's length (it names the client) and
+			// the node connection's number.
+			for _, h := range answers {
+				for _, varies := range []string{"Date", "Content-Length", "X-Upstream-Conn"} {
+					h.Del(varies)
+				}
+			}
+			if !maps.EqualFunc(answers[0], answers[1], slices.Equal) {
+				t.Errorf("%s: the client got\n%v\nfrom haproxy and\n%v\nfrom caddy-ha", method, answers[0], answers[1])
 			}
 			heard := heardBy(c)
 			hap, ch := heard["haproxy-"+method], heard["caddy-ha-"+method]

@@ -461,6 +461,10 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 	for _, n := range be.notes {
 		c.comment(n.line, n.what)
 	}
+	// Caddy's own Via goes on the answer after header_down: a deferred
+	// header removes it.
+	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
+	c.line("header -Via")
 	c.open("reverse_proxy %s", strings.Join(addrs, " "))
 	if !forwardFor {
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
@@ -472,9 +476,7 @@ func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule)
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")
 	}
-	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header_up -Via")
-	c.line("header_down -Via")
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), feResponse...) {
 		c.comment(h.line, "")
