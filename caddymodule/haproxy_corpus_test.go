@@ -13,8 +13,9 @@ import (
 
 // Every configuration of the HAProxy corpus (haproxy/testdata/corpus),
 // of HAProxy's examples and Debian's haproxy.cfg (as Debian's haproxy
-// package installs them) that translates is adapted by --adapter haproxy
-// and passes what caddy validate does: its JSON decoded strictly and every
+// package installs them) that translates is adapted by --adapter haproxy,
+// to the JSON that caddy ha migrate's Caddyfile adapts to, and passes what
+// caddy validate does: its JSON decoded strictly and every
 // module provisioned (which starts health checks: every server address is
 // moved to loopback, as the tests' traffic must stay). Certificate and CA files (crt, ca-file) are the
 // test's own, written for it, so that the TLS app loads them. Those that
@@ -42,7 +43,8 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 				t.Fatal(err)
 			}
 			body = withLoopbackServers(withTestTLSFiles(body, crtFile, crtDir, caFile))
-			if _, err := migrate(body, file); err != nil {
+			text, err := migrate(body, file)
+			if err != nil {
 				t.Logf("refused, not validated (TestCorpus asserts the refusal): %v", err)
 				return
 			}
@@ -50,6 +52,10 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 			adapted, warnings, err := caddyconfig.GetAdapter("haproxy").Adapt(body, map[string]any{"filename": file})
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("adapting: %v %v", err, warnings)
+			}
+			viaCaddyfile, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
+			if err != nil || string(viaCaddyfile) != string(adapted) {
+				t.Fatalf("caddy ha migrate's Caddyfile adapts otherwise than --adapter haproxy (%v):\n%s\n%s", err, adapted, viaCaddyfile)
 			}
 			var cfg *caddy.Config
 			if err := caddy.StrictUnmarshalJSON(caddy.RemoveMetaFields(adapted), &cfg); err != nil {
