@@ -2,7 +2,13 @@ package caddymodule
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // An entry is a syslog message as HAProxy's default format writes one:
@@ -41,5 +49,137 @@ func TestSyslogEncoder(t *testing.T) {
 	}
 	if err := (&SyslogEncoder{Facility: "local9"}).Provision(ctx); err == nil {
 		t.Error("facility local9 accepted")
+	}
+}
+
+// HAProxy's global "log <socket> local0" with "log global" and "option
+// httplog" in the defaults, run by --adapter haproxy: each request's
+// access log reaches the syslog socket as a syslog message of facility
+// local0 and tag haproxy, as HAProxy's line did.
+func TestHAProxyAdapterLogsToSyslog(t *testing.T) {
+	dir, err := os.MkdirTemp("", "syslog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "log")
+	conn := listenSyslog(t, sock)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	t.Cleanup(app.Close)
+	addr := loopback.FreeAddr()
+	cfgText := fmt.Sprintf(`global
+	log %s local0
+defaults
+	mode http
+	log global
+	option httplog
+	option dontlognull
+	timeout connect 5000
+frontend web
+	bind %s
+	default_backend app
+backend app
+	server app1 %s
+`, sock, addr, strings.TrimPrefix(app.URL, "http://"))
+	_, text := runHAProxyConfig(t, cfgText)
+	resp, err := http.Get("http://" + addr + "/logged?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	header := regexp.MustCompile(`^<134>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d haproxy\[` + strconv.Itoa(os.Getpid()) + `\]: \{`)
+	msg := awaitSyslog(t, conn, `"uri":"/logged?x=1"`, 10*time.Second)
+	if msg == "" {
+		t.Fatalf("no access log entry for /logged reached the syslog socket\n%s", text)
+	}
+	if !header.MatchString(msg) || !strings.Contains(msg, `"logger":"http.log.access"`) || !strings.Contains(msg, `"status":204`) {
+		t.Fatalf("the access log entry %q is not a local0 syslog message of tag haproxy with the request", msg)
+	}
+}
+
+// The same logging configuration through HAProxy 2.6 and through
+// caddy-ha: the access line of a request reaches the local0 socket from
+// both as a syslog message of facility local0 (<134>, info) with the time
+// and the tag haproxy and the process's id (HAProxy's text is its httplog
+// line, caddy-ha's its JSON entry), and neither sends it to the local1
+// notice socket (traffic is logged at info).
+func TestHAProxyDifferentialSyslog(t *testing.T) {
+	dir, err := os.MkdirTemp("", "syslog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	t.Cleanup(app.Close)
+	for _, name := range []string{"haproxy", "caddy-ha"} {
+		t.Run(name, func(t *testing.T) {
+			info, notice := listenSyslog(t, filepath.Join(dir, name+"-info")), listenSyslog(t, filepath.Join(dir, name+"-notice"))
+			addr := loopback.FreeAddr()
+			cfgText := fmt.Sprintf(`global
+	log %s local0
+	log %s local1 notice
+defaults
+	mode http
+	log global
+	option httplog
+	option dontlognull
+	timeout connect 5000
+	timeout client 10s
+	timeout server 10s
+frontend web
+	bind %s
+	default_backend app
+backend app
+	server app1 %s
+`, info.LocalAddr(), notice.LocalAddr(), addr, strings.TrimPrefix(app.URL, "http://"))
+			if name == "haproxy" {
+				startHAProxy(t, cfgText, addr)
+			} else {
+				runHAProxyConfig(t, cfgText)
+			}
+			resp, err := http.Get("http://" + addr + "/logged-by-" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			header := regexp.MustCompile(`^<134>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d haproxy\[\d+\]: `)
+			msg := awaitSyslog(t, info, "/logged-by-"+name, 10*time.Second)
+			if msg == "" || !header.MatchString(msg) {
+				t.Fatalf("the access line %q is not a local0 info syslog message of tag haproxy", msg)
+			}
+			t.Logf("%s", msg)
+			if m := awaitSyslog(t, notice, "/logged-by-"+name, time.Second); m != "" {
+				t.Fatalf("the access line reached the notice socket: %q", m)
+			}
+		})
+	}
+}
+
+// listenSyslog is a Unix datagram socket at path, closed after the test's
+// other cleanups (the proxies stop before it does).
+func listenSyslog(t *testing.T, path string) *net.UnixConn {
+	t.Helper()
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// awaitSyslog is the first datagram holding s within d, "" if none came.
+func awaitSyslog(t *testing.T, conn *net.UnixConn, s string, d time.Duration) string {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	deadline := time.Now().Add(d)
+	for {
+		_ = conn.SetReadDeadline(deadline)
+		n, err := conn.Read(buf)
+		if err != nil {
+			return ""
+		}
+		if msg := string(buf[:n]); strings.Contains(msg, s) {
+			return msg
+		}
 	}
 }

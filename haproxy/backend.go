@@ -37,6 +37,8 @@ type backend struct {
 	timeouts        map[string]string // connect, server, tunnel, check, queue
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
 	timeoutSrc      []Line
+	log             proxyLog // log global and the like: notes
+	caBase          *Line    // global ca-base
 }
 
 type server struct {
@@ -62,7 +64,7 @@ func optionsOf(l Line, from int) []option {
 }
 
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase}
 	for _, l := range t.settingsOf(s) {
 		if err := be.read(l); err != nil {
 			return nil, err
@@ -110,6 +112,11 @@ func (be *backend) read(l Line) error {
 		default:
 			return refuse(l, "timeout %s is not translated yet", w[1])
 		}
+	case isLogLine(l):
+		if err := be.log.read(l); err != nil {
+			return err
+		}
+		be.notes = append(be.notes, note{l, be.log.backendNote(l)})
 	case key == "description":
 		be.leader = be.leader || strings.Contains(strings.Join(w[1:], " "), leaderMark)
 		be.notes = append(be.notes, note{l, ""})
@@ -376,7 +383,9 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 					err = refuse(at, "verify takes required or none")
 				}
 			case "ca-file":
-				t.ca = v
+				if t.ca = resolve(be.caBase, v); t.ca != v {
+					notes = append(notes, "ca-base: ca-file "+v+" is "+t.ca)
+				}
 			case "sni":
 				if !strings.HasPrefix(v, "str(") || !strings.HasSuffix(v, ")") {
 					err = refuse(at, "only sni str(<name>) is translated")

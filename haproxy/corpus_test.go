@@ -21,14 +21,17 @@ var corpusOutcomes = map[string]struct {
 }{
 	"balance-source.cfg":       {},
 	"cookie-serverid.cfg":      {},
+	"debian-site.cfg":          {},
 	"grafana-prometheus.cfg":   {},
 	"letsencrypt-redirect.cfg": {},
 	"microservices.cfg":        {},
+	"mozilla-modern.cfg":       {},
 	"ratelimit-api.cfg":        {},
 	"docker-compose.cfg":       {6, "resolvers sections are not translated yet"},
 	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
 	"legacy-1.x.cfg":           {12, "option httpclose: not translated yet"},
 	"lua-auth.cfg":             {15, "http-request lua.auth-request: http-request lua.auth-request is not translated yet"},
+	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},
 	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},
 	"stats-listen.cfg":         {15, "stats admin: ha_status has no admin level"},
 	"wordpress-farm.cfg":       {23, "http-request redirect: an ACL without a value"},
@@ -36,7 +39,8 @@ var corpusOutcomes = map[string]struct {
 
 // systemConfigs are the configurations Debian's haproxy package installs:
 // HAProxy's own examples and the default haproxy.cfg. Their content is
-// Debian's, so only the shape of the outcome is asserted. Absent, they
+// Debian's, so only the shape of the outcome is asserted, except that
+// the default haproxy.cfg translates (systemTranslated). Absent, they
 // are skipped, unless CADDY_HA_REQUIRE_TOOLS=1 (make test), which
 // installs the package.
 func systemConfigs(t *testing.T) []string {
@@ -53,6 +57,13 @@ func systemConfigs(t *testing.T) []string {
 	}
 	return files
 }
+
+// systemTranslated are the system configurations that translate: Debian's
+// default haproxy.cfg (syslog targets, a chroot, the admin socket, SSL
+// bases and TLS defaults with no bind to apply to, log global, option
+// httplog and dontlognull, timeouts in bare milliseconds, the errorfile
+// lines of /etc/haproxy/errors, in a defaults section no proxy takes).
+var systemTranslated = map[string]bool{"/etc/haproxy/haproxy.cfg": true}
 
 // Every configuration of the corpus has the outcome the table says, and
 // HAProxy's own examples and Debian's haproxy.cfg are translated or
@@ -90,6 +101,9 @@ func TestCorpus(t *testing.T) {
 		t.Run(strings.ReplaceAll(strings.TrimPrefix(file, "/"), "/", "_"), func(t *testing.T) {
 			_, err := translateFile(t, file)
 			checkOutcomeShape(t, file, err)
+			if err != nil && systemTranslated[file] {
+				t.Fatalf("refused, want it translated: %v", err)
+			}
 			if err != nil {
 				t.Logf("refused: %v", err)
 			} else {

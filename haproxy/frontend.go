@@ -3,7 +3,6 @@ package haproxy
 import (
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +38,8 @@ type frontend struct {
 	errorPages         map[string]errorPage // by status: a later errorfile wins
 	stats              *statsPage           // HAProxy's stats page, as ha_status
 	maxconn            *Line                // maxconn <n>: max_connections
+	log                proxyLog             // log global, option httplog and the like
+	global             *global              // the global section's logs and TLS defaults
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -81,7 +82,7 @@ type headerRule struct {
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
 
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -152,6 +153,8 @@ func (fe *frontend) read(l Line) error {
 		fe.note(l, "Caddy keeps client connections alive by default")
 	case key == "timeout":
 		return fe.timeout(l)
+	case isLogLine(l):
+		return fe.log.read(l)
 	case key == "bind":
 		return fe.bind(l)
 	case key == "http-request":
@@ -445,16 +448,10 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 	for _, n := range fe.notes {
 		c.comment(n.line, n.what)
 	}
+	fe.log.writeSite(c, fe.global)
 	if crt != nil {
-		c.comment(crt.line, "")
-		if info, err := os.Stat(crt.crt); err == nil && info.IsDir() {
-			c.open("tls")
-			c.line("load %s", caddyToken(crt.crt)) // every PEM bundle (certificate and key) in the directory
-			c.close()
-		} else {
-			// HAProxy's crt file holds the certificate and its key: Caddy
-			// reads each from the same file.
-			c.line("tls %s %s", caddyToken(crt.crt), caddyToken(crt.crt))
+		if err := fe.writeTLS(c, crt); err != nil {
+			return err
 		}
 	}
 	if _, ok := fe.errorPages["429"]; ok && fe.rateLimited != nil {

@@ -71,6 +71,7 @@ type translator struct {
 	cfg     *Config
 	out     caddyfile
 	maxconn *Line // global maxconn
+	global  global
 }
 
 // LeaderPath is the path whose health check marks a backend as the
@@ -98,7 +99,6 @@ var ignoredGlobal = map[string]string{
 	"pidfile":       "caddy run --pidfile",
 	"ulimit-n":      "set the open-files limit in the service manager",
 	"stats":         "the runtime API is Caddy's admin API (and caddy ha status)",
-	"log":           "Caddy logs to stderr unless its log option says otherwise",
 	"node":          "not used by Caddy",
 	"description":   "not used by Caddy",
 }
@@ -107,6 +107,9 @@ var ignoredGlobal = map[string]string{
 // the servers' timeouts and protocols), then a site per frontend with the
 // backends it sends to.
 func (t *translator) translate() error {
+	if err := t.readGlobal(); err != nil {
+		return err
+	}
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
@@ -161,12 +164,18 @@ func (t *translator) translate() error {
 				t.maxconn = &l
 				continue
 			}
+			if t.globalLine(l, frontends) {
+				continue
+			}
 			reason, ok := ignoredGlobal[l.Words[0]]
 			if !ok {
 				return errAt(l.Pos, "global %s is not translated yet", l.Words[0])
 			}
 			t.out.comment(l, "ignored: "+reason)
 		}
+	}
+	if err := t.writeUnusedDefaults(); err != nil {
+		return err
 	}
 	for _, fe := range frontends {
 		fe.writeServers(&t.out, t.maxconn)

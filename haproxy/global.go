@@ -1,0 +1,213 @@
+package haproxy
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// global is what the global section sets for the proxies: where logs go,
+// the directories relative TLS paths resolve against, and the binds' TLS
+// defaults.
+type global struct {
+	loggers         []logTarget
+	tag             string // log-tag: the syslog tag, HAProxy's program name by default
+	crtBase, caBase *Line
+	chroot          *Line
+	bindTLS         bindTLS
+}
+
+const noDHE = "Go's TLS has no finite-field Diffie-Hellman, so nothing takes DH parameters; a DHE suite is refused"
+
+// ignoredSSLGlobal are global TLS keywords with nothing to apply to in
+// Go's TLS, and why.
+var ignoredSSLGlobal = map[string]string{
+	"tune.ssl.default-dh-param": noDHE,
+	"ssl-dh-param-file":         noDHE,
+}
+
+// readGlobal reads the global section's log, log-tag, ca-base, crt-base
+// and ssl-default-bind-* lines (the others are the translate loop's).
+func (t *translator) readGlobal() error {
+	g := &t.global
+	g.tag = "haproxy"
+	s := t.cfg.Section("global", "")
+	if s == nil {
+		return nil
+	}
+	for _, l := range s.Lines {
+		switch l.Words[0] {
+		case "log":
+			lt, err := readLogTarget(l)
+			if err != nil {
+				return err
+			}
+			g.loggers = append(g.loggers, lt)
+		case "chroot":
+			g.chroot = &l
+		case "log-tag":
+			if len(l.Words) != 2 || l.Words[1] == "" {
+				return refuse(l, "takes one tag")
+			}
+			g.tag = l.Words[1]
+		case "ca-base", "crt-base":
+			if len(l.Words) != 2 || l.Words[1] == "" {
+				return refuse(l, "takes one directory")
+			}
+			if l.Words[0] == "ca-base" {
+				g.caBase = &l
+			} else {
+				g.crtBase = &l
+			}
+		case "ssl-default-bind-ciphers", "ssl-default-bind-ciphersuites", "ssl-default-bind-options":
+			if err := g.bindTLS.read(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// globalLine writes a global line readGlobal took (or one of
+// ignoredSSLGlobal), telling whether it was one; frontends are the
+// configuration's, so that a TLS default says whether a site takes it.
+func (t *translator) globalLine(l Line, frontends []*frontend) bool {
+	g := &t.global
+	switch k := l.Words[0]; k {
+	case "log":
+		for i, lt := range g.loggers {
+			if lt.line.Pos == l.Pos {
+				name := ""
+				if i > 0 {
+					name = "haproxy_log_" + strconv.Itoa(l.Pos.Line)
+				}
+				lt.write(&t.out, name, g.tag, g.chroot)
+			}
+		}
+	case "log-tag":
+		t.out.comment(l, "the tag of each format syslog")
+	case "ca-base":
+		t.out.comment(l, "a relative ca-file resolves against it, as in HAProxy")
+	case "crt-base":
+		t.out.comment(l, "a relative crt resolves against it, as in HAProxy")
+	case "ssl-default-bind-ciphers", "ssl-default-bind-ciphersuites", "ssl-default-bind-options":
+		if anyTLS(frontends) {
+			t.out.comment(l, "in the tls block of each TLS site below")
+		} else {
+			t.out.comment(l, "ignored: no bind has ssl, so no site takes it")
+		}
+	default:
+		reason, ok := ignoredSSLGlobal[k]
+		if !ok {
+			return false
+		}
+		t.out.comment(l, "ignored: "+reason)
+	}
+	return true
+}
+
+func anyTLS(frontends []*frontend) bool {
+	for _, fe := range frontends {
+		for _, b := range fe.binds {
+			if b.isTLS {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resolve is a relative path of a crt or ca-file joined to its base
+// directory (HAProxy's crt-base, ca-base); an absolute one, or one
+// without a base, as it is.
+func resolve(base *Line, path string) string {
+	if base == nil || path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(base.Words[1], path)
+}
+
+// writeTLS writes a TLS site's certificate, with the global section's TLS
+// defaults.
+func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
+	g := fe.global
+	if g == nil {
+		g = &global{}
+	}
+	c.comment(crt.line, "")
+	path := resolve(g.crtBase, crt.crt)
+	if path != crt.crt {
+		c.comment(*g.crtBase, "crt "+crt.crt+" is "+path)
+	}
+	dirs, notes, err := g.bindTLS.site()
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		c.comment(n.line, n.what)
+	}
+	switch {
+	case isDir(path):
+		c.open("tls")
+		c.line("load %s", caddyToken(path)) // every PEM bundle (certificate and key) in the directory
+	case len(dirs) > 0:
+		// HAProxy's crt file holds the certificate and its key: Caddy
+		// reads each from the same file.
+		c.open("tls %s %s", caddyToken(path), caddyToken(path))
+	default:
+		c.line("tls %s %s", caddyToken(path), caddyToken(path))
+		return nil
+	}
+	for _, d := range dirs {
+		c.line("%s", d)
+	}
+	c.close()
+	return nil
+}
+
+// writeUnusedDefaults writes, as comments, each defaults section that no
+// frontend or backend takes its settings from (HAProxy applies it to
+// none), having checked each line as a frontend or a backend would read
+// it, so that nothing is refused later only because a proxy came to take
+// it.
+func (t *translator) writeUnusedDefaults() error {
+	used := map[*Section]bool{}
+	for _, s := range t.cfg.Sections {
+		if s.Kind == "defaults" {
+			continue
+		}
+		for d := t.cfg.DefaultsOf(s); d != nil && !used[d]; d = t.cfg.DefaultsOf(d) {
+			used[d] = true
+		}
+	}
+	for _, s := range t.cfg.Sections {
+		if s.Kind != "defaults" || used[s] {
+			continue
+		}
+		t.out.comment(Line{Pos: s.Pos, Words: append([]string{"defaults"}, nonEmpty(s.Name)...)}, "no frontend or backend takes these defaults: HAProxy applies them to none")
+		for _, l := range s.Lines {
+			fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
+			if err := fe.read(l); err != nil {
+				be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
+				if be.read(l) != nil {
+					return err
+				}
+			}
+			t.out.comment(l, "read, and applied to no proxy")
+		}
+	}
+	return nil
+}
+
+func nonEmpty(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+func isDir(path string) bool {
+	info, err := os.Stat(path)
+	return err == nil && info.IsDir()
+}

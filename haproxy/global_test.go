@@ -1,0 +1,172 @@
+package haproxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// translateK parses and translates a configuration named k.cfg.
+func translateK(t *testing.T, text string) (string, error) {
+	t.Helper()
+	cfg, err := Parse(strings.NewReader(text), "k.cfg", lookup)
+	if err != nil {
+		return "", err
+	}
+	return Translate(cfg)
+}
+
+// checkOutcome wants err to begin with want, or, for want "", the
+// translation to hold each of has.
+func checkOutcome(t *testing.T, text, out string, err error, want string, has ...string) {
+	t.Helper()
+	switch {
+	case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+		t.Errorf("%q: error %v, want %s…", text, err, want)
+	case want == "" && err != nil:
+		t.Errorf("%q: %v", text, err)
+	case want == "":
+		for _, h := range has {
+			if !strings.Contains(out, h) {
+				t.Errorf("%q: the translation lacks %q:\n%s", text, h, out)
+			}
+		}
+	}
+}
+
+// The binds' TLS defaults of the global section become each TLS site's
+// tls block where Go honours them, and are refused at their line where it
+// cannot: a DHE suite, a suite Go has only among its insecure ones, an
+// OpenSSL keyword, TLS below 1.2, session tickets off with TLS 1.2 on, TLS
+// 1.3 suites other than Go's three. Without a bind with ssl they are
+// ignored, whatever they say.
+func TestTLSDefaults(t *testing.T) {
+	site := "frontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	plain := "frontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	const suites13 = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+	for _, tt := range []struct {
+		global, rest, want string
+		has                []string
+	}{
+		{"ssl-default-bind-options ssl-min-ver TLSv1.2\n", site, "", []string{"\ttls /etc/site.pem /etc/site.pem {\n\t\tprotocols tls1.2\n\t}\n"}},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.3\n", site, "", []string{"\t\tprotocols tls1.3\n"}},
+		{"ssl-default-bind-options ssl-max-ver TLSv1.2\n", site, "", []string{"\t\tprotocols tls1.2 tls1.2\n"}},
+		{"ssl-default-bind-options no-tlsv13\n", site, "", []string{"\t\tprotocols tls1.2 tls1.2\n"}},
+		{"ssl-default-bind-options force-tlsv13 no-tls-tickets\n", site, "", []string{"\t\tprotocols tls1.3\n", "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2"}},
+		{"ssl-default-bind-options no-sslv3 no-tlsv10 no-tlsv11\n", site, "", []string{"\t\tprotocols tls1.2\n"}},
+		{"ssl-default-bind-ciphers ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-SHA\n", site, "",
+			[]string{"\ttls /etc/site.pem /etc/site.pem {\n\t\tciphers TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA\n\t}\n"}},
+		{"ssl-default-bind-ciphersuites TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n", site, "",
+			[]string{"\ttls /etc/site.pem /etc/site.pem\n", "ignored: Go's TLS 1.3 suites are these three"}},
+		{"ssl-default-bind-options no-tlsv13\n\tssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256\n", site, "", []string{"ignored: TLS 1.3 is off"}},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.3\n\tssl-default-bind-ciphers DHE-RSA-AES128-GCM-SHA256\n", site, "", []string{"ignored: TLS 1.2 is off"}},
+		{"tune.ssl.default-dh-param 2048\n", site, "", []string{"ignored: Go's TLS has no finite-field Diffie-Hellman"}},
+		{"ssl-default-bind-ciphers DHE-RSA-AES128-GCM-SHA256\n\tssl-default-bind-options ssl-min-ver TLSv1.0 no-tls-tickets\n", plain, "",
+			[]string{"ignored: no bind has ssl, so no site takes it"}},
+		{"ssl-default-bind-ciphers ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256\n", site,
+			"k.cfg:2: ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman", nil},
+		{"ssl-default-bind-ciphers AES128-GCM-SHA256\n", site, "k.cfg:2: ssl-default-bind-ciphers: AES128-GCM-SHA256: Go has it only among its insecure suites", nil},
+		{"ssl-default-bind-ciphers HIGH:!aNULL:!MD5\n", site, "k.cfg:2: ssl-default-bind-ciphers: HIGH: OpenSSL's cipher string keywords", nil},
+		{"ssl-default-bind-ciphers ECDHE-ECDSA-AES256-SHA384\n", site, "k.cfg:2: ssl-default-bind-ciphers: ECDHE-ECDSA-AES256-SHA384: no suite of Go's TLS 1.2", nil},
+		{"ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n", site,
+			"k.cfg:2: ssl-default-bind-ciphersuites: TLS_CHACHA20_POLY1305_SHA256 is left out, but Go's TLS 1.3 always offers it", nil},
+		{"ssl-default-bind-ciphersuites " + suites13 + ":TLS_AES_128_CCM_SHA256\n", site, "k.cfg:2: ssl-default-bind-ciphersuites: TLS_AES_128_CCM_SHA256: Go's TLS 1.3 has no such suite", nil},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.1\n", site, "k.cfg:2: ssl-default-bind-options: TLSv1.1 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.4\n", site, "k.cfg:2: ssl-default-bind-options: ssl-min-ver takes one of", nil},
+		{"ssl-default-bind-options no-tlsv12 no-tlsv13\n", site, "k.cfg:2: ssl-default-bind-options: no TLS version is left on", nil},
+		{"ssl-default-bind-options no-tls-tickets\n", site, "k.cfg:2: ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets", nil},
+		{"ssl-default-bind-options strict-sni\n", site, "k.cfg:2: ssl-default-bind-options: strict-sni is not translated yet", nil},
+		// The first line's refusal, whichever is read first.
+		{"ssl-default-bind-options no-tls-tickets\n\tssl-default-bind-ciphers DHE-RSA-AES128-GCM-SHA256\n", site,
+			"k.cfg:2: ssl-default-bind-options: no-tls-tickets", nil},
+	} {
+		text := "global\n\t" + tt.global + tt.rest
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
+
+// ca-base and crt-base: a relative ca-file or crt resolves against them,
+// an absolute one is as written, as in HAProxy.
+func TestTLSBases(t *testing.T) {
+	text := "global\n\tcrt-base /etc/haproxy/certs\n\tca-base /etc/ssl/certs\n" +
+		"frontend f\n\tbind :443 ssl crt site.pem\n\tbind :8443 ssl crt site.pem\n\tdefault_backend b\n" +
+		"backend b\n\tserver s 10.0.0.1:443 ssl ca-file ca.pem\n" +
+		"frontend g\n\tbind :4443 ssl crt /abs/other.pem\n\tdefault_backend c\n" +
+		"backend c\n\tserver s 10.0.0.2:443 ssl ca-file /abs/ca.pem\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "\ttls /etc/haproxy/certs/site.pem /etc/haproxy/certs/site.pem\n", "tls_trust_pool file /etc/ssl/certs/ca.pem\n",
+		"\ttls /abs/other.pem /abs/other.pem\n", "tls_trust_pool file /abs/ca.pem\n", "(crt site.pem is /etc/haproxy/certs/site.pem)")
+}
+
+// The global section's log lines become Caddy's loggers, where Caddy can
+// write what HAProxy did; the others are refused at their line.
+func TestLogTargets(t *testing.T) {
+	rest := "frontend f\n\tbind :80\n\tlog global\n\toption httplog\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		log, want string
+		has       []string
+	}{
+		{"log /dev/log local0", "", []string{"\tlog {\n\t\toutput net unixgram//dev/log {\n\t\t\tsoft_start\n\t\t}\n\t\tformat syslog {\n\t\t\tfacility local0\n\t\t\ttag haproxy\n\t\t}\n\t}\n", "\tlog\n"}},
+		{"log unix@/run/syslog local7 info", "", []string{"output net unixgram//run/syslog {", "facility local7", "level INFO\n"}},
+		{"log 10.0.0.5 local2 err", "", []string{"output net udp/10.0.0.5:514 {", "level ERROR\n"}},
+		{"log udp@logs.example:1514 local2 debug", "", []string{"output net udp/logs.example:1514 {", "level DEBUG\n"}},
+		{"log stdout format raw local0", "", []string{"\tlog {\n\t\toutput stdout\n\t}\n"}},
+		{"log fd@2 format short daemon alert", "", []string{"\tlog {\n\t\toutput stderr\n\t\tformat journald\n\t\tlevel PANIC\n\t}\n"}},
+		{"log stderr format local user emerg", "", []string{"output stderr\n\t\tformat syslog {\n\t\t\tfacility user\n", "level FATAL\n"}},
+		{"log ring@buf local0", "k.cfg:2: log ring@buf: ring@buf: only a Unix datagram socket, UDP syslog, stdout and stderr", nil},
+		{"log fd@3 local0", "k.cfg:2: log fd@3: fd@3: only a Unix datagram socket", nil},
+		{"log tcp@10.0.0.5:514 local0", "k.cfg:2: log tcp@10.0.0.5:514: tcp@10.0.0.5:514: only a Unix datagram socket", nil},
+		{"log ::1:514 local0", "k.cfg:2: log ::1:514: ::1:514: an IPv6 syslog address is not translated yet", nil},
+		{"log dev/log local0", "k.cfg:2: log dev/log: dev/log: want host[:port]", nil},
+		{"log /dev/log", "k.cfg:2: log /dev/log: takes an address and a facility", nil},
+		{"log /dev/log local9", "k.cfg:2: log /dev/log: \"local9\" is not a facility", nil},
+		{"log /dev/log local0 crit", "k.cfg:2: log /dev/log: level crit: Caddy has no level between error and panic", nil},
+		{"log /dev/log local0 info notice", "k.cfg:2: log /dev/log: a minimum level (notice) is not translated yet", nil},
+		{"log /dev/log format rfc5424 local0", "k.cfg:2: log /dev/log: format rfc5424 is not translated yet", nil},
+		{"log /dev/log sample 1:2 local0", "k.cfg:2: log /dev/log: sample is not translated", nil},
+		{"log /dev/log len 10 local0", "k.cfg:2: log /dev/log: len 10: HAProxy takes 80 to 65535", nil},
+	} {
+		text := "global\n\t" + tt.log + "\n" + rest
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
+
+// A proxy's logging lines: log global (with a global log line) is the
+// site's log directive; without one, or after no log, nothing logs, in
+// HAProxy as in Caddy; a proxy's own log address and option httplog clf
+// are refused; in a backend they are notes.
+func TestProxyLogLines(t *testing.T) {
+	be := "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		text, want string
+		has        []string
+	}{
+		{"frontend f\n\tbind :80\n\tlog global\n" + be, "", []string{"the global section has no log line: HAProxy logs this frontend's traffic nowhere"}},
+		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\toption httplog\n" + be, "", []string{"no log global here: HAProxy logs no traffic of this frontend"}},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tlog global\n\tno option dontlognull\nfrontend f\n\tbind :80\n" + be, "",
+			[]string{"\tlog\n", "a connection that sends none is never logged", "Caddy's health checks log to Caddy's own log"}},
+		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0\n" + be, "k.cfg:5: log 10.0.0.9: a proxy's own log address is not translated yet", nil},
+		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\tlog global\n\toption httplog clf\n" + be, "k.cfg:6: option httplog: clf", nil},
+		{"frontend f\n\tbind :80\n\toption dontlognull now\n" + be, "k.cfg:3: option dontlognull: takes no argument", nil},
+		{"frontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "k.cfg:6: log 10.0.0.9: a proxy's own log address", nil},
+	} {
+		out, err := translateK(t, tt.text)
+		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
+		if tt.want == "" && strings.Contains(tt.has[0], "nowhere") && strings.Contains(out, "\tlog\n") {
+			t.Errorf("%q: a log directive where HAProxy logs nothing:\n%s", tt.text, out)
+		}
+	}
+}
+
+// A defaults section no proxy takes is read (a frontend's or a backend's
+// keyword with a value HAProxy takes) and kept as comments; what neither
+// reads is refused at its line.
+func TestUnusedDefaults(t *testing.T) {
+	out, err := translateK(t, "global\n\tdaemon\ndefaults\n\tmode http\n\tbalance roundrobin\n\ttimeout connect 5000\n")
+	checkOutcome(t, "", out, err, "", "# k.cfg:3: defaults  (no frontend or backend takes these defaults", "# k.cfg:5: balance roundrobin  (read, and applied to no proxy)")
+	_, err = translateK(t, "defaults\n\tmode http\n\ttimeout connect 5x\n")
+	checkOutcome(t, "", "", err, `k.cfg:3: timeout connect: "5x": unit "x"`)
+	_, err = translateK(t, "defaults\n\tmode http\n\tfrobnicate 1\n")
+	checkOutcome(t, "", "", err, "k.cfg:3: frobnicate 1: not translated yet")
+}

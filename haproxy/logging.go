@@ -1,0 +1,290 @@
+package haproxy
+
+import (
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// HAProxy logs to syslog: the global section's log lines name where its
+// own messages go, and a proxy with "log global" sends its traffic logs
+// there too (option httplog makes them a line per HTTP request). Caddy's
+// counterpart is its logging: each global log line becomes a Caddy logger
+// writing there (the first Caddy's default logger), and a frontend with
+// log global a site with the log directive, whose access log those loggers
+// receive. The messages are Caddy's (JSON), in HAProxy's syslog header
+// (the syslog encoder of caddy-ha) so that syslog files them as before.
+
+// logTarget is a global log line as Caddy's logger writes it.
+type logTarget struct {
+	line     Line
+	output   string // "stdout", "stderr", "net <address>"
+	format   string // "syslog", "journald" (HAProxy's short), "" (raw)
+	facility string
+	level    string // Caddy's minimum level, "" for every message
+	notes    []string
+}
+
+// syslogFacilities are HAProxy's 24 facilities, in syslog's order.
+var syslogFacilities = []string{"kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron", "auth2",
+	"ftp", "ntp", "audit", "alert", "cron2", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"}
+
+// syslogLevels are Caddy's minimum levels for HAProxy's maximum levels:
+// zap's info is syslog's info, warn its warning, error its err, panic its
+// alert and fatal its emerg, so notice (between info and warning) takes
+// warn and above. crit has no level of Caddy's to itself.
+var syslogLevels = map[string]string{"emerg": "FATAL", "alert": "PANIC", "err": "ERROR", "warning": "WARN",
+	"notice": "WARN", "info": "INFO", "debug": "DEBUG"}
+
+// readLogTarget reads log <address> [len <n>] [format <f>] [sample <r>:<n>]
+// <facility> [<level> [<minlevel>]].
+func readLogTarget(l Line) (logTarget, error) {
+	w := l.Words
+	lt := logTarget{line: l, format: "syslog"}
+	if len(w) < 3 {
+		return lt, refuse(l, "takes an address and a facility")
+	}
+	var err error
+	if lt.output, err = logOutput(w[1], l); err != nil {
+		return lt, err
+	}
+	i := 2
+	for ; i+1 < len(w); i += 2 {
+		switch v := w[i+1]; w[i] {
+		case "len":
+			if n, err := strconv.Atoi(v); err != nil || n < 80 || n > 65535 {
+				return lt, refuse(l, "len %s: HAProxy takes 80 to 65535", v)
+			}
+			lt.notes = append(lt.notes, "Caddy writes each line whole, where HAProxy cuts it at len "+v)
+			continue
+		case "format":
+			switch v {
+			case "local":
+			case "raw":
+				lt.format = ""
+			case "short":
+				lt.format = "journald"
+			default:
+				return lt, refuse(l, "format %s is not translated yet (local, short and raw are)", v)
+			}
+			continue
+		case "sample":
+			return lt, refuse(l, "sample is not translated (Caddy's sampling keeps the first entries of each interval, not ranges)")
+		}
+		break
+	}
+	if i >= len(w) || !slices.Contains(syslogFacilities, w[i]) {
+		return lt, refuse(l, "%q is not a facility: want one of %s", arg(l, i), strings.Join(syslogFacilities, " "))
+	}
+	lt.facility = w[i]
+	if lvl := arg(l, i+1); lvl != "" {
+		if lt.level = syslogLevels[lvl]; lt.level == "" {
+			if lvl == "crit" {
+				return lt, refuse(l, "level crit: Caddy has no level between error and panic")
+			}
+			return lt, refuse(l, "level %q: want emerg, alert, err, warning, notice, info or debug", lvl)
+		}
+		lt.notes = append(lt.notes, "level "+lvl+": Caddy's entries of level "+lt.level+" and above (HAProxy logs traffic at info, Caddy the access line of a 5xx answer at error)")
+	}
+	if arg(l, i+2) != "" {
+		return lt, refuse(l, "a minimum level (%s) is not translated yet", arg(l, i+2))
+	}
+	if len(w) > i+3 {
+		return lt, refuse(l, "%q after the levels", w[i+3])
+	}
+	return lt, nil
+}
+
+// logOutput is Caddy's log output for an HAProxy log address: the standard
+// streams, a Unix datagram socket (syslog's /dev/log), or UDP syslog.
+func logOutput(a string, l Line) (string, error) {
+	switch a {
+	case "stdout", "fd@1":
+		return "stdout", nil
+	case "stderr", "fd@2":
+		return "stderr", nil
+	}
+	if p, ok := strings.CutPrefix(a, "unix@"); ok || strings.HasPrefix(a, "/") {
+		if !ok {
+			p = a
+		}
+		if !strings.HasPrefix(p, "/") {
+			return "", refuse(l, "%s: a relative socket path is not translated (Caddy's working directory is not HAProxy's)", a)
+		}
+		return "net unixgram/" + p, nil
+	}
+	// An IPv4 address or a host name, with a port or syslog's.
+	host := a
+	for _, prefix := range []string{"udp@", "udp4@", "ipv4@"} {
+		host = strings.TrimPrefix(host, prefix)
+	}
+	if strings.Contains(host, "@") {
+		return "", refuse(l, "%s: only a Unix datagram socket, UDP syslog, stdout and stderr are translated", a)
+	}
+	if strings.Count(host, ":") > 1 || strings.Contains(host, "[") {
+		return "", refuse(l, "%s: an IPv6 syslog address is not translated yet", a)
+	}
+	port := "514" // syslog's
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		host, port = h, p
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || host == "" || strings.ContainsAny(host, "/\\") {
+		return "", refuse(l, "%s: want host[:port] with a port from 1 to 65535", a)
+	}
+	return "net udp/" + net.JoinHostPort(host, port), nil
+}
+
+// write writes the logger: the default one (name "") or a named one;
+// chroot is the global chroot line, if any.
+func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
+	what := []string{"Caddy's own log, and the access log of each site with log global, to " + lt.describe(tag)}
+	if p, ok := strings.CutPrefix(lt.output, "net unixgram/"); ok && chroot != nil && len(chroot.Words) == 2 {
+		what = append(what, "HAProxy, in its chroot, sends to "+filepath.Join(chroot.Words[1], p)+" (where Debian's rsyslog listens for it); Caddy, in none, to "+p+": syslog files both by the tag")
+	}
+	c.comment(lt.line, strings.Join(append(what, lt.notes...), "; "))
+	if name == "" {
+		c.open("log")
+	} else {
+		c.open("log %s", name)
+	}
+	if net, ok := strings.CutPrefix(lt.output, "net "); ok {
+		// HAProxy starts without its syslog socket; Caddy then writes to
+		// stderr until it can reach it.
+		c.open("output net %s", caddyToken(net))
+		c.line("soft_start")
+		c.close()
+	} else {
+		c.line("output %s", lt.output)
+	}
+	switch lt.format {
+	case "syslog":
+		c.open("format syslog")
+		c.line("facility %s", lt.facility)
+		c.line("tag %s", caddyToken(tag))
+		c.close()
+	case "journald":
+		c.line("format journald")
+	}
+	if lt.level != "" {
+		c.line("level %s", lt.level)
+	}
+	c.close()
+}
+
+func (lt logTarget) describe(tag string) string {
+	to := lt.output
+	if p, ok := strings.CutPrefix(to, "net unixgram/"); ok {
+		to = "the syslog socket " + p
+	} else if a, ok := strings.CutPrefix(to, "net udp/"); ok {
+		to = "syslog over UDP at " + a
+	}
+	switch lt.format {
+	case "syslog":
+		return to + ", as syslog messages of facility " + lt.facility + " and tag " + tag + " whose text is Caddy's JSON entry"
+	case "journald":
+		return to + ", each entry after its level in <> (HAProxy's short format)"
+	}
+	return to + ", each entry as it is (HAProxy's raw format)"
+}
+
+// isLogLine tells whether a proxy's line is one of the logging lines
+// readLog takes.
+func isLogLine(l Line) bool {
+	switch w := l.Words; w[0] {
+	case "log":
+		return true
+	case "no":
+		return arg(l, 1) == "log" || arg(l, 1) == "option" && arg(l, 2) == "dontlognull"
+	case "option":
+		return arg(l, 1) == "httplog" || arg(l, 1) == "httpslog" || arg(l, 1) == "dontlognull"
+	}
+	return false
+}
+
+// proxyLog is what a proxy's logging lines asked for.
+type proxyLog struct {
+	lines     []Line
+	logGlobal *Line // log global, unless a later no log cleared it
+	httplog   *Line // option httplog or httpslog
+}
+
+// read takes log global, no log, option httplog, option httpslog, option
+// dontlognull and no option dontlognull; a log line with an address of
+// the proxy's own is refused.
+func (pl *proxyLog) read(l Line) error {
+	w := l.Words
+	switch {
+	case w[0] == "log" && len(w) == 2 && w[1] == "global":
+		pl.logGlobal = &l
+	case w[0] == "log":
+		return refuse(l, "a proxy's own log address is not translated yet (log global is: the global section's log lines)")
+	case w[0] == "no" && len(w) == 2:
+		pl.logGlobal = nil
+	case w[0] == "option" && w[1] == "httplog" && len(w) == 3 && w[2] == "clf":
+		return refuse(l, "clf: the Common Log Format is not translated (Caddy's access log is JSON)")
+	case len(w) != 2 && w[0] == "option" || len(w) != 3 && w[0] == "no":
+		return refuse(l, "takes no argument")
+	case w[0] == "option" && (w[1] == "httplog" || w[1] == "httpslog"):
+		pl.httplog = &l
+	}
+	pl.lines = append(pl.lines, l)
+	return nil
+}
+
+// logs tells whether the proxy logs its traffic: log global, with a log
+// line in the global section.
+func (pl *proxyLog) logs(g *global) bool {
+	return pl.logGlobal != nil && g != nil && len(g.loggers) > 0
+}
+
+// writeSite writes a frontend's logging lines, and the site's log
+// directive when it logs.
+func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
+	logs := pl.logs(g)
+	for _, l := range pl.lines {
+		c.comment(l, pl.note(l, g))
+	}
+	if logs {
+		c.line("# log global: the site's access log, which the global section's loggers write")
+		c.line("log")
+	}
+}
+
+// unlogged is what Caddy's access log has no line for.
+const unlogged = "not logged: a connection that sends no request (as with option dontlognull), and a malformed request, which Go's server answers itself"
+
+func (pl *proxyLog) note(l Line, g *global) string {
+	logs := pl.logs(g)
+	w := l.Words
+	switch {
+	case w[0] == "log" && pl.logGlobal == nil:
+		return "no log clears it: HAProxy logs no traffic of this frontend, nor does Caddy"
+	case w[0] == "log" && !logs:
+		return "the global section has no log line: HAProxy logs this frontend's traffic nowhere, nor does Caddy"
+	case w[0] == "log" && pl.httplog == nil:
+		return "Caddy's access log below, a line per request, where HAProxy without option httplog logs a line per connection with its addresses; " + unlogged
+	case w[0] == "log":
+		return "Caddy's access log below, a line per request; " + unlogged
+	case w[0] == "no" && w[1] == "log":
+		return "HAProxy logs no traffic of this frontend, nor does Caddy"
+	case !logs:
+		return "no log global here: HAProxy logs no traffic of this frontend, nor does Caddy"
+	case w[1] == "httplog" || w[1] == "httpslog":
+		return "Caddy's access log is JSON: the request (client address and port, protocol, method, host, URI, headers, TLS), status, size and duration; HAProxy's line also names the backend and server, with its timers and termination state"
+	}
+	// option dontlognull, no option dontlognull
+	return "Caddy's access log has a line per request: a connection that sends none is never logged"
+}
+
+// backendNote is what a logging line becomes in a backend.
+func (pl *proxyLog) backendNote(l Line) string {
+	switch {
+	case l.Words[0] == "option" || l.Words[0] == "no" && l.Words[1] == "option":
+		return "a frontend's: see the site's log"
+	case l.Words[0] == "no":
+		return "Caddy's health checks log to Caddy's own log whatever a backend says"
+	}
+	return "Caddy's health checks log to Caddy's own log: the global section's loggers"
+}
