@@ -164,6 +164,18 @@ func (t *translator) translate() error {
 				t.maxconn = &l
 				continue
 			}
+			if l.Words[0] == "hard-stop-after" {
+				if len(l.Words) != 2 {
+					return refuse(l, "takes a time")
+				}
+				d, err := duration(l.Words[1], l.Pos)
+				if err != nil {
+					return err
+				}
+				t.out.comment(l, "how long a reload or a stop waits for connections busy with a request, as HAProxy's soft-stop does")
+				t.out.line("grace_period %s", d)
+				continue
+			}
 			if t.globalLine(l, frontends) {
 				continue
 			}
