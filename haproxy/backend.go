@@ -28,6 +28,7 @@ type backend struct {
 	retries    *Line // retries <n>
 	cookie     *Line // cookie <name> insert [indirect] [nocache]
 	redispatch *Line // option redispatch
+	forwardFor *Line // option forwardfor, from the defaults
 
 	allBackups *Line                  // option allbackups
 	weights    map[Position]weighting // by server line: the servers with a weight
@@ -66,6 +67,10 @@ func optionsOf(l Line, from int) []option {
 func (t *translator) readBackend(s *Section) (*backend, error) {
 	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase}
 	for _, l := range t.settingsOf(s) {
+		if !ownLine(s, l) && keywordSide(l) == frontendSide {
+			be.notes = append(be.notes, note{l, fromDefaultsNote(l, s.Kind)})
+			continue
+		}
 		if err := be.read(l); err != nil {
 			return nil, err
 		}
@@ -84,6 +89,9 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 
 func (be *backend) read(l Line) error {
 	w := l.Words
+	if keywordSide(l) == frontendSide && w[0] != "maxconn" { // a backend's own maxconn: frontendSetting
+		return refuse(l, "a frontend's keyword, which HAProxy ignores in a backend (with a warning): not translated; write it in the frontend or in the defaults")
+	}
 	switch key := w[0]; {
 	case key == "mode":
 		if arg(l, 1) != "http" {
@@ -107,7 +115,7 @@ func (be *backend) read(l Line) error {
 		case "http-keep-alive":
 			be.keepAlive = d
 			be.timeoutSrc = append(be.timeoutSrc, l)
-		case "client", "http-request":
+		case "http-request":
 			be.notes = append(be.notes, note{l, "a frontend's: see the servers option"})
 		default:
 			return refuse(l, "timeout %s is not translated yet", w[1])
@@ -165,12 +173,12 @@ func (be *backend) read(l Line) error {
 				return refuse(l, "cookie option %s is not translated yet", o)
 			}
 		}
-		be.cookie = &l
+		be.cookie = be.replace(be.cookie, l)
 	case key == "retries":
 		if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(w) != 2 {
 			return refuse(l, "takes a whole number")
 		}
-		be.retries = &l
+		be.retries = be.replace(be.retries, l)
 	case key == "option" && arg(l, 1) == "redispatch":
 		if len(w) != 2 {
 			return refuse(l, "an interval is not translated")
@@ -181,14 +189,22 @@ func (be *backend) read(l Line) error {
 			return refuse(l, "takes no argument")
 		}
 		be.allBackups = &l
+	case key == "option" && arg(l, 1) == "forwardfor":
+		if ownLine(be.section, l) {
+			return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
+		}
+		if err := checkForwardFor(l); err != nil {
+			return err
+		}
+		be.forwardFor = &l
 	case key == "http-response":
 		r, err := responseHeader(l)
 		be.responseHeaders = append(be.responseHeaders, r)
 		return err
 	case key == "balance":
-		be.balance = &l
+		be.balance = be.replace(be.balance, l)
 	case key == "hash-type":
-		be.hashType = &l
+		be.hashType = be.replace(be.hashType, l)
 	case key == "stats", key == "maxconn":
 		return be.frontendSetting(l)
 	default:
@@ -262,6 +278,15 @@ func (be *backend) readActiveCheck() error {
 	}
 	be.active = true
 	return nil
+}
+
+// replace is the line that replaces an earlier one of its keyword (nil
+// if none), which is noted: the later line wins, as in HAProxy.
+func (be *backend) replace(earlier *Line, l Line) *Line {
+	if earlier != nil {
+		be.notes = append(be.notes, note{*earlier, "replaced by line " + strconv.Itoa(l.Pos.Line)})
+	}
+	return &l
 }
 
 // anyServerOption tells whether a server or default-server has the option.
@@ -429,11 +454,20 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 	return t, lo, notes, nil
 }
 
-// write writes the backend's reverse_proxy; forwardFor tells whether the
-// frontend asked for X-Forwarded-For (reverse_proxy sends it unless told
-// not to), and feResponse are the frontend's http-response header rules.
-func (be *backend) write(c *caddyfile, forwardFor bool, feResponse []headerRule) error {
-	c.comment(Line{Pos: be.section.Pos, Words: []string{"backend", be.section.Name}}, "")
+// write writes the backend's reverse_proxy; fe is the frontend that sends
+// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
+// unless told not to) and its http-response header rules.
+func (be *backend) write(c *caddyfile, fe *frontend) error {
+	c.comment(be.section.line(), "")
+	if l := be.forwardFor; l != nil {
+		// HAProxy adds the header if the frontend or the backend asks
+		// for it (in the backend's header if both do).
+		if fe.forwardFor == nil || !strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
+			return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
+		}
+		c.comment(*l, "the frontend's too: see its forwarded headers")
+	}
+	forwardFor, feResponse := fe.forwardFor != nil, fe.responseHeaders
 	var tls tlsOptions
 	var lo leaderOptions
 	var addrs []string

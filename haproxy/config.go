@@ -211,6 +211,20 @@ func (c *Config) DefaultsOf(s *Section) *Section {
 	return nil
 }
 
+// line is the section's first line as written: its keyword, name,
+// arguments and "from".
+func (s *Section) line() Line {
+	words := []string{s.Kind}
+	if s.Name != "" {
+		words = append(words, s.Name)
+	}
+	words = append(words, s.Args...)
+	if s.From != "" {
+		words = append(words, "from", s.From)
+	}
+	return Line{Pos: s.Pos, Words: words}
+}
+
 // Section returns the section of kind and name, nil if there is none.
 func (c *Config) Section(kind, name string) *Section {
 	for _, s := range c.Sections {

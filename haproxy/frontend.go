@@ -94,6 +94,10 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		return nil, err
 	}
 	for _, l := range t.settingsOf(s) {
+		if !ownLine(s, l) && keywordSide(l) == backendSide {
+			fe.note(l, fromDefaultsNote(l, s.Kind))
+			continue
+		}
 		if err := fe.read(l); err != nil {
 			return nil, err
 		}
@@ -143,6 +147,12 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 // read takes one line of the frontend or of its defaults.
 func (fe *frontend) read(l Line) error {
 	w := l.Words
+	if keywordSide(l) == backendSide {
+		if fe.section.Kind == "listen" {
+			return refuse(l, "a listen section's backend settings are not translated yet: write it as a frontend and a backend")
+		}
+		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
+	}
 	switch key := w[0]; {
 	case key == "mode":
 		if arg(l, 1) != "http" {
@@ -170,15 +180,13 @@ func (fe *frontend) read(l Line) error {
 		fe.errorPages[l.Words[1]] = p
 	case key == "stick-table":
 		return fe.readStickTable(l)
-	case key == "retries", key == "option" && (arg(l, 1) == "redispatch" || arg(l, 1) == "allbackups"):
-		fe.note(l, "a backend's: see its reverse_proxy")
 	case key == "http-response":
 		r, err := responseHeader(l)
 		fe.responseHeaders = append(fe.responseHeaders, r)
 		return err
 	case key == "option" && arg(l, 1) == "forwardfor":
-		if len(w) != 2 && (len(w) != 4 || w[2] != "header") {
-			return refuse(l, "only 'option forwardfor [header <name>]' is translated")
+		if err := checkForwardFor(l); err != nil {
+			return err
 		}
 		fe.forwardFor = &l
 	case key == "acl":
@@ -248,8 +256,6 @@ func (fe *frontend) note(l Line, what string) { fe.notes = append(fe.notes, note
 // timeouts of Caddy; the backend's are read by the backend.
 var clientTimeouts = map[string]string{"http-request": "read_header", "http-keep-alive": "idle", "client": "read_body"}
 
-var backendTimeouts = map[string]bool{"connect": true, "server": true, "queue": true, "tunnel": true, "check": true}
-
 func (fe *frontend) timeout(l Line) error {
 	if len(l.Words) != 3 {
 		return refuse(l, "takes a name and a duration")
@@ -263,8 +269,6 @@ func (fe *frontend) timeout(l Line) error {
 	case clientTimeouts[name] != "":
 		fe.timeouts[clientTimeouts[name]] = d
 		fe.timeoutLines = append(fe.timeoutLines, l)
-	case backendTimeouts[name]:
-		fe.note(l, "a backend's: see its reverse_proxy")
 	default:
 		return refuse(l, "timeout %s is not translated yet", name)
 	}
@@ -419,7 +423,7 @@ func listener(addr string) string {
 // forwarded headers, and the reverse_proxy of its backend.
 func (fe *frontend) writeSite(c *caddyfile) error {
 	c.line("")
-	c.comment(Line{Pos: fe.section.Pos, Words: []string{fe.section.Kind, fe.section.Name}}, "")
+	c.comment(fe.section.line(), "")
 	// HAProxy's bind address is where it listens, never a Host to match:
 	// the site is every host on the port, bound to the address's host.
 	var addrs, hosts []string
@@ -488,7 +492,7 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 		if len(fe.rules) > 0 {
 			c.open("handle")
 		}
-		if err := fe.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
+		if err := fe.backend.write(c, fe); err != nil {
 			return err
 		}
 		if len(fe.rules) > 0 {
@@ -547,7 +551,7 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
 		c.line("@%s expression `%s`", name, expr)
 		c.open("handle @%s", name)
-		if err := r.backend.write(c, fe.forwardFor != nil, fe.responseHeaders); err != nil {
+		if err := r.backend.write(c, fe); err != nil {
 			return err
 		}
 		c.close()
@@ -611,6 +615,23 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 			c.line("request_header +%s %s", caddyToken(h.name), caddyToken(h.v))
 		}
 	}
+}
+
+// checkForwardFor checks an option forwardfor line: [header <name>].
+func checkForwardFor(l Line) error {
+	if w := l.Words; len(w) != 2 && (len(w) != 4 || w[2] != "header") {
+		return refuse(l, "only 'option forwardfor [header <name>]' is translated")
+	}
+	return nil
+}
+
+// forwardForHeader is the header an option forwardfor line adds the
+// client's address in: X-Forwarded-For unless it names another.
+func forwardForHeader(l Line) string {
+	if h := arg(l, 3); h != "" {
+		return h
+	}
+	return "X-Forwarded-For"
 }
 
 func contains(s []string, v string) bool {

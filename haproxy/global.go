@@ -187,12 +187,24 @@ func (t *translator) writeUnusedDefaults() error {
 		}
 		t.out.comment(Line{Pos: s.Pos, Words: append([]string{"defaults"}, nonEmpty(s.Name)...)}, "no frontend or backend takes these defaults: HAProxy applies them to none")
 		for _, l := range s.Lines {
-			fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
-			if err := fe.read(l); err != nil {
-				be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
-				if be.read(l) != nil {
-					return err
+			// Read by the side that takes it (a backend's keyword as a
+			// backend's, a frontend's as a frontend's), one of both
+			// sides by either.
+			fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
+			be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
+			var err error
+			switch keywordSide(l) {
+			case frontendSide:
+				err = fe.read(l)
+			case backendSide:
+				err = be.read(l)
+			default:
+				if err = fe.read(l); err != nil && be.read(l) == nil {
+					err = nil
 				}
+			}
+			if err != nil {
+				return err
 			}
 			t.out.comment(l, "read, and applied to no proxy")
 		}

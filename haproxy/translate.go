@@ -110,6 +110,9 @@ func (t *translator) translate() error {
 	if err := t.readGlobal(); err != nil {
 		return err
 	}
+	if err := t.cfg.checkDefaults(); err != nil {
+		return err
+	}
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {

@@ -1,0 +1,65 @@
+package haproxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// A defaults line applies to each proxy that can take it, as in HAProxy:
+// a frontend skips the backend keywords of its defaults (balance, checks,
+// default-server, retries, the server timeouts), a backend the frontend
+// keywords (timeout client, maxconn, option httplog, default_backend); a
+// proxy's own line of the other side, which HAProxy ignores with a
+// warning, is refused, as is what HAProxy refuses in a defaults section.
+func TestDefaultsApplyToTheirSide(t *testing.T) {
+	fe := "frontend f\n\tbind :80\n"
+	be := "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		text, want string
+		has        []string
+	}{
+		{"defaults\n\tmode http\n\tbalance leastconn\n\tdefault-server inter 3s\n\tretries 1\n\ttimeout server 5s\n\tdefault_backend b\n\tmaxconn 10\n" + fe + be, "",
+			[]string{"# k.cfg:3: balance leastconn  (a backend's: see its reverse_proxy)", "lb_policy least_conn", "lb_retries 1", "read_timeout 5s",
+				"# k.cfg:7: default_backend b  (a frontend's: see the site)", "max_connections 10"}},
+		{"defaults\n\tmode http\n\toption httpchk GET /up\n\thttp-check expect status 204\n\tdefault-server check\n" + fe + be, "",
+			[]string{"health_uri /up", "health_status 204", "# k.cfg:3: option httpchk GET /up  (a backend's: see its reverse_proxy)"}},
+		{"defaults\n\tmode http\n\tcookie S insert\n\thttp-reuse never\n\ttimeout tunnel 1h\n" + fe + be + "\tserver t 10.0.0.2:80 cookie t\n", "",
+			[]string{"lb_policy cookie S {", "transport pinned {"}},
+		// A keyword neither side takes is refused where a proxy reads it.
+		{"defaults\n\tmode http\n\toption abortonclose\n" + fe + be, "k.cfg:3: option abortonclose: not translated yet", nil},
+		{"defaults\n\tmode http\n\tbalance random\n" + fe + be, "k.cfg:3: balance random: takes roundrobin", nil},
+		// A proxy's own line of the other side.
+		{"defaults\n\tmode http\n" + fe + "\tbalance roundrobin\n" + be, "k.cfg:5: balance roundrobin: a backend's keyword, which HAProxy ignores in a frontend", nil},
+		{"defaults\n\tmode http\n" + fe + "\ttimeout server 5s\n" + be, "k.cfg:5: timeout server: a backend's keyword, which HAProxy ignores in a frontend", nil},
+		{"defaults\n\tmode http\n" + fe + be + "\ttimeout client 5s\n", "k.cfg:8: timeout client: a frontend's keyword, which HAProxy ignores in a backend", nil},
+		{"defaults\n\tmode http\n" + fe + be + "\toption httplog\n", "k.cfg:8: option httplog: a frontend's keyword, which HAProxy ignores in a backend", nil},
+		// What HAProxy refuses in a defaults section.
+		{"defaults\n\tmode http\n\tredirect scheme https\n" + fe + be, "k.cfg:3: redirect scheme: HAProxy does not take redirect in a defaults section", nil},
+		{"defaults\n\tmode http\n\thttp-request deny\n" + fe + be, "k.cfg:3: http-request deny: HAProxy takes http-request only in a named defaults section", nil},
+		{"defaults d\n\tmode http\n\thttp-response set-header X-A 1\nfrontend f from d\n\tbind :80\n\tdefault_backend b\nbackend b from d\n\tserver s 10.0.0.1:80\n",
+			"k.cfg:7: backend b: frontends and backends cannot take one defaults section with rules", nil},
+		// option forwardfor, for both sides: a backend's from its defaults
+		// is its frontend's (the same line), or refused.
+		{"defaults\n\tmode http\n\toption forwardfor\n" + fe + be, "", []string{"# k.cfg:3: option forwardfor  (the frontend's too: see its forwarded headers)"}},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\ndefaults\n\tmode http\n\toption forwardfor\nbackend b\n\tserver s 10.0.0.1:80\n",
+			"k.cfg:8: option forwardfor: backend b takes it from its defaults, where frontend f has no option forwardfor", nil},
+		{"defaults\n\tmode http\n" + fe + be + "\toption forwardfor\n", "k.cfg:8: option forwardfor: a backend's own option forwardfor is not translated yet", nil},
+	} {
+		out, err := translateK(t, tt.text)
+		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
+	}
+}
+
+// The keyword of a line, as HAProxy's matrix names it, and its side.
+func TestKeywordSide(t *testing.T) {
+	for words, want := range map[string]side{
+		"balance roundrobin": backendSide, "no option redispatch": backendSide, "http-check send meth GET": backendSide,
+		"timeout connect 5s": backendSide, "timeout client 5s": frontendSide, "option httplog": frontendSide,
+		"default_backend b": frontendSide, "timeout http-keep-alive 1s": bothSides, "option forwardfor": bothSides,
+		"mode http": bothSides, "log global": bothSides, "http-request deny": bothSides, "stats enable": bothSides,
+	} {
+		if got := keywordSide(Line{Words: strings.Fields(words)}); got != want {
+			t.Errorf("%s: side %d, want %d", words, got, want)
+		}
+	}
+}
