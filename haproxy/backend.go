@@ -12,6 +12,7 @@ import (
 // backend is what a backend section becomes: a reverse_proxy.
 type backend struct {
 	section  *Section
+	mode     *Line // the mode line that holds (mode http)
 	servers  []server
 	defaults []option // default-server options
 	notes    []note
@@ -66,6 +67,10 @@ func optionsOf(l Line, from int) []option {
 
 func (t *translator) readBackend(s *Section) (*backend, error) {
 	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase}
+	var err error
+	if be.mode, err = proxyMode(s, t.settingsOf(s)); err != nil {
+		return nil, err
+	}
 	for _, l := range t.settingsOf(s) {
 		if !ownLine(s, l) && keywordSide(l) == frontendSide {
 			be.notes = append(be.notes, note{l, fromDefaultsNote(l, s.Kind)})
@@ -94,10 +99,11 @@ func (be *backend) read(l Line) error {
 	}
 	switch key := w[0]; {
 	case key == "mode":
-		if arg(l, 1) != "http" {
-			return refuse(l, "only mode http is translated")
+		what, err := modeNote(l, be.mode, "reverse_proxy speaks HTTP")
+		if err != nil {
+			return err
 		}
-		be.notes = append(be.notes, note{l, "reverse_proxy speaks HTTP"})
+		be.notes = append(be.notes, note{l, what})
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		be.notes = append(be.notes, note{l, "Caddy keeps upstream connections alive by default"})
 	case key == "timeout":

@@ -31,6 +31,7 @@ var corpusOutcomes = map[string]struct {
 	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
 	"legacy-1.x.cfg":           {12, "option httpclose: not translated yet"},
 	"lua-auth.cfg":             {15, "http-request lua.auth-request: http-request lua.auth-request is not translated yet"},
+	"postgres-no-mode.cfg":     {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated"},
 	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},
 	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},
 	"stats-listen.cfg":         {15, "stats admin: ha_status has no admin level"},
@@ -184,14 +185,14 @@ func checkOutcomeShape(t *testing.T, file string, err error) {
 // first words before it.
 func TestRefusalsNameTheKeyword(t *testing.T) {
 	for _, tt := range []struct{ text, want string }{
-		{"frontend f\n\tbind :80\n\ttimeout client 5x\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
-			`k.cfg:3: timeout client: "5x": unit "x"`},
-		{"frontend f\n\tbind nohost\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
-			`k.cfg:2: bind nohost: "nohost": want host:port`},
-		{"frontend f\n\tbind :80\n\thttp-request deny if\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
-			`k.cfg:3: http-request deny: a condition without a term`},
-		{"frontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4\n",
-			`k.cfg:5: server s: "1.2.3.4": want host:port`},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\ttimeout client 5x\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
+			`k.cfg:5: timeout client: "5x": unit "x"`},
+		{"defaults\n\tmode http\nfrontend f\n\tbind nohost\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
+			`k.cfg:4: bind nohost: "nohost": want host:port`},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-request deny if\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4:80\n",
+			`k.cfg:5: http-request deny: a condition without a term`},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 1.2.3.4\n",
+			`k.cfg:7: server s: "1.2.3.4": want host:port`},
 		{"frontend f\n\tbind \"*:80\n", `k.cfg:2: bind: a double quote is not closed`},
 	} {
 		cfg, err := Parse(strings.NewReader(tt.text), "k.cfg", lookup)
@@ -215,11 +216,11 @@ func TestRefusalsNameTheKeyword(t *testing.T) {
 // health_status Caddy cannot read (found by the corpus: the classic
 // cookie SERVERID backend with option httpchk alone did not adapt).
 func TestActiveCheckWantsOneStatus(t *testing.T) {
-	base := "frontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\toption httpchk GET /health\n%s\tserver s1 10.0.0.1:80 check\n"
+	base := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\toption httpchk GET /health\n%s\tserver s1 10.0.0.1:80 check\n"
 	for _, tt := range []struct{ expect, want string }{
-		{"", "k.cfg:5: option httpchk: without http-check expect HAProxy passes any 2xx or 3xx"},
-		{"\thttp-check expect status 200-399\n", "k.cfg:6: http-check expect: status 200-399: only one status code"},
-		{"\thttp-check expect status 99\n", "k.cfg:6: http-check expect: status 99: only one status code"},
+		{"", "k.cfg:7: option httpchk: without http-check expect HAProxy passes any 2xx or 3xx"},
+		{"\thttp-check expect status 200-399\n", "k.cfg:8: http-check expect: status 200-399: only one status code"},
+		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status 99: only one status code"},
 		{"\thttp-check expect status 204\n", ""},
 	} {
 		cfg, err := Parse(strings.NewReader(strings.Replace(base, "%s", tt.expect, 1)), "k.cfg", lookup)
@@ -240,21 +241,21 @@ func TestActiveCheckWantsOneStatus(t *testing.T) {
 // a line of the generated Caddyfile ("does not adapt"), or took with
 // another meaning, are refused at their HAProxy line.
 func TestRefusesValuesCaddyCannotTake(t *testing.T) {
-	fe, be := "frontend f\n\tbind :80\n", "\tdefault_backend b\nbackend b\n\tserver s1 10.0.0.1:80\n"
+	fe, be := "defaults\n\tmode http\nfrontend f\n\tbind :80\n", "\tdefault_backend b\nbackend b\n\tserver s1 10.0.0.1:80\n"
 	limit := "\thttp-request track-sc0 src\n\thttp-request deny deny_status 429 if { sc_http_req_rate(0) gt 5 }\n"
 	check := "\tdefault_backend b\nbackend b\n\toption httpchk GET /\n\thttp-check expect status 200\n"
 	for _, tt := range []struct{ text, want string }{
-		{fe + "\tacl a src nonsense\n\thttp-request deny if a\n" + be, "k.cfg:3: acl a: src nonsense: want an address or a CIDR range"},
-		{fe + "\tacl a path_reg (\n\thttp-request deny if a\n" + be, "k.cfg:3: acl a: path_reg (: not a regular expression RE2 reads"},
-		{"frontend f\n\tbind :http\n" + be, `k.cfg:2: bind :http: ":http": want a port from 1 to 65535`},
-		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 app:8000-8001\n", `k.cfg:5: server s1: "app:8000-8001": want a port from 1 to 65535`},
-		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 10.0.0.1:0\n", `k.cfg:5: server s1: "10.0.0.1:0": want a port from 1 to 65535`},
-		{fe + be + "frontend g\n\tbind :80\n\tdefault_backend b\n", "k.cfg:7: bind :80: :80 is bound at k.cfg:2 too"},
-		{fe + "\tstick-table type ip store http_req_rate(15ms)\n" + limit + be, "k.cfg:3: stick-table type: store http_req_rate(15ms): a sliding window of whole tens of milliseconds"},
-		{"frontend api.v1\n\tbind :80\n\tstick-table type ip store http_req_rate(10s)\n" + limit + be, `k.cfg:5: http-request deny: the edge_rate_limit zone is named after the frontend, "api.v1"`},
-		{fe + check + "\tserver s1 10.0.0.1:80 check fall x\n", "k.cfg:7: server s1: fall x: HAProxy wants a whole number from 1"},
-		{fe + check + "\tserver s1 10.0.0.1:80 check rise 0\n", "k.cfg:7: server s1: rise 0: HAProxy wants a whole number from 1"},
-		{fe + check + "\tdefault-server inter 0s\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:7: default-server inter: inter 0s: HAProxy wants a check interval above 0"},
+		{fe + "\tacl a src nonsense\n\thttp-request deny if a\n" + be, "k.cfg:5: acl a: src nonsense: want an address or a CIDR range"},
+		{fe + "\tacl a path_reg (\n\thttp-request deny if a\n" + be, "k.cfg:5: acl a: path_reg (: not a regular expression RE2 reads"},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :http\n" + be, `k.cfg:4: bind :http: ":http": want a port from 1 to 65535`},
+		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 app:8000-8001\n", `k.cfg:7: server s1: "app:8000-8001": want a port from 1 to 65535`},
+		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 10.0.0.1:0\n", `k.cfg:7: server s1: "10.0.0.1:0": want a port from 1 to 65535`},
+		{fe + be + "frontend g\n\tbind :80\n\tdefault_backend b\n", "k.cfg:9: bind :80: :80 is bound at k.cfg:4 too"},
+		{fe + "\tstick-table type ip store http_req_rate(15ms)\n" + limit + be, "k.cfg:5: stick-table type: store http_req_rate(15ms): a sliding window of whole tens of milliseconds"},
+		{"defaults\n\tmode http\nfrontend api.v1\n\tbind :80\n\tstick-table type ip store http_req_rate(10s)\n" + limit + be, `k.cfg:7: http-request deny: the edge_rate_limit zone is named after the frontend, "api.v1"`},
+		{fe + check + "\tserver s1 10.0.0.1:80 check fall x\n", "k.cfg:9: server s1: fall x: HAProxy wants a whole number from 1"},
+		{fe + check + "\tserver s1 10.0.0.1:80 check rise 0\n", "k.cfg:9: server s1: rise 0: HAProxy wants a whole number from 1"},
+		{fe + check + "\tdefault-server inter 0s\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:9: default-server inter: inter 0s: HAProxy wants a check interval above 0"},
 	} {
 		cfg, err := Parse(strings.NewReader(tt.text), "k.cfg", lookup)
 		if err == nil {

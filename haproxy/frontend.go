@@ -12,6 +12,7 @@ import (
 // settings of its listeners.
 type frontend struct {
 	section *Section
+	mode    *Line // the mode line that holds (mode http)
 	binds   []bind
 	// Client-side timeouts (servers timeouts), by Caddy's name.
 	timeouts     map[string]string
@@ -90,6 +91,9 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		return nil, errAt(s.Pos, "listen %s: a listen section with servers is not translated yet: write it as a frontend and a backend (a listen with bind and stats lines is translated)", s.Name)
 	}
 	var err error
+	if fe.mode, err = proxyMode(s, t.settingsOf(s)); err != nil {
+		return nil, err
+	}
 	if fe.stats, fe.notes, err = t.readStats(s); err != nil {
 		return nil, err
 	}
@@ -155,10 +159,11 @@ func (fe *frontend) read(l Line) error {
 	}
 	switch key := w[0]; {
 	case key == "mode":
-		if arg(l, 1) != "http" {
-			return refuse(l, "only mode http is translated (Caddy's layer-4 proxying is another module)")
+		what, err := modeNote(l, fe.mode, "Caddy's HTTP server")
+		if err != nil {
+			return err
 		}
-		fe.note(l, "Caddy's HTTP server")
+		fe.note(l, what)
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		fe.note(l, "Caddy keeps client connections alive by default")
 	case key == "timeout":
@@ -223,6 +228,39 @@ func (fe *frontend) read(l Line) error {
 		return refuse(l, "not translated yet")
 	}
 	return nil
+}
+
+// proxyMode is the mode line that holds for proxy s (its last, its own or
+// its defaults'): mode http, else refused. HAProxy's default is mode tcp.
+func proxyMode(s *Section, st settings) (*Line, error) {
+	var mode *Line
+	for i, l := range st {
+		if l.Words[0] == "mode" {
+			mode = &st[i]
+		}
+	}
+	switch {
+	case mode == nil:
+		return nil, refuse(s.line(), "no mode line: HAProxy's default is mode tcp, which is not translated (write mode http in it or in its defaults)")
+	case len(mode.Words) != 2:
+		return nil, refuse(*mode, "takes one mode")
+	case mode.Words[1] != "http":
+		return nil, refuse(*mode, "only mode http is translated (Caddy's layer-4 proxying is another module)")
+	}
+	return mode, nil
+}
+
+// modeNote is what becomes of a mode line: what the one that holds
+// becomes, or replaced by it; in a defaults section no proxy takes
+// (holds nil), any mode HAProxy knows.
+func modeNote(l Line, holds *Line, what string) (string, error) {
+	if len(l.Words) != 2 || l.Words[1] != "http" && l.Words[1] != "tcp" {
+		return "", refuse(l, "takes one mode: http or tcp")
+	}
+	if holds != nil && holds.Pos != l.Pos {
+		return "replaced by the mode at line " + strconv.Itoa(holds.Pos.Line), nil
+	}
+	return what, nil
 }
 
 // backends are the backends the frontend sends to.

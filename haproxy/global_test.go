@@ -40,8 +40,8 @@ func checkOutcome(t *testing.T, text, out string, err error, want string, has ..
 // 1.3 suites other than Go's three. Without a bind with ssl they are
 // ignored, whatever they say.
 func TestTLSDefaults(t *testing.T) {
-	site := "frontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
-	plain := "frontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	plain := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	const suites13 = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 	for _, tt := range []struct {
 		global, rest, want string
@@ -89,7 +89,7 @@ func TestTLSDefaults(t *testing.T) {
 // an absolute one is as written, as in HAProxy.
 func TestTLSBases(t *testing.T) {
 	text := "global\n\tcrt-base /etc/haproxy/certs\n\tca-base /etc/ssl/certs\n" +
-		"frontend f\n\tbind :443 ssl crt site.pem\n\tbind :8443 ssl crt site.pem\n\tdefault_backend b\n" +
+		"defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt site.pem\n\tbind :8443 ssl crt site.pem\n\tdefault_backend b\n" +
 		"backend b\n\tserver s 10.0.0.1:443 ssl ca-file ca.pem\n" +
 		"frontend g\n\tbind :4443 ssl crt /abs/other.pem\n\tdefault_backend c\n" +
 		"backend c\n\tserver s 10.0.0.2:443 ssl ca-file /abs/ca.pem\n"
@@ -101,7 +101,7 @@ func TestTLSBases(t *testing.T) {
 // The global section's log lines become Caddy's loggers, where Caddy can
 // write what HAProxy did; the others are refused at their line.
 func TestLogTargets(t *testing.T) {
-	rest := "frontend f\n\tbind :80\n\tlog global\n\toption httplog\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	rest := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog global\n\toption httplog\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	for _, tt := range []struct {
 		log, want string
 		has       []string
@@ -142,14 +142,14 @@ func TestProxyLogLines(t *testing.T) {
 		text, want string
 		has        []string
 	}{
-		{"frontend f\n\tbind :80\n\tlog global\n" + be, "", []string{"the global section has no log line: HAProxy logs this frontend's traffic nowhere"}},
-		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\toption httplog\n" + be, "", []string{"no log global here: HAProxy logs no traffic of this frontend"}},
-		{"global\n\tlog /dev/log local0\ndefaults\n\tlog global\n\tno option dontlognull\nfrontend f\n\tbind :80\n" + be, "",
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog global\n" + be, "", []string{"the global section has no log line: HAProxy logs this frontend's traffic nowhere"}},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\toption httplog\n" + be, "", []string{"no log global here: HAProxy logs no traffic of this frontend"}},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\n\tlog global\n\tno option dontlognull\nfrontend f\n\tbind :80\n" + be, "",
 			[]string{"\tlog\n", "a connection that sends none is never logged", "Caddy's health checks log to Caddy's own log"}},
-		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0\n" + be, "k.cfg:5: log 10.0.0.9: a proxy's own log address is not translated yet", nil},
-		{"global\n\tlog /dev/log local0\nfrontend f\n\tbind :80\n\tlog global\n\toption httplog clf\n" + be, "k.cfg:6: option httplog: clf", nil},
-		{"frontend f\n\tbind :80\n\toption dontlognull now\n" + be, "k.cfg:3: option dontlognull: takes no argument", nil},
-		{"frontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "k.cfg:6: log 10.0.0.9: a proxy's own log address", nil},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0\n" + be, "k.cfg:7: log 10.0.0.9: a proxy's own log address is not translated yet", nil},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog global\n\toption httplog clf\n" + be, "k.cfg:8: option httplog: clf", nil},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption dontlognull now\n" + be, "k.cfg:5: option dontlognull: takes no argument", nil},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "k.cfg:8: log 10.0.0.9: a proxy's own log address", nil},
 	} {
 		out, err := translateK(t, tt.text)
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)

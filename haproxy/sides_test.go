@@ -63,3 +63,26 @@ func TestKeywordSide(t *testing.T) {
 		}
 	}
 }
+
+// HAProxy's default mode is tcp: a frontend, listen or backend without a
+// mode line (its own or its defaults') is refused at its section's line,
+// as mode tcp is; the last mode line holds, an earlier one is noted.
+func TestDefaultModeIsTCP(t *testing.T) {
+	be := "backend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		text, want string
+		has        []string
+	}{
+		{"frontend f\n\tbind :80\n\tdefault_backend b\n" + be, "k.cfg:1: frontend f: no mode line: HAProxy's default is mode tcp, which is not translated", nil},
+		{"frontend f\n\tmode http\n\tbind :80\n\tdefault_backend b\n" + be, "k.cfg:5: backend b: no mode line: HAProxy's default is mode tcp", nil},
+		{"defaults d\n\ttimeout client 5s\nlisten stats\n\tbind :8404\n\tstats enable\n", "k.cfg:3: listen stats: no mode line", nil},
+		{"defaults\n\tmode http\nfrontend f\n\tmode tcp\n\tbind :80\n\tdefault_backend b\n" + be, "k.cfg:4: mode tcp: only mode http is translated", nil},
+		{"defaults\n\tmode tcp\nfrontend f\n\tmode http\n\tbind :80\n\tdefault_backend b\n" + be + "\tmode http\n", "",
+			[]string{"# k.cfg:2: mode tcp  (replaced by the mode at line 4)", "# k.cfg:2: mode tcp  (replaced by the mode at line 9)", "# k.cfg:4: mode http  (Caddy's HTTP server)"}},
+		{"defaults\n\tmode http\nfrontend f\n\tmode htttp\n\tbind :80\n\tdefault_backend b\n" + be, "k.cfg:4: mode htttp: only mode http is translated", nil},
+		{"defaults\n\tmode tcp\n", "", []string{"# k.cfg:2: mode tcp  (read, and applied to no proxy)"}},
+	} {
+		out, err := translateK(t, tt.text)
+		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
+	}
+}
