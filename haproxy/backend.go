@@ -351,6 +351,7 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 	var t tlsOptions
 	var lo leaderOptions
 	var notes []string
+	var sslAt Line // the line that says ssl
 	opts := append(append([]option{}, be.defaults...), s.opts...)
 	name := func(v string, at Line) error {
 		switch {
@@ -376,6 +377,7 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 		case "check":
 		case "ssl":
 			t.ssl = true
+			sslAt = at
 		case "backup":
 			switch {
 			case be.leader:
@@ -455,6 +457,17 @@ func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string,
 		}
 		if err != nil {
 			return t, lo, nil, err
+		}
+	}
+	// HAProxy verifies a server's certificate by default; without a name
+	// (verifyhost, sni) it checks the chain alone, where the transport
+	// checks a name too: the server's address, which no option turns off.
+	if t.ssl && !t.skipVerify {
+		if t.ca == "" {
+			return t, lo, nil, refuse(sslAt, "ssl with verify required (HAProxy's default) and no ca-file: HAProxy refuses it too (write a ca-file, or verify none)")
+		}
+		if t.serverName == "" {
+			return t, lo, nil, refuse(sslAt, "verify required without verifyhost or sni: HAProxy checks the certificate's chain alone, Caddy's transport its name too, against the server's address %s (it cannot check the chain alone): write verifyhost <the certificate's name>, or verify none", s.addr)
 		}
 	}
 	return t, lo, notes, nil
@@ -587,6 +600,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	}
 	c.close()
 	if d := be.timeouts["tunnel"]; d != "" {
+		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
+		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
@@ -812,6 +827,11 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 		if l != nil {
 			c.comment(*l, "ignored: lb_policy leader holds a request and tries the leader until hold")
 		}
+	}
+	if be.cookie != nil {
+		// A server's cookie is refused in the leader's pool: HAProxy
+		// inserts a cookie only for a server with a cookie value.
+		c.comment(*be.cookie, "ignored: no server of the leader's pool has a cookie value, so HAProxy inserts none; the leader gets every request")
 	}
 	for _, l := range be.check {
 		c.comment(l, "")

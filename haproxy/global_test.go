@@ -90,9 +90,9 @@ func TestTLSDefaults(t *testing.T) {
 func TestTLSBases(t *testing.T) {
 	text := "global\n\tcrt-base /etc/haproxy/certs\n\tca-base /etc/ssl/certs\n" +
 		"defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt site.pem\n\tbind :8443 ssl crt site.pem\n\tdefault_backend b\n" +
-		"backend b\n\tserver s 10.0.0.1:443 ssl ca-file ca.pem\n" +
+		"backend b\n\tserver s 10.0.0.1:443 ssl ca-file ca.pem verifyhost s.internal\n" +
 		"frontend g\n\tbind :4443 ssl crt /abs/other.pem\n\tdefault_backend c\n" +
-		"backend c\n\tserver s 10.0.0.2:443 ssl ca-file /abs/ca.pem\n"
+		"backend c\n\tserver s 10.0.0.2:443 ssl ca-file /abs/ca.pem verifyhost s.internal\n"
 	out, err := translateK(t, text)
 	checkOutcome(t, text, out, err, "", "\ttls /etc/haproxy/certs/site.pem /etc/haproxy/certs/site.pem\n", "tls_trust_pool file /etc/ssl/certs/ca.pem\n",
 		"\ttls /abs/other.pem /abs/other.pem\n", "tls_trust_pool file /abs/ca.pem\n", "(crt site.pem is /etc/haproxy/certs/site.pem)")

@@ -1,0 +1,42 @@
+package haproxy
+
+import "testing"
+
+// A server's TLS: HAProxy verifies the certificate by default, and needs
+// a ca-file for it; with verifyhost or sni it checks that name, without
+// one the chain alone, which Caddy's transport cannot (it checks a name,
+// the server's address without tls_server_name): refused at the line.
+func TestServerTLSVerification(t *testing.T) {
+	base := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:443 "
+	for _, tt := range []struct {
+		opts, want string
+		has        []string
+	}{
+		{"ssl verify required ca-file /ca.pem", "k.cfg:7: server s: verify required without verifyhost or sni: HAProxy checks the certificate's chain alone", nil},
+		{"ssl ca-file /ca.pem", "k.cfg:7: server s: verify required without verifyhost or sni", nil},
+		{"ssl", "k.cfg:7: server s: ssl with verify required (HAProxy's default) and no ca-file: HAProxy refuses it too", nil},
+		{"ssl verify required", "k.cfg:7: server s: ssl with verify required (HAProxy's default) and no ca-file", nil},
+		{"ssl verify none", "", []string{"tls_insecure_skip_verify\n"}},
+		{"ssl ca-file /ca.pem verifyhost app.internal", "", []string{"tls_server_name app.internal\n", "tls_trust_pool file /ca.pem\n"}},
+		{"ssl ca-file /ca.pem sni str(app.internal)", "", []string{"tls_server_name app.internal\n"}},
+	} {
+		text := base + tt.opts + "\n"
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+	// On a default-server line, refused there.
+	text := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tdefault-server ssl ca-file /ca.pem\n\tserver s 10.0.0.1:443\n"
+	_, err := translateK(t, text)
+	checkOutcome(t, text, "", err, "k.cfg:7: default-server ssl: verify required without verifyhost or sni")
+}
+
+// timeout tunnel is stream_timeout, with what differs said where it is
+// written; a cookie line in the leader's pool is noted, not dropped.
+func TestTunnelTimeoutAndLeaderCookie(t *testing.T) {
+	text := "defaults\n\tmode http\n\ttimeout tunnel 1h\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began", "stream_timeout 1h\n")
+	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tdescription caddy-ha:leader\n\tcookie SRV insert\n\tserver s 10.0.0.1:80\n"
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "", "# k.cfg:8: cookie SRV insert  (ignored: no server of the leader's pool has a cookie value", "lb_policy leader")
+}
