@@ -66,8 +66,8 @@ type note struct {
 
 type bind struct {
 	line  Line
-	addr  string // host:port, host empty for every address
-	crt   string // "" without ssl
+	addr  string   // host:port, host empty for every address
+	crts  []string // each crt, in order; none without ssl
 	alpn  []string
 	isTLS bool
 }
@@ -328,7 +328,7 @@ func (fe *frontend) bind(l Line) error {
 			}
 			i++
 			if o == "crt" {
-				b.crt = l.Words[i]
+				b.crts = append(b.crts, l.Words[i])
 			} else {
 				b.alpn = strings.Split(l.Words[i], ",")
 			}
@@ -336,7 +336,7 @@ func (fe *frontend) bind(l Line) error {
 			return refuse(l, "bind option %q is not translated yet", o)
 		}
 	}
-	if b.isTLS && b.crt == "" {
+	if b.isTLS && len(b.crts) == 0 {
 		return refuse(l, "ssl without crt: Caddy would manage certificates itself, which HAProxy did not")
 	}
 	for _, a := range strings.Split(l.Words[1], ",") {
@@ -470,7 +470,7 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 		scheme := "http://"
 		if b.isTLS {
 			scheme = "https://"
-			if crt != nil && crt.crt != b.crt {
+			if crt != nil && !slices.Equal(crt.crts, b.crts) {
 				return refuse(b.line, "one frontend with two certificates is not translated yet")
 			}
 			crt = &fe.binds[i]

@@ -128,42 +128,76 @@ func resolve(base *Line, path string) string {
 	return filepath.Join(base.Words[1], path)
 }
 
-// writeTLS writes a TLS site's certificate, with the global section's TLS
-// defaults.
+// writeTLS writes a TLS site's certificates (each crt of its bind: a file
+// holding a certificate and its key, or a directory of them), with the
+// global section's TLS defaults. Caddy picks among them by the client's
+// SNI, as HAProxy does.
 func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 	g := fe.global
 	if g == nil {
 		g = &global{}
 	}
 	c.comment(crt.line, "")
-	path := resolve(g.crtBase, crt.crt)
-	if path != crt.crt {
-		c.comment(*g.crtBase, "crt "+crt.crt+" is "+path)
+	var files, dirs []string
+	for _, f := range crt.crts {
+		path := resolve(g.crtBase, f)
+		if path != f {
+			c.comment(*g.crtBase, "crt "+f+" is "+path)
+		}
+		if isDir(path) {
+			dirs = append(dirs, path)
+		} else {
+			files = append(files, path)
+		}
 	}
-	dirs, notes, err := g.bindTLS.site()
+	if len(files) > 0 && len(dirs) > 0 {
+		// Caddy's tls with a file picks among its files' certificates
+		// only (a certificate_selection of their tags), which a
+		// directory's do not carry.
+		return refuse(crt.line, "crt %s is a directory and %s a file: one bind with both is not translated (Caddy would pick among the files' certificates only)", dirs[0], files[0])
+	}
+	settings, notes, err := g.bindTLS.site()
 	if err != nil {
 		return err
 	}
 	for _, n := range notes {
 		c.comment(n.line, n.what)
 	}
-	switch {
-	case isDir(path):
+	if len(files) > 1 {
+		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(files))
+	}
+	if len(dirs) > 0 {
+		// Every PEM bundle (certificate and key) in the directories.
 		c.open("tls")
-		c.line("load %s", caddyToken(path)) // every PEM bundle (certificate and key) in the directory
-	case len(dirs) > 0:
-		// HAProxy's crt file holds the certificate and its key: Caddy
-		// reads each from the same file.
-		c.open("tls %s %s", caddyToken(path), caddyToken(path))
-	default:
-		c.line("tls %s %s", caddyToken(path), caddyToken(path))
+		c.line("load %s", strings.Join(mapTokens(dirs), " "))
+		for _, d := range settings {
+			c.line("%s", d)
+		}
+		c.close()
 		return nil
 	}
-	for _, d := range dirs {
-		c.line("%s", d)
+	for _, path := range files {
+		// HAProxy's crt file holds the certificate and its key: Caddy
+		// reads each from the same file.
+		if len(settings) == 0 {
+			c.line("tls %s %s", caddyToken(path), caddyToken(path))
+			continue
+		}
+		c.open("tls %s %s", caddyToken(path), caddyToken(path))
+		for _, d := range settings {
+			c.line("%s", d)
+		}
+		c.close()
 	}
-	c.close()
 	return nil
+}
+
+func mapTokens(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = caddyToken(w)
+	}
+	return out
 }
 
 // writeUnusedDefaults writes, as comments, each defaults section that no

@@ -1,6 +1,9 @@
 package haproxy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A server's TLS: HAProxy verifies the certificate by default, and needs
 // a ca-file for it; with verifyhost or sni it checks that name, without
@@ -39,4 +42,26 @@ func TestTunnelTimeoutAndLeaderCookie(t *testing.T) {
 	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tdescription caddy-ha:leader\n\tcookie SRV insert\n\tserver s 10.0.0.1:80\n"
 	out, err = translateK(t, text)
 	checkOutcome(t, text, out, err, "", "# k.cfg:8: cookie SRV insert  (ignored: no server of the leader's pool has a cookie value", "lb_policy leader")
+}
+
+// Each crt of a bind is loaded: a tls directive per file (Caddy picks by
+// SNI among them), the directories in one load; a bind with a directory
+// and a file is refused (the files' certificate_selection would leave the
+// directory's certificates out).
+func TestBindCrts(t *testing.T) {
+	dir := t.TempDir()
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl %s\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		crts, want string
+		has        []string
+	}{
+		{"crt /a.pem crt /b.pem", "", []string{"\ttls /a.pem /a.pem\n\ttls /b.pem /b.pem\n"}},
+		{"crt " + dir + " crt " + dir, "", []string{"\ttls {\n\t\tload " + dir + " " + dir + "\n\t}\n"}},
+		{"crt /a.pem crt " + dir, "k.cfg:4: bind :443: crt " + dir + " is a directory and /a.pem a file", nil},
+		{"crt", "k.cfg:4: bind :443: crt needs a value", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.crts, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
 }
