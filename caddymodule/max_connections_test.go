@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,8 @@ func TestMaxConnectionsGroupOfTwoMaximaIsRefused(t *testing.T) {
 		caddy.Stop()
 		t.Fatal("loaded")
 	}
-	if !strings.Contains(err.Error(), `max_connections: group group "g" has max 2 in another listener wrapper of this configuration, not 3`) {
+	// Caddy provisions the servers in no fixed order: either one is the other.
+	if !regexp.MustCompile(`max_connections: group "g" has max (2|3) in another listener wrapper of this configuration, not (2|3)`).MatchString(err.Error()) {
 		t.Fatalf("%v", err)
 	}
 }

@@ -38,7 +38,7 @@ func (g *Groups) Use(name string, max int, owner any) (*Limit, error) {
 		gr = &group{limit: New(max), owners: map[any]int{}}
 		g.current[name] = gr
 	case gr.limit.max != max:
-		return nil, fmt.Errorf("group %q has max %d in another listener wrapper of this configuration, not %d", name, gr.limit.max, max)
+		return nil, fmt.Errorf("%q has max %d in another listener wrapper of this configuration, not %d", name, gr.limit.max, max)
 	}
 	gr.owners[owner]++
 	return gr.limit, nil
