@@ -19,6 +19,17 @@ import (
 //     runs): the successor reads it again;
 //   - a connection closed after its last answer.
 //
+// net/http's Shutdown marks its server as shutting down before it closes
+// the listeners, and the server acts on that at once: it drops the next
+// request it reads, and closes a connection after an answer instead of
+// waiting for the next request. A connection its server closes so while
+// the listener is still open, with nothing to tell it from one closed
+// after the listener, is kept (parked, its socket open and unread) until
+// the listener closes, then handed off by the same rules; if no other
+// listener on the address remains to take it first, it closes. Only a
+// connection with a successor on its address is kept, so outside a reload
+// a server's closes go through at once.
+//
 // A request that a handler has seen (its body read to the end, as every
 // proxied request's is, or an answer begun) is never handed off
 // unanswered: the connection closes, as it would without a Listener.
@@ -67,6 +78,10 @@ type Conn struct {
 	pipelined bool
 	// toldClose is set when an answer announced the close.
 	toldClose bool
+	// timedOut is set when a read of the server's timed out (its idle or
+	// read timeout, not its background read's end): net/http closes the
+	// connection for that reason of its own.
+	timedOut bool
 	// writeEnd is the end of the last write, where a Connection: close
 	// split between two writes begins.
 	writeEnd    [len(closeHeader) - 1]byte
@@ -77,6 +92,7 @@ type connState int
 
 const (
 	stateOpen       connState = iota
+	stateParked               // closed by its server before its listener: see Close
 	stateHandingOff           // interrupting a read before the hand-off
 	stateGone                 // handed off or closed: reads and writes fail
 )
@@ -141,10 +157,13 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	c.sawRead(p[:n])
-	// A deadline's timeout is how net/http ends its background read; any
-	// other error ends the connection, which is not handed on.
+	// A deadline's timeout is how net/http ends its background read (of
+	// one byte), or an idle or read timeout; any other error ends the
+	// connection, which is not handed on.
 	if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
 		c.kind = kindOther
+	} else if err != nil && len(p) > 1 {
+		c.timedOut = true
 	}
 	return n, err
 }
@@ -171,7 +190,7 @@ func (c *Conn) sawRead(b []byte) {
 // Write writes an answer to what was read before it.
 func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	if c.state == stateGone {
+	if c.state == stateGone || c.state == stateParked {
 		c.mu.Unlock()
 		return 0, net.ErrClosed
 	}
@@ -211,22 +230,60 @@ func (c *Conn) announcesClose(p []byte) bool {
 
 // Close hands the connection off to a successor instead, with what the
 // server left unanswered, if its listener is closed and Conn's rules allow
-// it; otherwise it closes.
+// it; otherwise it closes. Closed by its server while its listener is
+// still open but may be closing (a successor listens on its address), a
+// connection the rules would hand off is parked until the listener
+// closes (see Conn).
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.state != stateOpen {
-		// Gone, or being handed off by another Close (the old server's,
-		// once its interrupted read failed).
+		// Gone, parked, or being handed off by another Close (the old
+		// server's, once its interrupted read failed).
 		c.mu.Unlock()
 		return nil
 	}
-	if !c.ln.isClosed() || c.kind == kindOther || c.toldClose || c.requests.failed || c.answeredMidRequest ||
+	if c.kind == kindOther || c.toldClose || c.requests.failed || c.answeredMidRequest ||
 		c.overflow || c.handlerRan && len(c.unanswered) > 0 || c.pipelined && !c.waitsOnEmptyBuffer() {
-		c.state = stateGone
-		c.mu.Unlock()
-		c.ln.left(false)
-		return c.Conn.Close()
+		return c.closeLocked()
 	}
+	// A read in progress would give the server what arrives: only a
+	// connection its server no longer reads is parked.
+	if closed, parked := c.ln.park(c, !c.timedOut && !c.reading); parked {
+		c.state = stateParked
+		c.mu.Unlock()
+		return nil
+	} else if !closed {
+		return c.closeLocked()
+	}
+	return c.handOffLocked()
+}
+
+// closeLocked closes c. c.mu must be held; closeLocked releases it.
+func (c *Conn) closeLocked() error {
+	c.state = stateGone
+	c.mu.Unlock()
+	c.ln.left(false)
+	return c.Conn.Close()
+}
+
+// unpark ends a parked c's wait: it is handed off if its listener has
+// closed, and closed if not (no successor is left on its address).
+func (c *Conn) unpark() {
+	c.mu.Lock()
+	if c.state != stateParked {
+		c.mu.Unlock()
+		return
+	}
+	if !c.ln.isClosed() {
+		_ = c.closeLocked()
+		return
+	}
+	_ = c.handOffLocked()
+}
+
+// handOffLocked hands c off, its listener closed and its rules allowing
+// it. c.mu must be held; handOffLocked releases it.
+func (c *Conn) handOffLocked() error {
 	c.state = stateHandingOff
 	if c.reading {
 		// Unblock the server's read (its wait for the next request)

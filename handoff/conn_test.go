@@ -2,10 +2,13 @@ package handoff
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,5 +291,172 @@ func TestTLSConnComesWithItsSession(t *testing.T) {
 	}
 	if !st.ConnectionState().HandshakeComplete {
 		t.Error("ConnectionState is not the session's: no handshake complete")
+	}
+}
+
+// A connection its server closes while its listener is open, but with a
+// successor on the address (net/http closes connections as its Shutdown
+// begins, before it closes the listener), waits for the listener: handed
+// off once it closes, closed if the successor goes first. One that timed
+// out, or without a successor, closes at once.
+func TestConnClosedBeforeItsListener(t *testing.T) {
+	const (
+		request = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+		ok      = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+	)
+	pair := func(t *testing.T) (old, successor *Listener, closed *atomic.Int64) {
+		sock, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sock.Close() })
+		r := NewRegistry()
+		closed = new(atomic.Int64)
+		r.Closed = func() { closed.Add(1) }
+		old, successor = r.Wrap(nopClose{sock}), r.Wrap(nopClose{sock})
+		t.Cleanup(func() { old.Close(); successor.Close() })
+		return old, successor, closed
+	}
+	state := func(c *Conn) connState {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.state
+	}
+	for _, tt := range []struct {
+		name string
+		play func(t *testing.T, c *Conn, client net.Conn)
+		// successorReads is what the successor must read first.
+		successorReads string
+	}{
+		{"closed after its answer", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, ok)
+		}, ""},
+		{"request read and dropped", func(t *testing.T, c *Conn, client net.Conn) {
+			serve(t, c, client, request, ok)
+			serve(t, c, client, request, "")
+		}, request},
+	} {
+		t.Run(tt.name+", then the listener closes", func(t *testing.T) {
+			old, successor, closed := pair(t)
+			c, client := conn(old)
+			defer client.Close()
+			tt.play(t, c, client)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s := state(c); s != stateParked {
+				t.Fatalf("closed with its listener open: state %d, want parked", s)
+			}
+			if len(successor.handed) != 0 {
+				t.Fatal("handed off before its listener closed")
+			}
+			old.Close()
+			next := <-successor.handed
+			defer next.Conn.Close()
+			if tt.successorReads != "" {
+				buf := make([]byte, len(tt.successorReads))
+				if _, err := io.ReadFull(next, buf); err != nil || string(buf) != tt.successorReads {
+					t.Fatalf("successor read %q, %v", buf, err)
+				}
+			}
+			if closed.Load() != 0 {
+				t.Errorf("%d counted closed", closed.Load())
+			}
+		})
+		t.Run(tt.name+", then the successor goes", func(t *testing.T) {
+			old, successor, _ := pair(t)
+			c, client := conn(old)
+			defer client.Close()
+			tt.play(t, c, client)
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			successor.Close()
+			if !closedByPeer(t, client) || state(c) != stateGone {
+				t.Fatal("a parked connection whose successor went is not closed")
+			}
+		})
+	}
+	t.Run("timed out", func(t *testing.T) {
+		old, successor, _ := pair(t)
+		c, client := conn(old)
+		defer client.Close()
+		serve(t, c, client, request, ok)
+		// net/http's idle timeout ends its wait for the next request.
+		_ = c.SetReadDeadline(time.Now())
+		if _, err := c.Read(make([]byte, netHTTPReadBuffer)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read: %v, want a timeout", err)
+		}
+		c.Close()
+		if !closedByPeer(t, client) || len(successor.handed) != 0 {
+			t.Fatal("a connection closed for its idle timeout was not closed at once")
+		}
+	})
+	t.Run("no successor", func(t *testing.T) {
+		old, successor, _ := pair(t)
+		successor.Close()
+		c, client := conn(old)
+		defer client.Close()
+		serve(t, c, client, request, ok)
+		c.Close()
+		if !closedByPeer(t, client) {
+			t.Fatal("a connection without a successor was not closed at once")
+		}
+	})
+}
+
+// chanListener accepts the connections sent on it until its socket, shared
+// with others, closes; its own Close leaves the socket open, as a listener
+// whose past deadline its successor cleared before its Accept saw it.
+type chanListener struct {
+	net.Listener // the shared socket, for its address
+	conns        chan net.Conn
+}
+
+func (l chanListener) Accept() (net.Conn, error) {
+	c, ok := <-l.conns
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+
+func (chanListener) Close() error { return nil }
+
+// A new connection that a closed listener's socket accepts after its
+// close (the socket shared with its successor) goes to the successor, and
+// counts neither as handed off nor as closed: its drain report, given
+// already, and the registry's counts agree.
+func TestConnAcceptedAfterItsListenerClosedIsTheSuccessors(t *testing.T) {
+	sock, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	r := NewRegistry()
+	var handedOff, closed atomic.Int64
+	r.HandedOff = func() { handedOff.Add(1) }
+	r.Closed = func() { closed.Add(1) }
+	drains := make(chan Drain, 1)
+	r.Drained = func(d Drain) { drains <- d }
+	oldConns := make(chan net.Conn)
+	defer close(oldConns)
+	old := r.Wrap(chanListener{sock, oldConns})
+	successor := r.Wrap(nopClose{sock})
+	defer successor.Close()
+	old.Close()
+	if d := <-drains; d.OpenAtClose != 0 || d.HandedOff != 0 || d.Closed != 0 {
+		t.Fatalf("drain report %+v, want no connection", d)
+	}
+	server, client := net.Pipe()
+	defer client.Close()
+	oldConns <- server // accepted by the old listener's accept loop
+	next := <-successor.handed
+	defer next.Conn.Close()
+	if next.Conn != server {
+		t.Fatal("the successor got another connection")
+	}
+	if handedOff.Load() != 0 || closed.Load() != 0 {
+		t.Errorf("counted %d handed off and %d closed after a drain report of none", handedOff.Load(), closed.Load())
 	}
 }

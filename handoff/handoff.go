@@ -57,7 +57,8 @@ type Drain struct {
 	OpenAtClose int64
 	// HandedOff went to a successor; Closed closed instead (HTTP/2,
 	// upgraded, pipelined, told Connection: close, ended by the client,
-	// or no successor on the address).
+	// or no successor on the address). A new connection its socket
+	// accepted after the close went to a successor, and counts in neither.
 	HandedOff, Closed int64
 	// Took is the time from its close to its last connection's end: how
 	// long its server's busy connections kept it.
@@ -95,12 +96,19 @@ func (r *Registry) Wrap(ln net.Listener) *Listener {
 }
 
 // handOffOrClose gives c, one of from's connections, to an open listener
-// on from's address other than from, after clearing the deadlines its old
-// server set; without one that takes it, c is closed.
+// on from's address other than from, or closes it (see giveOn).
 func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
+	handedOff, err := r.giveOn(from, c)
+	from.left(handedOff)
+	return err
+}
+
+// giveOn gives c to an open listener on from's address other than from,
+// after clearing the deadlines its old server set; without one that takes
+// it, c is closed. It reports whether c was given on.
+func (r *Registry) giveOn(from *Listener, c *Conn) (bool, error) {
 	if err := c.Conn.SetDeadline(time.Time{}); err != nil {
-		from.left(false)
-		return c.Conn.Close()
+		return false, c.Conn.Close()
 	}
 	r.mu.Lock()
 	for to := range r.listeners[from.key] {
@@ -112,23 +120,43 @@ func (r *Registry) handOffOrClose(from *Listener, c *Conn) error {
 		select {
 		case to.handed <- c:
 			r.mu.Unlock()
-			from.left(true)
-			return nil
+			return true, nil
 		default: // its server is not accepting: try another, or close
 			to.open.Add(-1)
 		}
 	}
 	r.mu.Unlock()
-	from.left(false)
-	return c.Conn.Close()
+	return false, c.Conn.Close()
 }
 
-// remove forgets l.
+// remove forgets l. A listener it leaves alone on the address closes the
+// connections it parked: none could take them.
 func (r *Registry) remove(l *Listener) {
 	r.mu.Lock()
 	delete(r.listeners[l.key], l)
-	if len(r.listeners[l.key]) == 0 {
+	var alone *Listener
+	switch len(r.listeners[l.key]) {
+	case 0:
 		delete(r.listeners, l.key)
+	case 1:
+		for alone = range r.listeners[l.key] {
+		}
 	}
 	r.mu.Unlock()
+	if alone != nil {
+		alone.unparkUnlessSuccessor()
+	}
+}
+
+// hasSuccessor reports whether another listener than l is open on l's
+// address.
+func (r *Registry) hasSuccessor(l *Listener) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for other := range r.listeners[l.key] {
+		if other != l {
+			return true
+		}
+	}
+	return false
 }

@@ -99,6 +99,12 @@ func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	stop := make(chan struct{})
+	var stopOnce sync.Once
+	halt := func() {
+		stopOnce.Do(func() { close(stop) })
+		wg.Wait()
+	}
+	defer halt() // also when a wait below fails the test: no client outlives it
 	for range 32 {
 		wg.Add(1)
 		go func() {
@@ -139,8 +145,7 @@ func TestReplacedServerHandsOffItsIdleConnections(t *testing.T) {
 	}
 	n := requests.Load()
 	poll.Until(t, 5*time.Second, "requests after the last replacement", func() bool { return requests.Load() > n+200 })
-	close(stop)
-	wg.Wait()
+	halt()
 	for _, err := range failures {
 		t.Errorf("client error: %v", err)
 	}
@@ -292,5 +297,147 @@ func TestReplacedServerHandsOffATLSSession(t *testing.T) {
 	}
 	if handshakes.Load() != 1 || dials.Load() != 1 {
 		t.Errorf("%d dials and %d TLS handshakes, want one of each: the session did not move", dials.Load(), handshakes.Load())
+	}
+}
+
+// gatedListener holds its server's Shutdown between its start and the
+// close of its listener, where net/http has already begun to drop
+// requests and to close connections after their answer: closing says that
+// Shutdown has begun (it sets the server's shutting-down flag before it
+// closes the listeners), release lets the close go on.
+type gatedListener struct {
+	net.Listener
+	closing, release chan struct{}
+}
+
+func (l gatedListener) Close() error {
+	close(l.closing)
+	<-l.release
+	return l.Listener.Close()
+}
+
+// net/http's Shutdown marks its server as shutting down before it closes
+// the listeners, and the server's connections act on it at once: an idle
+// connection's next request is read and dropped unanswered, and a
+// connection whose answer ends then is closed after it without
+// Connection: close. Both are closed while their Listener is still open:
+// they are handed off once it closes, as if they had been closed after it.
+func TestConnClosedAsShutdownBeginsIsHandedOff(t *testing.T) {
+	sock, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	r := NewRegistry()
+	var handedOff atomic.Int64
+	r.HandedOff = func() { handedOff.Add(1) }
+	gate := gatedListener{r.Wrap(&sharedListener{TCPListener: sock}), make(chan struct{}), make(chan struct{})}
+	var conns sync.Map // client address: the old server's *Conn
+	inHandler, finish := make(chan struct{}), make(chan struct{})
+	old := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			_, _ = io.Copy(io.Discard, req.Body)
+			_, _ = io.WriteString(w, "0")
+			if req.URL.Path == "/slow" {
+				w.(http.Flusher).Flush() // the answer's head, before Shutdown
+				close(inHandler)
+				<-finish
+			}
+		}),
+		ConnState: func(c net.Conn, _ http.ConnState) { conns.Store(c.RemoteAddr().String(), c) },
+	}
+	go old.Serve(gate) //nolint:errcheck
+	defer old.Close()
+
+	const post = "POST /orders HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}"
+	dial := func() (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", sock.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	answer := func(br *bufio.Reader) (string, error) {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.Close {
+			return string(b), errors.New("answered with Connection: close")
+		}
+		return string(b), err
+	}
+	serverConn := func(c net.Conn) *Conn {
+		v, _ := conns.Load(c.LocalAddr().String())
+		return v.(*Conn)
+	}
+	// idle: answered, its server waiting for its next request.
+	idle, idleBr := dial()
+	if _, err := io.WriteString(idle, post); err != nil {
+		t.Fatal(err)
+	}
+	if gen, err := answer(idleBr); gen != "0" || err != nil {
+		t.Fatalf("first answer %q, %v", gen, err)
+	}
+	poll.Until(t, 5*time.Second, "the old server to wait for the idle connection's next request", func() bool {
+		c := serverConn(idle)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.reading
+	})
+	// busy: its answer's head is out, its handler runs on.
+	busy, busyBr := dial()
+	if _, err := io.WriteString(busy, "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-inHandler
+
+	successor := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(w, "1")
+	})}
+	go successor.Serve(r.Wrap(&sharedListener{TCPListener: sock})) //nolint:errcheck
+	defer successor.Close()
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- old.Shutdown(context.Background()) }()
+	<-gate.closing // shutting down, its Listener still open
+
+	// The idle connection's next request, which the old server reads and
+	// drops; the busy connection's answer ends, and its server closes it.
+	if _, err := io.WriteString(idle, post); err != nil {
+		t.Fatal(err)
+	}
+	close(finish)
+	if gen, err := answer(busyBr); gen != "0" || err != nil {
+		t.Fatalf("the busy connection's answer %q, %v", gen, err)
+	}
+	for _, c := range []net.Conn{idle, busy} {
+		poll.Until(t, 5*time.Second, "the old server to close its connection", func() bool {
+			sc := serverConn(c)
+			sc.mu.Lock()
+			defer sc.mu.Unlock()
+			return sc.state != stateOpen
+		})
+	}
+	close(gate.release)
+	if err := <-shutdown; err != nil {
+		t.Fatal(err)
+	}
+	if gen, err := answer(idleBr); gen != "1" || err != nil {
+		t.Errorf("the request the old server dropped: answered %q, %v; want the successor's answer on the same connection", gen, err)
+	}
+	if _, err := io.WriteString(busy, post); err != nil {
+		t.Fatal(err)
+	}
+	if gen, err := answer(busyBr); gen != "1" || err != nil {
+		t.Errorf("the next request after the old server's last answer: answered %q, %v; want the successor's answer on the same connection", gen, err)
+	}
+	if handedOff.Load() != 2 {
+		t.Errorf("%d connections handed off, want 2", handedOff.Load())
 	}
 }

@@ -20,6 +20,14 @@ type Listener struct {
 	closed   chan struct{}
 	once     sync.Once
 
+	// mu orders Close against the connections' parking and leaving, so
+	// that each of them is either before the close (not counted in its
+	// report) or after it.
+	mu sync.Mutex
+	// parked are the connections its server closed while l was open and
+	// a successor listened on its address: they wait for l's close.
+	parked map[*Conn]struct{}
+
 	// open counts the connections that are l's: accepted by its server,
 	// or handed to it.
 	open                   atomic.Int64
@@ -49,8 +57,7 @@ func (l *Listener) acceptLoop() {
 		case <-l.closed:
 			if conn != nil {
 				// Accepted as its server stopped accepting: a successor's.
-				l.open.Add(1)
-				_ = l.registry.handOffOrClose(l, &Conn{Conn: conn})
+				l.passOn(conn)
 			}
 			return
 		}
@@ -71,16 +78,31 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if a.err != nil {
 			return nil, a.err
 		}
-		return l.wrap(a.conn), nil
+		return l.wrap(a.conn)
 	case <-l.closed:
 		return nil, net.ErrClosed
 	}
 }
 
-// wrap makes conn a Conn of l.
-func (l *Listener) wrap(conn net.Conn) net.Conn {
+// wrap makes conn a Conn of l, unless l has closed meanwhile: then it is
+// a successor's.
+func (l *Listener) wrap(conn net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	if l.isClosed() {
+		l.mu.Unlock()
+		l.passOn(conn)
+		return nil, net.ErrClosed
+	}
 	l.open.Add(1)
-	return (&Conn{Conn: conn, ln: l}).served()
+	l.mu.Unlock()
+	return (&Conn{Conn: conn, ln: l}).served(), nil
+}
+
+// passOn gives a new connection that l's socket accepted after l closed
+// (a socket shared with its successor) to that successor, or closes it.
+// It was never its server's: neither handed off nor closed in l's count.
+func (l *Listener) passOn(conn net.Conn) {
+	_, _ = l.registry.giveOn(l, &Conn{Conn: conn})
 }
 
 // connectionStater is what a TLS connection tells of its session.
@@ -113,15 +135,24 @@ func (c *Conn) served() net.Conn {
 
 // Close closes the wrapped listener. From then on, each of l's connections
 // that its server closes while idle is handed off to a successor, if one
-// listens on the same address.
+// listens on the same address; so are those its server closed just before,
+// as its shutdown began (see Conn).
 func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		l.registry.remove(l)
+		l.mu.Lock()
 		l.closedAt = time.Now()
 		l.openAtClose = l.open.Load()
 		close(l.closed)
+		parked := l.parked
+		l.parked = nil
+		l.mu.Unlock()
 		err = l.Listener.Close()
+		// Closed by the server as its shutdown began: handed off now.
+		for c := range parked {
+			c.unpark()
+		}
 		// Handed to l but never accepted: on to another successor.
 		for {
 			select {
@@ -136,22 +167,63 @@ func (l *Listener) Close() error {
 	return err
 }
 
+// park keeps c, which its server closes while l may be open, until l
+// closes, if mayPark and another listener on l's address could take it
+// then. It reports whether l was closed already (c is to be handed off
+// now) and whether c is parked; neither, c is to close. c.mu is held.
+func (l *Listener) park(c *Conn, mayPark bool) (closed, parked bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.isClosed() {
+		return true, false
+	}
+	if !mayPark || !l.registry.hasSuccessor(l) {
+		return false, false
+	}
+	if l.parked == nil {
+		l.parked = map[*Conn]struct{}{}
+	}
+	l.parked[c] = struct{}{}
+	return false, true
+}
+
+// unparkUnlessSuccessor closes l's parked connections if l is open and no
+// other listener remains on its address to take them once it closes.
+func (l *Listener) unparkUnlessSuccessor() {
+	l.mu.Lock()
+	if l.isClosed() || len(l.parked) == 0 || l.registry.hasSuccessor(l) {
+		l.mu.Unlock()
+		return
+	}
+	parked := l.parked
+	l.parked = nil
+	l.mu.Unlock()
+	for c := range parked {
+		c.unpark()
+	}
+}
+
 // left notes that one of l's connections is gone: handed off, or closed.
 func (l *Listener) left(handedOff bool) {
-	if l.isClosed() {
+	l.mu.Lock()
+	closed := l.isClosed()
+	if closed {
 		if handedOff {
 			l.handedOff.Add(1)
 		} else {
 			l.closedConns.Add(1)
-			if l.registry.Closed != nil {
-				l.registry.Closed()
-			}
+		}
+	}
+	l.open.Add(-1)
+	l.mu.Unlock()
+	if closed {
+		if !handedOff && l.registry.Closed != nil {
+			l.registry.Closed()
 		}
 		if handedOff && l.registry.HandedOff != nil {
 			l.registry.HandedOff()
 		}
 	}
-	l.open.Add(-1)
 	l.reportIfDrained()
 }
 
