@@ -27,8 +27,11 @@ import (
 
 // diffTimeouts are added to the seed's defaults in the differential
 // tests: HAProxy wants them, and timeout queue bounds how long caddy-ha
-// holds a request for a leader (else 15s).
-const diffTimeouts = "    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n    timeout queue 2s\n"
+// holds a request for a leader (else 15s): 5s, as node-b leads within a
+// renew tick (1s) and a probe (500ms) of
+// node-a's planned stop, which a loaded machine stretched past 2s (4 and
+// 15 writes answered 503 in make test runs beside a CPU-bound job).
+const diffTimeouts = "    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n    timeout queue 5s\n"
 
 // forBoth is seedConfig's text as both proxies run it: with diffTimeouts,
 // and checks every 500ms, as HAProxy bounds a check's connection and TLS
