@@ -4,9 +4,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +53,90 @@ func TestHAProxyBindServesEachCrt(t *testing.T) {
 		conn.Close()
 		if !slices.Contains(got, name) {
 			t.Errorf("SNI %s: the certificate of %v", name, got)
+		}
+	}
+}
+
+// haproxy/testdata/https-redirect.cfg through HAProxy 2.6 and caddy-ha:
+// one frontend on HTTP and HTTPS (two Caddy sites importing one snippet),
+// a plain HTTP request redirected to HTTPS unless { ssl_fc } or an ACME
+// challenge, the challenge over HTTP to certbot, what comes over TLS to
+// the app (use_backend app if tls, acl tls ssl_fc): the same status,
+// Location and backend from both.
+func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/https-redirect.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue("www.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt := filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app, certbot := startAppServer(t), startAppServer(t)
+	hap := [2]string{loopback.FreeAddr(), loopback.FreeAddr()}
+	cdy := [2]string{loopback.FreeAddr(), loopback.FreeAddr()}
+	cfg := strings.NewReplacer("127.0.0.1:9001", app.addr, "127.0.0.1:9002", certbot.addr, "/etc/haproxy/site.pem", crt,
+		"127.0.0.1:8080", hap[0], "127.0.0.1:8443", hap[1]).Replace(string(text))
+	startHAProxy(t, cfg, hap[1])
+	runHAProxyConfig(t, strings.NewReplacer(hap[0], cdy[0], hap[1], cdy[1]).Replace(cfg))
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "www.example"}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	type result struct {
+		status   int
+		location string
+		backend  string // "app", "certbot" or "" for none
+	}
+	for i, tt := range []struct {
+		tls  bool
+		path string
+		want result
+	}{
+		{false, "/page?x=1", result{301, "https://www.example/page?x=1", ""}},
+		{false, "/.well-known/acme-challenge/tok", result{200, "", "certbot"}},
+		{true, "/page?x=1", result{200, "", "app"}},
+		{true, "/.well-known/acme-challenge/tok", result{200, "", "app"}},
+	} {
+		for _, p := range []struct {
+			name  string
+			addrs [2]string
+		}{{"haproxy", hap}, {"caddy-ha", cdy}} {
+			url := "http://" + p.addrs[0] + tt.path
+			if tt.tls {
+				url = "https://" + p.addrs[1] + tt.path
+			}
+			name := fmt.Sprintf("%s-%d", p.name, i)
+			req, _ := http.NewRequest("GET", url, nil)
+			req.Host = "www.example"
+			req.Header.Set("X-Client", name)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", p.name, url, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got := result{resp.StatusCode, resp.Header.Get("Location"), ""}
+			switch {
+			case app.heardFrom(name) > 0 && certbot.heardFrom(name) == 0:
+				got.backend = "app"
+			case certbot.heardFrom(name) > 0 && app.heardFrom(name) == 0:
+				got.backend = "certbot"
+			case app.heardFrom(name) > 0:
+				got.backend = "both"
+			}
+			if got != tt.want {
+				t.Errorf("%s: %s: %+v, want %+v", p.name, url, got, tt.want)
+			}
 		}
 	}
 }

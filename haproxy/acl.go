@@ -16,11 +16,23 @@ var aclFetches = map[string]string{
 	"path_reg": "{http.request.uri.path}", "method": "{http.request.method}",
 }
 
+// boolFetches are the fetches that are true or false themselves, tested
+// without a value ("{ ssl_fc }"), as the CEL term each is: ssl_fc is true
+// on a TLS connection, as Caddy's {http.request.scheme} is https (the
+// request's TLS state, whatever its headers say).
+var boolFetches = map[string]string{"ssl_fc": `{http.request.scheme} == "https"`}
+
 // aclExpression is an ACL's words (a fetch, its flags, its values) as a
 // CEL expression of Caddy's expression matcher: true if any value
 // matches, as HAProxy tests them. Only the -i flag is translated.
 func aclExpression(words []string, l Line) (string, error) {
 	fetch, values := words[0], words[1:]
+	if e, ok := boolFetches[fetch]; ok {
+		if len(values) > 0 {
+			return "", refuse(l, "%s takes no flag or value (true on a TLS connection): %s is not translated", fetch, strings.Join(values, " "))
+		}
+		return e, nil
+	}
 	fold := false
 	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
 		if values[0] != "-i" {

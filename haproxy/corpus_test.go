@@ -27,6 +27,7 @@ var corpusOutcomes = map[string]struct {
 	"microservices.cfg":        {},
 	"mozilla-modern.cfg":       {},
 	"ratelimit-api.cfg":        {},
+	"wordpress-farm.cfg":       {},
 	"docker-compose.cfg":       {6, "resolvers sections are not translated yet"},
 	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
 	"legacy-1.x.cfg":           {12, "option httpclose: not translated yet"},
@@ -35,7 +36,6 @@ var corpusOutcomes = map[string]struct {
 	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},
 	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},
 	"stats-listen.cfg":         {15, "stats admin: ha_status has no admin level"},
-	"wordpress-farm.cfg":       {23, "http-request redirect: an ACL without a value"},
 }
 
 // systemConfigs are the configurations Debian's haproxy package installs:

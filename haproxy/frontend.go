@@ -195,7 +195,7 @@ func (fe *frontend) read(l Line) error {
 		}
 		fe.forwardFor = &l
 	case key == "acl":
-		if len(w) < 4 {
+		if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
 			return refuse(l, "takes a name, a fetch and at least one value")
 		}
 		if _, err := aclExpression(w[2:], l); err != nil {
@@ -464,29 +464,74 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 	c.comment(fe.section.line(), "")
 	// HAProxy's bind address is where it listens, never a Host to match:
 	// the site is every host on the port, bound to the address's host.
-	var addrs, hosts []string
+	var plain, secure siteAddrs
+	var hosts []string
 	var crt *bind
 	for i, b := range fe.binds {
-		scheme := "http://"
+		g, scheme := &plain, "http://"
 		if b.isTLS {
-			scheme = "https://"
+			g, scheme = &secure, "https://"
 			if crt != nil && !slices.Equal(crt.crts, b.crts) {
 				return refuse(b.line, "one frontend with two certificates is not translated yet")
 			}
 			crt = &fe.binds[i]
 		}
 		host, port, _ := net.SplitHostPort(b.addr)
-		addrs = append(addrs, scheme+":"+port)
+		g.addrs = append(g.addrs, scheme+":"+port)
 		if host != "" {
 			hosts = append(hosts, host)
+			g.hosts = append(g.hosts, host)
 		} else if len(hosts) > 0 {
 			return refuse(b.line, "binds on every address and on %s in one frontend are not translated yet", hosts[0])
 		}
 	}
-	c.open("%s", strings.Join(addrs, ", "))
-	if len(hosts) > 0 {
-		c.line("bind %s", strings.Join(hosts, " "))
+	if len(plain.addrs) == 0 || len(secure.addrs) == 0 {
+		site := plain
+		if len(plain.addrs) == 0 {
+			site = secure
+		}
+		site.open(c)
+		if err := fe.writeSiteBody(c, crt); err != nil {
+			return err
+		}
+		c.close() // the site
+		return nil
 	}
+	// A Caddy server is HTTP or HTTPS: a site for the binds without ssl,
+	// one for those with, each importing what the frontend does.
+	snippet := "haproxy_" + fe.section.Kind + "_" + fe.section.Name
+	c.line("# binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
+	c.open("(%s)", snippet)
+	if err := fe.writeSiteBody(c, nil); err != nil {
+		return err
+	}
+	c.close()
+	plain.open(c)
+	c.line("import %s", snippet)
+	c.close()
+	secure.open(c)
+	if err := fe.writeTLS(c, crt); err != nil {
+		return err
+	}
+	c.line("import %s", snippet)
+	c.close()
+	return nil
+}
+
+// siteAddrs are a site's addresses and the hosts it binds.
+type siteAddrs struct{ addrs, hosts []string }
+
+func (s siteAddrs) open(c *caddyfile) {
+	c.open("%s", strings.Join(s.addrs, ", "))
+	if len(s.hosts) > 0 {
+		c.line("bind %s", strings.Join(s.hosts, " "))
+	}
+}
+
+// writeSiteBody writes what the frontend's site does: its notes, its
+// log, its TLS (crt, nil for none or for a site of its own), its error
+// pages and its route.
+func (fe *frontend) writeSiteBody(c *caddyfile, crt *bind) error {
 	for _, n := range fe.notes {
 		c.comment(n.line, n.what)
 	}
@@ -540,7 +585,6 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 	if len(answers) > 0 || fe.stats != nil {
 		c.close()
 	}
-	c.close() // the site
 	return nil
 }
 

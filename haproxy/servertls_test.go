@@ -65,3 +65,24 @@ func TestBindCrts(t *testing.T) {
 		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
 }
+
+// ssl_fc, true on a TLS connection, is a CEL term of its own, without a
+// value, named or anonymous; a value or flag after it is refused.
+func TestSSLFC(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tbind :443 ssl crt /a.pem\n%s\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		rules, want string
+		has         []string
+	}{
+		{"\thttp-request redirect scheme https unless { ssl_fc }\n", "", []string{"@answer_6 expression `!({http.request.scheme} == \"https\")`",
+			"(haproxy_frontend_f) {", "http://:80 {\n\timport haproxy_frontend_f\n}", "https://:443 {\n\t# k.cfg:5: bind :443 ssl crt /a.pem\n\ttls /a.pem /a.pem\n\timport haproxy_frontend_f\n}"}},
+		{"\tacl tls ssl_fc\n\thttp-request deny if !tls\n", "", []string{"@answer_7 expression `!({http.request.scheme} == \"https\")`"}},
+		{"\thttp-request deny if { ssl_fc 1 }\n", "k.cfg:6: http-request deny: ssl_fc takes no flag or value", nil},
+		{"\tacl tls ssl_fc -m bool\n\thttp-request deny if tls\n", "k.cfg:6: acl tls: ssl_fc takes no flag or value", nil},
+		{"\tacl other path\n\thttp-request deny if other\n", "k.cfg:6: acl other: takes a name, a fetch and at least one value", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.rules, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
