@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,4 +140,49 @@ func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
 			}
 		}
 	}
+}
+
+// option forwardfor header X-Client-IP, through HAProxy 2.6 and
+// caddy-ha: the node sees the client's own X-Client-IP, then the
+// client's address after it, and no X-Forwarded-For (the translation
+// sent X-Forwarded-For and no X-Client-IP).
+func TestHAProxyDifferentialForwardForHeader(t *testing.T) {
+	seen := make(chan http.Header, 4)
+	app := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		io.WriteString(w, "app")
+	}))
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := "defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
+		"frontend web\n\tbind " + hapAddr + "\n\toption forwardfor header X-Client-IP\n\tdefault_backend app\n" +
+		"backend app\n\tserver app1 " + app + "\n"
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		req, _ := http.NewRequest("GET", "http://"+p.addr+"/", nil)
+		req.Header.Set("X-Client-IP", "203.0.113.7")
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", p.name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		h := <-seen
+		if got := h.Values("X-Client-Ip"); !slices.Equal(got, []string{"203.0.113.7", "127.0.0.1"}) || h.Get("X-Forwarded-For") != "" {
+			t.Errorf("%s: the node saw X-Client-IP %q, X-Forwarded-For %q; want the client's, then 127.0.0.1, and none", p.name, got, h.Values("X-Forwarded-For"))
+		}
+	}
+}
+
+// httptestServer serves h on a loopback address until the test ends.
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
 }

@@ -486,7 +486,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		}
 		c.comment(*l, "the frontend's too: see its forwarded headers")
 	}
-	forwardFor, feResponse := fe.forwardFor != nil, fe.responseHeaders
+	feResponse := fe.responseHeaders
 	var tls tlsOptions
 	var lo leaderOptions
 	var addrs []string
@@ -528,9 +528,22 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
 	c.open("reverse_proxy %s", strings.Join(addrs, " "))
-	if !forwardFor {
+	switch ff := fe.forwardFor; {
+	case ff == nil:
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
+	case !sendsXFF(ff):
+		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", forwardForHeader(*ff))
+	}
+	if !sendsXFF(fe.forwardFor) {
 		c.line("header_up -X-Forwarded-For")
+		c.line("header_up -X-Forwarded-Proto")
+		c.line("header_up -X-Forwarded-Host")
+	}
+	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
+		c.line("header_up +%s {remote_host}", caddyToken(forwardForHeader(*ff)))
+	}
+	if fe.plainForwardFor {
+		c.line("# option forwardfor: reverse_proxy's X-Forwarded-For; its X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
 		c.line("header_up -X-Forwarded-Proto")
 		c.line("header_up -X-Forwarded-Host")
 	}

@@ -23,6 +23,9 @@ type frontend struct {
 	// applies after the backend's own.
 	responseHeaders []headerRule
 	forwardFor      *Line
+	// option forwardfor without the client's X-Forwarded-For deleted:
+	// reverse_proxy's own X-Forwarded-For, not the forwarded handler.
+	plainForwardFor bool
 	backendLine     Line
 	backend         *backend
 	acls            map[string][]Line // named ACLs: each line an alternative
@@ -651,7 +654,11 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 // request_header.
 func (fe *frontend) writeHeaders(c *caddyfile) {
 	rest := fe.headers
-	if ff := fe.forwardFor; ff != nil && strings.EqualFold(arg(*ff, 3), "") || ff != nil && strings.EqualFold(arg(*ff, 3), "X-Forwarded-For") {
+	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
+		h := forwardForHeader(*ff)
+		c.comment(*ff, "the client's address in "+h+", after any the client sent, as HAProxy adds it: header_up +"+h+" {remote_host} in each reverse_proxy below, which sends no X-Forwarded-For")
+	}
+	if ff := fe.forwardFor; sendsXFF(ff) {
 		deleted := map[string]bool{}
 		proto := ""
 		rest = nil
@@ -683,7 +690,8 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 			c.close()
 		} else {
 			rest = fe.headers
-			c.comment(*ff, "X-Forwarded-For appended to the client's own: reverse_proxy's default")
+			fe.plainForwardFor = true
+			c.comment(*ff, "reverse_proxy's X-Forwarded-For: the client's address alone (a client's own X-Forwarded-For is dropped, where HAProxy keeps it before the address)")
 		}
 	}
 	for _, h := range rest {
@@ -699,12 +707,23 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	}
 }
 
-// checkForwardFor checks an option forwardfor line: [header <name>].
+// checkForwardFor checks an option forwardfor line: [header <name>],
+// a name other than those Caddy's reverse_proxy writes or removes itself.
 func checkForwardFor(l Line) error {
 	if w := l.Words; len(w) != 2 && (len(w) != 4 || w[2] != "header") {
 		return refuse(l, "only 'option forwardfor [header <name>]' is translated")
 	}
+	switch h := strings.ToLower(forwardForHeader(l)); {
+	case h != "x-forwarded-for" && (forwardedHeaders[h] || h == "via" || h == "host"):
+		return refuse(l, "header %s: not translated (reverse_proxy writes or removes that header itself)", forwardForHeader(l))
+	}
 	return nil
+}
+
+// sendsXFF tells whether an option forwardfor line (nil: none) sends the
+// client's address in X-Forwarded-For, as reverse_proxy does by default.
+func sendsXFF(ff *Line) bool {
+	return ff != nil && strings.EqualFold(forwardForHeader(*ff), "X-Forwarded-For")
 }
 
 // forwardForHeader is the header an option forwardfor line adds the

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -206,20 +207,26 @@ func mapTokens(words []string) []string {
 // it, so that nothing is refused later only because a proxy came to take
 // it.
 func (t *translator) writeUnusedDefaults() error {
-	used := map[*Section]bool{}
+	used := map[*Section][]string{} // the proxies that take each
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			continue
 		}
-		for d := t.cfg.DefaultsOf(s); d != nil && !used[d]; d = t.cfg.DefaultsOf(d) {
-			used[d] = true
+		var seen []*Section
+		for d := t.cfg.DefaultsOf(s); d != nil && !slices.Contains(seen, d); d = t.cfg.DefaultsOf(d) {
+			seen = append(seen, d)
+			used[d] = append(used[d], s.Kind+" "+s.Name)
 		}
 	}
 	for _, s := range t.cfg.Sections {
-		if s.Kind != "defaults" || used[s] {
+		if s.Kind != "defaults" {
 			continue
 		}
-		t.out.comment(Line{Pos: s.Pos, Words: append([]string{"defaults"}, nonEmpty(s.Name)...)}, "no frontend or backend takes these defaults: HAProxy applies them to none")
+		if takers := used[s]; len(takers) > 0 {
+			t.out.comment(s.line(), "taken by "+strings.Join(takers, ", ")+": each of its lines is kept where it applies")
+			continue
+		}
+		t.out.comment(s.line(), "no frontend or backend takes these defaults: HAProxy applies them to none")
 		for _, l := range s.Lines {
 			// Read by the side that takes it (a backend's keyword as a
 			// backend's, a frontend's as a frontend's), one of both

@@ -86,3 +86,25 @@ func TestSSLFC(t *testing.T) {
 		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
 }
+
+// option forwardfor header <name>: the client's address appended in that
+// header (header_up +<name>), no X-Forwarded-*; a header reverse_proxy
+// writes or removes itself is refused.
+func TestForwardForHeader(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\t%s\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		line, want string
+		has        []string
+	}{
+		{"option forwardfor header X-Client-IP", "", []string{"# k.cfg:5: option forwardfor header X-Client-IP  (the client's address in X-Client-IP, after any the client sent",
+			"\theader_up -X-Forwarded-For\n\t\theader_up -X-Forwarded-Proto\n\t\theader_up -X-Forwarded-Host\n\t\theader_up +X-Client-IP {remote_host}\n"}},
+		{"option forwardfor header x-forwarded-for", "", []string{"reverse_proxy's X-Forwarded-For: the client's address alone", "\t\theader_up -X-Forwarded-Proto\n\t\theader_up -X-Forwarded-Host\n"}},
+		{"option forwardfor header X-Forwarded-Proto", "k.cfg:5: option forwardfor: header X-Forwarded-Proto: not translated", nil},
+		{"option forwardfor header Via", "k.cfg:5: option forwardfor: header Via: not translated", nil},
+		{"option forwardfor except 127.0.0.0/8", "k.cfg:5: option forwardfor: only 'option forwardfor [header <name>]' is translated", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.line, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
