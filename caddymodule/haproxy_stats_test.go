@@ -107,7 +107,9 @@ var statsCases = []statsCase{
 // returns what came back, with the answer itself.
 func askStats(t *testing.T, app *appServer, proxy, addr string, i int, c statsCase) (statsAnswer, *http.Response, string) {
 	t.Helper()
-	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// Each signed request costs a bcrypt check of cost 10, slow under -race:
+	// beside make test's other packages one took over 10s.
+	client := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	name := fmt.Sprintf("%s-%d", proxy, i)
 	req, _ := http.NewRequest(c.method, "http://"+addr+c.path, nil)
 	req.Header.Set("X-Client", name)
