@@ -554,15 +554,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	c.line("header_up -Via")
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), feResponse...) {
-		c.comment(h.line, "")
-		switch h.op {
-		case "del-header":
-			c.line("header_down -%s", caddyToken(h.name))
-		case "set-header":
-			c.line("header_down %s %s", caddyToken(h.name), caddyToken(h.v))
-		case "add-header":
-			c.line("header_down +%s %s", caddyToken(h.name), caddyToken(h.v))
-		}
+		h.write(c, "header_down")
 	}
 	if err := be.writePolicy(c, lo); err != nil {
 		return err

@@ -81,6 +81,20 @@ type headerRule struct {
 	op, name, v string
 }
 
+// write writes the rule, after its line as a comment, as directive
+// (request_header, header_down): -name, name value or +name value.
+func (h headerRule) write(c *caddyfile, directive string) {
+	c.comment(h.line, "")
+	switch h.op {
+	case "del-header":
+		c.line("%s -%s", directive, caddyToken(h.name))
+	case "set-header":
+		c.line("%s %s %s", directive, caddyToken(h.name), caddyToken(h.v))
+	case "add-header":
+		c.line("%s +%s %s", directive, caddyToken(h.name), caddyToken(h.v))
+	}
+}
+
 // forwardedHeaders are the headers the forwarded handler removes from a
 // client and writes itself.
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
@@ -695,15 +709,7 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 		}
 	}
 	for _, h := range rest {
-		c.comment(h.line, "")
-		switch h.op {
-		case "del-header":
-			c.line("request_header -%s", caddyToken(h.name))
-		case "set-header":
-			c.line("request_header %s %s", caddyToken(h.name), caddyToken(h.v))
-		case "add-header":
-			c.line("request_header +%s %s", caddyToken(h.name), caddyToken(h.v))
-		}
+		h.write(c, "request_header")
 	}
 }
 
