@@ -493,9 +493,7 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 		// Caddy retries only after a dial error or a refusal that
 		// followerRefusal confirmed; either way the node is in doubt.
 		mon.Doubt(tried, "a request to it failed")
-		if start, ok := caddyhttp.GetVar(ctx, "start_time").(time.Time); ok {
-			deadline = start.Add(s.holdFor)
-		}
+		deadline = s.heldUntil(r)
 		if !now.Before(deadline) {
 			// Spent; Caddy's loop, which started after the body was read,
 			// may ask again until its own try_duration ends.

@@ -49,7 +49,7 @@ func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
 	if _, hasRetryAfter := repl.Get("http.reverse_proxy.header.Retry-After"); !hasRetryAfter {
 		return false, nil
 	}
-	if !mon.ConfirmFollower(r.Context(), tried, since) {
+	if !mon.ConfirmFollower(r.Context(), tried, since, m.s.heldUntil(r)) {
 		return false, nil
 	}
 	m.s.pool.obs.replayedRefusal.Inc()
@@ -104,15 +104,20 @@ func (s *LeaderSelection) closedByPlannedStop(r *http.Request, tried *healthchec
 	if at == nil || !s.isReplayable(r) || !at.connClosedUnderRequest(time.Now(), s.timeouts) {
 		return false
 	}
-	deadline := time.Now().Add(s.holdFor)
-	if start, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time); ok {
-		deadline = start.Add(s.holdFor)
-	}
-	if !mon.ReleasedEarly(r.Context(), tried, deadline) {
+	if !mon.ReleasedEarly(r.Context(), tried, s.heldUntil(r)) {
 		return false
 	}
 	s.pool.obs.replayedClosed.Inc()
 	return true
+}
+
+// heldUntil is when hold ends for r: hold after its arrival (Caddy's
+// start_time), so that a failed attempt does not extend it.
+func (s *LeaderSelection) heldUntil(r *http.Request) time.Time {
+	if start, ok := caddyhttp.GetVar(r.Context(), "start_time").(time.Time); ok {
+		return start.Add(s.holdFor)
+	}
+	return time.Now().Add(s.holdFor)
 }
 
 // transportTimeouts are the transport's timeouts that can end a request

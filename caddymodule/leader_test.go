@@ -715,6 +715,52 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 	t.Logf("%d writes, %v replayed after a planned stop closed their connection", len(results), replayed)
 }
 
+// A planned stop whose refusals reach Caddy after the node closed its port
+// (a busy host, as under CI load): the probe that would confirm the refusal
+// finds nothing listening, and the lease released early proves the node
+// refused as a follower. Each such write is replayed on the new leader.
+// Probes 1s apart leave Caddy routing to the stopped node until its first
+// refusal arrives (a probe right after the release would make Caddy hold
+// the writes instead, so the test stops the leader again, at most thrice).
+func TestPlannedStopRefusalsAfterThePortClosed(t *testing.T) {
+	c := newClusterWith(t, fakecluster.Config{LeaseTTL: 3 * time.Second, RenewInterval: 400 * time.Millisecond,
+		StopDrain: 200 * time.Millisecond, RefusalDelay: 400 * time.Millisecond}, 2)
+	tc := startCaddy(t, c, "", `reverse_proxy {upstreams} {
+		lb_policy leader {
+			interval 1s
+			fast_interval 20ms
+			timeout 500ms
+			hold 10s
+		}
+	}`)
+	load := startWrites(tc.url("/api/orders"), 10*time.Millisecond, 10*time.Second)
+	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
+	metric := `caddy_ha_leader_replayed_requests_total{pool="` + poolName(c) + `",reason="follower_refusal"}`
+	for stops := 0; stops < 3 && counterValue(tc, metric) == 0; stops++ {
+		leader := c.Node(c.State().Leader)
+		leader.Stop()
+		var next *fakecluster.Node
+		poll.Until(t, 10*time.Second, "a new leader", func() bool {
+			next = c.Node(c.State().Leader)
+			return next != nil && next != leader
+		})
+		n := len(next.Executed())
+		poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(next.Executed()) > n+20 })
+		if err := leader.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := load.Stop()
+	for _, r := range checkWrites(t, results, c) {
+		t.Errorf("write %s failed in a planned stop: status %d, %v", r.ID, r.Status, r.Err)
+	}
+	replayed := counterValue(tc, metric)
+	if replayed < 1 {
+		t.Error("no refusal was replayed: the stops raced nothing, the test proves nothing")
+	}
+	t.Logf("%d writes, %v refusals replayed", len(results), replayed)
+}
+
 // The coupling to Caddy's provisioning order (see "What caddy-ha relies on
 // in Caddy" in docs/couplings.md): the policy is provisioned after the transport
 // and before Caddy's retry defaults, so what it sets on its reverse_proxy

@@ -40,6 +40,11 @@ type Config struct {
 	// between releasing the lease and closing its port: an ASP.NET Core
 	// node releases it in a hosted service before Kestrel stops. 0: none.
 	StopDrain time.Duration
+	// RefusalDelay is how long a follower takes to answer a write it
+	// refuses, as a busy host's node may: with a StopDrain shorter than
+	// it, a planned stop's refusals reach the proxy after its port closed.
+	// 0: none.
+	RefusalDelay time.Duration
 }
 
 // Acquisition records one lease acquisition: the moment a node became leader.

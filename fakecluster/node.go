@@ -388,6 +388,12 @@ func (n *Node) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case isMutating(r):
 		if !leader {
 			// The cluster's LeaderRequiredMiddleware: refuse before doing anything.
+			if d := n.cluster.cfg.RefusalDelay; d > 0 {
+				select {
+				case <-time.After(d):
+				case <-r.Context().Done():
+				}
+			}
 			w.Header().Set("Retry-After", "30")
 			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "not the leader", "nodeId": n.id})
 			return

@@ -769,12 +769,16 @@ func (m *Monitor) markDoubted(n *Node, why string) {
 	}
 }
 
-// ConfirmFollower probes n (a probe sent after since) and reports whether
-// it answered 503 as a follower, i.e. whether a request that it refused at
-// since was refused as a follower. (A stale leader believes it leads, so
-// its refusals prove nothing.) It waits at most one probe timeout plus one
-// fast interval.
-func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time) bool {
+// ConfirmFollower reports whether a request that n refused with 503 at
+// since was refused as a follower. A probe sent after since decides if n
+// answers it: 503, a follower (a stale leader believes it leads, so its
+// refusals prove nothing). If n answers no probe within one probe timeout
+// plus one fast interval, it stopped listening right after refusing: that
+// was a follower's refusal if n turns out to have released its lease early
+// (ReleasedEarly, which waits at most until deadline), since a node in a
+// planned stop refuses as a follower from its release until its port
+// closes. A crashed node keeps its lease, so its refusal proves nothing.
+func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since, deadline time.Time) bool {
 	timer := time.NewTimer(m.cfg.Timeout + m.cfg.FastInterval + minProbeGap)
 	defer timer.Stop()
 	for {
@@ -782,7 +786,10 @@ func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time)
 		last, status, answered := n.last, n.status, n.answered
 		m.mu.Unlock()
 		if !last.Started.Before(since) {
-			return status == StatusFollower && last.Status == http.StatusServiceUnavailable
+			if last.Answered {
+				return status == StatusFollower && last.Status == http.StatusServiceUnavailable
+			}
+			return m.ReleasedEarly(ctx, n, deadline)
 		}
 		n.kickProbe()
 		select {
@@ -790,7 +797,7 @@ func (m *Monitor) ConfirmFollower(ctx context.Context, n *Node, since time.Time)
 		case <-ctx.Done():
 			return false
 		case <-timer.C:
-			return false
+			return m.ReleasedEarly(ctx, n, deadline)
 		}
 	}
 }

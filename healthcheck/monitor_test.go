@@ -330,34 +330,71 @@ func TestConfirmFollower(t *testing.T) {
 	m, _ := startMonitor(t, p, cfg, "a", "b")
 	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
 	a := m.Nodes()[0]
+	confirm := func() bool {
+		return m.ConfirmFollower(context.Background(), a, time.Now(), time.Now().Add(5*time.Second))
+	}
 
 	// a still leads: a 503 it sent was not a follower's refusal.
-	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+	if confirm() {
 		t.Fatal("leader confirmed as follower")
 	}
 	p.set("a", follower)
-	if !m.ConfirmFollower(context.Background(), a, time.Now()) {
+	if !confirm() {
 		t.Fatal("follower not confirmed")
 	}
 	// Only a 503 is a follower's answer; a 500 or a stale leader's 200
 	// proves nothing about a refused request.
 	p.set("a", Result{Answered: true, Status: 500})
-	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+	if confirm() {
 		t.Fatal("a node answering 500 was confirmed as follower")
 	}
 	p.set("b", leaderAt(5))
 	poll.Until(t, 2*time.Second, "b leads", func() bool { return leaderAddr(m) == "b" })
 	p.set("a", leaderAt(4))
-	if m.ConfirmFollower(context.Background(), a, time.Now()) {
+	if confirm() {
 		t.Fatal("a stale leader was confirmed as follower")
 	}
 	p.set("a", hang)
 	start := time.Now()
-	if m.ConfirmFollower(context.Background(), a, time.Now()) {
-		t.Fatal("a node that does not answer was confirmed as follower")
+	if confirm() {
+		t.Fatal("a node that does not answer, with no lease times to prove a release, was confirmed as follower")
 	}
 	if el := time.Since(start); el > time.Second {
 		t.Fatalf("ConfirmFollower took %v", el)
+	}
+}
+
+// A node that refused and then stopped listening is confirmed only if it
+// released its lease early (a planned stop refuses as a follower from its
+// release until its port closes); a crashed one keeps its lease.
+func TestConfirmFollowerOfANodeThatStoppedListening(t *testing.T) {
+	renewed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	leaseOf := func(epoch int64, renewedAt time.Time) Result {
+		r := leaderAt(epoch)
+		r.LeaseLeft, r.LastRenewAt, r.ServerTime = 2*time.Second, renewedAt, renewedAt
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		successor Result
+		want      bool
+	}{
+		{"released: a successor acquired before the lease could run out", leaseOf(6, renewed.Add(400*time.Millisecond)), true},
+		{"crashed: no successor before the lease runs out", follower, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newScripted()
+			p.set("a", leaseOf(5, renewed))
+			p.set("b", follower)
+			m, _ := startMonitor(t, p, testConfig(), "a", "b")
+			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+			a := m.Nodes()[0]
+			p.set("a", refused)
+			p.set("b", tc.successor)
+			if got := m.ConfirmFollower(context.Background(), a, time.Now(), time.Now().Add(5*time.Second)); got != tc.want {
+				t.Fatalf("ConfirmFollower = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
