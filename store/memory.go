@@ -201,7 +201,7 @@ func (s *Memory) place(sh *memoryShard, key string, e memoryEntry) *memoryEntry 
 
 // maxEvictions bounds a new counter's tries to evict one (another may take
 // the one it found first).
-const maxEvictions = 4
+const maxEvictions = 8
 
 // refuse records a new key refused for lack of room and wakes the sweeper.
 func (s *Memory) refuse(now int64) {
@@ -216,7 +216,10 @@ func (s *Memory) refuse(now int64) {
 // evict removes the evictable counter with the smallest count in the
 // store, the least recently counted among equals, to make room; the caller
 // holds sh.mu. For another shard's counter it lets go of sh.mu while it
-// holds that shard's lock. It reports whether a counter was evicted.
+// holds that shard's lock, and evicts there only if that shard's smallest
+// count has not grown meanwhile (other evictions may have taken its small
+// counters, leaving a larger one on top). It reports whether a counter was
+// evicted.
 func (s *Memory) evict(sh *memoryShard) bool {
 	best := sh
 	count, counted := sh.minCount.Load(), sh.minCounted.Load()
@@ -231,7 +234,7 @@ func (s *Memory) evict(sh *memoryShard) bool {
 	}
 	sh.mu.Unlock()
 	best.mu.Lock()
-	evicted := s.evictTop(best)
+	evicted := len(best.evictable) > 0 && best.evictable[0].count <= count && s.evictTop(best)
 	best.mu.Unlock()
 	sh.mu.Lock()
 	return evicted
