@@ -142,35 +142,57 @@ func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
 	}
 }
 
-// option forwardfor header X-Client-IP, through HAProxy 2.6 and
-// caddy-ha: the node sees the client's own X-Client-IP, then the
-// client's address after it, and no X-Forwarded-For (the translation
-// sent X-Forwarded-For and no X-Client-IP).
-func TestHAProxyDifferentialForwardForHeader(t *testing.T) {
-	seen := make(chan http.Header, 4)
-	app := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- r.Header.Clone()
-		io.WriteString(w, "app")
-	}))
-	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := "defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
-		"frontend web\n\tbind " + hapAddr + "\n\toption forwardfor header X-Client-IP\n\tdefault_backend app\n" +
-		"backend app\n\tserver app1 " + app + "\n"
-	startHAProxy(t, cfg, hapAddr)
-	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
-	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
-		req, _ := http.NewRequest("GET", "http://"+p.addr+"/", nil)
-		req.Header.Set("X-Client-IP", "203.0.113.7")
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		h := <-seen
-		if got := h.Values("X-Client-Ip"); !slices.Equal(got, []string{"203.0.113.7", "127.0.0.1"}) || h.Get("X-Forwarded-For") != "" {
-			t.Errorf("%s: the node saw X-Client-IP %q, X-Forwarded-For %q; want the client's, then 127.0.0.1, and none", p.name, got, h.Values("X-Forwarded-For"))
-		}
+// option forwardfor, through HAProxy 2.6 and caddy-ha: the node sees what
+// the client sent in the header, then the client's address after it, and
+// no other X-Forwarded-* (before, the translation of header X-Client-IP sent
+// X-Forwarded-For and no X-Client-IP, and that of plain forwardfor dropped
+// the client's X-Forwarded-For). HAProxy adds a header line, reverse_proxy
+// folds both into one: the same list.
+func TestHAProxyDifferentialForwardFor(t *testing.T) {
+	for _, tt := range []struct {
+		option, header string
+	}{
+		{"option forwardfor header X-Client-IP", "X-Client-IP"},
+		{"option forwardfor", "X-Forwarded-For"},
+	} {
+		t.Run(tt.option, func(t *testing.T) {
+			seen := make(chan http.Header, 4)
+			app := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen <- r.Header.Clone()
+				io.WriteString(w, "app")
+			}))
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg := "defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
+				"frontend web\n\tbind " + hapAddr + "\n\t" + tt.option + "\n\tdefault_backend app\n" +
+				"backend app\n\tserver app1 " + app + "\n"
+			startHAProxy(t, cfg, hapAddr)
+			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+				for _, sent := range []string{"203.0.113.7", ""} {
+					req, _ := http.NewRequest("GET", "http://"+p.addr+"/", nil)
+					want := "127.0.0.1"
+					if sent != "" {
+						req.Header.Set(tt.header, sent)
+						want = sent + ", 127.0.0.1"
+					}
+					resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+					if err != nil {
+						t.Fatalf("%s: %v", p.name, err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					h := <-seen
+					if got := strings.Join(h.Values(tt.header), ", "); got != want {
+						t.Errorf("%s, the client sending %q: the node saw %s %q, want %q", p.name, sent, tt.header, got, want)
+					}
+					for _, other := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
+						if other != tt.header && h.Values(other) != nil {
+							t.Errorf("%s: the node saw %s %q, want none", p.name, other, h.Values(other))
+						}
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -543,7 +543,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		c.line("header_up +%s {remote_host}", caddyToken(forwardForHeader(*ff)))
 	}
 	if fe.plainForwardFor {
-		c.line("# option forwardfor: reverse_proxy's X-Forwarded-For; its X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
+		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain); X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
+		c.line("trusted_proxies 0.0.0.0/0 ::/0")
 		c.line("header_up -X-Forwarded-Proto")
 		c.line("header_up -X-Forwarded-Host")
 	}

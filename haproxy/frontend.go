@@ -705,7 +705,7 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 		} else {
 			rest = fe.headers
 			fe.plainForwardFor = true
-			c.comment(*ff, "reverse_proxy's X-Forwarded-For: the client's address alone (a client's own X-Forwarded-For is dropped, where HAProxy keeps it before the address)")
+			c.comment(*ff, "X-Forwarded-For as HAProxy sends it: what the client sent, which it can forge, then its address (see the reverse_proxy); http-request del-header X-Forwarded-For would make it the forwarded handler's")
 		}
 	}
 	for _, h := range rest {
