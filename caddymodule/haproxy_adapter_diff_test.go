@@ -28,16 +28,19 @@ import (
 // diffTimeouts are added to the seed's defaults in the differential
 // tests: HAProxy wants them, and timeout queue bounds how long caddy-ha
 // holds a request for a leader (else 15s): 5s, as node-b leads within a
-// renew tick (1s) and a probe (500ms) of
+// renew tick (1s) and a probe (1s) of
 // node-a's planned stop, which a loaded machine stretched past 2s (4 and
 // 15 writes answered 503 in make test runs beside a CPU-bound job).
 const diffTimeouts = "    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n    timeout queue 5s\n"
 
 // forBoth is seedConfig's text as both proxies run it: with diffTimeouts,
-// and checks every 500ms, as HAProxy bounds a check's connection and TLS
-// handshake by inter, which 100ms does not hold on a loaded machine.
+// and checks every second, as both bound a check (its connection and TLS
+// handshake) by inter, which 100ms does not hold on a loaded machine, nor
+// 500ms beside make test's other packages and a CPU-bound job (node-b,
+// leading, failed two checks in a row, and both proxies held or refused
+// writes for seconds across the planned stop).
 func forBoth(cfgText string) string {
-	return strings.ReplaceAll(strings.Replace(cfgText, "defaults\n", "defaults\n"+diffTimeouts, 1), "inter 100ms", "inter 500ms")
+	return strings.ReplaceAll(strings.Replace(cfgText, "defaults\n", "defaults\n"+diffTimeouts, 1), "inter 100ms", "inter 1s")
 }
 
 // startHAProxy runs Debian's haproxy on cfgText in the foreground, killed

@@ -206,9 +206,7 @@ func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
 				}
 				return
 			}
-			for _, err := range errs {
-				t.Errorf("client error across reloads: %v", err)
-			}
+			failIfErrors(t, "client error across reloads", errs)
 			if handed == 0 {
 				t.Error("no connection was handed off: the test proves nothing")
 			}
@@ -251,9 +249,7 @@ func TestReloadOverTLSKeepsHTTP2Clients(t *testing.T) {
 	if closed == 0 {
 		t.Error("caddy_ha_reload_closed_connections_total counted none of the HTTP/2 connections the reloads closed")
 	}
-	for _, err := range errs {
-		t.Errorf("HTTP/2 client error across reloads: %v", err)
-	}
+	failIfErrors(t, "HTTP/2 client error across reloads", errs)
 	for _, id := range backend.twice() {
 		t.Errorf("the backend ran a request twice: %s", id)
 	}

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"os"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/status"
 )
 
@@ -185,7 +184,7 @@ func reloads(r *rig) (effect, error) {
 			return effect{}, err
 		}
 	}
-	if migratesAcceptQueue() {
+	if httpcheck.MigratesAcceptQueue() {
 		return effect{}, nil
 	}
 	return effect{
@@ -194,11 +193,4 @@ func reloads(r *rig) (effect, error) {
 		},
 		explained: "new connections reset in the old socket's accept queue (net.ipv4.tcp_migrate_req=0)",
 	}, nil
-}
-
-// migratesAcceptQueue reports whether the host moves a closed SO_REUSEPORT
-// socket's accept queue to another socket of its group.
-func migratesAcceptQueue() bool {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req")
-	return err == nil && strings.TrimSpace(string(b)) == "1"
 }

@@ -9,7 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -26,6 +29,24 @@ func ErrorKind(status int, err error) string {
 	default:
 		return "conn"
 	}
+}
+
+// MigratesAcceptQueue reports whether the host moves a closed
+// SO_REUSEPORT socket's accept queue to another socket of its group
+// (net.ipv4.tcp_migrate_req=1). Caddy listens with a socket per config:
+// without it, closing a replaced config's socket resets the connections
+// still queued on it (docs/reload-handoff.md), a cost of the host's.
+func MigratesAcceptQueue() bool {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_migrate_req")
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// ResetAtConnect reports whether err is a connection reset while it was
+// being dialled: a closed listening socket's queue reset it before the
+// client could send a byte.
+func ResetAtConnect(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" && errors.Is(err, syscall.ECONNRESET)
 }
 
 // pollEvery is how often WaitOK asks.

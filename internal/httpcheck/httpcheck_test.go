@@ -5,11 +5,33 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
+
+// Only a reset while dialling is one at connect: a reset later, on a
+// connection the client could write to, is not.
+func TestResetAtConnect(t *testing.T) {
+	reset := os.NewSyscallError("connect", syscall.ECONNRESET)
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: reset}}, true},
+		{&url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}, false},
+		{&url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, false},
+		{errors.New("connection reset by peer"), false},
+	} {
+		if got := ResetAtConnect(tt.err); got != tt.want {
+			t.Errorf("ResetAtConnect(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
 
 func TestErrorKind(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
