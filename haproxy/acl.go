@@ -120,9 +120,9 @@ func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, e
 					return "", nil, err
 				}
 			} else {
-				lines := fe.acls[t.ACL]
-				if len(lines) == 0 {
-					return "", nil, refuse(l, "ACL %s is not defined before this line", t.ACL)
+				lines, err := fe.visibleACL(t.ACL, l)
+				if err != nil {
+					return "", nil, err
 				}
 				var alts []string
 				for _, al := range lines {
@@ -152,6 +152,27 @@ func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, e
 		e = "!" + parenthesized(e)
 	}
 	return e, used, nil
+}
+
+// visibleACL is the named ACL's lines that the rule l sees: those of its
+// own section, as HAProxy keeps a defaults section's ACLs to that
+// section's rules (a proxy that takes the defaults does not see them).
+func (fe *frontend) visibleACL(name string, l Line) ([]Line, error) {
+	at := fe.cfg.sectionAt(l.Pos)
+	var lines []Line
+	for _, al := range fe.acls[name] {
+		if fe.cfg.sectionAt(al.Pos) == at {
+			lines = append(lines, al)
+		}
+	}
+	if len(lines) == 0 {
+		if len(fe.acls[name]) > 0 {
+			d := fe.cfg.sectionAt(fe.acls[name][0].Pos)
+			return nil, refuse(l, "ACL %s is defined in %s %s, whose ACLs only its own rules see (HAProxy refuses it too: no such ACL)", name, d.Kind, d.Name)
+		}
+		return nil, refuse(l, "ACL %s is not defined before this line", name)
+	}
+	return lines, nil
 }
 
 func parenthesized(e string) string {

@@ -29,6 +29,7 @@ type frontend struct {
 	backendLine     Line
 	backend         *backend
 	acls            map[string][]Line // named ACLs: each line an alternative
+	cfg             *Config           // where each ACL and rule was written
 	aclLines        []Line            // every acl line, in order
 	usedACLs        map[Position]bool // acl lines a written condition used
 	rules           []useBackend
@@ -100,7 +101,7 @@ func (h headerRule) write(c *caddyfile, directive string) {
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
 
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}

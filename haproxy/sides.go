@@ -135,7 +135,7 @@ func (c *Config) checkDefaults() error {
 			if notInDefaults[k] {
 				return refuse(l, "HAProxy does not take %s in a defaults section", k)
 			}
-			if rulesKeywords[k] && s.Name == "" {
+			if (rulesKeywords[k] || k == "acl") && s.Name == "" {
 				return refuse(l, "HAProxy takes %s only in a named defaults section, not in an anonymous one", k)
 			}
 		}

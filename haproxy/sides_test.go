@@ -36,6 +36,12 @@ func TestDefaultsApplyToTheirSide(t *testing.T) {
 		// What HAProxy refuses in a defaults section.
 		{"defaults\n\tmode http\n\tredirect scheme https\n" + fe + be, "k.cfg:3: redirect scheme: HAProxy does not take redirect in a defaults section", nil},
 		{"defaults\n\tmode http\n\thttp-request deny\n" + fe + be, "k.cfg:3: http-request deny: HAProxy takes http-request only in a named defaults section", nil},
+		{"defaults\n\tmode http\n\tacl api path_beg /api\n" + fe + be, "k.cfg:3: acl api: HAProxy takes acl only in a named defaults section", nil},
+		// A named defaults section's ACLs are its own rules', as in HAProxy.
+		{"defaults d\n\tmode http\n\tacl api path_beg /api\nfrontend f from d\n\tbind :80\n\thttp-request deny if api\n\tdefault_backend b\ndefaults\n\tmode http\nbackend b\n\tserver s 10.0.0.1:80\n",
+			"k.cfg:6: http-request deny: ACL api is defined in defaults d, whose ACLs only its own rules see", nil},
+		{"defaults d\n\tmode http\n\tacl api path_beg /api\n\thttp-request deny if api\nfrontend f from d\n\tbind :80\n\tdefault_backend b\ndefaults\n\tmode http\nbackend b\n\tserver s 10.0.0.1:80\n", "",
+			[]string{"# k.cfg:3: acl api path_beg /api", "@answer_4 expression `{http.request.uri.path}.startsWith(\"/api\")`"}},
 		{"defaults d\n\tmode http\n\thttp-response set-header X-A 1\nfrontend f from d\n\tbind :80\n\tdefault_backend b\nbackend b from d\n\tserver s 10.0.0.1:80\n",
 			"k.cfg:7: backend b: frontends and backends cannot take one defaults section with rules", nil},
 		// option forwardfor, for both sides: a backend's from its defaults

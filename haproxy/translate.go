@@ -52,6 +52,16 @@ func (c *Config) lineAt(pos Position) (Line, bool) {
 	return Line{}, false
 }
 
+// sectionAt is the section that holds the setting at pos (nil: none).
+func (c *Config) sectionAt(pos Position) *Section {
+	for _, s := range c.Sections {
+		if slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Pos == pos }) {
+			return s
+		}
+	}
+	return nil
+}
+
 // namesKeyword tells whether an error's text (after its file and line)
 // names the keyword: its first word is the keyword (quoted or not, a
 // colon after it or not), or it is "global <keyword>".
