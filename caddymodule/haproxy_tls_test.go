@@ -18,10 +18,13 @@ import (
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
-// A bind with several crt files serves each: the client's SNI picks the
-// certificate, as in HAProxy (the translation loaded only the last one,
-// and a client asking for the first name got the other's certificate).
-func TestHAProxyBindServesEachCrt(t *testing.T) {
+// A bind with several crt files, or a directory of them, through HAProxy
+// 2.6 and caddy-ha: the client's SNI picks the certificate, and a client
+// whose SNI names none, or that sends none, gets HAProxy's default
+// certificate, the first crt's (the first file's of a directory), from
+// both. (The translation loaded only the last file once; then it served
+// an unknown SNI one of the files in no set order, a directory's none.)
+func TestHAProxyDifferentialBindCertificates(t *testing.T) {
 	ca, err := fakecluster.NewCA(time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -39,22 +42,39 @@ func TestHAProxyBindServesEachCrt(t *testing.T) {
 		}
 		crts = append(crts, f)
 	}
-	app := startAppServer(t)
-	addr := loopback.FreeAddr()
-	runHAProxyConfig(t, fmt.Sprintf("defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n"+
-		"frontend web\n\tbind %s ssl crt %s crt %s\n\tdefault_backend app\nbackend app\n\tserver app1 %s\n", addr, crts[0], crts[1], app.addr))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)
-	for _, name := range []string{"a.example", "b.example"} {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{ServerName: name, RootCAs: pool})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		got := conn.ConnectionState().PeerCertificates[0].DNSNames
-		conn.Close()
-		if !slices.Contains(got, name) {
-			t.Errorf("SNI %s: the certificate of %v", name, got)
-		}
+	app := startAppServer(t)
+	for _, tt := range []struct {
+		name, crt, first string
+	}{
+		{"files", "crt " + crts[0] + " crt " + crts[1], "a.example"},
+		{"files, the other first", "crt " + crts[1] + " crt " + crts[0], "b.example"},
+		{"directory", "crt " + dir, "a.example"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg := "defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
+				"frontend web\n\tbind " + hapAddr + " ssl " + tt.crt + "\n\tdefault_backend app\nbackend app\n\tserver app1 " + app.addr + "\n"
+			startHAProxy(t, cfg, hapAddr)
+			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+				for sni, want := range map[string]string{"a.example": "a.example", "b.example": "b.example", "other.example": tt.first, "": tt.first} {
+					// The name is checked here, not by the handshake: an
+					// unknown SNI gets a certificate for another name.
+					conn, err := tls.Dial("tcp", p.addr, &tls.Config{ServerName: sni, InsecureSkipVerify: true})
+					if err != nil {
+						t.Errorf("%s, SNI %q: %v", p.name, sni, err)
+						continue
+					}
+					got := conn.ConnectionState().PeerCertificates
+					conn.Close()
+					if _, err := got[0].Verify(x509.VerifyOptions{Roots: pool}); err != nil || !slices.Contains(got[0].DNSNames, want) {
+						t.Errorf("%s, SNI %q: the certificate of %v (%v), want %s's", p.name, sni, got[0].DNSNames, err, want)
+					}
+				}
+			}
+		})
 	}
 }
 

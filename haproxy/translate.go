@@ -202,6 +202,7 @@ func (t *translator) translate() error {
 	if err := t.writeUnusedDefaults(); err != nil {
 		return err
 	}
+	t.writeDefaultSNI(frontends)
 	for _, fe := range frontends {
 		fe.writeServers(&t.out, t.maxconn)
 	}

@@ -1,0 +1,100 @@
+package haproxy
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// writeDefaultSNI writes the global options that give a client whose SNI
+// names none of the certificates, or that sends none, HAProxy's default
+// certificate: a bind's first crt. Caddy takes that certificate by a name
+// of it (default_sni without SNI, fallback_sni for an unknown one), and
+// the two options are one for every site: with binds whose first crt
+// differ, the first bind's stands and the others' are noted.
+func (t *translator) writeDefaultSNI(frontends []*frontend) {
+	var first *bind
+	for _, fe := range frontends {
+		for i := range fe.binds {
+			b := &fe.binds[i]
+			if len(b.crts) == 0 {
+				continue
+			}
+			path := resolve(t.global.crtBase, b.crts[0])
+			if first == nil {
+				first = b
+				name, err := defaultCertName(path)
+				if err != nil {
+					t.out.comment(b.line, fmt.Sprintf("HAProxy's default certificate is its first crt, %s, which cannot be read here (%v): "+
+						"write default_sni and fallback_sni with a name of that certificate, or a client whose SNI names no certificate, or that sends none, fails its handshake", path, err))
+					continue
+				}
+				t.out.comment(b.line, fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path))
+				t.out.line("default_sni %s", caddyToken(name))
+				t.out.line("fallback_sni %s", caddyToken(name))
+				continue
+			}
+			if firstPath := resolve(t.global.crtBase, first.crts[0]); path != firstPath {
+				t.out.comment(b.line, fmt.Sprintf("its first crt, %s, is not the default certificate here as in HAProxy: Caddy's default_sni and fallback_sni are one for every site, %s's (line %d); "+
+					"a client whose SNI names none of this bind's certificates, or that sends none, fails its handshake", path, firstPath, first.line.Pos.Line))
+			}
+		}
+	}
+}
+
+// defaultCertName is a name of the certificate that HAProxy serves by
+// default from a crt: the file's, or for a directory the first file's in
+// alphabetical order (HAProxy's loading order) but for the key, OCSP,
+// issuer and SCT files it loads beside a certificate. The name is the
+// certificate's first DNS name, else its first IP address, else its
+// common name.
+func defaultCertName(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return "", err
+		}
+		for _, e := range entries { // ReadDir sorts by name
+			if e.IsDir() || slices.Contains([]string{".key", ".ocsp", ".issuer", ".sctl"}, filepath.Ext(e.Name())) {
+				continue
+			}
+			return defaultCertName(filepath.Join(path, e.Name()))
+		}
+		return "", errors.New("no certificate file in the directory")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return "", errors.New("no PEM certificate in the file")
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case len(cert.DNSNames) > 0:
+			return strings.ToLower(cert.DNSNames[0]), nil
+		case len(cert.IPAddresses) > 0:
+			return cert.IPAddresses[0].String(), nil
+		case cert.Subject.CommonName != "":
+			return strings.ToLower(cert.Subject.CommonName), nil
+		}
+		return "", errors.New("a certificate with no name")
+	}
+}
