@@ -515,6 +515,59 @@ func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
 	}
 }
 
+// haproxy/testdata/listen.cfg (a listen section with servers, checked,
+// and a use_backend rule) run by HAProxy and by caddy-ha: a request the
+// rule takes reaches the other backend, the rest the listen's own
+// servers in turns, through both. (A listen with servers was refused.)
+func TestHAProxyDifferentialListen(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/listen.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var repl []string
+	for _, s := range []struct{ name, addr string }{{"app1", "127.0.0.1:9001"}, {"app2", "127.0.0.1:9002"}, {"files", "127.0.0.1:9003"}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Server", s.name)
+		})}
+		go srv.Serve(ln) //nolint:errcheck // until Close
+		t.Cleanup(func() { srv.Close() })
+		repl = append(repl, s.addr, ln.Addr().String())
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	serverOf := func(url string) string {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Server")
+	}
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		// HAProxy marks a checked server up once its first check passes.
+		poll.Until(t, 10*time.Second, p.name+" to reach both servers", func() bool {
+			return serverOf("http://"+p.addr+"/") != serverOf("http://"+p.addr+"/")
+		})
+		if got := serverOf("http://" + p.addr + "/static/site.css"); got != "files" {
+			t.Errorf("%s: /static/site.css reached %q, want files (use_backend static)", p.name, got)
+		}
+		var got []string
+		for range 4 {
+			got = append(got, serverOf("http://"+p.addr+"/orders"))
+		}
+		if got[0] == got[1] || got[0] != got[2] || got[1] != got[3] || !slices.Contains(got, "app1") || !slices.Contains(got, "app2") {
+			t.Errorf("%s: /orders reached %v, want app1 and app2 in turns", p.name, got)
+		}
+	}
+}
+
 // haproxy/testdata/answer.cfg (http-request deny, return, redirect, and
 // redirect, an errorfile) run by HAProxy and by caddy-ha: the same status,
 // Location and body for each request; one the rules answer never reaches

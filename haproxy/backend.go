@@ -72,6 +72,9 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, err
 	}
 	for _, l := range t.settingsOf(s) {
+		if s.Kind == "listen" && keywordSide(l) != backendSide && l.Words[0] != "mode" && l.Words[0] != "description" {
+			continue // the listen's frontend's (see the site)
+		}
 		if !ownLine(s, l) && keywordSide(l) == frontendSide {
 			be.notes = append(be.notes, note{l, fromDefaultsNote(l, s.Kind)})
 			continue
@@ -330,7 +333,26 @@ func (be *backend) lbPolicy() (string, error) {
 	if strings.HasPrefix(algo, "hdr(") && strings.HasSuffix(algo, ")") && len(algo) > 5 && len(l.Words) == 2 {
 		return "header " + caddyToken(algo[4:len(algo)-1]), nil
 	}
-	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri or hdr(<name>) without options")
+	// random(<draws>): the least loaded of that many servers drawn at
+	// random (2 by default, the power of two choices), as Caddy's
+	// random_choose does; one draw is plain random.
+	if draws, ok := strings.CutPrefix(algo, "random"); ok && len(l.Words) == 2 {
+		n := 2
+		if draws != "" {
+			var err error
+			if !strings.HasPrefix(draws, "(") || !strings.HasSuffix(draws, ")") {
+				return "", refuse(l, "random takes (<draws>)")
+			}
+			if n, err = strconv.Atoi(draws[1 : len(draws)-1]); err != nil || n < 1 || n > 1000 {
+				return "", refuse(l, "random(<draws>) takes a whole number from 1 to 1000")
+			}
+		}
+		if n == 1 {
+			return "random", nil
+		}
+		return "random_choose " + strconv.Itoa(n), nil
+	}
+	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri, random[(<draws>)] or hdr(<name>) without options")
 }
 
 // tlsOptions are a server's TLS settings as the transport takes them.

@@ -100,13 +100,16 @@ func (h headerRule) write(c *caddyfile, directive string) {
 // client and writes itself.
 var forwardedHeaders = map[string]bool{"forwarded": true, "x-forwarded-for": true, "x-forwarded-proto": true, "x-forwarded-host": true}
 
+// hasServers tells whether s is a listen section with servers of its own:
+// a frontend and a backend in one.
+func hasServers(s *Section) bool {
+	return s.Kind == "listen" && slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Words[0] == "server" })
+}
+
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
-	}
-	if s.Kind == "listen" && slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Words[0] == "server" || l.Words[0] == "default-server" }) {
-		return nil, errAt(s.Pos, "listen %s: a listen section with servers is not translated yet: write it as a frontend and a backend (a listen with bind and stats lines is translated)", s.Name)
 	}
 	var err error
 	if fe.mode, err = proxyMode(s, t.settingsOf(s)); err != nil {
@@ -116,6 +119,9 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		return nil, err
 	}
 	for _, l := range t.settingsOf(s) {
+		if keywordSide(l) == backendSide && hasServers(s) {
+			continue // the listen's own backend's (see below)
+		}
 		if !ownLine(s, l) && keywordSide(l) == backendSide {
 			fe.note(l, fromDefaultsNote(l, s.Kind))
 			continue
@@ -152,6 +158,16 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 			}
 		}
 	}
+	if hasServers(s) {
+		// A listen section with servers is a frontend and a backend in
+		// one: what no use_backend rule takes goes to its own servers.
+		if fe.backend != nil {
+			return nil, errAt(s.Pos, "listen %s has servers and a default_backend, which its servers would never get: not translated", s.Name)
+		}
+		if fe.backend, err = t.readBackend(s); err != nil {
+			return nil, err
+		}
+	}
 	if len(fe.binds) == 0 {
 		return nil, errAt(s.Pos, "%s %s has no bind line", s.Kind, s.Name)
 	}
@@ -171,7 +187,7 @@ func (fe *frontend) read(l Line) error {
 	w := l.Words
 	if keywordSide(l) == backendSide {
 		if fe.section.Kind == "listen" {
-			return refuse(l, "a listen section's backend settings are not translated yet: write it as a frontend and a backend")
+			return refuse(l, "a backend's keyword in a listen section without servers: not translated; give it servers, or write it in a backend")
 		}
 		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
 	}
@@ -184,6 +200,8 @@ func (fe *frontend) read(l Line) error {
 		fe.note(l, what)
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		fe.note(l, "Caddy keeps client connections alive by default")
+	case key == "option" && arg(l, 1) == "socket-stats" && len(w) == 2:
+		fe.note(l, "ignored: counters per bind line in HAProxy's stats (Caddy's metrics are per server)")
 	case key == "timeout":
 		return fe.timeout(l)
 	case isLogLine(l):
@@ -340,6 +358,13 @@ func (fe *frontend) bind(l Line) error {
 		switch o := l.Words[i]; o {
 		case "ssl":
 			b.isTLS = true
+		case "name":
+			// A label for HAProxy's stats and logs: Caddy's listeners
+			// have none.
+			if i+1 >= len(l.Words) {
+				return refuse(l, "name needs a value")
+			}
+			i++
 		case "crt", "alpn":
 			if i+1 >= len(l.Words) {
 				return refuse(l, "%s needs a value", o)

@@ -25,9 +25,12 @@ func TestDefaultsApplyToTheirSide(t *testing.T) {
 			[]string{"health_uri /up", "health_status 204", "# k.cfg:3: option httpchk GET /up  (a backend's: see its reverse_proxy)"}},
 		{"defaults\n\tmode http\n\tcookie S insert\n\thttp-reuse never\n\ttimeout tunnel 1h\n" + fe + be + "\tserver t 10.0.0.2:80 cookie t\n", "",
 			[]string{"lb_policy cookie S {", "transport pinned {"}},
+		{"defaults\n\tmode http\n\tbalance random\n" + fe + be, "", []string{"lb_policy random_choose 2"}},
+		{"defaults\n\tmode http\n\tbalance random(1)\n" + fe + be, "", []string{"lb_policy random\n"}},
+		{"defaults\n\tmode http\n" + fe + "\toption socket-stats\n" + be, "", []string{"option socket-stats  (ignored: counters per bind line"}},
 		// A keyword neither side takes is refused where a proxy reads it.
 		{"defaults\n\tmode http\n\toption abortonclose\n" + fe + be, "k.cfg:3: option abortonclose: not translated yet", nil},
-		{"defaults\n\tmode http\n\tbalance random\n" + fe + be, "k.cfg:3: balance random: takes roundrobin", nil},
+		{"defaults\n\tmode http\n\tbalance random(0)\n" + fe + be, "k.cfg:3: balance random(0): random(<draws>) takes a whole number from 1 to 1000", nil},
 		// A proxy's own line of the other side.
 		{"defaults\n\tmode http\n" + fe + "\tbalance roundrobin\n" + be, "k.cfg:5: balance roundrobin: a backend's keyword, which HAProxy ignores in a frontend", nil},
 		{"defaults\n\tmode http\n" + fe + "\ttimeout server 5s\n" + be, "k.cfg:5: timeout server: a backend's keyword, which HAProxy ignores in a frontend", nil},

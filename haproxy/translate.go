@@ -105,6 +105,7 @@ var ignoredGlobal = map[string]string{
 	"gid":           "run Caddy as that group from its service manager",
 	"nbthread":      "Go schedules Caddy on every CPU (GOMAXPROCS)",
 	"nbproc":        "Caddy is one process",
+	"strict-limits": "Caddy sets no file or memory limit of its own: the service manager's apply",
 	"cpu-map":       "Go schedules Caddy on every CPU (GOMAXPROCS)",
 	"pidfile":       "caddy run --pidfile",
 	"ulimit-n":      "set the open-files limit in the service manager",
@@ -130,8 +131,8 @@ func (t *translator) translate() error {
 			// Read where they are used: global first, defaults and
 			// backends through the frontends.
 		case "frontend", "listen":
-			// A listen section is translated as a frontend: with bind and
-			// stats lines, not yet with servers of its own.
+			// A listen section is translated as a frontend, with its own
+			// servers (if any) as its backend.
 			fe, err := t.readFrontend(s)
 			if err != nil {
 				return err
