@@ -48,9 +48,11 @@ fuzz:
 # postgresql package, under /usr/lib/postgresql) on loopback ports; the
 # Windows SSO tests run curl --ntlm; the status page's test opens it in
 # headless chromium; the HAProxy adapter is compared with haproxy itself;
-# the alert rules are checked with promtool. Each
-# tool:package pair is installed if missing; promtool alone, see below.
-TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium haproxy:haproxy
+# the alert rules are checked with promtool; caddymodule's tests run in a
+# network namespace of their own, its loopback brought up with ip (see
+# .ci/go-test). Each tool:package pair is installed if missing; promtool
+# alone, see below.
+TEST_TOOLS := redis-server:redis-server curl:curl chromium:chromium haproxy:haproxy ip:iproute2
 test-deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required: https://go.dev/dl/"; exit 1; }
 	@missing=""; for tp in $(TEST_TOOLS); do command -v $${tp%%:*} >/dev/null || missing="$$missing $${tp#*:}"; done; \

@@ -83,12 +83,16 @@ func (tc *testCaddy) load(c *fakecluster.Cluster, globalOpts, site string) {
 // Caddy opens a socket per config (SO_REUSEPORT) and returns from a reload
 // before the old server has closed its own; a connection the kernel queued
 // on that one meanwhile is reset as it closes (stock Caddy's behaviour), so
-// a test's first request after a reload must not race it.
+// a test's first request after a reload must not race it. Caddy counts a
+// listener gone just before it closes its socket, so the kernel's count of
+// listening sockets is waited for too.
 func waitOldSocketClosed(t testing.TB, addr string) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
 	poll.Until(t, 10*time.Second, "the old config's socket to close", func() bool {
-		return caddy.ListenerUsage("tcp", ":"+port) <= 1 && caddy.ListenerUsage("tcp", addr) <= 1
+		return caddy.ListenerUsage("tcp", ":"+port) <= 1 && caddy.ListenerUsage("tcp", addr) <= 1 &&
+			loopback.Listening(p) <= 1
 	})
 }
 

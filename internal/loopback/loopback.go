@@ -9,12 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // FreeAddr returns a 127.0.0.1 address whose port is free right now and
-// that no other live process of this machine got from FreeAddr. The port
+// that no live process of this machine, this one included, got from
+// FreeAddr before. (The kernel may offer a port it just freed twice in a
+// row: Caddy's admin endpoint and its site, given one port, would both
+// listen on it with SO_REUSEPORT and share its connections.) The port
 // may still be taken by something else before the caller listens on it:
 // callers that can retry on "address already in use" do. It panics if
 // loopback cannot be listened on at all, which leaves nothing to test.
@@ -44,8 +48,8 @@ const maxTries = 1000
 // the process that reserved it.
 var reservations = filepath.Join(os.TempDir(), "caddy-ha-ports")
 
-// reserve records port for this process, unless a live process other than
-// this one holds it; a dead process's reservation is taken over.
+// reserve records port for this process, unless a live process holds it,
+// this one included; a dead process's reservation is taken over.
 func reserve(port int) bool {
 	if err := os.MkdirAll(reservations, 0o777); err != nil {
 		return true // no room for reservations: the kernel's choice alone
@@ -64,7 +68,7 @@ func reserve(port int) bool {
 		}
 		owner, _ := os.ReadFile(file)
 		if string(owner) == me {
-			return true
+			return false // handed out already
 		}
 		pid, err := strconv.Atoi(string(owner))
 		if err == nil && alive(pid) {
@@ -82,4 +86,29 @@ func reserve(port int) bool {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Listening counts the sockets of this machine that listen on TCP port
+// (on any address, IPv4 or IPv6), as the kernel lists them; -1 if it
+// cannot tell. Caddy opens a socket per config (SO_REUSEPORT) and closes
+// the old one after a reload has returned: a test waits for this count.
+func Listening(port int) int {
+	n := 0
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			return -1
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 4 || f[3] != "0A" { // TCP_LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(p) == port {
+				n++
+			}
+		}
+	}
+	return n
 }

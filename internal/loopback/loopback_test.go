@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// A port another live process reserved is not handed out; one reserved by
-// a process that is gone, or by this one, is.
+// A port a live process reserved, this one included, is not handed out
+// again; one reserved by a process that is gone is.
 func TestReservations(t *testing.T) {
 	reservations = t.TempDir()
 	write := func(port int, owner string) {
@@ -28,8 +28,16 @@ func TestReservations(t *testing.T) {
 	if owner, _ := os.ReadFile(filepath.Join(reservations, "40002")); string(owner) != strconv.Itoa(os.Getpid()) {
 		t.Errorf("taken over by %q", owner)
 	}
-	if !reserve(40002) {
-		t.Error("this process's own port refused")
+	if reserve(40002) {
+		t.Error("a port this process reserved was reserved again")
+	}
+	seen := map[string]bool{}
+	for range 200 {
+		a := FreeAddr()
+		if seen[a] {
+			t.Fatalf("FreeAddr handed out %s twice", a)
+		}
+		seen[a] = true
 	}
 	addr := FreeAddr()
 	if _, err := os.Stat(filepath.Join(reservations, addr[len("127.0.0.1:"):])); err != nil {
@@ -40,4 +48,20 @@ func TestReservations(t *testing.T) {
 		t.Fatalf("FreeAddr's %s cannot be listened on: %v", addr, err)
 	}
 	ln.Close()
+}
+
+// Listening counts a port's listening sockets as the kernel lists them.
+func TestListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if n := Listening(port); n != 1 {
+		t.Errorf("one listener: %d", n)
+	}
+	ln.Close()
+	if n := Listening(port); n != 0 {
+		t.Errorf("closed: %d", n)
+	}
 }
