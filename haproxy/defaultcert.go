@@ -14,9 +14,11 @@ import (
 // writeDefaultSNI writes the global options that give a client whose SNI
 // names none of the certificates, or that sends none, HAProxy's default
 // certificate: a bind's first crt. Caddy takes that certificate by a name
-// of it (default_sni without SNI, fallback_sni for an unknown one), and
-// the two options are one for every site: with binds whose first crt
-// differ, the first bind's stands and the others' are noted.
+// of it (default_sni without SNI, fallback_sni for an unknown one) from a
+// directory's; of several files, whose tls directives select among them
+// first, it serves one in no set order (noted). The two options are one
+// for every site: with binds whose first crt differ, the first bind's
+// stands and the others' are noted.
 func (t *translator) writeDefaultSNI(frontends []*frontend) {
 	var first *bind
 	for _, fe := range frontends {
@@ -34,7 +36,11 @@ func (t *translator) writeDefaultSNI(frontends []*frontend) {
 						"write default_sni and fallback_sni with a name of that certificate, or a client whose SNI names no certificate, or that sends none, fails its handshake", path, err))
 					continue
 				}
-				t.out.comment(b.line, fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path))
+				what := fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path)
+				if len(b.crts) > 1 && !isDir(path) {
+					what = fmt.Sprintf("HAProxy's default certificate is the first crt's, %s; with several crt files, Caddy serves a client whose SNI names none of them, or that sends none, one of them in no set order (each file's tls directive selects among the files, before default_sni)", path)
+				}
+				t.out.comment(b.line, what)
 				t.out.line("default_sni %s", caddyToken(name))
 				t.out.line("fallback_sni %s", caddyToken(name))
 				continue
