@@ -95,6 +95,7 @@ func testWindowsFollowTheStoresClock(t *testing.T, st storeUnderTest) {
 			events %d
 			window %s
 		}
+		store_timeout 5s # clocks are tested here: a slow -race run must not count locally
 		%s
 	}
 	respond ok`, events, window, map[string]string{"": "", "local": "clock local"}[tt.clock])
