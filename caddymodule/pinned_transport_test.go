@@ -469,8 +469,12 @@ func TestPinnedFailoverMidHandshake(t *testing.T) {
 // binds to the next.
 func TestPinnedReplayAndHold(t *testing.T) {
 	t.Run("replay", func(t *testing.T) {
-		c := newClusterWith(t, fakecluster.Config{LeaseTTL: 2 * time.Second, RenewInterval: 100 * time.Millisecond, StopDrain: 3 * time.Second}, 2)
-		tc := startCaddy(t, c, ssoGlobal, ssoSite("10s", pinned))
+		// Probes a minute apart, and a lease that lasts as long: Caddy
+		// cannot have seen node-a's release (a probe in between, on a
+		// loaded machine, sent the write to node-b at once, with nothing
+		// to replay) before the write it refuses.
+		c := newClusterWith(t, fakecluster.Config{LeaseTTL: time.Minute, RenewInterval: 100 * time.Millisecond, StopDrain: 3 * time.Second}, 2)
+		tc := startCaddy(t, c, ssoGlobal, ssoSite("1m", pinned))
 		leaderSeen(t, tc, c.Node("node-a"))
 		b := newBrowser(tc, 1)
 		if resp, err := b.Fetch(http.MethodGet, "/sso/me"); err != nil || resp.User() != b.User {
