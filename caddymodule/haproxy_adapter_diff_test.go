@@ -526,16 +526,9 @@ func TestHAProxyDifferentialListen(t *testing.T) {
 	}
 	var repl []string
 	for _, s := range []struct{ name, addr string }{{"app1", "127.0.0.1:9001"}, {"app2", "127.0.0.1:9002"}, {"files", "127.0.0.1:9003"}} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		repl = append(repl, s.addr, httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Server", s.name)
-		})}
-		go srv.Serve(ln) //nolint:errcheck // until Close
-		t.Cleanup(func() { srv.Close() })
-		repl = append(repl, s.addr, ln.Addr().String())
+		})))
 	}
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))

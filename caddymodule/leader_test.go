@@ -691,18 +691,7 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 	load := startWrites(tc.url("/api/orders"), 5*time.Millisecond, 10*time.Second)
 	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 	for range 5 {
-		leader := c.Node(c.State().Leader)
-		leader.Stop()
-		var next *fakecluster.Node
-		poll.Until(t, 10*time.Second, "a new leader", func() bool {
-			next = c.Node(c.State().Leader)
-			return next != nil && next != leader
-		})
-		n := len(next.Executed())
-		poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(next.Executed()) > n+20 })
-		if err := leader.Start(); err != nil {
-			t.Fatal(err)
-		}
+		stopLeaderUntilWritesMove(t, c)
 	}
 	results := load.Stop()
 	for _, r := range checkWrites(t, results, c) {
@@ -713,6 +702,25 @@ func TestPlannedStopWithoutDrain(t *testing.T) {
 		t.Error("no write was replayed: the stops raced nothing, the test proves nothing")
 	}
 	t.Logf("%d writes, %v replayed after a planned stop closed their connection", len(results), replayed)
+}
+
+// stopLeaderUntilWritesMove stops the cluster's leader (a planned stop),
+// waits until another node leads and has executed 20 more writes, then
+// starts the stopped node again, as a follower.
+func stopLeaderUntilWritesMove(t *testing.T, c *fakecluster.Cluster) {
+	t.Helper()
+	leader := c.Node(c.State().Leader)
+	leader.Stop()
+	var next *fakecluster.Node
+	poll.Until(t, 10*time.Second, "a new leader", func() bool {
+		next = c.Node(c.State().Leader)
+		return next != nil && next != leader
+	})
+	n := len(next.Executed())
+	poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(next.Executed()) > n+20 })
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A planned stop whose refusals reach Caddy after the node closed its port
@@ -737,18 +745,7 @@ func TestPlannedStopRefusalsAfterThePortClosed(t *testing.T) {
 	poll.Until(t, 5*time.Second, "writes flowing", func() bool { return load.Count() > 20 })
 	metric := `caddy_ha_leader_replayed_requests_total{pool="` + poolName(c) + `",reason="follower_refusal"}`
 	for stops := 0; stops < 3 && counterValue(tc, metric) == 0; stops++ {
-		leader := c.Node(c.State().Leader)
-		leader.Stop()
-		var next *fakecluster.Node
-		poll.Until(t, 10*time.Second, "a new leader", func() bool {
-			next = c.Node(c.State().Leader)
-			return next != nil && next != leader
-		})
-		n := len(next.Executed())
-		poll.Until(t, 10*time.Second, "writes on the new leader", func() bool { return len(next.Executed()) > n+20 })
-		if err := leader.Start(); err != nil {
-			t.Fatal(err)
-		}
+		stopLeaderUntilWritesMove(t, c)
 	}
 	results := load.Stop()
 	for _, r := range checkWrites(t, results, c) {

@@ -364,33 +364,43 @@ func TestConfirmFollower(t *testing.T) {
 	}
 }
 
+// leaseRenewed is when leaderGone's leader last renewed its lease.
+var leaseRenewed = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// leaseOf is a leader's answer for epoch with a 2s lease renewed at renewedAt.
+func leaseOf(epoch int64, renewedAt time.Time) Result {
+	return forgedAt(epoch, 2*time.Second, renewedAt)
+}
+
+// leaderGone starts a monitor of a, the leader of epoch 5 with a lease
+// renewed at leaseRenewed, and b, then makes a refuse connections and b answer
+// successor. It returns the monitor and a.
+func leaderGone(t *testing.T, successor Result) (*Monitor, *Node) {
+	t.Helper()
+	p := newScripted()
+	p.set("a", leaseOf(5, leaseRenewed))
+	p.set("b", follower)
+	m, _ := startMonitor(t, p, testConfig(), "a", "b")
+	poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
+	p.set("a", refused)
+	p.set("b", successor)
+	return m, m.Nodes()[0]
+}
+
 // A node that refused and then stopped listening is confirmed only if it
 // released its lease early (a planned stop refuses as a follower from its
 // release until its port closes); a crashed one keeps its lease.
 func TestConfirmFollowerOfANodeThatStoppedListening(t *testing.T) {
-	renewed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	leaseOf := func(epoch int64, renewedAt time.Time) Result {
-		r := leaderAt(epoch)
-		r.LeaseLeft, r.LastRenewAt, r.ServerTime = 2*time.Second, renewedAt, renewedAt
-		return r
-	}
 	for _, tc := range []struct {
 		name      string
 		successor Result
 		want      bool
 	}{
-		{"released: a successor acquired before the lease could run out", leaseOf(6, renewed.Add(400*time.Millisecond)), true},
+		{"released: a successor acquired before the lease could run out", leaseOf(6, leaseRenewed.Add(400*time.Millisecond)), true},
 		{"crashed: no successor before the lease runs out", follower, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newScripted()
-			p.set("a", leaseOf(5, renewed))
-			p.set("b", follower)
-			m, _ := startMonitor(t, p, testConfig(), "a", "b")
-			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
-			a := m.Nodes()[0]
-			p.set("a", refused)
-			p.set("b", tc.successor)
+			m, a := leaderGone(t, tc.successor)
 			if got := m.ConfirmFollower(context.Background(), a, time.Now(), time.Now().Add(5*time.Second)); got != tc.want {
 				t.Fatalf("ConfirmFollower = %v, want %v", got, tc.want)
 			}
@@ -620,31 +630,18 @@ func TestLeaseOfCenturiesSaturates(t *testing.T) {
 // acquired it before it could have run out) from a crash (the successor
 // acquired it only after it ran out), by the cluster's clock.
 func TestReleasedEarly(t *testing.T) {
-	renewed := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	leaseOf := func(epoch int64, renewedAt time.Time) Result {
-		r := leaderAt(epoch)
-		r.LeaseLeft, r.LastRenewAt, r.ServerTime = 2*time.Second, renewedAt, renewedAt
-		return r
-	}
 	for _, tc := range []struct {
 		name      string
 		successor Result
 		want      bool
 	}{
-		{"successor acquired before the lease could run out", leaseOf(6, renewed.Add(400*time.Millisecond)), true},
-		{"successor acquired after the lease ran out", leaseOf(6, renewed.Add(2*time.Second)), false},
+		{"successor acquired before the lease could run out", leaseOf(6, leaseRenewed.Add(400*time.Millisecond)), true},
+		{"successor acquired after the lease ran out", leaseOf(6, leaseRenewed.Add(2*time.Second)), false},
 		{"no successor before the lease runs out", follower, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newScripted()
-			p.set("a", leaseOf(5, renewed))
-			p.set("b", follower)
-			m, _ := startMonitor(t, p, testConfig(), "a", "b")
-			poll.Until(t, 2*time.Second, "a leads", func() bool { return leaderAddr(m) == "a" })
-			a := m.Nodes()[0]
-			p.set("a", refused)
+			m, a := leaderGone(t, tc.successor)
 			m.Doubt(a, "a request to it failed")
-			p.set("b", tc.successor)
 			start := time.Now()
 			if got := m.ReleasedEarly(context.Background(), a, time.Now().Add(5*time.Second)); got != tc.want {
 				t.Fatalf("ReleasedEarly = %v, want %v", got, tc.want)
