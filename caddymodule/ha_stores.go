@@ -32,10 +32,10 @@ func init() {
 type MemoryStore struct {
 	// The most counters held, and apart from them the most values (upload
 	// bindings). When the counters are full, a new one takes the place of
-	// the one with the smallest count, never of one at its limit; when
-	// none can go, or the values are full, new keys are refused (rate
-	// limits then decide by on_store_error) until expired ones are swept.
-	// Values are never evicted. Default: 1000000.
+	// the one with the smallest count (one at its limit too), as HAProxy's
+	// stick table always counts a new key: a full store is not a store
+	// error. Values are never evicted: when they are full, new bindings are
+	// refused until expired ones are swept. Default: 1000000.
 	MaxKeys int `json:"max_keys,omitempty"`
 }
 

@@ -137,14 +137,7 @@ func (l *Limiter) Count(ctx context.Context, s store.Store, key string, now time
 	slotEnd := (cur + 1) * slotNs
 	// A counter lives until its slot has left every window that reads it.
 	lifetime := time.Duration(slotEnd-nowNs) + time.Duration(l.slots)*l.slot + clockSkew
-	var n int64
-	var err error
-	if e, ok := s.(store.Evicting); ok {
-		// A key whose counts reach the limit keeps them in a full store.
-		n, err = e.IncrementAndCountWithin(ctx, current, 1, lifetime, sc.others, sc.counts, l.zone.Events)
-	} else {
-		n, err = s.IncrementAndCount(ctx, current, 1, lifetime, sc.others, sc.counts)
-	}
+	n, err := s.IncrementAndCount(ctx, current, 1, lifetime, sc.others, sc.counts)
 	if err != nil {
 		return Decision{}, err
 	}

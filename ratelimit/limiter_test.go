@@ -255,3 +255,41 @@ func decide(ctx context.Context, l *Limiter, s store.Store, key string, now time
 	}
 	return l.Count(ctx, s, key, now)
 }
+
+// Issue 26.2 with a zone's own limiter, fixed and sliding: 200 keys sent 6
+// times each (every counter at its limit of 5) through a memory store of
+// 50, then a fresh key 20 times. The fresh key gets exactly its limit, the
+// flood keys exactly theirs (1,000 of 1,200), and the store never fails:
+// the caller's on_store_error is never asked.
+func TestFullMemoryStoreCountsEveryNewKey(t *testing.T) {
+	ctx := context.Background()
+	for _, sliding := range []bool{false, true} {
+		s := store.NewMemory(50, time.Hour)
+		t.Cleanup(func() { s.Close() })
+		l := mustLimiter(t, Zone{Name: "z", Events: 5, Window: time.Minute, Sliding: sliding})
+		passed := func(key string, n int) int {
+			t.Helper()
+			got := 0
+			for range n {
+				d, err := decide(ctx, l, s, key, base)
+				if err != nil {
+					t.Fatalf("sliding %v, %s: %v (a full store must count, not fail)", sliding, key, err)
+				}
+				if d.Allowed {
+					got++
+				}
+			}
+			return got
+		}
+		flood := 0
+		for i := range 200 {
+			flood += passed("flood"+itoa(int64(i)), 6)
+		}
+		if flood != 1000 {
+			t.Errorf("sliding %v: the flood passed %d of 1200, want 1000", sliding, flood)
+		}
+		if got := passed("fresh", 20); got != 5 {
+			t.Errorf("sliding %v: a fresh key after the flood passed %d of 20, want 5", sliding, got)
+		}
+	}
+}

@@ -28,17 +28,20 @@ const memoryShards = 64
 // TryAdd, such as upload bindings).
 //
 // When the counters are full, a new counter takes the place of the counter
-// with the smallest count (the least recently counted among equal counts),
-// in Space-Saving's way but counting from 0: a flood of keys counted once
-// evicts only keys counted once, a key counted more often than the
-// smallest count is kept, and an evicted key, counted again, has lost at
-// most that smallest count. A counter that has reached its limit
-// (IncrementAndCountWithin) is never evicted, so a key over its limit
-// stays refused. When no counter can be evicted, or the values are full, a
-// new key fails with ErrFull (the store is degraded, see Fullness) and the
-// sweeper is woken, so room made by expired keys is found within moments
-// (at most one full sweep per 100ms). Keys already present keep working,
-// and values are never evicted before they expire.
+// with the smallest count (the least recently counted among equals), in
+// Space-Saving's way but counting from 0, as HAProxy's stick table always
+// counts a new key: a flood of keys counted once evicts only keys counted
+// once, a key counted more often than the smallest count is kept, and an
+// evicted key, counted again, has lost at most that smallest count. Every
+// counter can be evicted, one at its limit too: a full store of counters
+// at their limit is no reason to let a new key through uncounted (a
+// limiter remembers the keys it refused, see ratelimit). So a new counter
+// is refused (ErrFull) only when evictions racing with it took every
+// counter it found; values are never evicted before they expire, and a
+// new value in a full store fails with ErrFull (the store is degraded,
+// see Fullness) and wakes the sweeper, so room made by expired keys is
+// found within moments (at most one full sweep per 100ms). Keys already
+// present keep working.
 type Memory struct {
 	maxKeys   int64
 	counters  atomic.Int64 // keys in the counters' budget
@@ -81,7 +84,6 @@ type memoryEntry struct {
 	heapAt  int32 // index in its shard's heap, -1 if none; 32 bits keep the entry in 64 bytes
 	isCount bool
 	counter bool // in the counters' budget (created by Increment)
-	limited bool // has reached its limit: never evicted
 }
 
 // NewMemory returns a memory store holding at most maxKeys counters and
@@ -108,8 +110,7 @@ func NewMemory(maxKeys int, sweep time.Duration) *Memory {
 }
 
 var (
-	_ Evicting = (*Memory)(nil)
-	_ Bounded  = (*Memory)(nil)
+	_ Bounded = (*Memory)(nil)
 )
 
 // Local marks the memory store as answering without I/O.
@@ -193,7 +194,7 @@ func (s *Memory) place(sh *memoryShard, key string, e memoryEntry) *memoryEntry 
 	p := &e
 	p.key, p.heapAt = strings.Clone(key), -1
 	sh.m[p.key] = p
-	if p.counter && !p.limited {
+	if p.counter {
 		sh.push(p)
 	}
 	return p
@@ -321,19 +322,10 @@ func (s *Memory) GetAndTouch(_ context.Context, key string, lifetime time.Durati
 }
 
 func (s *Memory) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
-	return s.IncrementAndCountWithin(ctx, key, amount, lifetime, nil, nil, 0)
+	return s.IncrementAndCount(ctx, key, amount, lifetime, nil, nil)
 }
 
-func (s *Memory) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
-	return s.IncrementAndCountWithin(ctx, key, amount, lifetime, others, counts, 0)
-}
-
-// IncrementAndCountWithin is IncrementAndCount for a key allowed limit
-// counts (0: no limit, nothing changes): when key's count and the others'
-// add up to limit or more, key and the others sharing its {hash tag} are
-// marked as having reached their limit, and are never evicted until a later
-// count finds them under it again. Increment leaves the marks as they are.
-func (s *Memory) IncrementAndCountWithin(_ context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64, limit int64) (int64, error) {
+func (s *Memory) IncrementAndCount(_ context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
 	if err := checkLifetime(lifetime); err != nil {
 		return 0, err
 	}
@@ -363,28 +355,17 @@ func (s *Memory) IncrementAndCountWithin(_ context.Context, key string, amount i
 	e.count += amount
 	e.expires = now + int64(lifetime)
 	e.counted = now
-	count, total := e.count, e.count
+	count := e.count
+	sh.fix(e)
 	// The others usually share key's {hash tag}, so its shard: those are
 	// read under the lock already held, the rest each under its own after.
 	elsewhere := false
 	for i, other := range others {
 		if s.shard(other) == sh {
 			counts[i] = sh.number(other, now)
-			total += counts[i]
 		} else {
 			elsewhere = true
 		}
-	}
-	if limit > 0 {
-		reached := total >= limit
-		sh.setLimited(e, reached)
-		for _, other := range others {
-			if o, ok := sh.live(other, now); ok && s.shard(other) == sh { // same-shard others only
-				sh.setLimited(o, reached)
-			}
-		}
-	} else {
-		sh.fix(e)
 	}
 	sh.publish()
 	sh.mu.Unlock()
@@ -505,23 +486,6 @@ func (e *memoryEntry) number() int64 {
 	}
 	n, _ := parseCount(e.value)
 	return n
-}
-
-// setLimited marks e as having reached its limit or not, and keeps it in
-// the heap of evictable counters only when not; the caller holds sh.mu.
-func (sh *memoryShard) setLimited(e *memoryEntry, reached bool) {
-	if !e.counter {
-		return
-	}
-	e.limited = reached
-	switch {
-	case reached && e.heapAt >= 0:
-		sh.remove(e)
-	case !reached && e.heapAt < 0:
-		sh.push(e)
-	default:
-		sh.fix(e)
-	}
 }
 
 // The heap of evictable counters. The caller holds sh.mu.

@@ -168,77 +168,45 @@ func TestMemoryConcurrentFloodEvictsOnlyTheSmallestCounts(t *testing.T) {
 	}
 }
 
-// A counter that has reached its limit is never evicted: with every counter
-// there, a new key is refused (its caller's fallback decides) and the store
-// is degraded, until a counter is under its limit again or expires.
-func TestMemoryNeverEvictsACounterAtItsLimit(t *testing.T) {
-	const size, limit = 10, 2
+// Issue 26.2: a store full of counters at their limit still counts a new
+// key, as HAProxy's stick table does: it evicts the smallest count (the
+// least recently counted among equals), never refuses, and a key counted
+// more than the flood keeps its count. 200 keys counted 6 times each (a
+// limit of 5 and its refusal) go through a store of 50.
+func TestMemoryFullOfCountersAtTheirLimitCountsANewKey(t *testing.T) {
+	const size, flood, perKey = 50, 200, 6
 	ctx := context.Background()
 	s := store.NewMemory(size, time.Hour)
 	defer s.Close()
-	within := func(key string, amount int64, life time.Duration) (int64, error) {
-		return s.IncrementAndCountWithin(ctx, key, amount, life, nil, nil, limit)
-	}
-	for i := 0; i < size; i++ {
-		life := time.Minute
-		if i == size-1 {
-			life = lifetime
+	incr := func(key string) int64 {
+		t.Helper()
+		n, err := s.Increment(ctx, key, 1, time.Minute)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
 		}
-		for j := 0; j < limit; j++ {
-			if _, err := within(fmt.Sprint("k", i), 1, life); err != nil {
-				t.Fatal(err)
+		return n
+	}
+	for range 10 {
+		incr("old")
+	}
+	for i := range flood {
+		for j := range perKey {
+			if n := incr(fmt.Sprint("flood", i)); n != int64(j+1) {
+				t.Fatalf("flood%d counted %d, want %d: a flood key lost its count while counted", i, n, j+1)
 			}
 		}
 	}
-	if _, err := within("new", 1, time.Minute); !errors.Is(err, store.ErrFull) {
-		t.Fatalf("a new key with every counter at its limit: %v, want ErrFull", err)
-	}
-	if f := s.Fullness(); f.Evictions != 0 || f.Refusals != 1 || !f.Degraded {
-		t.Fatalf("%+v, want no eviction, 1 refusal, degraded", f)
-	}
-	mustAdd(t, s, "ua:binding", "s1", time.Minute) // values have their own room
-	// Increment (a sliding zone's taking back of a refused request) keeps
-	// the mark; a count found under the limit lifts it.
-	if _, err := s.Increment(ctx, "k0", -1, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := within("new", 1, time.Minute); !errors.Is(err, store.ErrFull) {
-		t.Fatalf("after Increment -1: %v, want ErrFull still", err)
-	}
-	if n, err := within("k1", -1, time.Minute); n != limit-1 || err != nil {
-		t.Fatalf("k1 under its limit again: %d, %v", n, err)
-	}
-	if n, err := within("new", 1, time.Minute); n != 1 || err != nil {
-		t.Fatalf("a new key once k1 is under its limit: %d, %v", n, err)
-	}
-	wantAbsent(t, s, "k1")
-	wantValue(t, s, "k0", fmt.Sprint(limit-1))
-	// An expired counter at its limit makes room once swept.
-	poll.Until(t, 20*lifetime, "the expired counter to make room", func() bool {
-		n, err := within("newer", 1, time.Minute)
-		return n == 1 && err == nil
-	})
-}
-
-// A sliding zone's counters, sharing the key's {hash tag}, are kept together
-// once their sum reaches the limit.
-func TestMemoryKeepsAKeysCountersAtItsLimit(t *testing.T) {
-	ctx := context.Background()
-	s := store.NewMemory(3, time.Hour)
-	defer s.Close()
-	counts := make([]int64, 2)
-	slots := []string{"rl:{z:a}:1", "rl:{z:a}:2"}
-	for _, k := range slots {
-		if _, err := s.IncrementAndCountWithin(ctx, k, 1, time.Minute, nil, nil, 3); err != nil {
-			t.Fatal(err)
+	for j := range 3 {
+		if n := incr("fresh"); n != int64(j+1) {
+			t.Fatalf("a fresh key after the flood counted %d, want %d", n, j+1)
 		}
 	}
-	// Slot 3 brings the key to its limit: its older slots are kept too.
-	if n, err := s.IncrementAndCountWithin(ctx, "rl:{z:a}:3", 1, time.Minute, slots, counts, 3); n != 1 || err != nil || counts[0]+counts[1] != 2 {
-		t.Fatalf("the third slot: %d, %v, %v", n, err, counts)
+	wantValue(t, s, "old", "10") // counted more than any flood key: kept
+	if f := s.Fullness(); f.Refusals != 0 || f.Degraded || f.Evictions != flood+1-(size-1) {
+		t.Fatalf("%+v, want no refusal, not degraded, %d evictions", f, flood+1-(size-1))
 	}
-	if _, err := s.IncrementAndCountWithin(ctx, "rl:{z:b}:1", 1, time.Minute, nil, nil, 3); !errors.Is(err, store.ErrFull) {
-		t.Fatalf("a new key with the one key's slots at its limit: %v, want ErrFull", err)
+	if n := s.Len(); n != size {
+		t.Fatalf("%d keys held, want %d", n, size)
 	}
 }
 

@@ -62,15 +62,6 @@ type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
-// Evicting is implemented by a bounded store that makes room for new
-// counters by evicting others (the memory store). IncrementAndCountWithin
-// is IncrementAndCount for a key allowed limit counts: once its counts
-// reach the limit, its counters are never evicted, so a key over its limit
-// stays refused.
-type Evicting interface {
-	IncrementAndCountWithin(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64, limit int64) (int64, error)
-}
-
 // Bounded is implemented by a store with a bound on its keys (memory):
 // how it copes with the bound.
 type Bounded interface {
