@@ -140,7 +140,7 @@ var pinnedMetrics = struct {
 	ended: newCounterVec("pinned_pins_ended_total",
 		"Pins ended, by reason: client_closed, upstream_closed, failover, idle, upgraded, pool_closed, handshake_timeout.", "pool", "reason"),
 	refused: newCounterVec("pinned_refusals_total",
-		"Requests the pinned transport answered itself, by reason: cap, client_cap, http2, handshake_cut, pin_lost, no_client.", "pool", "reason"),
+		"Requests the pinned transport answered itself, by reason: cap, handshake_cap, client_cap, http2, handshake_cut, pin_lost, no_client.", "pool", "reason"),
 }
 
 // Cloudflare ranges (trusted_proxies cloudflare_ranges), by file: the saved

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/pinning"
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 func init() {
@@ -28,9 +29,13 @@ func init() {
 // Defaults of the pinned transport.
 const (
 	defaultMaxPinned = 4096
-	// defaultMaxPinnedPerClient suits an intranet: a few browsers of one
-	// person, about 6 connections each. Terminal servers need more.
-	defaultMaxPinnedPerClient = 64
+	// defaultMaxHandshakesPerClient counts sign-ins in progress of one
+	// address, never signed-in users: a browser signs in on about 6
+	// connections at once, so 64 lets 10 users of a terminal server sign in
+	// in the same instant (each handshake takes milliseconds), while an
+	// address that begins handshakes and never ends them holds at most 64
+	// pins, each for handshake_timeout.
+	defaultMaxHandshakesPerClient = 64
 	// defaultPinWait is the queue of HAProxy's maxconn, kept short: a
 	// browser waits for its sign-in that long at most.
 	defaultPinWait = 5 * time.Second
@@ -75,10 +80,19 @@ type PinnedTransport struct {
 	// Default: 4096.
 	MaxPinned int `json:"max_pinned,omitempty"`
 
-	// Most pins, held or waited for, of one client address (IPv6: its
-	// /64) at once; beyond it a new handshake from that address is
-	// answered 503 with Retry-After: 1 at once. Terminal servers put many
-	// users behind one address: raise it for them. Default: 64.
+	// Most handshakes in progress of one client address (IPv6: its /64)
+	// at once: pins, held or waited for, whose sign-in the backend has not
+	// yet accepted. Beyond it a new handshake from that address is
+	// answered 503 with Retry-After: 1 at once. Signed-in pins do not
+	// count, so a terminal server's users are never refused by it.
+	// Default: 64.
+	MaxHandshakesPerClient int `json:"max_handshakes_per_client,omitempty"`
+
+	// Most pins, signed in or not, of one client address at once; beyond
+	// it a new handshake from that address is answered 503 with
+	// Retry-After: 1 at once. A terminal server puts hundreds of users of
+	// about 6 connections each behind one address: size it for them.
+	// Default: none (max_pinned bounds every address's pins together).
 	MaxPinnedPerClient int `json:"max_pinned_per_client,omitempty"`
 
 	// How long a new handshake waits for a free pin at max_pinned before
@@ -126,8 +140,8 @@ func (t *PinnedTransport) setDefaults() {
 	if t.MaxPinned == 0 {
 		t.MaxPinned = defaultMaxPinned
 	}
-	if t.MaxPinnedPerClient == 0 {
-		t.MaxPinnedPerClient = defaultMaxPinnedPerClient
+	if t.MaxHandshakesPerClient == 0 {
+		t.MaxHandshakesPerClient = defaultMaxHandshakesPerClient
 	}
 	if t.PinWait == 0 {
 		t.PinWait = caddy.Duration(defaultPinWait)
@@ -158,6 +172,8 @@ func (t *PinnedTransport) Validate() error {
 	switch {
 	case maxPinned < 0:
 		return badSetting(pinnedModule, "max_pinned", "must not be negative")
+	case t.MaxHandshakesPerClient < 0:
+		return badSetting(pinnedModule, "max_handshakes_per_client", "must not be negative")
 	case t.MaxPinnedPerClient < 0:
 		return badSetting(pinnedModule, "max_pinned_per_client", "must not be negative")
 	case t.PinWait < 0:
@@ -208,12 +224,13 @@ func (t *PinnedTransport) Provision(ctx caddy.Context) error {
 	t.series = pinnedSeries.hold(name) // before its series are looked up
 	t.observer = newPinObserver(name, t.logger)
 	t.pool = pinning.New(t.Transport, pinning.Config{
-		Max:              t.MaxPinned,
-		MaxPerClient:     t.MaxPinnedPerClient,
-		PinWait:          time.Duration(t.PinWait),
-		HandshakeTimeout: time.Duration(t.HandshakeTimeout),
-		IdleTimeout:      time.Duration(t.KeepAlive.IdleConnTimeout),
-		Observer:         t.observer,
+		Max:                    t.MaxPinned,
+		MaxHandshakesPerClient: t.MaxHandshakesPerClient,
+		MaxPerClient:           t.MaxPinnedPerClient,
+		PinWait:                time.Duration(t.PinWait),
+		HandshakeTimeout:       time.Duration(t.HandshakeTimeout),
+		IdleTimeout:            time.Duration(t.KeepAlive.IdleConnTimeout),
+		Observer:               t.observer,
 	})
 	t.series.publish(t)
 	srv.RegisterConnContext(rememberClientConn)
@@ -269,6 +286,7 @@ func (t *PinnedTransport) Cleanup() error {
 //
 //	transport pinned {
 //		max_pinned <n>
+//		max_handshakes_per_client <n>
 //		max_pinned_per_client <n>
 //		pin_wait <duration>
 //		handshake_timeout <duration>
@@ -291,6 +309,8 @@ func (t *PinnedTransport) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch opt {
 		case "max_pinned":
 			err = countArg(d, opt, &t.MaxPinned)
+		case "max_handshakes_per_client":
+			err = countArg(d, opt, &t.MaxHandshakesPerClient)
 		case "max_pinned_per_client":
 			err = countArg(d, opt, &t.MaxPinnedPerClient)
 		case "pin_wait":
@@ -329,8 +349,9 @@ type pinObserver struct {
 	lookups seriesLookups // closed once the pool is closed
 
 	mu       sync.Mutex
-	lastWarn map[string]time.Time // per refusal reason
-	unwarned map[string]int       // refusals since that reason's last log line
+	lastWarn map[string]time.Time         // per refusal reason
+	unwarned map[string]int               // refusals since that reason's last log line
+	atCap    map[string]status.CapRefusal // the last refusal at each cap, by reason
 }
 
 func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
@@ -340,6 +361,7 @@ func newPinObserver(pool string, logger *zap.Logger) *pinObserver {
 		pins:     pinnedMetrics.pins.WithLabelValues(pool),
 		lastWarn: map[string]time.Time{},
 		unwarned: map[string]int{},
+		atCap:    map[string]status.CapRefusal{},
 	}
 }
 
@@ -358,14 +380,29 @@ func (o *pinObserver) Ended(reason pinning.EndReason) {
 	}
 }
 
+// capOptions names the option behind each cap refusal, for logs and the
+// status page.
+var capOptions = map[string]string{
+	pinning.RefusedAtCap:        "max_pinned",
+	pinning.RefusedHandshakeCap: "max_handshakes_per_client",
+	pinning.RefusedClientCap:    "max_pinned_per_client",
+}
+
 // Refused counts every refusal and logs each reason at most once per
-// refusalLogInterval, with the count since the last line.
+// refusalLogInterval, with the count since the last line (and, at a cap,
+// the address and the cap); the last refusal at each cap is kept for the
+// status page.
 func (o *pinObserver) Refused(r *pinning.Refusal) {
 	o.lookups.do(func() { pinnedMetrics.refused.WithLabelValues(o.pool, r.Reason).Inc() })
+	now := time.Now()
 	o.mu.Lock()
+	option, atCap := capOptions[r.Reason]
+	if atCap {
+		hit := o.atCap[r.Reason]
+		o.atCap[r.Reason] = status.CapRefusal{Cap: option, Limit: r.Limit, Client: r.Client, At: &now, Refusals: hit.Refusals + 1}
+	}
 	o.unwarned[r.Reason]++
 	n := o.unwarned[r.Reason]
-	now := time.Now()
 	due := now.Sub(o.lastWarn[r.Reason]) >= refusalLogInterval
 	if due {
 		o.lastWarn[r.Reason], o.unwarned[r.Reason] = now, 0
@@ -375,13 +412,30 @@ func (o *pinObserver) Refused(r *pinning.Refusal) {
 		return
 	}
 	level := zap.InfoLevel
-	if r.Reason == pinning.RefusedAtCap || r.Reason == pinning.RefusedClientCap || r.Reason == pinning.RefusedHTTP2 || r.Reason == pinning.RefusedNoClient {
+	if atCap || r.Reason == pinning.RefusedHTTP2 || r.Reason == pinning.RefusedNoClient {
 		level = zap.WarnLevel
 	}
 	if ce := o.logger.Check(level, "pinned transport answered a request itself"); ce != nil {
-		ce.Write(zap.String("pool", o.pool), zap.String("reason", r.Reason), zap.Int("status", r.Status),
-			zap.String("detail", r.Message), zap.Int("requests", n))
+		fields := []zap.Field{zap.String("pool", o.pool), zap.String("reason", r.Reason), zap.Int("status", r.Status),
+			zap.String("detail", r.Message), zap.Int("requests", n)}
+		if atCap {
+			fields = append(fields, zap.String("client", r.Client), zap.String("cap", option), zap.Int("limit", r.Limit))
+		}
+		ce.Write(fields...)
 	}
+}
+
+// capRefusals returns the last refusal at each cap, in the order of the
+// caps' names.
+func (o *pinObserver) capRefusals() []status.CapRefusal {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]status.CapRefusal, 0, len(o.atCap))
+	for _, c := range o.atCap {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b status.CapRefusal) int { return strings.Compare(a.Cap, b.Cap) })
+	return out
 }
 
 // Panicked logs a panic in a pin's timer or goroutine, with its stack.

@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/ntlmclient"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/status"
 )
 
 // The attacks of issue 19.1 on transport pinned: anonymous clients must
@@ -211,28 +212,43 @@ func curlSignIn(curl, user string, args ...string) error {
 
 // The attack of issue 19.1, scaled down: from one address, many more idle
 // anonymous connections than there are pins, each sending a request now
-// and then, and clients that begin handshakes and never finish them. Then
-// 40 browsers (30 go-ntlmssp, 10 curl --ntlm) sign in at once, each from
-// an address of its own: every one succeeds, and no upstream connection
-// that carried credentials serves anyone else.
+// and then, and clients that begin handshakes and never finish them (more
+// than the default max_handshakes_per_client). Then 40 browsers (30
+// go-ntlmssp, 10 curl --ntlm) sign in at once, each from an address of its
+// own: every one succeeds, and no upstream connection that carried
+// credentials serves anyone else. Run with the defaults, and with a small
+// max_pinned beside a small per-address cap.
 func TestPinnedAnonymousAttackLocksNoUserOut(t *testing.T) {
-	c := newCluster(t, 2, 5*time.Second, time.Second)
-	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", `transport pinned {
+	for _, tt := range []struct {
+		name      string
+		transport string
+		stalled   int
+		cap       float64 // the attacker's most pins
+	}{
+		{"defaults", "transport pinned {\n\t\t\thandshake_timeout 5s\n\t\t}", 80, 64},
+		{"small", `transport pinned {
 			max_pinned 48
-			max_pinned_per_client 4
+			max_handshakes_per_client 4
 			handshake_timeout 5s
 			pin_wait 5s
-		}`))
+		}`, 12, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) { attackLocksNoUserOut(t, tt.transport, tt.stalled, tt.cap) })
+	}
+}
+
+func attackLocksNoUserOut(t *testing.T, transport string, stalled int, cap float64) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", transport))
 	const attacker = "127.0.0.2"
 	a := newAttack(t)
 	a.idle(tc, attacker, 150, time.Second)
-	a.stalled(tc, attacker, 12)
+	a.stalled(tc, attacker, stalled)
 	pool := poolName(c)
-	poll.Until(t, 10*time.Second, "the stalled handshakes to hit the per-client cap", func() bool {
-		return counterValue(tc, `caddy_ha_pinned_refusals_total{pool="`+pool+`",reason="client_cap"}`) > 0
-	})
-	if got := metricValue(tc, `caddy_ha_pinned_connections{pool="`+pool+`"}`); got > 4 {
-		t.Errorf("the attacker holds %v pins, more than its 4", got)
+	pinnedNow := func() float64 { return metricValue(tc, `caddy_ha_pinned_connections{pool="`+pool+`"}`) }
+	poll.Until(t, 10*time.Second, "the stalled handshakes to fill the address's handshake cap", func() bool { return pinnedNow() >= cap })
+	if got := pinnedNow(); got > cap {
+		t.Errorf("the attacker holds %v pins, more than its %v", got, cap)
 	}
 
 	var curlErrs []error
@@ -304,8 +320,94 @@ func TestPinnedHandshakeTimeout(t *testing.T) {
 	}
 }
 
-// One address holds at most max_pinned_per_client pins; beyond them its
-// handshake is answered 503 at once, and other addresses sign in.
+// Issue 26.1: a flood of handshakes begun and never finished from one
+// address, with the defaults (but a short handshake_timeout and pin_wait),
+// fills its max_handshakes_per_client; a real user of that same address (a
+// terminal server's) waits pin_wait, is answered 503 with Retry-After: 1,
+// and is signed in once the flood's handshakes time out: its request
+// waiting then gets a freed place. The refusal is logged once, naming the
+// address and the cap, counted, and shown on the status page.
+func TestPinnedUserBehindAHandshakeFloodSignsInAfterItsTimeout(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second, time.Second)
+	const timeout = 3 * time.Second
+	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\thandshake_timeout 3s\n\t\t\tpin_wait 1s\n\t\t}"))
+	const shared = "127.0.0.5"
+	a := newAttack(t)
+	start := time.Now()
+	for i := range defaultMaxHandshakesPerClient {
+		b := &ntlmclient.Browser{Name: fmt.Sprint("flood-", i), Addr: tc.addr, Dialer: dialFrom(shared)}
+		if resp, err := b.Negotiate("/sso/me"); err != nil || resp.Status != http.StatusUnauthorized {
+			t.Fatalf("flood handshake %d: %v %+v", i, err, resp)
+		}
+		a.wg.Go(func() { a.hold(b.Conn()) })
+	}
+	user := newBrowser(tc, 1)
+	user.Dialer = dialFrom(shared)
+	defer user.Close()
+	refusals := 0
+	var signedIn time.Duration
+	for deadline := time.Now().Add(4 * timeout); ; {
+		resp, err := user.Negotiate("/sso/me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status == http.StatusUnauthorized {
+			if resp, err := user.Authenticate(resp, "/sso/me"); err != nil || resp.User() != user.User {
+				t.Fatalf("the user's sign-in after the flood: %v %+v", err, resp)
+			}
+			signedIn = time.Since(start)
+			break
+		}
+		if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("the user during the flood: %d %q, want 503 with Retry-After: 1", resp.Status, resp.Body)
+		}
+		refusals++
+		if time.Now().After(deadline) {
+			t.Fatalf("the user was still refused %s after the flood began", time.Since(start))
+		}
+		user.Close()
+		time.Sleep(time.Second) // the Retry-After a browser honours
+	}
+	t.Logf("a user behind a flood of %d handshakes from its own address signed in %s after the flood began (handshake_timeout %s, pin_wait 1s), refused %d times before",
+		defaultMaxHandshakesPerClient, signedIn.Round(time.Millisecond), timeout, refusals)
+	if refusals == 0 {
+		t.Fatal("the user was never refused: the flood did not fill the address's handshakes")
+	}
+	if signedIn < timeout {
+		t.Fatalf("signed in %s after the flood began, before its handshakes' %s", signedIn, timeout)
+	}
+	pool := poolName(c)
+	if got := counterValue(tc, `caddy_ha_pinned_refusals_total{pool="`+pool+`",reason="handshake_cap"}`); got != float64(refusals) {
+		t.Errorf("handshake_cap refusals: %v, want %d", got, refusals)
+	}
+	logged := 0
+	for _, l := range tc.logLines(`"reason":"handshake_cap"`) {
+		logged++
+		if !strings.Contains(l, `"client":"`+shared+`"`) || !strings.Contains(l, `"cap":"max_handshakes_per_client"`) ||
+			!strings.Contains(l, fmt.Sprintf(`"limit":%d`, defaultMaxHandshakesPerClient)) {
+			t.Errorf("the refusal's log line names no address or cap: %s", l)
+		}
+	}
+	if logged != 1 {
+		t.Errorf("%d log lines of the refusals, want one (they came within %s)", logged, refusalLogInterval)
+	}
+	var hit *status.CapRefusal
+	for _, p := range viewOf(t, tc.adminGet("/ha/status")).PinnedPools {
+		for _, c := range p.AtCap {
+			if c.Cap == "max_handshakes_per_client" {
+				hit = &c
+			}
+		}
+	}
+	if hit == nil || hit.Client != shared || hit.Limit != defaultMaxHandshakesPerClient || hit.Refusals != float64(refusals) {
+		t.Errorf("the status view's refusal at the cap: %+v, want %s at %d, %d refusals", hit, shared, defaultMaxHandshakesPerClient, refusals)
+	}
+	a.end()
+}
+
+// One address holds at most max_pinned_per_client pins, signed in or not;
+// beyond them its handshake is answered 503 at once, and other addresses
+// sign in.
 func TestPinnedPerClientCap(t *testing.T) {
 	c := newCluster(t, 2, 5*time.Second, time.Second)
 	tc := startCaddy(t, c, ssoGlobal, ssoSite("1s", "transport pinned {\n\t\t\tmax_pinned_per_client 2\n\t\t}"))

@@ -720,6 +720,7 @@ func TestPinnedConfigErrors(t *testing.T) {
 		{"max_pinned 0", "max_pinned must be a whole number of at least 1"},
 		{"max_pinned 5\n\t\t\tmax_pinned 6", "duplicate max_pinned option"},
 		{"max_pinned_per_client 0", "max_pinned_per_client must be a whole number of at least 1"},
+		{"max_handshakes_per_client 0", "max_handshakes_per_client must be a whole number of at least 1"},
 		{"pin_wait 1s\n\t\t\tpin_wait 2s", "duplicate pin_wait option"},
 		{"handshake_timeout 0s", "handshake_timeout must be positive"},
 		{"handshake_timeout soon", "handshake_timeout: "},
@@ -743,6 +744,7 @@ func TestPinnedConfigErrors(t *testing.T) {
 		{`{"protocol":"pinned","keep_alive":{"enabled":false}}`, "keep_alive must not be off"},
 		{`{"protocol":"pinned","max_pinned":-1}`, "max_pinned must not be negative"},
 		{`{"protocol":"pinned","max_pinned_per_client":-1}`, "max_pinned_per_client must not be negative"},
+		{`{"protocol":"pinned","max_handshakes_per_client":-1}`, "max_handshakes_per_client must not be negative"},
 		{`{"protocol":"pinned","pin_wait":-1}`, "pin_wait must not be negative"},
 		{`{"protocol":"pinned","handshake_timeout":-1}`, "handshake_timeout must not be negative"},
 	} {

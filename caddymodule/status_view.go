@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,10 +74,26 @@ func currentStatus() status.View {
 			p.Connections += float64(t.pool.Len())
 			p.Max += t.MaxPinned
 			p.Pins = readMetric(t.observer.pins)
+			p.AtCap = newestPerCap(p.AtCap, t.observer.capRefusals())
 		}
 		v.PinnedPools = append(v.PinnedPools, p)
 	})
 	return v
+}
+
+// newestPerCap merges the cap refusals of transports sharing a pool (two
+// configs in a reload): the newest of each cap.
+func newestPerCap(have, more []status.CapRefusal) []status.CapRefusal {
+	for _, c := range more {
+		i := slices.IndexFunc(have, func(h status.CapRefusal) bool { return h.Cap == c.Cap })
+		switch {
+		case i < 0:
+			have = append(have, c)
+		case c.At.After(*have[i].At):
+			have[i] = c
+		}
+	}
+	return have
 }
 
 // countsBy reads the series of c whose labels include match, by the value

@@ -60,9 +60,19 @@ type Config struct {
 	// waits up to PinWait for one to end, then its request is refused
 	// (503, RefusedAtCap); it is never sent on a shared connection.
 	Max int
-	// MaxPerClient is the most pins, held or waited for, of one client
-	// address (the client connection's remote IP; for IPv6 its /64) at once. Beyond it a new
-	// pin is refused at once (503, RefusedClientCap). 0: no cap.
+	// MaxHandshakesPerClient is the most handshakes in progress of one
+	// client address (the client connection's remote IP; for IPv6 its
+	// /64) at once: pins, held or waited for, that have not signed in (see
+	// completesHandshake). At it a new pin waits up to PinWait for one of
+	// them to sign in or end (a real handshake takes milliseconds: a
+	// terminal server's users signing in at once queue that long), then is
+	// refused (503, RefusedHandshakeCap). Signed-in pins do not count: they
+	// cost an attacker a real sign-in, and a terminal server puts hundreds
+	// of signed-in users behind one address. 0: no cap.
+	MaxHandshakesPerClient int
+	// MaxPerClient is the most pins, signed in or not, held or waited for,
+	// of one client address at once. Beyond it a new pin is refused at
+	// once (503, RefusedClientCap). 0: no cap (Max bounds them all).
 	MaxPerClient int
 	// PinWait is how long a new pin waits for a free one at Max. 0: none.
 	PinWait time.Duration
@@ -96,7 +106,11 @@ type Pool struct {
 	done  chan struct{} // closed by Close, for pins waiting for a slot
 
 	mu        sync.Mutex
-	perClient map[string]int // pins held or waited for, by client address; no zeros
+	perClient map[string]clientPins // by client address; no zeros
+	// handshakeEnded is closed, and replaced, when a handshake of any
+	// address signs in or ends, for pins waiting at their address's cap.
+	handshakeEnded chan struct{}
+	waiting        atomic.Int64 // pins waiting at their address's handshake cap
 
 	closed atomic.Bool
 }
@@ -115,8 +129,14 @@ func New(template *http.Transport, cfg Config) *Pool {
 	return &Pool{
 		template: template, shared: template.Clone(), cfg: cfg,
 		slots: make(chan struct{}, max(cfg.Max, 0)), done: make(chan struct{}),
-		perClient: map[string]int{},
+		perClient: map[string]clientPins{}, handshakeEnded: make(chan struct{}),
 	}
+}
+
+// clientPins counts one client address's pins, held or waited for.
+type clientPins struct {
+	pins       int // all of them
+	handshakes int // those not signed in
 }
 
 // Len returns how many client connections are pinned.
@@ -163,7 +183,7 @@ func (p *Pool) pin(ctx context.Context, client net.Conn) (*pin, error) {
 	}
 	pn := p.newPin(client, addr)
 	if v, loaded := p.pins.LoadOrStore(client, pn); loaded {
-		p.release(addr)
+		p.release(addr, true)
 		return v.(*pin), nil
 	}
 	p.observe(func(o Observer) { o.Pinned() })
@@ -195,43 +215,64 @@ func clientAddr(c net.Conn) string {
 	return host
 }
 
-// acquire takes a slot for a new pin of client address addr: at once
-// below Max, else the first one freed within PinWait, never more than
-// MaxPerClient for addr. Waiters are not served in strict order.
+// acquire takes a slot for a new pin (a handshake beginning) of client
+// address addr: never more than MaxPerClient pins for addr; once fewer
+// than MaxHandshakesPerClient handshakes of addr are in progress; then
+// below Max. Each wait is for the first place freed within what is left
+// of PinWait. Waiters are not served in strict order.
 func (p *Pool) acquire(ctx context.Context, addr string) error {
-	if limit := p.cfg.MaxPerClient; limit > 0 {
-		p.mu.Lock()
-		n := p.perClient[addr]
-		if n >= limit {
-			p.mu.Unlock()
-			return p.refuse(refusedClientCap(limit))
-		}
-		p.perClient[addr] = n + 1
-		p.mu.Unlock()
+	wait := time.NewTimer(max(p.cfg.PinWait, 0))
+	defer wait.Stop()
+	if err := p.countHandshake(ctx, addr, wait.C); err != nil {
+		return err
 	}
-	err := p.takeSlot(ctx)
+	err := p.takeSlot(ctx, addr, wait.C)
 	if err != nil {
-		p.forget(addr)
+		p.forget(addr, true, true)
 	}
 	return err
 }
 
-func (p *Pool) takeSlot(ctx context.Context) error {
+// countHandshake counts a new pin and its handshake for addr, waiting
+// until expired while addr is at MaxHandshakesPerClient.
+func (p *Pool) countHandshake(ctx context.Context, addr string, expired <-chan time.Time) error {
+	p.mu.Lock()
+	for {
+		n := p.perClient[addr]
+		if limit := p.cfg.MaxPerClient; limit > 0 && n.pins >= limit {
+			p.mu.Unlock()
+			return p.refuse(refusedClientCap(limit, addr))
+		}
+		limit := p.cfg.MaxHandshakesPerClient
+		if limit <= 0 || n.handshakes < limit {
+			p.perClient[addr] = clientPins{pins: n.pins + 1, handshakes: n.handshakes + 1}
+			p.mu.Unlock()
+			return nil
+		}
+		ended := p.handshakeEnded
+		p.mu.Unlock()
+		if err := p.await(ctx, ended, expired, refusedHandshakeCap(limit, addr)); err != nil {
+			return err
+		}
+		p.mu.Lock()
+	}
+}
+
+// takeSlot takes one of Max slots, waiting until expired for one.
+func (p *Pool) takeSlot(ctx context.Context, addr string, expired <-chan time.Time) error {
 	select {
 	case p.slots <- struct{}{}:
 		return nil
 	default:
 	}
 	if p.cfg.PinWait <= 0 {
-		return p.refuse(refusedAtCap(p.cfg.Max, 0))
+		return p.refuse(refusedAtCap(p.cfg.Max, 0, addr))
 	}
-	wait := time.NewTimer(p.cfg.PinWait)
-	defer wait.Stop()
 	select {
 	case p.slots <- struct{}{}:
 		return nil
-	case <-wait.C:
-		return p.refuse(refusedAtCap(p.cfg.Max, p.cfg.PinWait))
+	case <-expired:
+		return p.refuse(refusedAtCap(p.cfg.Max, p.cfg.PinWait, addr))
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-p.done:
@@ -239,18 +280,47 @@ func (p *Pool) takeSlot(ctx context.Context) error {
 	}
 }
 
-// release frees the slot of a pin of client address addr.
-func (p *Pool) release(addr string) {
-	<-p.slots
-	p.forget(addr)
+// await waits for ended until expired, when atCap is the answer; without
+// PinWait it answers atCap at once.
+func (p *Pool) await(ctx context.Context, ended <-chan struct{}, expired <-chan time.Time, atCap *Refusal) error {
+	if p.cfg.PinWait <= 0 {
+		return p.refuse(atCap)
+	}
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	select {
+	case <-ended:
+		return nil
+	case <-expired:
+		return p.refuse(atCap)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.done:
+		return ErrPoolClosed
+	}
 }
 
-func (p *Pool) forget(addr string) {
-	if p.cfg.MaxPerClient <= 0 {
-		return
-	}
+// release frees the slot of a pin of client address addr, and its
+// handshake's count if it never signed in.
+func (p *Pool) release(addr string, handshake bool) {
+	<-p.slots
+	p.forget(addr, true, handshake)
+}
+
+// forget takes a pin and its handshake, or its handshake alone, off
+// addr's counts.
+func (p *Pool) forget(addr string, pin, handshake bool) {
 	p.mu.Lock()
-	if n := p.perClient[addr] - 1; n > 0 {
+	n := p.perClient[addr]
+	if pin {
+		n.pins--
+	}
+	if handshake {
+		n.handshakes--
+		close(p.handshakeEnded)
+		p.handshakeEnded = make(chan struct{})
+	}
+	if n.pins > 0 {
 		p.perClient[addr] = n
 	} else {
 		delete(p.perClient, addr)
@@ -325,7 +395,7 @@ func (p *Pool) refuse(r *Refusal) *Refusal {
 type pin struct {
 	pool   *Pool
 	client net.Conn
-	addr   string // the client's, as MaxPerClient counts it
+	addr   string // the client's, as the per-client caps count it
 
 	mu   sync.Mutex
 	node string        // the upstream address of the binding
@@ -340,7 +410,8 @@ type pin struct {
 	midHandshake bool
 	schemes      []string // the connection-based schemes the upstream offered
 	// authenticated: a handshake's last leg was accepted (see
-	// completesHandshake), so the handshake timer is stopped for good.
+	// completesHandshake), so the handshake timer is stopped for good and
+	// the pin no longer counts as its address's handshake.
 	authenticated bool
 	handshake     *time.Timer // ends the pin at HandshakeTimeout
 	idle          bool
@@ -392,7 +463,8 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 	if credentials || HasConnectionAuth(resp.Header, "WWW-Authenticate") {
 		pn.locked = true
 	}
-	if credentials && !pn.authenticated && completesHandshake(req, resp) {
+	signedIn := credentials && !pn.authenticated && !pn.ended && completesHandshake(req, resp)
+	if signedIn {
 		pn.authenticated = true
 		if pn.handshake != nil {
 			pn.handshake.Stop()
@@ -403,6 +475,9 @@ func (pn *pin) roundTrip(req *http.Request) (*http.Response, error) {
 		pn.schemes = s
 	}
 	pn.mu.Unlock()
+	if signedIn {
+		pn.pool.forget(pn.addr, false, true)
+	}
 	return resp, nil
 }
 
@@ -537,14 +612,14 @@ func (pn *pin) end(reason EndReason, closeUpstream bool) {
 	if reason == EndClientClosed && pn.reason != "" {
 		reason = pn.reason
 	}
-	conn := pn.conn
+	conn, handshake := pn.conn, !pn.authenticated
 	for _, t := range []*time.Timer{pn.timer, pn.handshake} {
 		if t != nil {
 			t.Stop()
 		}
 	}
 	pn.mu.Unlock()
-	pn.pool.release(pn.addr)
+	pn.pool.release(pn.addr, handshake)
 	if closeUpstream {
 		conn.closeByPin()
 	}
@@ -561,6 +636,11 @@ type Refusal struct {
 	Header http.Header
 	// Message is the answer's body, for the person who reads it.
 	Message string
+	// Client is the client address a cap refusal counted by (see
+	// clientAddr), for the log; "" for other refusals.
+	Client string
+	// Limit is the cap a cap refusal met; 0 for other refusals.
+	Limit int
 }
 
 // Why the pool answers a request itself.
@@ -568,6 +648,9 @@ const (
 	// RefusedAtCap: Max client connections were pinned for all of PinWait
 	// (503, Retry-After).
 	RefusedAtCap = "cap"
+	// RefusedHandshakeCap: the client's address has
+	// MaxHandshakesPerClient handshakes in progress (503, Retry-After).
+	RefusedHandshakeCap = "handshake_cap"
 	// RefusedClientCap: the client's address has MaxPerClient pins (503,
 	// Retry-After).
 	RefusedClientCap = "client_cap"
@@ -610,19 +693,26 @@ func (r *Refusal) Response(req *http.Request) *http.Response {
 	}
 }
 
-func refusedAtCap(limit int, waited time.Duration) *Refusal {
-	return &Refusal{
-		Status: http.StatusServiceUnavailable, Reason: RefusedAtCap,
-		Header:  http.Header{"Retry-After": {"1"}},
-		Message: fmt.Sprintf("all %d pinned upstream connections were in use for %s; try again shortly", limit, waited),
-	}
+func refusedAtCap(limit int, waited time.Duration, client string) *Refusal {
+	return refusedCap(RefusedAtCap, limit, client,
+		fmt.Sprintf("all %d pinned upstream connections were in use for %s; try again shortly", limit, waited))
 }
 
-func refusedClientCap(limit int) *Refusal {
+func refusedHandshakeCap(limit int, client string) *Refusal {
+	return refusedCap(RefusedHandshakeCap, limit, client,
+		fmt.Sprintf("this address already has %d sign-ins in progress, the most one address may have; try again shortly", limit))
+}
+
+func refusedClientCap(limit int, client string) *Refusal {
+	return refusedCap(RefusedClientCap, limit, client,
+		fmt.Sprintf("this address already has %d pinned upstream connections, the most one address may have; try again shortly", limit))
+}
+
+// refusedCap is a 503 at a cap, which a moment's wait may lift.
+func refusedCap(reason string, limit int, client, msg string) *Refusal {
 	return &Refusal{
-		Status: http.StatusServiceUnavailable, Reason: RefusedClientCap,
-		Header:  http.Header{"Retry-After": {"1"}},
-		Message: fmt.Sprintf("this address already has %d pinned upstream connections, the most one address may have; try again shortly", limit),
+		Status: http.StatusServiceUnavailable, Reason: reason,
+		Header: http.Header{"Retry-After": {"1"}}, Message: msg, Client: client, Limit: limit,
 	}
 }
 

@@ -567,6 +567,61 @@ func TestBogusCredentialsDoNotStopTheHandshakeTimer(t *testing.T) {
 	poll.Until(t, 5*time.Second, "the bogus pin to end, its client connection closed", func() bool { return bogus.isClosed() && p.Len() == 0 })
 }
 
+// authenticate is an NTLM AUTHENTICATE message: answered 200, it signs the
+// pin in (see completesHandshake).
+var authenticate = http.Header{"Authorization": {"NTLM " + base64.StdEncoding.EncodeToString([]byte("NTLMSSP\x00\x03\x00\x00\x00"))}}
+
+// Issue 26.1: MaxHandshakesPerClient counts one address's handshakes in
+// progress, never its signed-in pins: a terminal server's hundreds of
+// users sign in from one address, while handshakes begun and never
+// finished are capped, and a handshake that signs in frees its place.
+func TestHandshakeCapCountsOnlySignInsInProgress(t *testing.T) {
+	u := newUpstream(t)
+	const limit, users = 3, 40
+	const wait = 300 * time.Millisecond
+	p := newPool(t, Config{MaxHandshakesPerClient: limit, PinWait: wait})
+	for range users {
+		c := clientFrom(t, "192.0.2.1")
+		signIn(t, p, c, u.addr(), "/")
+		mustSendWith(t, p, c, u.addr(), "/", authenticate)
+	}
+	var stalled []*client
+	for range limit {
+		c := clientFrom(t, "192.0.2.1")
+		signIn(t, p, c, u.addr(), "/challenge")
+		stalled = append(stalled, c)
+	}
+	start := time.Now()
+	_, err := send(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/", negotiate)
+	r, ok := errors.AsType[*Refusal](err)
+	if !ok || r.Reason != RefusedHandshakeCap || r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" ||
+		r.Client != "192.0.2.1" || r.Limit != limit {
+		t.Fatalf("a handshake beyond %d in progress: %v %+v, want the handshake_cap refusal naming the address", limit, err, r)
+	}
+	if waited := time.Since(start); waited < wait {
+		t.Fatalf("refused after %s, before its %s wait for a place", waited, wait)
+	}
+	signIn(t, p, clientFrom(t, "192.0.2.2"), u.addr(), "/") // another address
+	// A handshake waiting at the cap gets the place of one that signs in.
+	p.cfg.PinWait = time.Minute
+	waited := make(chan error, 1)
+	go func() {
+		_, err := send(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/", negotiate)
+		waited <- err
+	}()
+	poll.Until(t, 5*time.Second, "a handshake to wait at the cap", func() bool { return p.waiting.Load() == 1 })
+	mustSendWith(t, p, stalled[0], u.addr(), "/", authenticate)
+	if err := <-waited; err != nil {
+		t.Fatalf("the handshake waiting at the cap once another signed in: %v", err)
+	}
+	// One ends unsigned: its place is free too.
+	p.ConnState(stalled[1].conn, http.StateClosed)
+	signIn(t, p, clientFrom(t, "192.0.2.1"), u.addr(), "/")
+	if got, want := p.Len(), users+limit+2; got != want {
+		t.Fatalf("%d pins, want %d", got, want)
+	}
+}
+
 // An IPv6 host's addresses share one per-client cap by their /64.
 func TestPerClientCapCountsIPv6ByPrefix(t *testing.T) {
 	u := newUpstream(t)

@@ -167,9 +167,13 @@ func (t table) pinnedPools(pools []PinnedPool) {
 	if len(pools) == 0 {
 		return
 	}
-	t.block("pinned connections", "", "POOL", "PINNED", "PINS", "ENDED", "REFUSED")
+	t.block("pinned connections", "", "POOL", "PINNED", "PINS", "ENDED", "REFUSED", "LAST AT A CAP")
 	for _, p := range pools {
-		fmt.Fprintf(t.w, "%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused))
+		var atCap []string
+		for _, c := range p.AtCap {
+			atCap = append(atCap, fmt.Sprintf("%s %d: %s %s ago", c.Cap, c.Limit, c.Client, span(t.now, c.At)))
+		}
+		fmt.Fprintf(t.w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Pool, number(p.Connections), number(p.Pins), counts(p.Ended), counts(p.Refused), strings.Join(atCap, "; "))
 	}
 }
 

@@ -128,4 +128,15 @@ type PinnedPool struct {
 	Pins        float64            `json:"pins"`
 	Ended       map[string]float64 `json:"ended"`
 	Refused     map[string]float64 `json:"refused"`
+	// AtCap is the last refusal at each of the pool's caps, if any.
+	AtCap []CapRefusal `json:"at_cap,omitempty"`
+}
+
+// CapRefusal is the last request a pinned pool refused at one of its caps.
+type CapRefusal struct {
+	Cap      string     `json:"cap"`    // the option: max_pinned, max_handshakes_per_client, max_pinned_per_client
+	Limit    int        `json:"limit"`  // its value
+	Client   string     `json:"client"` // the address refused (IPv6: its /64)
+	At       *time.Time `json:"at"`
+	Refusals float64    `json:"refusals"` // at this cap since the pool began
 }
