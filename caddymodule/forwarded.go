@@ -28,11 +28,14 @@ func init() {
 }
 
 // Forwarded makes the forwarded headers trustworthy. From a peer that is
-// not a trusted proxy, every inbound Forwarded, X-Forwarded-For, -Proto,
-// -Host, -Prefix, X-Original-URL and X-Rewrite-URL is removed before
-// anything later in the route reads it; X-Real-IP, CF-Connecting-IP,
-// True-Client-IP, X-Client-IP, Client-IP, X-Cluster-Client-IP,
-// X-Forwarded, X-Forwarded-Port and X-Forwarded-Server from every peer. From a trusted peer, the client is found by walking
+// not a trusted proxy, every inbound Forwarded, X-Forwarded-For, -Proto
+// and -Host is removed before anything later in the route reads it, and
+// so is every other header a widely used framework or proxy reads as the
+// client's address, scheme, host, path or certificate (forwarded.Claims:
+// X-Real-IP, True-Client-IP, X-Forwarded-Ssl, X-Original-URL,
+// X-Forwarded-Client-Cert and dozens more); the address, scheme and host
+// ones from every peer, since the set sent says those. From a trusted
+// peer, the client is found by walking
 // the chain right to left through trusted hops, strictly: a malformed value
 // is believed not at all. Upstream then gets one consistent set, which
 // reverse_proxy completes and does not undo.
@@ -78,8 +81,22 @@ type Forwarded struct {
 	// a backend trusting only this proxy reads correctly.
 	KeepChain bool `json:"keep_chain,omitempty"`
 
+	// Headers, of those the handler strips (docs/forwarded.md lists them),
+	// to pass on from a trusted peer, e.g. X-Real-IP where the backend
+	// reads the client there and the proxy in front sets it. From any
+	// other peer they are still removed.
+	PassFromTrusted []string `json:"pass_from_trusted,omitempty"`
+
+	// Remove method overrides (X-HTTP-Method-Override, X-HTTP-Method,
+	// X-Method-Override, X-Forwarded-Method) from every request: an app
+	// that honours them would run a GET that an edge rate limit or a
+	// method matcher saw as a GET as the method the client named.
+	// Default: passed, as HAProxy passes them.
+	StripMethodOverrides bool `json:"strip_method_overrides,omitempty"`
+
 	own, cloudflare caddyhttp.IPRangeSource
 	proxy           forwarded.Proxy // its Trusted is set per request
+	stripper        *forwarded.Stripper
 	servers         *sync.Map       // *caddyhttp.Server → caddyhttp.IPRangeSource (may be nil)
 	logger          *zap.Logger
 }
@@ -112,6 +129,7 @@ func (h *Forwarded) Provision(ctx caddy.Context) error {
 		}
 		h.cloudflare = mod.(caddyhttp.IPRangeSource)
 	}
+	h.stripper, _ = forwarded.NewStripper(h.PassFromTrusted, h.StripMethodOverrides) // Validate refuses bad names
 	h.proxy = forwarded.Proxy{KeepChain: h.KeepChain, ForceProto: h.Proto, EmitForwarded: h.EmitForwarded}
 	if h.Inbound == inboundForwarded {
 		h.proxy.Format = forwarded.RFC7239
@@ -142,22 +160,15 @@ func (h *Forwarded) Validate() error {
 			return badSetting(forwardedModule, "by", "%q: want an IP, unknown or _name", h.By)
 		}
 	}
+	if _, err := forwarded.NewStripper(h.PassFromTrusted, h.StripMethodOverrides); err != nil {
+		return badSetting(forwardedModule, "pass_from_trusted", "%v", err)
+	}
 	return nil
 }
 
-// Headers that name the client or a proxy outside the forwarded set, which
-// some backends read: removed from every request (CF-Connecting-IP once
-// read), since the set sent upstream says who the client is.
+// headerCFConnecting is Cloudflare's client address, read from its ranges
+// before the claims are stripped.
 const headerCFConnecting = "Cf-Connecting-Ip"
-
-var clientNamingHeaders = []string{"X-Real-Ip", headerCFConnecting, "True-Client-Ip", "X-Client-Ip", "Client-Ip",
-	"X-Cluster-Client-Ip", "X-Forwarded", "X-Forwarded-Port", "X-Forwarded-Server"}
-
-// Headers a proxy in front may set to tell the backend how it rewrote the
-// path (ASP.NET Core's X-Forwarded-Prefix, IIS's X-Original-URL and
-// X-Rewrite-URL): believed from a trusted peer, removed from any other, as
-// from a client they choose the path the backend authorizes.
-var proxyRewriteHeaders = []string{"X-Forwarded-Prefix", "X-Original-Url", "X-Rewrite-Url"}
 
 // ServeHTTP resolves the client, strips what an untrusted peer sent and
 // sets the forwarded headers upstream gets.
@@ -196,14 +207,7 @@ func (h *Forwarded) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddy
 				zap.String("peer", peer.String()), zap.Error(err))
 		}
 	}
-	for _, h := range clientNamingHeaders {
-		delete(r.Header, h)
-	}
-	if !proxy.Trusted(peer) {
-		for _, h := range proxyRewriteHeaders {
-			delete(r.Header, h)
-		}
-	}
+	h.stripper.Strip(r.Header, proxy.Trusted(peer))
 
 	clientIP := client.Node.Addr
 	if !clientIP.IsValid() {
@@ -334,6 +338,8 @@ func remoteAddr(s string) (netip.Addr, string) {
 //		emit_forwarded
 //		by              <ip|unknown|_name>
 //		keep_chain
+//		pass_from_trusted <header...>
+//		strip_method_overrides
 //	}
 //
 // <source> is an IP source module, as in the servers option's
@@ -363,6 +369,12 @@ func (h *Forwarded) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = stringArg(d, &h.By)
 		case "keep_chain":
 			h.KeepChain = true
+		case "pass_from_trusted":
+			if h.PassFromTrusted = d.RemainingArgs(); len(h.PassFromTrusted) == 0 {
+				err = d.ArgErr()
+			}
+		case "strip_method_overrides":
+			h.StripMethodOverrides = true
 		default:
 			err = d.Errf("unrecognized forwarded option '%s'", opt)
 		}
