@@ -1,7 +1,9 @@
 package forwarded
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -85,5 +87,35 @@ func BenchmarkStrip(b *testing.B) {
 			h[k] = v
 		}
 		s.Strip(h, false)
+	}
+}
+
+// claimsTable is docs/forwarded.md's table of Claims, which
+// TestDocsListEveryClaim keeps equal to the code.
+func claimsTable() string {
+	var b strings.Builder
+	b.WriteString("| header | claims the client's | read by | from a trusted peer |\n|---|---|---|---|\n")
+	for _, c := range Claims {
+		from := "removed: the forwarded set says it; `pass_from_trusted` passes it"
+		switch {
+		case c.FromTrusted():
+			from = "passed"
+		case c.Kind == KindMethod:
+			from = "passed, from every peer; `strip_method_overrides` removes it from every peer"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", c.Header, c.Kind, c.ReadBy, from)
+	}
+	return b.String()
+}
+
+// docs/forwarded.md lists every claim the handler strips, as the code has
+// them.
+func TestDocsListEveryClaim(t *testing.T) {
+	doc, err := os.ReadFile("../docs/forwarded.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := claimsTable(); !strings.Contains(string(doc), want) {
+		t.Errorf("docs/forwarded.md does not hold the table of forwarded.Claims; put this in it:\n%s", want)
 	}
 }
