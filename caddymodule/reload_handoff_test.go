@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -220,7 +221,13 @@ type pipelinedLoad struct {
 	// SO_REUSEPORT, a socket per config, and closing the old one resets
 	// the connections still in its backlog, with or without the wrapper.
 	dialsFailed atomic.Int64
-	mu          sync.Mutex
+	// resets counts connections reset once connected (after the dial):
+	// Caddy closed them with bytes unread, and the client may have lost
+	// answers it had been sent. resetsUnanswered are those reset before
+	// their first answer: where the host does not move a closed socket's
+	// accept queue (httpcheck.MigratesAcceptQueue), the queue's.
+	resets, resetsUnanswered atomic.Int64
+	mu                       sync.Mutex
 	errs        []error
 	answers     map[string]bool // the requests answered
 }
@@ -249,7 +256,10 @@ func (l *pipelinedLoad) fail(format string, args ...any) {
 }
 
 // connection pipelines batches on one connection until it closes or the
-// load stops, numbering requests from seq; it returns the next number.
+// load stops, numbering requests from seq; it returns the next number. A
+// batch is sent as soon as fewer than half of the last one's answers are
+// due (one request at a time: once its answer came), so that requests are
+// on their way whenever the server closes the connection.
 func (l *pipelinedLoad) connection(client string, seq, batch int) int {
 	conn, err := net.Dial("tcp", l.addr)
 	if err != nil {
@@ -258,60 +268,74 @@ func (l *pipelinedLoad) connection(client string, seq, batch int) int {
 	}
 	defer conn.Close()
 	br := bufio.NewReader(conn)
+	answered := false
+	closed := func(err error) int {
+		if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			l.resets.Add(1)
+			if !answered {
+				l.resetsUnanswered.Add(1)
+			}
+		}
+		l.closedEarly.Add(1)
+		return seq
+	}
+	var due []string // sent, not yet answered, in order
 	for {
-		select {
-		case <-l.stop:
-			return seq
-		default:
-		}
-		var reqs bytes.Buffer
-		ids := make([]string, batch)
-		for i := range ids {
-			ids[i] = client + strconv.Itoa(seq)
-			seq++
-			fmt.Fprintf(&reqs, "GET /p HTTP/1.1\r\nHost: %s\r\nX-Request-Id: %s\r\n\r\n", l.addr, ids[i])
-		}
-		_ = conn.SetWriteDeadline(time.Now().Add(l.bound))
-		if _, err := conn.Write(reqs.Bytes()); err != nil {
-			l.closedEarly.Add(1)
-			return seq
-		}
-		for i, id := range ids {
-			_ = conn.SetReadDeadline(time.Now().Add(l.bound))
-			resp, err := http.ReadResponse(br, nil)
-			var body []byte
-			if err == nil {
-				body, err = io.ReadAll(resp.Body)
-			}
-			var ne net.Error
-			switch {
-			case errors.As(err, &ne) && ne.Timeout():
-				l.fail("%s: neither an answer nor a close within %v, %d of %d pipelined requests answered", id, l.bound, i, batch)
-				return seq
-			case err != nil: // closed: the rest of the batch is unanswered
-				l.closedEarly.Add(1)
-				return seq
-			case string(body) != id:
-				l.fail("answer %q where %s's was due: wrong connection or order", body, id)
-				return seq
-			}
-			l.answered.Add(1)
-			l.mu.Lock()
-			l.answers[id] = true
-			l.mu.Unlock()
-			if resp.Close {
-				// The server said it closes: it must, at once, and run
-				// nothing more of what its client pipelined.
-				_ = conn.SetReadDeadline(time.Now().Add(l.bound))
-				n, err := br.Read(make([]byte, 1))
-				if n > 0 {
-					l.fail("%s: bytes after an answer with Connection: close", id)
-				} else if errors.As(err, &ne) && ne.Timeout() {
-					l.fail("%s: answered with Connection: close, not closed within %v", id, l.bound)
+		if len(due) <= batch/2 {
+			select {
+			case <-l.stop:
+				if len(due) == 0 {
+					return seq
 				}
-				l.closedEarly.Add(1)
-				return seq
+			default:
+				var reqs bytes.Buffer
+				for range batch {
+					id := client + strconv.Itoa(seq)
+					seq++
+					due = append(due, id)
+					fmt.Fprintf(&reqs, "GET /p HTTP/1.1\r\nHost: %s\r\nX-Request-Id: %s\r\n\r\n", l.addr, id)
+				}
+				_ = conn.SetWriteDeadline(time.Now().Add(l.bound))
+				if _, err := conn.Write(reqs.Bytes()); err != nil {
+					return closed(err)
+				}
 			}
+		}
+		id := due[0]
+		_ = conn.SetReadDeadline(time.Now().Add(l.bound))
+		resp, err := http.ReadResponse(br, nil)
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(resp.Body)
+		}
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			l.fail("%s: neither an answer nor a close within %v, %d pipelined requests unanswered", id, l.bound, len(due))
+			return seq
+		case err != nil: // closed: the rest is unanswered
+			return closed(err)
+		case string(body) != id:
+			l.fail("answer %q where %s's was due: wrong connection or order", body, id)
+			return seq
+		}
+		due = due[1:]
+		l.answered.Add(1)
+		answered = true
+		l.mu.Lock()
+		l.answers[id] = true
+		l.mu.Unlock()
+		if resp.Close {
+			// The server said it closes: it must, at once, and run
+			// nothing more of what its client pipelined.
+			_ = conn.SetReadDeadline(time.Now().Add(l.bound))
+			n, err := br.Read(make([]byte, 1))
+			if n > 0 {
+				l.fail("%s: bytes after an answer with Connection: close", id)
+			} else if errors.As(err, &ne) && ne.Timeout() {
+				l.fail("%s: answered with Connection: close, not closed within %v", id, l.bound)
+			}
+			return closed(err)
 		}
 	}
 }
@@ -354,7 +378,7 @@ func TestReloadUnderPipelinedLoad(t *testing.T) {
 	tc := startCaddy(t, nil, opts, site(0))
 	handedOff := counterValue(tc, "caddy_ha_reload_handed_off_connections_total")
 	load := startPipelinedLoad(tc.addr, []int{8, 8, 8, 8, 8, 8, 1, 1}, 5*time.Second)
-	const reloads = 6
+	const reloads = 6 // issue 26.4 asks for 5
 	for gen := 1; gen <= reloads; gen++ {
 		load.waitFor(t, 300)
 		tc.load(nil, opts, site(gen))
@@ -381,8 +405,20 @@ func TestReloadUnderPipelinedLoad(t *testing.T) {
 		t.Errorf("%d requests ran but their clients got no answer", unanswered)
 	}
 	handed := counterValue(tc, "caddy_ha_reload_handed_off_connections_total") - handedOff
-	t.Logf("%d answers, %d requests ran (%d of them unanswered), %d connections closed early, %v handed off, %d dials failed, %d reloads",
-		load.answered.Load(), len(ran), unanswered, load.closedEarly.Load(), handed, load.dialsFailed.Load(), reloads)
+	resets, queued := load.resets.Load(), int64(0)
+	if !httpcheck.MigratesAcceptQueue() {
+		queued = load.resetsUnanswered.Load()
+		resets -= queued
+	}
+	t.Logf("%d answers, %d requests ran (%d of them unanswered), %d connections closed early (%d reset, %d reset unanswered in an accept queue of a host with tcp_migrate_req=0), %v handed off, %d dials failed, %d reloads",
+		load.answered.Load(), len(ran), unanswered, load.closedEarly.Load(), resets, queued, handed, load.dialsFailed.Load(), reloads)
+	// Issue 26.4: a connection not handed on closes as net/http and
+	// HAProxy close one, lingering: its answers sent, then a half-close,
+	// then what the client still sends read and dropped, so that the
+	// client reads every answer and then EOF, never a reset.
+	if resets > 0 {
+		t.Errorf("%d connections were reset after their dial, want 0 (every one closed with a FIN after its last answer)", resets)
+	}
 	if load.closedEarly.Load() == 0 {
 		t.Error("no reload interrupted a connection: the test proves nothing")
 	}

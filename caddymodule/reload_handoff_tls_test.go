@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +23,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/testproc"
 )
 
 // tlsCaddy is Caddy in-process serving one site over TLS from its
@@ -158,10 +161,12 @@ const reloadHandoffServers = "listener_wrappers {\n\t\t\treload_handoff\n\t\t}\n
 
 // Five forced reloads of a TLS site (protocols h1, as the cluster's
 // frontend) while 32 kept-alive HTTPS clients POST back to back, and 8
-// more that pause between requests as browsers do: with reload_handoff no
+// more that pause between requests as browsers do, beside a CPU-bound job
+// (issue 26.5: 32 errors in one run of three so): with reload_handoff no
 // client sees an error, the backend ran no request twice, and no reload
 // waits on a connection. Stock Caddy, in the same run, fails clients' requests.
 func TestReloadOverTLSUnderKeptAliveLoad(t *testing.T) {
+	cpuBoundJob(t)
 	for _, tt := range []struct{ name, servers string }{
 		{"reload_handoff", reloadHandoffServers},
 		{"stock", "protocols h1"},
@@ -321,4 +326,17 @@ func TestReloadOverTLSKeepsNTLMBrowsersApart(t *testing.T) {
 	}
 	// A browser signs in once, and again at most once per reload.
 	checkServedOnOwnConns(t, c, 1+reloads)
+}
+
+// cpuBoundJob runs, until t ends, a process per CPU that only spins, as a
+// loaded CI machine's other jobs do.
+func cpuBoundJob(t *testing.T) {
+	for range runtime.NumCPU() {
+		spin := exec.Command("sh", "-c", "while :; do :; done")
+		spin.SysProcAttr = testproc.Attr(nil)
+		if err := spin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = spin.Process.Kill(); _ = spin.Wait() })
+	}
 }

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -76,7 +77,8 @@ type Conn struct {
 	// pipelined is set for good when an answer came after the client had
 	// sent more: the server may hold requests in its buffer.
 	pipelined bool
-	// toldClose is set when an answer announced the close.
+	// toldClose is set when an answer announced the close, or the server
+	// half-closed the connection (CloseWrite).
 	toldClose bool
 	// timedOut is set when a read of the server's timed out (its idle or
 	// read timeout, not its background read's end): net/http closes the
@@ -258,12 +260,66 @@ func (c *Conn) Close() error {
 	return c.handOffLocked()
 }
 
-// closeLocked closes c. c.mu must be held; closeLocked releases it.
+// closeLocked closes c: once its listener is closed (its server shuts
+// down), lingering (see lingerThenClose). c.mu must be held; closeLocked
+// releases it.
 func (c *Conn) closeLocked() error {
 	c.state = stateGone
 	c.mu.Unlock()
 	c.ln.left(false)
+	if c.ln.isClosed() {
+		return c.lingerThenClose()
+	}
 	return c.Conn.Close()
+}
+
+// Bounds of a lingering close: net/http's own wait before it closes a
+// connection whose client may still be sending (rstAvoidanceDelay), and
+// what is read meanwhile.
+const (
+	lingerFor   = 500 * time.Millisecond
+	lingerBytes = 1 << 20
+)
+
+// closeWriter is a connection that can half-close: TCP (a FIN), TLS (its
+// close_notify alert).
+type closeWriter interface{ CloseWrite() error }
+
+// lingerThenClose closes c as HAProxy and net/http close a connection
+// whose client may still be sending (pipelined requests on their way as
+// the server shuts down): everything written goes out, then a half-close,
+// then what the client still sends is read and dropped until it closes
+// its side, for at most lingerFor and lingerBytes, and only then the
+// connection closes. A socket closed with bytes unread answers them with
+// a reset, which can destroy answers the client has not read yet; so the
+// client reads every answer, then EOF. The wait runs on its own
+// goroutine, bounded, so that the server's close returns at once.
+func (c *Conn) lingerThenClose() error {
+	cw, ok := c.Conn.(closeWriter)
+	if !ok || cw.CloseWrite() != nil {
+		return c.Conn.Close()
+	}
+	go func() {
+		defer c.Conn.Close()
+		defer c.ln.registry.recoverPanic()
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
+		_, _ = io.CopyN(io.Discard, c.Conn, lingerBytes)
+	}()
+	return nil
+}
+
+// CloseWrite half-closes the connection while it is its server's (net/http
+// does before a close when its client may still be sending); it can no
+// longer be handed off then.
+func (c *Conn) CloseWrite() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cw, ok := c.Conn.(closeWriter)
+	if c.state != stateOpen || !ok {
+		return net.ErrClosed
+	}
+	c.toldClose = true
+	return cw.CloseWrite()
 }
 
 // unpark ends a parked c's wait: it is handed off if its listener has

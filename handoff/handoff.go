@@ -42,7 +42,8 @@ type Registry struct {
 	// that closes instead of being handed off (see Conn).
 	Closed func()
 	// Panicked, if set, is told of a panic in a Listener's accept loop (a
-	// listener that panicked accepts nothing more).
+	// listener that panicked accepts nothing more) or in a connection's
+	// lingering close (see Conn.Close).
 	Panicked func(v any, stack []byte)
 	// Drained, if set, is told once of each closed Listener whose
 	// connections are all gone, handed off or closed.

@@ -45,11 +45,7 @@ type accepted struct {
 // acceptLoop accepts from the wrapped listener until it fails for good or
 // l is closed, so that Accept can also wait for handed-off connections.
 func (l *Listener) acceptLoop() {
-	defer func() {
-		if v := recover(); v != nil && l.registry.Panicked != nil {
-			l.registry.Panicked(v, debug.Stack())
-		}
-	}()
+	defer l.registry.recoverPanic()
 	for {
 		conn, err := l.Listener.Accept()
 		select {
@@ -64,6 +60,14 @@ func (l *Listener) acceptLoop() {
 		if ne, ok := err.(net.Error); err != nil && !(ok && ne.Timeout()) {
 			return // closed or broken: Accept has returned the error
 		}
+	}
+}
+
+// recoverPanic, deferred by the goroutines of r's listeners and
+// connections, tells r of a panic.
+func (r *Registry) recoverPanic() {
+	if v := recover(); v != nil && r.Panicked != nil {
+		r.Panicked(v, debug.Stack())
 	}
 }
 
