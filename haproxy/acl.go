@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -57,7 +56,11 @@ func aclExpression(words []string, l Line) (string, error) {
 					return "", refuse(l, "src %s: want an address or a CIDR range", v)
 				}
 			}
-			alts = append(alts, "remote_ip("+strconv.Quote(v)+")") // the connection's peer, as HAProxy's src
+			lit, err := celString(v, l.envs)
+			if err != nil {
+				return "", refuseValue(l, fetch, v, err)
+			}
+			alts = append(alts, "remote_ip("+lit+")") // the connection's peer, as HAProxy's src
 		}
 		return join(alts, " || "), nil
 	case fetch == "hdr(host)" || fetch == "hdr_beg(host)":
@@ -80,18 +83,19 @@ func aclExpression(words []string, l Line) (string, error) {
 		case fold:
 			v = strings.ToLower(v)
 		}
-		if strings.Contains(v, "`") {
-			return "", refuse(l, "a value with a backquote is not translated")
-		}
 		if test == "matches" {
 			if _, err := regexp.Compile(v); err != nil {
 				return "", refuse(l, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
 			}
 		}
+		lit, err := celString(v, l.envs)
+		if err != nil {
+			return "", refuseValue(l, fetch, v, err)
+		}
 		if test == "==" {
-			alts = append(alts, subject+" == "+strconv.Quote(v))
+			alts = append(alts, subject+" == "+lit)
 		} else {
-			alts = append(alts, subject+"."+test+"("+strconv.Quote(v)+")")
+			alts = append(alts, subject+"."+test+"("+lit+")")
 		}
 	}
 	return join(alts, " || "), nil

@@ -61,7 +61,15 @@ func returnDirective(words []string, l Line) ([]string, error) {
 	if ctype == "" {
 		return []string{"respond" + matcherMark + " " + status}, nil
 	}
-	return []string{"header" + matcherMark + " Content-Type " + caddyToken(ctype), "respond" + matcherMark + " " + caddyToken(body) + " " + status}, nil
+	ctypeTok, err := literalToken(ctype, l.envs)
+	if err != nil {
+		return nil, refuseValue(l, "content-type", ctype, err)
+	}
+	bodyTok, err := literalToken(body, l.envs)
+	if err != nil {
+		return nil, refuseValue(l, "string", body, err)
+	}
+	return []string{"header" + matcherMark + " Content-Type " + ctypeTok, "respond" + matcherMark + " " + bodyTok + " " + status}, nil
 }
 
 // redirectDirective is a redirect rule's location, prefix or scheme with
@@ -75,14 +83,18 @@ func redirectDirective(words []string, l Line) ([]string, error) {
 	if strings.Contains(v, "%[") {
 		return nil, refuse(l, "log-format expressions are not translated yet")
 	}
+	lit, err := withEnv(v, l.envs, escapeLiteral)
+	if err != nil {
+		return nil, refuseValue(l, kind, v, err)
+	}
 	var to string
 	switch kind {
 	case "location":
-		to = v
+		to = lit
 	case "prefix":
-		to = strings.TrimSuffix(v, "/") + "{uri}"
+		to = strings.TrimSuffix(lit, "/") + "{uri}"
 	case "scheme":
-		to = v + "://{hostport}{uri}"
+		to = lit + "://{hostport}{uri}"
 	default:
 		return nil, refuse(l, "redirect %s is not translated yet", kind)
 	}
@@ -99,7 +111,11 @@ func redirectDirective(words []string, l Line) ([]string, error) {
 	default:
 		return nil, refuse(l, "code %s: HAProxy redirects with 301, 302, 303, 307 or 308", code)
 	}
-	return []string{"redir" + matcherMark + " " + caddyToken(to) + " " + code}, nil
+	toTok, err := quoteToken(to)
+	if err != nil {
+		return nil, refuseValue(l, kind, v, err)
+	}
+	return []string{"redir" + matcherMark + " " + toTok + " " + code}, nil
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {
@@ -187,8 +203,8 @@ func (p errorPage) write(c *caddyfile) {
 	c.comment(p.line, "")
 	c.open("handle_errors %s", p.line.Words[1])
 	for _, h := range p.headers {
-		c.line("header %s %s", caddyToken(h[0]), caddyToken(h[1]))
+		c.line("header %s %s", c.name(h[0]), c.literal(h[1]))
 	}
-	c.line("respond %s %s", caddyToken(p.body), p.status)
+	c.line("respond %s %s", c.literal(p.body), p.status)
 	c.close()
 }

@@ -331,7 +331,11 @@ func (be *backend) lbPolicy() (string, error) {
 		return p, nil
 	}
 	if strings.HasPrefix(algo, "hdr(") && strings.HasSuffix(algo, ")") && len(algo) > 5 && len(l.Words) == 2 {
-		return "header " + caddyToken(algo[4:len(algo)-1]), nil
+		name, err := nameToken(algo[4:len(algo)-1], l.envs)
+		if err != nil {
+			return "", refuseValue(l, "balance hdr", algo, err)
+		}
+		return "header " + name, nil
 	}
 	// random(<draws>): the least loaded of that many servers drawn at
 	// random (2 by default, the power of two choices), as Caddy's
@@ -525,7 +529,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		}
 		tls, lo = t, l
 		c.comment(s.line, strings.Join(notes, "; "))
-		addrs = append(addrs, s.addr)
+		addrs = append(addrs, c.plainOf(s.line, s.addr))
 	}
 	for _, l := range []*Line{be.balance, be.hashType} {
 		switch {
@@ -562,7 +566,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		c.line("header_up -X-Forwarded-Host")
 	}
 	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
-		c.line("header_up +%s {remote_host}", caddyToken(forwardForHeader(*ff)))
+		c.line("header_up +%s {remote_host}", c.name(forwardForHeader(*ff)))
 	}
 	if fe.plainForwardFor {
 		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain); X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
@@ -612,10 +616,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 			c.line("tls_insecure_skip_verify")
 		}
 		if tls.serverName != "" {
-			c.line("tls_server_name %s", caddyToken(tls.serverName))
+			c.line("tls_server_name %s", c.plain(tls.serverName))
 		}
 		if tls.ca != "" {
-			c.line("tls_trust_pool file %s", caddyToken(tls.ca))
+			c.line("tls_trust_pool file %s", c.plain(tls.ca))
 		}
 	}
 	switch tls.alpn {
@@ -650,11 +654,11 @@ func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
 	if meth == "" {
 		meth = "OPTIONS"
 	}
-	c.line("health_uri %s", caddyToken(uri))
-	c.line("health_method %s", caddyToken(meth))
+	c.line("health_uri %s", c.plain(uri))
+	c.line("health_method %s", c.name(meth))
 	if be.checkHost != "" {
 		c.open("health_headers")
-		c.line("Host %s", caddyToken(be.checkHost))
+		c.line("Host %s", c.plain(be.checkHost))
 		c.close()
 	}
 	status := "2xx 3xx"
@@ -772,11 +776,11 @@ func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
 			}
 		}
 	}
-	dials := make([]string, len(backups))
-	for i, s := range backups {
-		dials[i] = s.addr
-	}
 	return func(c *caddyfile, key string) {
+		dials := make([]string, len(backups))
+		for i, s := range backups {
+			dials[i] = c.plainOf(s.line, s.addr)
+		}
 		if be.allBackups != nil {
 			c.comment(*be.allBackups, "")
 		}
@@ -839,7 +843,7 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 		// backup that is up sends to it, as in HAProxy.
 		l := *be.cookie
 		c.comment(l, "")
-		name := caddyToken(l.Words[1])
+		name := c.name(l.Words[1])
 		c.open("lb_policy cookie %s", name)
 		writeSelection(c, "fallback")
 		c.close()
@@ -866,10 +870,10 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 	}
 	c.open("lb_policy leader")
 	if be.checkURI != LeaderPath && be.checkURI != "" {
-		c.line("uri %s", caddyToken(be.checkURI))
+		c.line("uri %s", c.plain(be.checkURI))
 	}
 	if be.checkHost != "" {
-		c.line("host %s", caddyToken(be.checkHost))
+		c.line("host %s", c.plain(be.checkHost))
 	}
 	if lo.interval != "" {
 		c.line("interval %s", lo.interval)

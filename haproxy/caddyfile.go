@@ -7,10 +7,15 @@ import (
 )
 
 // caddyfile writes a Caddyfile: blocks with tab indentation, and each
-// HAProxy line as a comment above what it became.
+// HAProxy line as a comment above what it became. Every value of the
+// HAProxy configuration it writes goes through literal, plain or name
+// (token.go); one that no token carries exactly is the error of the line
+// being written (the last commented), which translate returns.
 type caddyfile struct {
 	b     strings.Builder
 	depth int
+	at    Line  // the HAProxy line being written
+	err   error // the first value that no token carries
 }
 
 func (c *caddyfile) line(format string, args ...any) {
@@ -19,14 +24,15 @@ func (c *caddyfile) line(format string, args ...any) {
 	c.b.WriteByte('\n')
 }
 
-// comment keeps an HAProxy line, and a note on what became of it; a
-// stats auth password is redacted.
+// comment keeps an HAProxy line, as written, and a note on what became
+// of it (see Line.Source for what is redacted).
 func (c *caddyfile) comment(l Line, note string) {
-	text := "# " + l.Pos.String() + ": " + joinWords(redacted(l.Words))
+	c.at = l
+	text := "# " + l.Pos.String() + ": " + l.source()
 	if note != "" {
-		text += "  (" + note + ")"
+		text += "  (" + l.redactEnv(note) + ")"
 	}
-	c.line("%s", text)
+	c.line("%s", commentText(text))
 }
 
 func (c *caddyfile) open(format string, args ...any) {
@@ -43,24 +49,54 @@ func (c *caddyfile) close() {
 	c.line("}")
 }
 
-// joinWords writes words back as one line, quoting those that need it,
-// so that a comment shows what HAProxy read.
-func joinWords(words []string) string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		if w == "" || strings.ContainsAny(w, " \t\"'#\\\n\r") {
-			w = strconv.Quote(w)
-		}
-		out[i] = w
+// token is tok, or on err the line's refusal (the first is kept).
+func (c *caddyfile) token(tok string, err error, v string) string {
+	if err != nil && c.err == nil {
+		c.err = refuseValue(c.at, "the value", v, err)
 	}
-	return strings.Join(out, " ")
+	return tok
 }
 
-// caddyToken is w as one Caddyfile token: as it is where it can be, else
-// in double quotes (in which the Caddyfile reads only \" as an escape).
-func caddyToken(w string) string {
-	if w != "" && !strings.ContainsAny(w, " \t\"'{}#\\\n\r`") {
-		return w
+// literal is literalToken(v) (a value Caddy's replacer reads) of the line
+// being written.
+func (c *caddyfile) literal(v string) string {
+	tok, err := literalToken(v, c.at.envs)
+	return c.token(tok, err, v)
+}
+
+// plain is plainToken(v) (a value Caddy takes as written) of the line
+// being written.
+func (c *caddyfile) plain(v string) string { return c.plainOf(c.at, v) }
+
+// plainOf is plainToken(v) of line l (one written before, whose value
+// this is).
+func (c *caddyfile) plainOf(l Line, v string) string {
+	tok, err := plainToken(v, l.envs)
+	if err != nil && c.err == nil {
+		c.err = refuseValue(l, "the value", v, err)
 	}
-	return `"` + strings.ReplaceAll(w, `"`, `\"`) + `"`
+	return tok
+}
+
+// name is nameToken(v) (an HTTP field or cookie name).
+func (c *caddyfile) name(v string) string {
+	tok, err := nameToken(v, c.at.envs)
+	return c.token(tok, err, v)
+}
+
+// plains is plain of each of words.
+func (c *caddyfile) plains(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = c.plain(w)
+	}
+	return out
+}
+
+// quotedValue shows v in a message: quoted, and shortened when long.
+func quotedValue(v string) string {
+	if len(v) > 60 {
+		v = v[:60] + "…"
+	}
+	return strconv.Quote(v)
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -23,12 +25,98 @@ type Section struct {
 	Args  []string
 	Pos   Position
 	Lines []Line
+	head  Line // its first line, as read
 }
 
 // Line is one setting: its words, the keyword first.
 type Line struct {
 	Pos   Position
 	Words []string
+	// Source is each word as the file wrote it (quotes, escapes and
+	// ${NAME} as they are), Env whether it took a value from the
+	// environment; both nil for a line made by the translation.
+	Source []string
+	Env    []bool
+	envs   []envUse // the environment's variables it read
+}
+
+// source is the line as a comment shows it: as written, so that no value
+// of the environment shows, and with passwords redacted (stats auth, a
+// userlist's password and insecure-password).
+func (l Line) source() string {
+	shown := l.Source
+	if len(shown) != len(l.Words) {
+		shown = make([]string, len(l.Words))
+		for i, w := range l.Words {
+			shown[i] = shownWord(w)
+		}
+	}
+	shown = slices.Clone(shown)
+	if i := secretWord(l.Words); i > 0 {
+		if l.Words[0] == "stats" {
+			if user, _, ok := strings.Cut(l.Words[i], ":"); ok && !l.fromEnv(i) {
+				shown[i] = shownWord(user) + ":<redacted>"
+				return strings.Join(shown, " ")
+			}
+		}
+		shown[i] = "<redacted>"
+	}
+	return strings.Join(shown, " ")
+}
+
+// shownKeyword is the line's first two words, as a message names the
+// line: a word that took a value from the environment as written.
+func (l Line) shownKeyword() string {
+	n := min(2, len(l.Words))
+	shown := slices.Clone(l.Words[:n])
+	for i := range shown {
+		if l.fromEnv(i) {
+			shown[i] = l.Source[i]
+		}
+	}
+	return strings.Join(shown, " ")
+}
+
+// redactEnv is s with each value of the environment that l read written
+// as l wrote its reference (${NAME}), for messages and notes about l.
+func (l Line) redactEnv(s string) string {
+	for _, u := range l.envs {
+		if u.value != "" {
+			s = strings.ReplaceAll(s, u.value, u.haproxy)
+		}
+	}
+	return s
+}
+
+// fromEnv reports whether word i took a value from the environment.
+func (l Line) fromEnv(i int) bool { return i < len(l.Env) && l.Env[i] }
+
+// usesEnv reports whether any word took a value from the environment: no
+// message shows such a line's values.
+func (l Line) usesEnv() bool { return slices.Contains(l.Env, true) }
+
+// secretWord is the index of the word of words that is a password, 0 if
+// none: stats auth <user>:<password>, and a userlist's user <name>
+// password|insecure-password <password>.
+func secretWord(words []string) int {
+	switch {
+	case len(words) >= 3 && words[0] == "stats" && words[1] == "auth":
+		return 2
+	case len(words) >= 4 && words[0] == "user":
+		if i := slices.IndexFunc(words, func(w string) bool { return w == "password" || w == "insecure-password" }); i > 0 && i+1 < len(words) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// shownWord writes a word made by the translation back as HAProxy would
+// read it, quoting it if it needs it.
+func shownWord(w string) string {
+	if w == "" || strings.ContainsAny(w, " \t\"'#\\\n\r$") {
+		return strconv.Quote(w)
+	}
+	return w
 }
 
 // sectionKinds are the keywords that begin a section.
@@ -82,14 +170,14 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 		logical.WriteString(text)
 		line := logical.String()
 		logical.Reset()
-		words, err := splitWords(line, start, getenv)
+		words, err := lexWords(line, start, getenv)
 		if err != nil {
 			return nil, withKeyword(err, line)
 		}
-		if len(words) == 0 {
+		if len(words.text) == 0 {
 			continue
 		}
-		if err := cfg.add(Line{Pos: start, Words: words}); err != nil {
+		if err := cfg.add(Line{Pos: start, Words: words.text, Source: words.source, Env: words.env, envs: words.uses}); err != nil {
 			return nil, err
 		}
 	}
@@ -136,7 +224,7 @@ func (c *Config) add(l Line) error {
 		s.Lines = append(s.Lines, l)
 		return nil
 	}
-	s := &Section{Kind: kind, Pos: l.Pos}
+	s := &Section{Kind: kind, Pos: l.Pos, head: l}
 	args := l.Words[1:]
 	if proxyKinds[kind] {
 		if i := indexOf(args, "from"); i >= 0 {
@@ -214,6 +302,9 @@ func (c *Config) DefaultsOf(s *Section) *Section {
 // line is the section's first line as written: its keyword, name,
 // arguments and "from".
 func (s *Section) line() Line {
+	if s.head.Words != nil {
+		return s.head
+	}
 	words := []string{s.Kind}
 	if s.Name != "" {
 		words = append(words, s.Name)

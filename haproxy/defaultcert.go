@@ -41,8 +41,8 @@ func (t *translator) writeDefaultSNI(frontends []*frontend) {
 					what = fmt.Sprintf("HAProxy's default certificate is the first crt's, %s; with several crt files, Caddy serves a client whose SNI names none of them, or that sends none, one of them in no set order (each file's tls directive selects among the files, before default_sni)", path)
 				}
 				t.out.comment(b.line, what)
-				t.out.line("default_sni %s", caddyToken(name))
-				t.out.line("fallback_sni %s", caddyToken(name))
+				t.out.line("default_sni %s", t.out.plain(name))
+				t.out.line("fallback_sni %s", t.out.plain(name))
 				continue
 			}
 			if firstPath := resolve(t.global.crtBase, first.crts[0]); path != firstPath {

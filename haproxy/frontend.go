@@ -88,11 +88,11 @@ func (h headerRule) write(c *caddyfile, directive string) {
 	c.comment(h.line, "")
 	switch h.op {
 	case "del-header":
-		c.line("%s -%s", directive, caddyToken(h.name))
+		c.line("%s -%s", directive, c.name(h.name))
 	case "set-header":
-		c.line("%s %s %s", directive, caddyToken(h.name), caddyToken(h.v))
+		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
 	case "add-header":
-		c.line("%s +%s %s", directive, caddyToken(h.name), caddyToken(h.v))
+		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
 	}
 }
 
@@ -520,10 +520,10 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			crt = &fe.binds[i]
 		}
 		host, port, _ := net.SplitHostPort(b.addr)
-		g.addrs = append(g.addrs, scheme+":"+port)
+		g.addrs = append(g.addrs, c.plainOf(b.line, scheme+":"+port))
 		if host != "" {
 			hosts = append(hosts, host)
-			g.hosts = append(g.hosts, host)
+			g.hosts = append(g.hosts, c.plainOf(b.line, host))
 		} else if len(hosts) > 0 {
 			return refuse(b.line, "binds on every address and on %s in one frontend are not translated yet", hosts[0])
 		}

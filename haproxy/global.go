@@ -170,7 +170,7 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 	if len(dirs) > 0 {
 		// Every PEM bundle (certificate and key) in the directories.
 		c.open("tls")
-		c.line("load %s", strings.Join(mapTokens(dirs), " "))
+		c.line("load %s", strings.Join(c.plains(dirs), " "))
 		for _, d := range settings {
 			c.line("%s", d)
 		}
@@ -181,24 +181,16 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 		// HAProxy's crt file holds the certificate and its key: Caddy
 		// reads each from the same file.
 		if len(settings) == 0 {
-			c.line("tls %s %s", caddyToken(path), caddyToken(path))
+			c.line("tls %s %s", c.plain(path), c.plain(path))
 			continue
 		}
-		c.open("tls %s %s", caddyToken(path), caddyToken(path))
+		c.open("tls %s %s", c.plain(path), c.plain(path))
 		for _, d := range settings {
 			c.line("%s", d)
 		}
 		c.close()
 	}
 	return nil
-}
-
-func mapTokens(words []string) []string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		out[i] = caddyToken(w)
-	}
-	return out
 }
 
 // writeUnusedDefaults writes, as comments, each defaults section that no

@@ -48,14 +48,42 @@ func errAt(pos Position, format string, args ...any) *Error {
 // error, since HAProxy would run with an empty value where a setting was
 // meant. An empty quoted word ("") is a word.
 func splitWords(line string, pos Position, getenv func(string) (string, bool)) ([]string, error) {
-	var words []string
+	w, err := lexWords(line, pos, getenv)
+	return w.text, err
+}
+
+// words are a line's words as HAProxy reads them (text), as the line wrote
+// them (source: quotes, escapes and ${NAME} references as they are), and
+// whether each took a value from the environment.
+type words struct {
+	text, source []string
+	env          []bool
+	uses         []envUse
+}
+
+// envUse is a variable of the environment a line read: its reference as
+// HAProxy wrote it, as Caddy's Caddyfile writes it, and its value.
+type envUse struct {
+	haproxy, caddy, value string
+}
+
+// lexWords is splitWords, keeping each word's source.
+func lexWords(line string, pos Position, getenv func(string) (string, bool)) (words, error) {
+	var out words
 	var word strings.Builder
-	inWord := false
-	end := func() {
+	inWord, fromEnv, start := false, false, 0
+	end := func(at int) {
 		if inWord {
-			words = append(words, word.String())
+			out.text = append(out.text, word.String())
+			out.source = append(out.source, line[start:at])
+			out.env = append(out.env, fromEnv)
 			word.Reset()
-			inWord = false
+			inWord, fromEnv = false, false
+		}
+	}
+	begin := func(at int) {
+		if !inWord {
+			start, inWord = at, true
 		}
 	}
 	const (
@@ -75,48 +103,54 @@ func splitWords(line string, pos Position, getenv func(string) (string, bool)) (
 			}
 		case c == '\\':
 			if i+1 >= len(line) {
-				return nil, errAt(pos, "a backslash ends the line with nothing to escape")
+				return out, errAt(pos, "a backslash ends the line with nothing to escape")
 			}
 			n, s, err := escape(line[i+1:], quote == weak)
 			if err != nil {
-				return nil, errAt(pos, "%v", err)
+				return out, errAt(pos, "%v", err)
 			}
+			begin(i)
 			word.WriteString(s)
-			inWord = true
 			i += n
 		case quote == weak && c == '"':
 			quote = unquoted
 		case quote == weak && c == '$':
-			n, s, err := expand(line[i+1:], getenv)
+			n, s, use, err := expand(line[i+1:], getenv)
 			if err != nil {
-				return nil, errAt(pos, "%v", err)
+				return out, errAt(pos, "%v", err)
 			}
 			word.WriteString(s)
+			if n > 0 {
+				fromEnv = true
+				out.uses = append(out.uses, use)
+			}
 			i += n
 		case quote == weak:
 			word.WriteByte(c)
 		case c == '"':
-			quote, inWord = weak, true
+			begin(i)
+			quote = weak
 		case c == '\'':
-			quote, inWord = strong, true
+			begin(i)
+			quote = strong
 		case c == '#':
-			end()
-			return words, nil
+			end(i)
+			return out, nil
 		case c == ' ' || c == '\t':
-			end()
+			end(i)
 		default:
+			begin(i)
 			word.WriteByte(c)
-			inWord = true
 		}
 	}
 	switch quote {
 	case weak:
-		return nil, errAt(pos, "a double quote is not closed")
+		return out, errAt(pos, "a double quote is not closed")
 	case strong:
-		return nil, errAt(pos, "a single quote is not closed")
+		return out, errAt(pos, "a single quote is not closed")
 	}
-	end()
-	return words, nil
+	end(len(line))
+	return out, nil
 }
 
 // escape reads the escape sequence at the start of s (after its
@@ -153,10 +187,10 @@ func escape(s string, weak bool) (int, string, error) {
 }
 
 // expand reads the variable reference at the start of s (after its '$')
-// and returns how many bytes it took and its value.
-func expand(s string, getenv func(string) (string, bool)) (int, string, error) {
+// and returns how many bytes it took, its value and the use.
+func expand(s string, getenv func(string) (string, bool)) (int, string, envUse, error) {
 	if s == "" {
-		return 0, "$", nil
+		return 0, "$", envUse{}, nil
 	}
 	if s[0] != '{' {
 		n := 0
@@ -164,22 +198,22 @@ func expand(s string, getenv func(string) (string, bool)) (int, string, error) {
 			n++
 		}
 		if n == 0 {
-			return 0, "$", nil // a lone dollar is kept
+			return 0, "$", envUse{}, nil // a lone dollar is kept
 		}
 		v, ok := getenv(s[:n])
 		if !ok {
-			return 0, "", fmt.Errorf("environment variable %s is not set", s[:n])
+			return 0, "", envUse{}, fmt.Errorf("environment variable %s is not set", s[:n])
 		}
-		return n, v, nil
+		return n, v, envUse{haproxy: "$" + s[:n], caddy: "{$" + s[:n] + "}", value: v}, nil
 	}
 	closeAt := strings.IndexByte(s, '}')
 	if closeAt < 0 {
-		return 0, "", fmt.Errorf(`"${" is not closed`)
+		return 0, "", envUse{}, fmt.Errorf(`"${" is not closed`)
 	}
 	ref := s[1:closeAt]
 	name, def, hasDefault := strings.Cut(ref, "-")
 	if name == "" || !validName(name) {
-		return 0, "", fmt.Errorf("%q is not an environment variable name", ref)
+		return 0, "", envUse{}, fmt.Errorf("%q is not an environment variable name", ref)
 	}
 	v, ok := getenv(name)
 	switch {
@@ -187,9 +221,13 @@ func expand(s string, getenv func(string) (string, bool)) (int, string, error) {
 	case hasDefault:
 		v = def
 	default:
-		return 0, "", fmt.Errorf("environment variable %s is not set", name)
+		return 0, "", envUse{}, fmt.Errorf("environment variable %s is not set", name)
 	}
-	return closeAt + 1, v, nil
+	use := envUse{haproxy: "${" + ref + "}", caddy: "{$" + name + "}", value: v}
+	if hasDefault {
+		use.caddy = "{$" + name + ":" + def + "}"
+	}
+	return closeAt + 1, v, use, nil
 }
 
 func validName(s string) bool {

@@ -152,7 +152,7 @@ func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
 	if net, ok := strings.CutPrefix(lt.output, "net "); ok {
 		// HAProxy starts without its syslog socket; Caddy then writes to
 		// stderr until it can reach it.
-		c.open("output net %s", caddyToken(net))
+		c.open("output net %s", c.plain(net))
 		c.line("soft_start")
 		c.close()
 	} else {
@@ -162,7 +162,7 @@ func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
 	case "syslog":
 		c.open("format syslog")
 		c.line("facility %s", lt.facility)
-		c.line("tag %s", caddyToken(tag))
+		c.line("tag %s", c.plain(tag))
 		c.close()
 	case "journald":
 		c.line("format journald")

@@ -71,7 +71,7 @@ func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
 	c.open("listener_wrappers")
 	if fe.maxconn != nil {
 		c.open("max_connections %s", arg(*fe.maxconn, 1))
-		c.line("group %s", caddyToken(fe.section.Kind+"/"+fe.section.Name))
+		c.line("group %s", c.plain(fe.section.Kind+"/"+fe.section.Name))
 		c.close()
 	}
 	if global != nil {

@@ -98,8 +98,8 @@ func (fe *frontend) rateLimitDirective(words []string, limit int, l Line) ([]str
 	}
 	return []string{
 		"edge_rate_limit" + matcherMark + " {",
-		"\tzone " + caddyToken(fe.section.Name) + " {",
-		"\t\tkey {remote_host}", // HAProxy's src: the connection's peer
+		"\tzone " + fe.section.Name + " {", // letters, digits, _ and - only (above)
+		"\t\tkey {remote_host}",            // HAProxy's src: the connection's peer
 		"\t\tevents " + strconv.Itoa(limit),
 		"\t\twindow " + fe.ratePeriod,
 		"\t\tsliding", // as HAProxy's rate, over the last period

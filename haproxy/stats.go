@@ -240,9 +240,9 @@ func (p *statsPage) write(c *caddyfile) {
 		statsMatcher, strconv.Quote(p.uri))
 	c.open("handle %s", statsMatcher)
 	if len(p.users) > 0 {
-		c.open("basic_auth bcrypt %s", caddyToken(p.realm))
+		c.open("basic_auth bcrypt %s", c.plain(p.realm))
 		for _, u := range p.users {
-			c.line("%s %s", caddyToken(u.name), u.hash)
+			c.line("%s %s", c.plain(u.name), u.hash)
 		}
 		c.close()
 	}
@@ -250,22 +250,6 @@ func (p *statsPage) write(c *caddyfile) {
 	c.line("refresh %s", p.refresh)
 	c.close()
 	c.close()
-}
-
-// redacted are a line's words as a comment shows them: a stats auth
-// password is replaced, so that the Caddyfile holds only its hash.
-func redacted(words []string) []string {
-	if len(words) < 3 || words[0] != "stats" || words[1] != "auth" {
-		return words
-	}
-	out := slices.Clone(words)
-	user, _, ok := strings.Cut(words[2], ":")
-	if ok {
-		out[2] = user + ":<redacted>"
-	} else {
-		out[2] = "<redacted>"
-	}
-	return out
 }
 
 // frontendSetting takes a stats or maxconn line in a backend. HAProxy

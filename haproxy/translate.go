@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +18,16 @@ import (
 func Translate(cfg *Config) (string, error) {
 	t := &translator{cfg: cfg}
 	if err := t.translate(); err != nil {
-		return "", cfg.named(err)
+		return "", cfg.redacted(cfg.named(err))
 	}
-	return t.out.b.String(), nil
+	if t.out.err != nil {
+		return "", cfg.redacted(cfg.named(t.out.err))
+	}
+	out := t.out.b.String()
+	if err := cfg.checkNoEnvValue(out); err != nil {
+		return "", err
+	}
+	return out, nil
 }
 
 // named makes a refusal name the keyword of its line: one whose text
@@ -38,6 +46,41 @@ func (c *Config) named(err error) error {
 }
 
 // lineAt is the line (a setting, or a section's first line) at pos.
+// redacted is err with the values of the environment its line read
+// written as the line wrote them (${NAME}).
+func (c *Config) redacted(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	if l, ok := c.lineAt(e.Pos); ok && len(l.envs) > 0 {
+		return &Error{Pos: e.Pos, Msg: l.redactEnv(e.Msg)}
+	}
+	return err
+}
+
+// minCheckedEnvValue is the shortest value of the environment that
+// checkNoEnvValue looks for: shorter ones (a port, a count) are found by
+// chance in any Caddyfile, and are not secrets.
+const minCheckedEnvValue = 6
+
+// checkNoEnvValue refuses a translation that holds a value of the
+// environment as it is: every one the translation needs is written as
+// Caddy's {$NAME} (withEnv), so one found is a value that went out some
+// other way, and would be in a file people commit.
+func (c *Config) checkNoEnvValue(out string) error {
+	for _, s := range c.Sections {
+		for _, l := range append([]Line{s.head}, s.Lines...) {
+			for _, u := range l.envs {
+				if len(u.value) >= minCheckedEnvValue && strings.Contains(out, u.value) {
+					return refuse(l, "the value of %s would be in the translation as it is: this use of the environment is not translated (write the value, or ask for it in the Caddyfile as {$NAME})", u.haproxy)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 func (c *Config) lineAt(pos Position) (Line, bool) {
 	for _, s := range c.Sections {
 		if s.Pos == pos {
@@ -259,9 +302,22 @@ func hostPort(a string, pos Position) (string, error) {
 	if host == "*" {
 		host = ""
 	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() != "" || err != nil && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
+		return "", errAt(pos, "%q: want an IP address (without a zone) or a host name (letters, digits, '.', '-' and '_') before the port", a)
+	}
 	return net.JoinHostPort(host, port), nil
 }
 
 func refuse(l Line, why string, args ...any) error {
-	return errAt(l.Pos, "%s: %s", strings.Join(l.Words[:min(2, len(l.Words))], " "), fmt.Sprintf(why, args...))
+	return errAt(l.Pos, "%s: %s", l.shownKeyword(), fmt.Sprintf(why, args...))
+}
+
+// refuseValue refuses l because no Caddyfile token carries v, the value of
+// what, exactly; a line that took a value from the environment is not
+// quoted, so that no message shows it.
+func refuseValue(l Line, what, v string, err error) error {
+	if l.usesEnv() {
+		return refuse(l, "%s (a value from the environment) cannot be carried by a Caddyfile exactly: %v", what, err)
+	}
+	return refuse(l, "%s %s cannot be carried by a Caddyfile exactly: %v", what, quotedValue(v), err)
 }

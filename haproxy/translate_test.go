@@ -46,11 +46,11 @@ func checkGolden(t *testing.T, file string) {
 		t.Errorf("the translation differs from %s (go test -update rewrites it):\n%s", golden, got)
 	}
 	for _, s := range cfg.Sections {
-		if !strings.Contains(got, "# "+s.Pos.String()+": "+joinWords(s.line().Words)) {
+		if !strings.Contains(got, "# "+s.Pos.String()+": "+commentText(s.line().source())) {
 			t.Errorf("section %s %s at %s is not kept as a comment", s.Kind, s.Name, s.Pos)
 		}
 		for _, l := range s.Lines {
-			if !strings.Contains(got, "# "+l.Pos.String()+": "+joinWords(redacted(l.Words))) {
+			if !strings.Contains(got, "# "+l.Pos.String()+": "+commentText(l.source())) {
 				t.Errorf("line %s is not kept as a comment", l.Pos)
 			}
 		}
