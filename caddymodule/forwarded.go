@@ -97,7 +97,7 @@ type Forwarded struct {
 	own, cloudflare caddyhttp.IPRangeSource
 	proxy           forwarded.Proxy // its Trusted is set per request
 	stripper        *forwarded.Stripper
-	servers         *sync.Map       // *caddyhttp.Server → caddyhttp.IPRangeSource (may be nil)
+	servers         *sync.Map // *caddyhttp.Server → caddyhttp.IPRangeSource (may be nil)
 	logger          *zap.Logger
 }
 

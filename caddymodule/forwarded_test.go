@@ -515,7 +515,9 @@ func TestForwardedStripsEveryClaim(t *testing.T) {
 		{"untrusted, strip_method_overrides", "", "strip_method_overrides", func(forwarded.Claim) bool { return false }},
 		{"trusted", trusted, "", func(c forwarded.Claim) bool { return c.FromTrusted() || c.Kind == forwarded.KindMethod }},
 		{"trusted, pass_from_trusted", trusted, "pass_from_trusted X-Real-IP x-forwarded-ssl\n\t\tstrip_method_overrides",
-			func(c forwarded.Claim) bool { return c.FromTrusted() || c.Header == "X-Real-IP" || c.Header == "X-Forwarded-Ssl" }},
+			func(c forwarded.Claim) bool {
+				return c.FromTrusted() || c.Header == "X-Real-IP" || c.Header == "X-Forwarded-Ssl"
+			}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := startCaddy(t, nil, tt.global, echoSite(backend, tt.options))

@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,8 +228,8 @@ type pipelinedLoad struct {
 	// accept queue (httpcheck.MigratesAcceptQueue), the queue's.
 	resets, resetsUnanswered atomic.Int64
 	mu                       sync.Mutex
-	errs        []error
-	answers     map[string]bool // the requests answered
+	errs                     []error
+	answers                  map[string]bool // the requests answered
 }
 
 func startPipelinedLoad(addr string, batches []int, bound time.Duration) *pipelinedLoad {
