@@ -78,6 +78,7 @@ bench: build bench-deps
 	$(GO) run ./bench/forwarded
 	$(GO) run ./bench/affinity
 	$(GO) run ./bench/pinned
+	$(GO) run ./bench/haproxyadapt
 	$(GO) run ./bench/reload
 
 BENCH_TOOLS := haproxy wrk redis-server

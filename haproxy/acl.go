@@ -3,7 +3,6 @@ package haproxy
 import (
 	"net/netip"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -49,10 +48,13 @@ func aclExpression(words []string, l Line) (string, error) {
 		if fold {
 			return "", refuse(l, "src takes no -i")
 		}
-		var alts []string
-		for _, v := range values {
-			if _, err := netip.ParsePrefix(v); err != nil {
-				if _, err := netip.ParseAddr(v); err != nil {
+		// One remote_ip of every range: the connection's peer, as
+		// HAProxy's src.
+		var b strings.Builder
+		b.WriteString("remote_ip(")
+		for i, v := range values {
+			if _, err := netip.ParseAddr(v); err != nil {
+				if _, err := netip.ParsePrefix(v); err != nil {
 					return "", refuse(l, "src %s: want an address or a CIDR range", v)
 				}
 			}
@@ -60,9 +62,13 @@ func aclExpression(words []string, l Line) (string, error) {
 			if err != nil {
 				return "", refuseValue(l, fetch, v, err)
 			}
-			alts = append(alts, "remote_ip("+lit+")") // the connection's peer, as HAProxy's src
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(lit)
 		}
-		return join(alts, " || "), nil
+		b.WriteByte(')')
+		return b.String(), nil
 	case fetch == "hdr(host)" || fetch == "hdr_beg(host)":
 		subject = "{http.request.hostport}"
 		test = map[bool]string{true: "==", false: "startsWith"}[fetch == "hdr(host)"]
@@ -113,6 +119,7 @@ func join(alts []string, op string) string {
 // named ACL lines it uses. A named ACL of several lines holds if any does.
 func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, error) {
 	var used []Line
+	seen := map[Position]bool{} // of used: an ACL named twice is used once
 	var anyOf []string
 	for _, terms := range c.Any {
 		var all []string
@@ -137,7 +144,8 @@ func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, e
 					alts = append(alts, ae)
 				}
 				for _, al := range lines {
-					if !slices.ContainsFunc(used, func(u Line) bool { return u.Pos == al.Pos }) {
+					if !seen[al.Pos] {
+						seen[al.Pos] = true
 						used = append(used, al)
 					}
 					fe.usedACLs[al.Pos] = true

@@ -169,7 +169,7 @@ func (be *backend) read(l Line) error {
 			return refuse(l, "takes never, safe, aggressive or always")
 		}
 	case key == "errorfile":
-		if slices.ContainsFunc(be.section.Lines, func(o Line) bool { return o.Pos == l.Pos }) {
+		if ownLine(be.section, l) {
 			return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
 		}
 		be.notes = append(be.notes, note{l, "the site's handle_errors"})

@@ -11,7 +11,8 @@ import (
 
 // Config is an HAProxy configuration: its sections in the order written.
 type Config struct {
-	Sections []*Section
+	Sections  []*Section
+	sectionOf map[Position]*Section // the section of each line
 }
 
 // Section is one section: its keyword (global, defaults, frontend,
@@ -25,7 +26,8 @@ type Section struct {
 	Args  []string
 	Pos   Position
 	Lines []Line
-	head  Line // its first line, as read
+	head  Line    // its first line, as read
+	cfg   *Config // the configuration it is in
 }
 
 // Line is one setting: its words, the keyword first.
@@ -148,7 +150,7 @@ const maxLineBytes = 1 << 20
 // its environment variables. A line ending in an unescaped backslash goes
 // on on the next line.
 func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Config, error) {
-	cfg := new(Config)
+	cfg := &Config{sectionOf: map[Position]*Section{}}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLineBytes)
 	var logical strings.Builder
@@ -222,9 +224,10 @@ func (c *Config) add(l Line) error {
 		}
 		s := c.Sections[len(c.Sections)-1]
 		s.Lines = append(s.Lines, l)
+		c.sectionOf[l.Pos] = s
 		return nil
 	}
-	s := &Section{Kind: kind, Pos: l.Pos, head: l}
+	s := &Section{Kind: kind, Pos: l.Pos, head: l, cfg: c}
 	args := l.Words[1:]
 	if proxyKinds[kind] {
 		if i := indexOf(args, "from"); i >= 0 {

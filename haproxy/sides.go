@@ -103,7 +103,7 @@ func keywordSide(l Line) side {
 
 // ownLine tells whether l is written in s itself, not in its defaults.
 func ownLine(s *Section, l Line) bool {
-	return slices.ContainsFunc(s.Lines, func(o Line) bool { return o.Pos == l.Pos })
+	return s.cfg != nil && s.cfg.sectionOf[l.Pos] == s
 }
 
 // fromDefaultsNote is what becomes of a defaults line of the other side:

@@ -258,7 +258,7 @@ func (p *statsPage) write(c *caddyfile) {
 // frontend's, which answers first (readFrontend checks that the frontend
 // serves that same page); a backend's own page is refused.
 func (be *backend) frontendSetting(l Line) error {
-	own := slices.ContainsFunc(be.section.Lines, func(o Line) bool { return o.Pos == l.Pos })
+	own := ownLine(be.section, l)
 	switch {
 	case l.Words[0] == "stats" && own:
 		return refuse(l, "a backend's own stats page is not translated yet (a frontend's, a listen's or the defaults' is)")

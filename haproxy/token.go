@@ -113,6 +113,9 @@ var errEnvValue = errors.New("it holds a value of the environment with a quote, 
 // when it read the file), so that no value of the environment is in the
 // Caddyfile; the pieces between them are escaped by esc.
 func withEnv(v string, envs []envUse, esc func(string) (string, error)) (string, error) {
+	if len(envs) == 0 {
+		return esc(v)
+	}
 	var b strings.Builder
 	for {
 		at, use := -1, envUse{}
@@ -218,6 +221,9 @@ func celString(v string, envs []envUse) (string, error) {
 
 // celEscape is v escaped for a CEL string literal (see celString).
 func celEscape(v string) (string, error) {
+	if !strings.ContainsFunc(v, celSpecial) {
+		return v, nil // most values, addresses among them: nothing to escape
+	}
 	var b strings.Builder
 	for _, r := range v {
 		switch {
@@ -233,6 +239,11 @@ func celEscape(v string) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// celSpecial reports whether celEscape escapes r.
+func celSpecial(r rune) bool {
+	return r == '"' || r == '\\' || r == '`' || r == '{' || r == '}' || r < 0x20 || r == 0x7f || !unicode.IsPrint(r)
 }
 
 // commentText is s as the text of a Caddyfile comment: a line of its own,

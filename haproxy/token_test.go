@@ -129,3 +129,44 @@ func readBack(t *testing.T, tok string) string {
 	}
 	return blocks[0].Segments[0][1].Text
 }
+
+// Issue 27.3: what caddy ha migrate prints quotes the source as written and
+// never holds a value of the environment: the comment keeps "${NAME}", the
+// translation asks Caddy for {$NAME}, a password is redacted, and a
+// refusal of a line that read the environment names ${NAME}, not its
+// value. Issue 27.2: {$NAME} in single quotes, which HAProxy keeps as it
+// is and Caddy would expand, is refused with its line.
+func TestSecretsStayOutOfTheTranslation(t *testing.T) {
+	testEnv["API_TOKEN"] = "t0ken-0f-the-api"
+	testEnv["STATS_PASS"] = "st4ts-passw0rd"
+	defer delete(testEnv, "API_TOKEN")
+	defer delete(testEnv, "STATS_PASS")
+	const head = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n" +
+		"frontend web\n    bind 127.0.0.1:8080\n"
+	out, err := translateText(t, head+
+		"    http-request set-header Authorization \"Bearer ${API_TOKEN}\"\n"+
+		"    stats enable\n    stats uri /stats\n    stats auth \"admin:${STATS_PASS}\"\n"+
+		"    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"t0ken-0f-the-api", "st4ts-passw0rd"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the translation holds %q:\n%s", secret, out)
+		}
+	}
+	for _, want := range []string{`# b.cfg:8: http-request set-header Authorization "Bearer ${API_TOKEN}"`,
+		`"Bearer {$API_TOKEN}"`, `# b.cfg:11: stats auth <redacted>`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the translation lacks %s:\n%s", want, out)
+		}
+	}
+	_, err = translateText(t, head+"    http-request set-header X-Token \"${API_TOKEN}\" if { hdr(x-a) -m foo }\n    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n")
+	if err == nil || strings.Contains(err.Error(), "t0ken-0f-the-api") || !strings.HasPrefix(err.Error(), "b.cfg:8:") {
+		t.Errorf("a refused line that read the environment: %v", err)
+	}
+	_, err = translateText(t, head+"    http-request set-header X-Literal '{$API_TOKEN}'\n    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n")
+	if err == nil || !strings.HasPrefix(err.Error(), "b.cfg:8: http-request set-header") || !strings.Contains(err.Error(), "{$") {
+		t.Errorf("{$NAME} in single quotes: %v, want a refusal at b.cfg:8", err)
+	}
+}

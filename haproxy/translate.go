@@ -96,14 +96,10 @@ func (c *Config) lineAt(pos Position) (Line, bool) {
 }
 
 // sectionAt is the section that holds the setting at pos (nil: none).
-func (c *Config) sectionAt(pos Position) *Section {
-	for _, s := range c.Sections {
-		if slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Pos == pos }) {
-			return s
-		}
-	}
-	return nil
-}
+// Looked up once per rule and ACL line, it is a map, so that adapting is
+// linear in the lines (a scan made a block list of 20,000 lines
+// quadratic).
+func (c *Config) sectionAt(pos Position) *Section { return c.sectionOf[pos] }
 
 // namesKeyword tells whether an error's text (after its file and line)
 // names the keyword: its first word is the keyword (quoted or not, a

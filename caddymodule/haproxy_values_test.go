@@ -1,0 +1,128 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddy-ha/caddy-ha/internal/blocklist"
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+)
+
+// Issue 27.1 and 27.2: literal values that HAProxy carries as they are
+// reach the client as the same bytes through the adapted config, run by
+// real Caddy in front of a real backend: a header value ending in a
+// backslash or holding \", one that is <<END (the Caddyfile's heredoc),
+// {env.*} and {file.*} in header values, a return string and a redirect
+// target (never evaluated: the secret and the file stay out of every
+// answer), and an errorfile holding Caddyfile lines and JSON with \" (its deny's answer). On
+// 507eb08 these added an upstream, served a file or failed to adapt.
+func TestHAProxyAdapterCarriesValuesExactly(t *testing.T) {
+	t.Setenv("CADDY_HA_TEST_SECRET", "s3cr3t-v4lue")
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "from the backend")
+	}))
+	defer backend.Close()
+	dir := t.TempDir()
+	const errorBody = "{\"error\": \"said \\\"no\\\"\"}\n}\nhandle {\n\tfile_server browse\n}\n<<END\n"
+	errorFile := filepath.Join(dir, "403.http")
+	if err := os.WriteFile(errorFile, []byte("HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\n\r\n"+errorBody), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := loopback.FreeAddr()
+	headers := map[string]string{
+		"X-Backslash": `ends in a backslash\`,
+		"X-Escaped":   `holds \" a quote`,
+		"X-Heredoc":   "<<END",
+		"X-Env":       "{env.CADDY_HA_TEST_SECRET}",
+		"X-File":      "{file./etc/hostname}",
+		"X-Braces":    `a \{b\} {c} }{`,
+	}
+	var rules strings.Builder
+	for name, v := range headers {
+		fmt.Fprintf(&rules, "    http-response set-header %s %s\n", name, haproxyWord(v))
+	}
+	cfg := fmt.Sprintf(`defaults
+    mode http
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+    errorfile 403 %s
+
+frontend web
+    bind %s
+    http-request return status 200 content-type text/plain string %s if { path /return }
+    http-request redirect location %s if { path /redirect }
+    http-request deny if { path /denied }
+%s    default_backend app
+
+backend app
+    server app1 %s
+`, errorFile, addr, haproxyWord("{env.CADDY_HA_TEST_SECRET} {file./etc/hostname}"), haproxyWord("/to/{env.CADDY_HA_TEST_SECRET}"),
+		rules.String(), strings.TrimPrefix(backend.URL, "http://"))
+	_, text := runHAProxyConfig(t, cfg)
+	if strings.Contains(text, "s3cr3t-v4lue") {
+		t.Errorf("the migrated Caddyfile holds the secret:\n%s", text)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(path string) (*http.Response, string) {
+		t.Helper()
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if strings.Contains(string(body), "s3cr3t-v4lue") || strings.Contains(fmt.Sprint(resp.Header), "s3cr3t-v4lue") {
+			t.Errorf("%s: the answer holds the secret: %v %q", path, resp.Header, body)
+		}
+		return resp, string(body)
+	}
+	resp, body := get("/")
+	if body != "from the backend" {
+		t.Errorf("/: %q", body)
+	}
+	for name, v := range headers {
+		if got := resp.Header.Values(name); len(got) != 1 || got[0] != v {
+			t.Errorf("%s: %q, want %q", name, got, v)
+		}
+	}
+	if _, body := get("/return"); body != "{env.CADDY_HA_TEST_SECRET} {file./etc/hostname}" {
+		t.Errorf("/return: %q", body)
+	}
+	if resp, _ := get("/redirect"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/to/{env.CADDY_HA_TEST_SECRET}" {
+		t.Errorf("/redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, body := get("/denied"); resp.StatusCode != http.StatusForbidden || body != errorBody {
+		t.Errorf("/denied: %d %q, want the errorfile's body %q", resp.StatusCode, body, errorBody)
+	}
+}
+
+// haproxyWord writes v as one HAProxy word that HAProxy reads as v: in
+// single quotes, where nothing is interpreted, a single quote as \'.
+func haproxyWord(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+// The adapter on a block list of 2,000 and 20,000 lines of 50 addresses:
+// time and memory grow linearly (issue 27.5: quadratic before, a scan of
+// the configuration per ACL line). bench/haproxyadapt compares it with
+// haproxy -c.
+func BenchmarkHAProxyAdaptBlockList(b *testing.B) {
+	for _, lines := range []int{2000, 20000} {
+		cfg := []byte(blocklist.Config(lines, 50))
+		b.Run(fmt.Sprint(lines, "-lines"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := (HAProxyAdapter{}).Adapt(cfg, map[string]any{"filename": "blocklist.cfg"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
