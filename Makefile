@@ -23,7 +23,8 @@ demo: build
 # under the race detector (.ci/go-test), the fuzz targets' kept inputs
 # (testdata/fuzz) included; a missing tool fails the tests that need it. Vet
 # builds with -race too, so that it and the tests share one compile.
-# Fuzzing for new inputs is make fuzz.
+# Fuzzing for new inputs is make fuzz; make test runs the HAProxy adapter's
+# token writers for a few thousand new inputs too.
 test: test-deps
 	PATH="$(TOOLS):$$PATH" CADDY_HA_REQUIRE_TOOLS=1 GO=$(GO) ./.ci/go-test
 
@@ -36,7 +37,8 @@ FUZZTIME ?= 400000x
 FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
 	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON \
 	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil ./healthcheck:FuzzEpochFloor \
-	./haproxy:FuzzParse
+	./haproxy:FuzzParse ./haproxy:FuzzLiteralToken ./haproxy:FuzzPlainToken ./haproxy:FuzzCELString \
+	./caddymodule:FuzzHAProxyAdapt
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; f=$${t#*:}; \

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -125,4 +126,36 @@ func BenchmarkHAProxyAdaptBlockList(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Whatever the configuration, the adapter gives JSON that Caddy's own
+// Caddyfile adapter gave for the translation, or refuses with a file and
+// line; never a translation that does not adapt, and never a panic. The
+// seeds (every golden and corpus configuration, and the hostile values
+// above) run in make test; make fuzz looks for more.
+func FuzzHAProxyAdapt(f *testing.F) {
+	files, _ := filepath.Glob("../haproxy/testdata/*.cfg")
+	corpus, _ := filepath.Glob("../haproxy/testdata/corpus/*.cfg")
+	for _, file := range append(files, corpus...) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	for _, v := range []string{`ends in a backslash\`, `holds \" a quote`, "<<END", "{env.HOME}", "back`tick\\\"", "{$HOME}"} {
+		f.Add("defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\nfrontend f\n    bind :8080\n" +
+			"    http-response set-header X-V " + haproxyWord(v) + "\n    default_backend b\nbackend b\n    server s 127.0.0.1:9000\n")
+	}
+	f.Fuzz(func(t *testing.T, cfg string) {
+		out, _, err := HAProxyAdapter{}.Adapt([]byte(cfg), map[string]any{"filename": "f.cfg"})
+		switch {
+		case err != nil && strings.Contains(err.Error(), "does not adapt"):
+			t.Fatalf("a translation that does not adapt: %v", err)
+		case err != nil && !strings.HasPrefix(err.Error(), "f.cfg:"):
+			t.Fatalf("a refusal without its line: %v", err)
+		case err == nil && !json.Valid(out):
+			t.Fatalf("invalid JSON: %s", out)
+		}
+	})
 }
