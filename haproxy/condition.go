@@ -1,5 +1,7 @@
 package haproxy
 
+import "slices"
+
 // Condition is a rule's "if" or "unless" condition: alternatives (joined
 // by "||" or "or") of terms that must all hold, as HAProxy reads it.
 type Condition struct {
@@ -34,6 +36,19 @@ func SplitCondition(words []string, pos Position) ([]string, *Condition, error) 
 func parseCondition(words []string, pos Position) (*Condition, error) {
 	if len(words) == 0 {
 		return nil, errAt(pos, "a condition without a term")
+	}
+	// "!{" is "!" before "{" (HAProxy reads "if !{ ssl_fc }", the most
+	// common line of its configurations, so).
+	if slices.Contains(words, "!{") {
+		var split []string
+		for _, w := range words {
+			if w == "!{" {
+				split = append(split, "!", "{")
+			} else {
+				split = append(split, w)
+			}
+		}
+		words = split
 	}
 	c := &Condition{}
 	var terms []Term

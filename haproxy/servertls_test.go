@@ -77,6 +77,9 @@ func TestSSLFC(t *testing.T) {
 		{"\thttp-request redirect scheme https unless { ssl_fc }\n", "", []string{"@answer_6 expression `!({http.request.scheme} == \"https\")`",
 			"(haproxy_frontend_f) {", "http://:80 {\n\timport haproxy_frontend_f\n}", "https://:443 {\n\t# k.cfg:5: bind :443 ssl crt /a.pem\n\ttls /a.pem /a.pem\n\timport haproxy_frontend_f\n}"}},
 		{"\tacl tls ssl_fc\n\thttp-request deny if !tls\n", "", []string{"@answer_7 expression `!({http.request.scheme} == \"https\")`"}},
+		// Issue 28: "!{" without a space, the most common line of HAProxy
+		// configurations, was a parse error.
+		{"\tredirect scheme https code 301 if !{ ssl_fc }\n", "", []string{"@answer_6 expression `!({http.request.scheme} == \"https\")`"}},
 		{"\thttp-request deny if { ssl_fc 1 }\n", "k.cfg:6: http-request deny: ssl_fc takes no flag or value", nil},
 		{"\tacl tls ssl_fc -m bool\n\thttp-request deny if tls\n", "k.cfg:6: acl tls: ssl_fc takes no flag or value", nil},
 		{"\tacl other path\n\thttp-request deny if other\n", "k.cfg:6: acl other: takes a name, a fetch and at least one value", nil},
