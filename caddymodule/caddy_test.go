@@ -280,27 +280,6 @@ func tryCaddyProcess(t testing.TB, globalOpts, site string) (*caddyProcess, erro
 	return p, nil
 }
 
-// requireToolsEnv, set by make test (and CI), makes a missing tool that a
-// test runs (chromium, promtool) a failure rather than a skip.
-const requireToolsEnv = "CADDY_HA_REQUIRE_TOOLS"
-
-// requireTool returns the path of the program name on PATH. Without it,
-// the test fails in CI or with requireToolsEnv set; elsewhere it logs what
-// is not checked (without) and returns false.
-func requireTool(t *testing.T, name, without string) (string, bool) {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path, true
-	}
-	msg := name + " is not on PATH: " + without
-	if os.Getenv("CI") != "" || os.Getenv(requireToolsEnv) != "" {
-		t.Fatal(msg + " (required here: CI or " + requireToolsEnv + " is set; make test-deps installs it)")
-	}
-	t.Log(msg)
-	return "", false
-}
-
 // counterValue is metricValue for a counter, 0 before its first count.
 func counterValue(tc *testCaddy, prefix string) float64 {
 	return max(metricValue(tc, prefix), 0)

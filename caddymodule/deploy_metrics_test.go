@@ -29,6 +29,7 @@ import (
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
+	"github.com/caddy-ha/caddy-ha/internal/tools"
 )
 
 // The files checked, from the package's directory.
@@ -223,9 +224,9 @@ func TestDeployDashboardAndRulesMatchMetrics(t *testing.T) {
 
 // runPromtool has promtool check the rules, run their unit test, and parse
 // every expression of the dashboard, if it is installed; where the tools
-// are required it must be (see requireTool).
+// are required it must be (see tools.Find).
 func runPromtool(t *testing.T, dashboard []byte) {
-	promtool, ok := requireTool(t, "promtool", "the rules are not checked or tested with it (make test-deps puts one in .tools)")
+	promtool, ok := tools.Find(t, "promtool", "the rules are not checked or tested with it (make test-deps puts one in .tools)")
 	if !ok {
 		return
 	}

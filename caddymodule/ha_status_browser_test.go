@@ -23,6 +23,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/healthcheck"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/tools"
 	"github.com/caddy-ha/caddy-ha/status"
 )
 
@@ -110,10 +111,10 @@ func TestStatusPageInChromium(t *testing.T) {
 }
 
 // chromiumOrSkip returns Chromium's path; without it the test is skipped,
-// or fails where the tools are required (see requireTool).
+// or fails where the tools are required (see tools.Find).
 func chromiumOrSkip(t *testing.T) string {
 	t.Helper()
-	path, ok := requireTool(t, "chromium", "the status page is not checked in a browser (Debian: apt-get install chromium)")
+	path, ok := tools.Find(t, "chromium", "the status page is not checked in a browser (Debian: apt-get install chromium)")
 	if !ok {
 		t.SkipNow()
 	}

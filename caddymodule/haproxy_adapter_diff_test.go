@@ -23,6 +23,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/testproc"
+	"github.com/caddy-ha/caddy-ha/internal/tools"
 )
 
 // diffTimeouts are added to the seed's defaults in the differential
@@ -47,7 +48,7 @@ func forBoth(cfgText string) string {
 // when the test ends, and waits until it accepts connections on addr.
 func startHAProxy(t *testing.T, cfgText, addr string) {
 	t.Helper()
-	bin, ok := requireTool(t, "haproxy", "the adapter is not compared with HAProxy")
+	bin, ok := tools.Find(t, "haproxy", "the adapter is not compared with HAProxy")
 	if !ok {
 		t.SkipNow()
 	}
@@ -358,10 +359,7 @@ func startSeedPair(t *testing.T) (c *fakecluster.Cluster, caFile, hapAddr, caddy
 // own user.
 func TestHAProxyDifferentialNTLM(t *testing.T) {
 	c, caFile, _, _, _, proxies := startSeedPair(t)
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatal("curl is not installed: run make test-deps")
-	}
+	curl := tools.Must(t, "curl")
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for _, p := range proxies {

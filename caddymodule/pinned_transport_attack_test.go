@@ -18,6 +18,7 @@ import (
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/ntlmclient"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
+	"github.com/caddy-ha/caddy-ha/internal/tools"
 	"github.com/caddy-ha/caddy-ha/status"
 )
 
@@ -162,10 +163,7 @@ func (a *attack) stalled(tc *testCaddy, ip string, n int) {
 // if ip is not nil) sign in and then ask anonymously on the same kept-alive
 // connection: each must be answered as its own user both times.
 func curlSignIns(t *testing.T, tc *testCaddy, n int, ip func(i int) string) []error {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatal("curl is not installed: run make test-deps")
-	}
+	curl := tools.Must(t, "curl")
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {

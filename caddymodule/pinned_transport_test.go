@@ -221,15 +221,6 @@ func reuseAddr(_, _ string, rc syscall.RawConn) error {
 	return errors.Join(err, serr)
 }
 
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // A fresh anonymous client after a signed-in one gets 401, even from the
 // same client port: the pin belongs to the connection, not its address.
 func TestPinnedFreshClientOnOldPortIsAnonymous(t *testing.T) {
@@ -240,7 +231,7 @@ func TestPinnedFreshClientOnOldPortIsAnonymous(t *testing.T) {
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
 	alice := newBrowser(tc, 1)
 	poll.Until(t, 2*time.Second, "a local port for alice", func() bool {
-		local.Port = freePort(t)
+		local.Port = loopback.FreePort()
 		alice.Dialer = &net.Dialer{LocalAddr: local, Control: reuseAddr, Timeout: 5 * time.Second}
 		_, err := alice.Do(http.MethodGet, "/api/whoami", nil)
 		return err == nil

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/tools"
 )
 
 // Bounds that hold on a loaded 2-core machine: the demo's own settings
@@ -39,9 +41,7 @@ const (
 // prints and checks each against what the demo says it shows.
 func TestDemo(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the demo needs %s: %v", tool, err)
-		}
+		tools.Must(t, tool)
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {

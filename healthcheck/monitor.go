@@ -209,6 +209,7 @@ type Monitor struct {
 	leader   atomic.Pointer[Node]    // nil: none, or in doubt
 	readable atomic.Pointer[[]*Node] // nodes that answer probes and are not stale
 	rr       atomic.Uint64
+	waiting  atomic.Int64 // requests in WaitLeader, blocked until a leader is found
 
 	// clock is the time that lease ends and doubts are measured by, the
 	// Prober's clock (Result.Started): time.Now, or a test's fake clock.
@@ -718,13 +719,24 @@ func (m *Monitor) WaitLeader(ctx context.Context, deadline time.Time) *Node {
 		if n := m.Leader(); n != nil {
 			return n
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
+		if woken := m.block(ctx, changed, timer.C); !woken {
 			return nil
 		}
+	}
+}
+
+// block waits, counted in waiting, until changed is closed (true), ctx
+// ends or expired fires (false).
+func (m *Monitor) block(ctx context.Context, changed <-chan struct{}, expired <-chan time.Time) bool {
+	m.waiting.Add(1)
+	defer m.waiting.Add(-1)
+	select {
+	case <-changed:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-expired:
+		return false
 	}
 }
 

@@ -230,7 +230,9 @@ func TestLeaderFoundWakesWaiters(t *testing.T) {
 		}
 		got <- n.Addr
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter block (not synchronisation: either order passes)
+	// The waiter blocks first, so that only the leader's being found can
+	// wake it (issue 29.3: a sleep let either order pass).
+	poll.Until(t, 5*time.Second, "the waiter to block", func() bool { return m.waiting.Load() == 1 })
 	p.set("b", leaderAt(1))
 	select {
 	case a := <-got:

@@ -42,6 +42,14 @@ func FreeAddr() string {
 	panic(fmt.Sprintf("loopback: no port of %d tried was free of other processes' reservations", maxTries))
 }
 
+// FreePort is the port of FreeAddr: one for a client to bind its end of
+// a connection to.
+func FreePort() int {
+	_, port, _ := net.SplitHostPort(FreeAddr())
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 const maxTries = 1000
 
 // reservations is where each reserved port is a file holding the pid of
