@@ -260,14 +260,15 @@ func (c *Conn) Close() error {
 	return c.handOffLocked()
 }
 
-// closeLocked closes c: once its listener is closed (its server shuts
-// down), lingering (see lingerThenClose). c.mu must be held; closeLocked
-// releases it.
+// closeLocked closes c: during a reload (its listener closed, or a
+// successor listening on its address: net/http closes connections as its
+// shutdown begins, before it closes the listener), lingering (see
+// lingerThenClose). c.mu must be held; closeLocked releases it.
 func (c *Conn) closeLocked() error {
 	c.state = stateGone
 	c.mu.Unlock()
 	c.ln.left(false)
-	if c.ln.isClosed() {
+	if c.ln.isClosed() || c.ln.registry.hasSuccessor(c.ln) {
 		return c.lingerThenClose()
 	}
 	return c.Conn.Close()

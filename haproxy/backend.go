@@ -12,7 +12,8 @@ import (
 // backend is what a backend section becomes: a reverse_proxy.
 type backend struct {
 	section  *Section
-	mode     *Line // the mode line that holds (mode http)
+	lines    []Line // its settings and ca-base, where its values come from
+	mode     *Line  // the mode line that holds (mode http)
 	servers  []server
 	defaults []option // default-server options
 	notes    []note
@@ -66,9 +67,12 @@ func optionsOf(l Line, from int) []option {
 }
 
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s)}
+	if be.caBase != nil {
+		be.lines = append(be.lines, *be.caBase)
+	}
 	var err error
-	if be.mode, err = proxyMode(s, t.settingsOf(s)); err != nil {
+	if be.mode, err = proxyMode(s, be.lines); err != nil {
 		return nil, err
 	}
 	for _, l := range t.settingsOf(s) {
@@ -616,10 +620,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 			c.line("tls_insecure_skip_verify")
 		}
 		if tls.serverName != "" {
-			c.line("tls_server_name %s", c.plain(tls.serverName))
+			c.line("tls_server_name %s", c.plainIn(tls.serverName, be.lines))
 		}
 		if tls.ca != "" {
-			c.line("tls_trust_pool file %s", c.plain(tls.ca))
+			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
 	}
 	switch tls.alpn {

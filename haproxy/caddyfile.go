@@ -78,19 +78,25 @@ func (c *caddyfile) plainOf(l Line, v string) string {
 	return tok
 }
 
+// plainIn is plainToken(v) of a value that comes from any of lines (a
+// proxy's settings, and the global base directories: a path joined from
+// two of them), whose uses of the environment it writes as {$NAME}.
+func (c *caddyfile) plainIn(v string, lines []Line) string {
+	var envs []envUse
+	for _, l := range lines {
+		envs = append(envs, l.envs...)
+	}
+	tok, err := plainToken(v, envs)
+	if err != nil && c.err == nil {
+		c.err = refuseValue(c.at, "the value", v, err)
+	}
+	return tok
+}
+
 // name is nameToken(v) (an HTTP field or cookie name).
 func (c *caddyfile) name(v string) string {
 	tok, err := nameToken(v, c.at.envs)
 	return c.token(tok, err, v)
-}
-
-// plains is plain of each of words.
-func (c *caddyfile) plains(words []string) []string {
-	out := make([]string, len(words))
-	for i, w := range words {
-		out[i] = c.plain(w)
-	}
-	return out
 }
 
 // quotedValue shows v in a message: quoted, and shortened when long.

@@ -12,7 +12,8 @@ import (
 // settings of its listeners.
 type frontend struct {
 	section *Section
-	mode    *Line // the mode line that holds (mode http)
+	lines   []Line // its settings and the global base directories, where its values come from
+	mode    *Line  // the mode line that holds (mode http)
 	binds   []bind
 	// Client-side timeouts (servers timeouts), by Caddy's name.
 	timeouts     map[string]string
@@ -111,8 +112,12 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
+	fe.lines = t.settingsOf(s)
+	if t.global.crtBase != nil {
+		fe.lines = append(fe.lines, *t.global.crtBase)
+	}
 	var err error
-	if fe.mode, err = proxyMode(s, t.settingsOf(s)); err != nil {
+	if fe.mode, err = proxyMode(s, fe.lines); err != nil {
 		return nil, err
 	}
 	if fe.stats, fe.notes, err = t.readStats(s); err != nil {

@@ -170,7 +170,11 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 	if len(dirs) > 0 {
 		// Every PEM bundle (certificate and key) in the directories.
 		c.open("tls")
-		c.line("load %s", strings.Join(c.plains(dirs), " "))
+		loads := make([]string, len(dirs))
+		for i, d := range dirs {
+			loads[i] = c.plainIn(d, fe.lines)
+		}
+		c.line("load %s", strings.Join(loads, " "))
 		for _, d := range settings {
 			c.line("%s", d)
 		}
@@ -181,10 +185,10 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 		// HAProxy's crt file holds the certificate and its key: Caddy
 		// reads each from the same file.
 		if len(settings) == 0 {
-			c.line("tls %s %s", c.plain(path), c.plain(path))
+			c.line("tls %s %s", c.plainIn(path, fe.lines), c.plainIn(path, fe.lines))
 			continue
 		}
-		c.open("tls %s %s", c.plain(path), c.plain(path))
+		c.open("tls %s %s", c.plainIn(path, fe.lines), c.plainIn(path, fe.lines))
 		for _, d := range settings {
 			c.line("%s", d)
 		}

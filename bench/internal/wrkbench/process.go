@@ -189,9 +189,9 @@ func AddCleanup(f func()) (remove func()) {
 	}
 }
 
-// cleanup runs the registered cleanups, last added first; each runs once
+// Cleanup runs the registered cleanups, last added first; each runs once
 // even if Main and the interrupt fallback both call it.
-func cleanup() {
+func Cleanup() {
 	for {
 		cleanupMu.Lock()
 		if len(cleanups) == 0 {

@@ -215,12 +215,12 @@ func (b *Bench) Main() {
 		case <-finished:
 		case <-time.After(10 * time.Second):
 			// run did not return in time: stop what it started anyway.
-			cleanup()
+			Cleanup()
 			os.Exit(130)
 		}
 	}()
 	err := b.run()
-	cleanup()
+	Cleanup()
 	close(finished)
 	switch {
 	case interrupted.Err() != nil:
