@@ -81,6 +81,7 @@ bench: build bench-deps
 	$(GO) run ./bench/affinity
 	$(GO) run ./bench/pinned
 	$(GO) run ./bench/haproxyadapt
+	$(GO) run ./bench/latency
 	$(GO) run ./bench/reload
 
 BENCH_TOOLS := haproxy wrk redis-server

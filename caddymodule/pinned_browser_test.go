@@ -23,12 +23,12 @@ import (
 const (
 	chromiumContexts = 48
 	chromiumWaves    = 1
-	chromiumRounds   = 2
+	chromiumRounds   = 1
 	chromiumParallel = 12 // requests at once: Chromium opens up to 6 connections a host
 	// minHandshakes is a context's fewest: fewer, and the test would not
 	// have run handshakes side by side.
 	minHandshakes = 4
-	chromiumBound = 50 * time.Second
+	chromiumBound = 120 * time.Second
 )
 
 // Many Chromium browser contexts sign in over NTLM at once from one

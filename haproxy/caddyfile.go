@@ -49,10 +49,10 @@ func (c *caddyfile) close() {
 	c.line("}")
 }
 
-// token is tok, or on err the line's refusal (the first is kept).
-func (c *caddyfile) token(tok string, err error, v string) string {
+// token is tok, or on err the refusal of the line at (the first is kept).
+func (c *caddyfile) token(tok string, err error, v string, at Line) string {
 	if err != nil && c.err == nil {
-		c.err = refuseValue(c.at, "the value", v, err)
+		c.err = refuseValue(at, "the value", v, err)
 	}
 	return tok
 }
@@ -61,7 +61,7 @@ func (c *caddyfile) token(tok string, err error, v string) string {
 // being written.
 func (c *caddyfile) literal(v string) string {
 	tok, err := literalToken(v, c.at.envs)
-	return c.token(tok, err, v)
+	return c.token(tok, err, v, c.at)
 }
 
 // plain is plainToken(v) (a value Caddy takes as written) of the line
@@ -72,10 +72,7 @@ func (c *caddyfile) plain(v string) string { return c.plainOf(c.at, v) }
 // this is).
 func (c *caddyfile) plainOf(l Line, v string) string {
 	tok, err := plainToken(v, l.envs)
-	if err != nil && c.err == nil {
-		c.err = refuseValue(l, "the value", v, err)
-	}
-	return tok
+	return c.token(tok, err, v, l)
 }
 
 // plainIn is plainToken(v) of a value that comes from any of lines (a
@@ -87,16 +84,13 @@ func (c *caddyfile) plainIn(v string, lines []Line) string {
 		envs = append(envs, l.envs...)
 	}
 	tok, err := plainToken(v, envs)
-	if err != nil && c.err == nil {
-		c.err = refuseValue(c.at, "the value", v, err)
-	}
-	return tok
+	return c.token(tok, err, v, c.at)
 }
 
 // name is nameToken(v) (an HTTP field or cookie name).
 func (c *caddyfile) name(v string) string {
 	tok, err := nameToken(v, c.at.envs)
-	return c.token(tok, err, v)
+	return c.token(tok, err, v, c.at)
 }
 
 // quotedValue shows v in a message: quoted, and shortened when long.

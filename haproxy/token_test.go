@@ -22,10 +22,15 @@ var hostileValues = []string{
 	`{"json": "with \"escapes\""}`, "", " ", "\x00nul", "caf\u00e9", "\xff\xfe", "plain",
 }
 
-func FuzzLiteralToken(f *testing.F) {
+// addHostile seeds f with hostileValues.
+func addHostile(f *testing.F) {
 	for _, v := range hostileValues {
 		f.Add(v)
 	}
+}
+
+func FuzzLiteralToken(f *testing.F) {
+	addHostile(f)
 	f.Fuzz(func(t *testing.T, v string) {
 		tok, err := literalToken(v, nil)
 		if err != nil {
@@ -40,9 +45,7 @@ func FuzzLiteralToken(f *testing.F) {
 }
 
 func FuzzPlainToken(f *testing.F) {
-	for _, v := range hostileValues {
-		f.Add(v)
-	}
+	addHostile(f)
 	f.Fuzz(func(t *testing.T, v string) {
 		tok, err := plainToken(v, nil)
 		if err != nil {
@@ -63,9 +66,7 @@ func FuzzPlainToken(f *testing.F) {
 // no backtick and no quote unescaped, and whose escapes (CEL's, which are
 // Go's) give the value back.
 func FuzzCELString(f *testing.F) {
-	for _, v := range hostileValues {
-		f.Add(v)
-	}
+	addHostile(f)
 	f.Fuzz(func(t *testing.T, v string) {
 		lit, err := celString(v, nil)
 		if err != nil {

@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/bench/internal/wrkbench"
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
@@ -120,34 +121,7 @@ func proxies() []proxy {
 
 // haproxyConfig is the cluster's configuration, over plain HTTP on loopback.
 func haproxyConfig(listen, _ string, nodes []string) string {
-	return fmt.Sprintf(`global
-    maxconn 4096
-defaults
-    mode http
-    option http-keep-alive
-    timeout http-keep-alive 60s
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend nodepilot_frontend
-    bind %s
-    http-request del-header Forwarded
-    http-request del-header X-Forwarded-For
-    http-request del-header X-Forwarded-Proto
-    option forwardfor header X-Forwarded-For
-    http-request set-header X-Forwarded-Proto https
-    default_backend nodepilot_active
-backend nodepilot_active
-    option httpchk
-    http-check send meth GET uri /healthz/leader hdr Host nodepilot.internal.example
-    http-check expect status 200
-    default-server inter 5s fall 2 rise 1
-    http-reuse never
-    balance source
-    hash-type consistent
-    server node-a %s check
-    server node-b %s check backup
-`, listen, nodes[0], nodes[1])
+	return wrkbench.SeedHAProxy(listen, nodes, "5s")
 }
 
 func startHAProxy(dir, cfg string) (*exec.Cmd, error) {

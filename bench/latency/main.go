@@ -133,7 +133,7 @@ func startContenders(dir string, nodes []string, redisAddr string) ([]*contender
 	}
 	haListen := loopback.FreeAddr()
 	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(haproxyConfig(haListen, nodes)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(wrkbench.SeedHAProxy(haListen, nodes, "1s")), 0o644); err != nil {
 		return nil, err
 	}
 	if _, err := exec.LookPath(*haproxyBin); err != nil {
@@ -156,38 +156,6 @@ type caddyConfig struct{ listen, text string }
 func caddyfile(listen, globals, handlers, upstreams, proxyOpts string) caddyConfig {
 	return caddyConfig{listen, fmt.Sprintf("{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n%s}\nhttp://%s {\n%s\treverse_proxy %s {\n%s\n\t}\n}\n",
 		loopback.FreeAddr(), globals, listen, handlers, upstreams, proxyOpts)}
-}
-
-// haproxyConfig is the seed's HAProxy configuration over plain HTTP.
-func haproxyConfig(listen string, nodes []string) string {
-	return fmt.Sprintf(`global
-    maxconn 4096
-defaults
-    mode http
-    option http-keep-alive
-    timeout http-keep-alive 60s
-    timeout connect 5s
-    timeout client 30s
-    timeout server 30s
-frontend nodepilot_frontend
-    bind %s
-    http-request del-header Forwarded
-    http-request del-header X-Forwarded-For
-    http-request del-header X-Forwarded-Proto
-    option forwardfor header X-Forwarded-For
-    http-request set-header X-Forwarded-Proto https
-    default_backend nodepilot_active
-backend nodepilot_active
-    option httpchk
-    http-check send meth GET uri /healthz/leader hdr Host nodepilot.internal.example
-    http-check expect status 200
-    default-server inter 1s fall 2 rise 1
-    http-reuse never
-    balance source
-    hash-type consistent
-    server node-a %s check
-    server node-b %s check backup
-`, listen, nodes[0], nodes[1])
 }
 
 // attack sends rate POSTs a second to c for d, open loop, and returns the

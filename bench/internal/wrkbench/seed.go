@@ -1,0 +1,37 @@
+package wrkbench
+
+import "fmt"
+
+// SeedHAProxy is the cluster's HAProxy configuration (the seed's), over
+// plain HTTP on loopback: listening on listen, node-a and its backup
+// node-b at nodes, checked every checkInterval (the seed's is 5s).
+func SeedHAProxy(listen string, nodes []string, checkInterval string) string {
+	return fmt.Sprintf(`global
+    maxconn 4096
+defaults
+    mode http
+    option http-keep-alive
+    timeout http-keep-alive 60s
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+frontend nodepilot_frontend
+    bind %s
+    http-request del-header Forwarded
+    http-request del-header X-Forwarded-For
+    http-request del-header X-Forwarded-Proto
+    option forwardfor header X-Forwarded-For
+    http-request set-header X-Forwarded-Proto https
+    default_backend nodepilot_active
+backend nodepilot_active
+    option httpchk
+    http-check send meth GET uri /healthz/leader hdr Host nodepilot.internal.example
+    http-check expect status 200
+    default-server inter %s fall 2 rise 1
+    http-reuse never
+    balance source
+    hash-type consistent
+    server node-a %s check
+    server node-b %s check backup
+`, listen, checkInterval, nodes[0], nodes[1])
+}
