@@ -180,8 +180,8 @@ func attack(c *contender, rate int, d time.Duration, during func()) *vegeta.Metr
 type row struct {
 	rate           int
 	name           string
-	p50, p99, p999 time.Duration // added over the baseline, medians over rounds
-	totalP99       time.Duration // the p99 itself, median over rounds
+	p50, p99, p999 time.Duration    // added over the baseline, medians over rounds
+	total          [3]time.Duration // the p50, p99 and p99.9 themselves, medians over rounds
 	errors         uint64
 	requests       uint64
 }
@@ -195,16 +195,19 @@ func report(rate int, contenders []*contender, byName map[string][]*vegeta.Metri
 	for _, c := range contenders {
 		r := row{rate: rate, name: c.name}
 		added := make([][]time.Duration, len(quantiles))
-		var totals []time.Duration
+		totals := make([][]time.Duration, len(quantiles))
 		for round, m := range byName[c.name] {
-			totals = append(totals, m.Latencies.Quantile(0.99))
 			r.requests += m.Requests
 			r.errors += m.Requests - uint64(float64(m.Requests)*m.Success+0.5)
 			for i, q := range quantiles {
 				added[i] = append(added[i], m.Latencies.Quantile(q)-base[round].Latencies.Quantile(q))
+				totals[i] = append(totals[i], m.Latencies.Quantile(q))
 			}
 		}
-		r.p50, r.p99, r.p999, r.totalP99 = median(added[0]), median(added[1]), median(added[2]), median(totals)
+		r.p50, r.p99, r.p999 = median(added[0]), median(added[1]), median(added[2])
+		for i := range quantiles {
+			r.total[i] = median(totals[i])
+		}
 		rows = append(rows, r)
 	}
 	find := func(name string) row {
@@ -221,8 +224,8 @@ func report(rate int, contenders []*contender, byName map[string][]*vegeta.Metri
 			base = " (baseline: absolute " + absolute(byName["direct"]) + ")"
 		}
 		fmt.Printf("%-9s %10s %10s %10s %11s %10s %15s %13s%s\n", r.name, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond),
-			r.p999.Round(time.Microsecond), fmt.Sprintf("%d/%d", r.errors, r.requests), r.totalP99.Round(time.Microsecond),
-			ratio(r.totalP99, ha.totalP99), ratio(r.totalP99, stock.totalP99), base)
+			r.p999.Round(time.Microsecond), fmt.Sprintf("%d/%d", r.errors, r.requests), r.total[1].Round(time.Microsecond),
+			ratio(r.total[1], ha.total[1]), ratio(r.total[1], stock.total[1]), base)
 	}
 	return rows
 }
