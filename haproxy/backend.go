@@ -113,6 +113,8 @@ func (be *backend) read(l Line) error {
 		be.notes = append(be.notes, note{l, what})
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		be.notes = append(be.notes, note{l, "Caddy keeps upstream connections alive by default"})
+	case key == "option" && connectionModes[arg(l, 1)] != "" && len(w) == 2:
+		be.notes = append(be.notes, note{l, connectionModes[arg(l, 1)]})
 	case key == "timeout":
 		if len(w) != 3 {
 			return refuse(l, "takes a name and a duration")

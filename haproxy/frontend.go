@@ -139,8 +139,8 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 			if err != nil {
 				return nil, err
 			}
-			if len(words) != 2 || cond == nil {
-				return nil, refuse(l, "takes a backend's name and an if or unless condition")
+			if len(words) != 2 {
+				return nil, refuse(l, "takes a backend's name and, maybe, an if or unless condition")
 			}
 			be := t.cfg.Section("backend", words[1])
 			if be == nil {
@@ -205,6 +205,8 @@ func (fe *frontend) read(l Line) error {
 		fe.note(l, what)
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		fe.note(l, "Caddy keeps client connections alive by default")
+	case key == "option" && connectionModes[arg(l, 1)] != "" && len(w) == 2:
+		fe.note(l, connectionModes[arg(l, 1)])
 	case key == "option" && arg(l, 1) == "socket-stats" && len(w) == 2:
 		fe.note(l, "ignored: counters per bind line in HAProxy's stats (Caddy's metrics are per server)")
 	case key == "timeout":
@@ -669,15 +671,23 @@ func (fe *frontend) writeAnswers(c *caddyfile, answers []answerRule) error {
 // as HAProxy runs the first use_backend whose condition holds; the
 // default_backend's handle comes last.
 func (fe *frontend) writeRules(c *caddyfile) error {
-	for _, r := range fe.rules {
-		expr, lines, err := fe.conditionExpression(r.cond, r.line)
-		if err != nil {
-			return err
+	for i, r := range fe.rules {
+		// A use_backend without a condition always holds: HAProxy runs
+		// no rule after it, nor the default_backend.
+		expr, lines, note := "true", []Line(nil), ""
+		if r.cond == nil && (i < len(fe.rules)-1 || fe.backendLine.Words != nil) {
+			note = "without a condition: every request that reaches it, so what follows is never used, as in HAProxy"
+		}
+		if r.cond != nil {
+			var err error
+			if expr, lines, err = fe.conditionExpression(r.cond, r.line); err != nil {
+				return err
+			}
 		}
 		for _, l := range lines {
 			c.comment(l, "")
 		}
-		c.comment(r.line, "")
+		c.comment(r.line, note)
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
 		c.line("@%s expression `%s`", name, expr)
 		c.open("handle @%s", name)

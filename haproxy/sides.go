@@ -70,6 +70,18 @@ var backendOnly = setOf("balance", "cookie", "default-server", "dispatch", "forc
 	"tcp-response inspect-delay", "timeout check", "timeout connect", "timeout queue", "timeout server",
 	"timeout server-fin", "timeout tunnel", "transparent", "use-fcgi-app", "use-server")
 
+// connectionModes are HAProxy's connection-handling options other than
+// http-keep-alive (its default, and Caddy's way): each translated as
+// Caddy's keep-alive, with what differs. Caddy keeps a connection alive
+// where each of them closes one; none changes what a request gets.
+var connectionModes = map[string]string{
+	"http-server-close":      "approximated: Caddy keeps its connections to the servers alive and reuses them, where HAProxy closes each after its answer; client connections are kept alive in both",
+	"httpclose":              "approximated: Caddy keeps client and server connections alive, where HAProxy closes both after each answer (Connection: close)",
+	"forceclose":             "approximated as httpclose, which replaced it in HAProxy 2.0 (2.6 refuses it): Caddy keeps client and server connections alive, where HAProxy closed both after each answer",
+	"http-pretend-keepalive": "ignored: it has HAProxy tell a server that it keeps the connection alive while it closes it; Caddy keeps it alive for real",
+	"abortonclose":           "approximated: Caddy cancels a request whose client went away, queued or already sent (its request context), where HAProxy drops it only while it is queued",
+}
+
 // notInDefaults are the keywords HAProxy refuses in a defaults section.
 var notInDefaults = setOf("bind", "capture cookie", "capture request", "capture response", "declare capture",
 	"description", "dispatch", "filter", "force-persist", "id", "ignore-persist", "monitor fail", "redirect",

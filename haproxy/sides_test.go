@@ -29,7 +29,17 @@ func TestDefaultsApplyToTheirSide(t *testing.T) {
 		{"defaults\n\tmode http\n\tbalance random(1)\n" + fe + be, "", []string{"lb_policy random\n"}},
 		{"defaults\n\tmode http\n" + fe + "\toption socket-stats\n" + be, "", []string{"option socket-stats  (ignored: counters per bind line"}},
 		// A keyword neither side takes is refused where a proxy reads it.
-		{"defaults\n\tmode http\n\toption abortonclose\n" + fe + be, "k.cfg:3: option abortonclose: not translated yet", nil},
+		{"defaults\n\tmode http\n\toption abortonclose\n" + fe + be, "", []string{"# k.cfg:3: option abortonclose  (a backend's: see its reverse_proxy)",
+			"# k.cfg:3: option abortonclose  (approximated: Caddy cancels a request whose client went away"}},
+		// Issue 28: the connection-mode options, each Caddy's keep-alive
+		// with what differs; a use_backend without a condition holds for
+		// every request.
+		{"defaults\n\tmode http\n\toption http-server-close\n\toption httpclose\n" + fe + be, "", []string{
+			"(approximated: Caddy keeps its connections to the servers alive and reuses them, where HAProxy closes each after its answer",
+			"(approximated: Caddy keeps client and server connections alive, where HAProxy closes both after each answer"}},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tuse_backend b\n\tdefault_backend b\n" + be, "", []string{
+			"# k.cfg:5: use_backend b  (without a condition: every request that reaches it, so what follows is never used, as in HAProxy)",
+			"@use_backend_5 expression `true`"}},
 		{"defaults\n\tmode http\n\tbalance random(0)\n" + fe + be, "k.cfg:3: balance random(0): random(<draws>) takes a whole number from 1 to 1000", nil},
 		// A proxy's own line of the other side.
 		{"defaults\n\tmode http\n" + fe + "\tbalance roundrobin\n" + be, "k.cfg:5: balance roundrobin: a backend's keyword, which HAProxy ignores in a frontend", nil},

@@ -126,7 +126,7 @@ func TestTranslateRefusesRules(t *testing.T) {
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 check", "a.cfg:26: backend app: a check without option httpchk is a TCP check"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance hdr(X-A) if", "a.cfg:30: balance hdr(X-A): takes roundrobin"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random(x)", "a.cfg:30: balance random(x): random(<draws>) takes a whole number"},
-		{"default_backend app", "use_backend app\n    default_backend app", "a.cfg:24: use_backend app: takes a backend's name and an if or unless condition"},
+		{"default_backend app", "use_backend app extra\n    default_backend app", "a.cfg:24: use_backend app: takes a backend's name and, maybe, an if or unless condition"},
 		{"http-request deny if blocked", "http-request track-sc0 src", "a.cfg:14: http-request track-sc0: no stick-table in this frontend"},
 		{"http-request deny if blocked", "stick-table type string len 32 store http_req_rate(10s)", "a.cfg:14: stick-table type: type string: only ip and ipv6"},
 		{"http-request deny if blocked", "stick-table type ip store gpc0", "a.cfg:14: stick-table type: store gpc0: only http_req_rate"},
