@@ -176,9 +176,9 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	if len(fe.binds) == 0 {
 		return nil, errAt(s.Pos, "%s %s has no bind line", s.Kind, s.Name)
 	}
-	if fe.backend == nil && fe.stats == nil {
-		return nil, errAt(s.Pos, "%s %s has no default_backend", s.Kind, s.Name)
-	}
+	// Without a default_backend (a port-80 frontend that only redirects to
+	// HTTPS, say), what no rule takes is answered 503, as HAProxy answers
+	// it (writeSiteBody).
 	for _, be := range fe.backends() {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err

@@ -90,6 +90,15 @@ func TestSSLFC(t *testing.T) {
 	}
 }
 
+// Issue 28: a port-80 frontend that only redirects to HTTPS needs no
+// backend: what no rule takes is answered 503, as HAProxy answers it.
+func TestRedirectOnlyFrontend(t *testing.T) {
+	text := "defaults\n\tmode http\nfrontend http-in\n\tbind :80\n\tredirect scheme https code 301 if !{ ssl_fc }\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "http://:80 {", "redir @answer_5 \"https://{hostport}{uri}\" 301",
+		"# no default_backend: HAProxy answers 503 to what no rule or page took\n\t\terror 503")
+}
+
 // option forwardfor header <name>: the client's address appended in that
 // header (header_up +<name>), no X-Forwarded-*; a header reverse_proxy
 // writes or removes itself is refused.
