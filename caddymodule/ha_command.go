@@ -65,11 +65,16 @@ of --config (with --adapter), else the default localhost:2019.
 					if err != nil {
 						return err
 					}
-					text, err := migrate(body, args[0])
+					tr, err := migrate(body, args[0])
 					if err != nil {
 						return err
 					}
-					_, err = io.WriteString(c.OutOrStdout(), text)
+					// The approximations, each with its line, on stderr:
+					// the Caddyfile's comments say them too.
+					for _, w := range tr.Warnings {
+						fmt.Fprintf(c.ErrOrStderr(), "warning: %s: %s\n", w.Pos, w.Msg)
+					}
+					_, err = io.WriteString(c.OutOrStdout(), tr.Caddyfile)
 					return err
 				},
 			})

@@ -85,10 +85,11 @@ func runHAProxyConfig(t *testing.T, cfgText string) (adapted []byte, caddyfileTe
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("adapting: %v %v", err, warnings)
 	}
-	text, err := migrate([]byte(cfgText), "haproxy.cfg")
+	tr, err := migrate([]byte(cfgText), "haproxy.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
+	text := tr.Caddyfile
 	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(text), nil)
 	if err != nil {
 		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)

@@ -43,11 +43,12 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 				t.Fatal(err)
 			}
 			body = withLoopbackServers(withTestTLSFiles(body, crtFile, crtDir, caFile))
-			text, err := migrate(body, file)
+			tr, err := migrate(body, file)
 			if err != nil {
 				t.Logf("refused, not validated (TestCorpus asserts the refusal): %v", err)
 				return
 			}
+			text := tr.Caddyfile
 			translated = append(translated, filepath.Base(file))
 			adapted, warnings, err := caddyconfig.GetAdapter("haproxy").Adapt(body, map[string]any{"filename": file})
 			if err != nil || len(warnings) > 0 {

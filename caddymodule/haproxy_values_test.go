@@ -159,3 +159,20 @@ func FuzzHAProxyAdapt(f *testing.F) {
 		}
 	})
 }
+
+// Issue 27.4: an approximation is a warning that names its file and line,
+// carried by value to caddy adapt (and printed by caddy ha migrate), as
+// well as a comment in the Caddyfile.
+func TestHAProxyApproximationsAreWarnings(t *testing.T) {
+	cfg := "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n" +
+		"frontend web\n    bind 127.0.0.1:8080\n    option http-server-close\n    default_backend app\n" +
+		"backend app\n    option http-pretend-keepalive\n    server a 127.0.0.1:9000\n"
+	_, warnings, err := HAProxyAdapter{}.Adapt([]byte(cfg), map[string]any{"filename": "w.cfg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || warnings[0].File != "w.cfg" || warnings[0].Line != 8 ||
+		!strings.HasPrefix(warnings[0].Message, "option http-server-close: Caddy keeps its connections to the servers alive") {
+		t.Fatalf("warnings %+v, want one for w.cfg:8 (option http-server-close; http-pretend-keepalive is ignored, not approximated)", warnings)
+	}
+}

@@ -80,7 +80,7 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 			continue // the listen's frontend's (see the site)
 		}
 		if !ownLine(s, l) && keywordSide(l) == frontendSide {
-			be.notes = append(be.notes, note{l, fromDefaultsNote(l, s.Kind)})
+			be.notes = append(be.notes, note{line: l, what: fromDefaultsNote(l, s.Kind)})
 			continue
 		}
 		if err := be.read(l); err != nil {
@@ -110,11 +110,13 @@ func (be *backend) read(l Line) error {
 		if err != nil {
 			return err
 		}
-		be.notes = append(be.notes, note{l, what})
+		be.notes = append(be.notes, note{line: l, what: what})
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
-		be.notes = append(be.notes, note{l, "Caddy keeps upstream connections alive by default"})
-	case key == "option" && connectionModes[arg(l, 1)] != "" && len(w) == 2:
-		be.notes = append(be.notes, note{l, connectionModes[arg(l, 1)]})
+		be.notes = append(be.notes, note{line: l, what: "Caddy keeps upstream connections alive by default"})
+	case key == "option" && connectionModes[arg(l, 1)].what != "" && len(w) == 2:
+		n := connectionModes[arg(l, 1)]
+		n.line = l
+		be.notes = append(be.notes, n)
 	case key == "timeout":
 		if len(w) != 3 {
 			return refuse(l, "takes a name and a duration")
@@ -131,7 +133,7 @@ func (be *backend) read(l Line) error {
 			be.keepAlive = d
 			be.timeoutSrc = append(be.timeoutSrc, l)
 		case "http-request":
-			be.notes = append(be.notes, note{l, "a frontend's: see the servers option"})
+			be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
 		default:
 			return refuse(l, "timeout %s is not translated yet", w[1])
 		}
@@ -139,10 +141,10 @@ func (be *backend) read(l Line) error {
 		if err := be.log.read(l); err != nil {
 			return err
 		}
-		be.notes = append(be.notes, note{l, be.log.backendNote(l)})
+		be.notes = append(be.notes, note{line: l, what: be.log.backendNote(l)})
 	case key == "description":
 		be.leader = be.leader || strings.Contains(strings.Join(w[1:], " "), leaderMark)
-		be.notes = append(be.notes, note{l, ""})
+		be.notes = append(be.notes, note{line: l, what: ""})
 	case key == "option" && arg(l, 1) == "httpchk":
 		be.check = append(be.check, l)
 		switch len(w) { // option httpchk [<method> <uri> [<version>]]
@@ -157,7 +159,7 @@ func (be *backend) read(l Line) error {
 		return be.httpCheck(l)
 	case key == "default-server":
 		be.defaults = append(be.defaults, optionsOf(l, 1)...)
-		be.notes = append(be.notes, note{l, "in every server below"})
+		be.notes = append(be.notes, note{line: l, what: "in every server below"})
 	case key == "server":
 		if len(w) < 3 {
 			return refuse(l, "takes a name and an address")
@@ -178,7 +180,7 @@ func (be *backend) read(l Line) error {
 		if ownLine(be.section, l) {
 			return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
 		}
-		be.notes = append(be.notes, note{l, "the site's handle_errors"})
+		be.notes = append(be.notes, note{line: l, what: "the site's handle_errors"})
 	case key == "cookie":
 		if len(w) < 3 || w[2] != "insert" {
 			return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
@@ -299,7 +301,7 @@ func (be *backend) readActiveCheck() error {
 // if none), which is noted: the later line wins, as in HAProxy.
 func (be *backend) replace(earlier *Line, l Line) *Line {
 	if earlier != nil {
-		be.notes = append(be.notes, note{*earlier, "replaced by line " + strconv.Itoa(l.Pos.Line)})
+		be.notes = append(be.notes, note{line: *earlier, what: "replaced by line " + strconv.Itoa(l.Pos.Line)})
 	}
 	return &l
 }
@@ -541,9 +543,9 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		switch {
 		case l == nil:
 		case be.leader:
-			be.notes = append(be.notes, note{*l, "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
+			be.notes = append(be.notes, note{line: *l, what: "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
 		case l == be.hashType:
-			be.notes = append(be.notes, note{*l, "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
+			be.notes = append(be.notes, note{line: *l, what: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
 		}
 	}
 	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
@@ -553,7 +555,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
 	}
 	for _, n := range be.notes {
-		c.comment(n.line, n.what)
+		c.note(n)
 	}
 	// Caddy's own Via goes on the answer after header_down: a deferred
 	// header removes it.

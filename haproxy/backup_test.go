@@ -26,7 +26,7 @@ func translateText(t *testing.T, text string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Translate(cfg)
+	return caddyfileOf(cfg)
 }
 
 // oneLine is a Caddyfile's directives without comments, each line trimmed,

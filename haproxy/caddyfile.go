@@ -12,10 +12,11 @@ import (
 // (token.go); one that no token carries exactly is the error of the line
 // being written (the last commented), which translate returns.
 type caddyfile struct {
-	b     strings.Builder
-	depth int
-	at    Line  // the HAProxy line being written
-	err   error // the first value that no token carries
+	b        strings.Builder
+	depth    int
+	at       Line      // the HAProxy line being written
+	err      error     // the first value that no token carries
+	warnings []Warning // the approximations written (see note)
 }
 
 func (c *caddyfile) line(format string, args ...any) {
@@ -33,6 +34,16 @@ func (c *caddyfile) comment(l Line, note string) {
 		text += "  (" + l.redactEnv(note) + ")"
 	}
 	c.line("%s", commentText(text))
+}
+
+// note writes n as its line's comment; an approximation is a Warning too.
+func (c *caddyfile) note(n note) {
+	what := n.what
+	if n.approximated {
+		what = "approximated: " + what
+		c.warnings = append(c.warnings, Warning{Pos: n.line.Pos, Msg: n.line.shownKeyword() + ": " + n.line.redactEnv(n.what)})
+	}
+	c.comment(n.line, what)
 }
 
 func (c *caddyfile) open(format string, args ...any) {

@@ -127,7 +127,7 @@ func translateFile(t *testing.T, file string) (text string, err error) {
 	if err != nil {
 		return "", err
 	}
-	return Translate(cfg)
+	return caddyfileOf(cfg)
 }
 
 // checkOutcomeShape checks that a refusal (err not nil) begins with
@@ -197,7 +197,7 @@ func TestRefusalsNameTheKeyword(t *testing.T) {
 	} {
 		cfg, err := Parse(strings.NewReader(tt.text), "k.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want %s…", tt.text, err, tt.want)
@@ -227,7 +227,7 @@ func TestActiveCheckWantsOneStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := Translate(cfg)
+		out, err := caddyfileOf(cfg)
 		switch {
 		case tt.want == "" && (err != nil || !strings.Contains(out, "health_status 204\n")):
 			t.Errorf("%q: %v\n%s", tt.expect, err, out)
@@ -259,7 +259,7 @@ func TestRefusesValuesCaddyCannotTake(t *testing.T) {
 	} {
 		cfg, err := Parse(strings.NewReader(tt.text), "k.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want %s…", tt.text, err, tt.want)

@@ -67,6 +67,9 @@ type useBackend struct {
 type note struct {
 	line Line
 	what string
+	// approximated: the line is translated, but not exactly as HAProxy
+	// runs it (what says how it differs): a Warning too.
+	approximated bool
 }
 
 type bind struct {
@@ -205,8 +208,10 @@ func (fe *frontend) read(l Line) error {
 		fe.note(l, what)
 	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
 		fe.note(l, "Caddy keeps client connections alive by default")
-	case key == "option" && connectionModes[arg(l, 1)] != "" && len(w) == 2:
-		fe.note(l, connectionModes[arg(l, 1)])
+	case key == "option" && connectionModes[arg(l, 1)].what != "" && len(w) == 2:
+		n := connectionModes[arg(l, 1)]
+		n.line = l
+		fe.notes = append(fe.notes, n)
 	case key == "option" && arg(l, 1) == "socket-stats" && len(w) == 2:
 		fe.note(l, "ignored: counters per bind line in HAProxy's stats (Caddy's metrics are per server)")
 	case key == "timeout":
@@ -331,7 +336,7 @@ func (fe *frontend) sendsTo(s *Section) bool {
 	return false
 }
 
-func (fe *frontend) note(l Line, what string) { fe.notes = append(fe.notes, note{l, what}) }
+func (fe *frontend) note(l Line, what string) { fe.notes = append(fe.notes, note{line: l, what: what}) }
 
 // clientTimeouts map HAProxy's client-side timeouts to the servers
 // timeouts of Caddy; the backend's are read by the backend.
@@ -583,7 +588,7 @@ func (s siteAddrs) open(c *caddyfile) {
 // pages and its route.
 func (fe *frontend) writeSiteBody(c *caddyfile, crt *bind) error {
 	for _, n := range fe.notes {
-		c.comment(n.line, n.what)
+		c.note(n)
 	}
 	fe.log.writeSite(c, fe.global)
 	if crt != nil {

@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 				SplitCondition(l.Words, l.Pos)
 			}
 		}
-		_, err = Translate(cfg)
+		_, err = caddyfileOf(cfg)
 		if err == nil {
 			return
 		}

@@ -162,7 +162,7 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 		return err
 	}
 	for _, n := range notes {
-		c.comment(n.line, n.what)
+		c.note(n)
 	}
 	if len(files) > 1 {
 		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(files))

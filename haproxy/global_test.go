@@ -12,7 +12,7 @@ func translateK(t *testing.T, text string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return Translate(cfg)
+	return caddyfileOf(cfg)
 }
 
 // checkOutcome wants err to begin with want, or, for want "", the

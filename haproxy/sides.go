@@ -74,12 +74,12 @@ var backendOnly = setOf("balance", "cookie", "default-server", "dispatch", "forc
 // http-keep-alive (its default, and Caddy's way): each translated as
 // Caddy's keep-alive, with what differs. Caddy keeps a connection alive
 // where each of them closes one; none changes what a request gets.
-var connectionModes = map[string]string{
-	"http-server-close":      "approximated: Caddy keeps its connections to the servers alive and reuses them, where HAProxy closes each after its answer; client connections are kept alive in both",
-	"httpclose":              "approximated: Caddy keeps client and server connections alive, where HAProxy closes both after each answer (Connection: close)",
-	"forceclose":             "approximated as httpclose, which replaced it in HAProxy 2.0 (2.6 refuses it): Caddy keeps client and server connections alive, where HAProxy closed both after each answer",
-	"http-pretend-keepalive": "ignored: it has HAProxy tell a server that it keeps the connection alive while it closes it; Caddy keeps it alive for real",
-	"abortonclose":           "approximated: Caddy cancels a request whose client went away, queued or already sent (its request context), where HAProxy drops it only while it is queued",
+var connectionModes = map[string]note{
+	"http-server-close":      {what: "Caddy keeps its connections to the servers alive and reuses them, where HAProxy closes each after its answer; client connections are kept alive in both", approximated: true},
+	"httpclose":              {what: "Caddy keeps client and server connections alive, where HAProxy closes both after each answer (Connection: close)", approximated: true},
+	"forceclose":             {what: "as httpclose, which replaced it in HAProxy 2.0 (2.6 refuses it): Caddy keeps client and server connections alive, where HAProxy closed both after each answer", approximated: true},
+	"http-pretend-keepalive": {what: "ignored: it has HAProxy tell a server that it keeps the connection alive while it closes it; Caddy keeps it alive for real"},
+	"abortonclose":           {what: "Caddy cancels a request whose client went away, queued or already sent (its request context), where HAProxy drops it only while it is queued", approximated: true},
 }
 
 // notInDefaults are the keywords HAProxy refuses in a defaults section.

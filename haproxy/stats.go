@@ -91,7 +91,7 @@ func (t *translator) readStats(s *Section) (*statsPage, []note, error) {
 	if from == s {
 		for _, d := range t.chain(s)[1:] {
 			for _, l := range statsLines(d) {
-				replaced = append(replaced, note{l, fmt.Sprintf("ignored: %s %s has stats lines of its own, which replace its defaults', as in HAProxy", s.Kind, s.Name)})
+				replaced = append(replaced, note{line: l, what: fmt.Sprintf("ignored: %s %s has stats lines of its own, which replace its defaults', as in HAProxy", s.Kind, s.Name)})
 			}
 		}
 	}
@@ -194,7 +194,7 @@ func (p *statsPage) read(l Line, s *Section) error {
 	default:
 		return refuse(l, "stats %s is not translated yet", key)
 	}
-	p.lines = append(p.lines, note{l, what})
+	p.lines = append(p.lines, note{line: l, what: what})
 	return nil
 }
 
@@ -226,7 +226,7 @@ func statsRefresh(v string, l Line) (string, error) {
 // with basic_auth (if there are users) and ha_status.
 func (p *statsPage) write(c *caddyfile) {
 	for _, n := range p.lines {
-		c.comment(n.line, n.what)
+		c.note(n)
 	}
 	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
 		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
@@ -263,11 +263,11 @@ func (be *backend) frontendSetting(l Line) error {
 	case l.Words[0] == "stats" && own:
 		return refuse(l, "a backend's own stats page is not translated yet (a frontend's, a listen's or the defaults' is)")
 	case l.Words[0] == "stats":
-		be.notes = append(be.notes, note{l, "the frontend's stats page, which answers first"})
+		be.notes = append(be.notes, note{line: l, what: "the frontend's stats page, which answers first"})
 	case own:
-		be.notes = append(be.notes, note{l, "ignored, as HAProxy does: a backend has no maxconn (a server's maxconn limits its requests)"})
+		be.notes = append(be.notes, note{line: l, what: "ignored, as HAProxy does: a backend has no maxconn (a server's maxconn limits its requests)"})
 	default:
-		be.notes = append(be.notes, note{l, "a frontend's: see the servers option"})
+		be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
 	}
 	return nil
 }

@@ -195,7 +195,7 @@ func (b *bindTLS) site() ([]string, []note, error) {
 	}
 	var out []note
 	for _, l := range b.lines() {
-		out = append(out, note{l, notes[l.Pos]})
+		out = append(out, note{line: l, what: notes[l.Pos]})
 	}
 	return dirs, out, nil
 }

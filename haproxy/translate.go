@@ -15,19 +15,37 @@ import (
 // refused: the first refusal is the error, naming the file, the line, the
 // keyword and why, so that nothing the configuration asked for is lost
 // without a word. Each line is kept as a comment above what it became.
-func Translate(cfg *Config) (string, error) {
+// Lines translated close to but not exactly as HAProxy runs them are
+// the Translation's Warnings, each with its line, as well as comments.
+func Translate(cfg *Config) (Translation, error) {
 	t := &translator{cfg: cfg}
 	if err := t.translate(); err != nil {
-		return "", cfg.redacted(cfg.named(err))
+		return Translation{}, cfg.redacted(cfg.named(err))
 	}
 	if t.out.err != nil {
-		return "", cfg.redacted(cfg.named(t.out.err))
+		return Translation{}, cfg.redacted(cfg.named(t.out.err))
 	}
 	out := t.out.b.String()
 	if err := cfg.checkNoEnvValue(out); err != nil {
-		return "", err
+		return Translation{}, err
 	}
-	return out, nil
+	return Translation{Caddyfile: out, Warnings: t.out.warnings}, nil
+}
+
+// Translation is what Translate makes of a configuration.
+type Translation struct {
+	// Caddyfile is the translation, each HAProxy line kept as a comment.
+	Caddyfile string
+	// Warnings are the lines translated close to, but not exactly as,
+	// HAProxy runs them, in the order written.
+	Warnings []Warning
+}
+
+// Warning is a line translated with a difference from HAProxy: its
+// position, and what differs.
+type Warning struct {
+	Pos Position
+	Msg string
 }
 
 // named makes a refusal name the keyword of its line: one whose text

@@ -10,6 +10,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden Caddyfiles")
 
+// caddyfileOf is the Caddyfile Translate makes of cfg.
+func caddyfileOf(cfg *Config) (string, error) {
+	tr, err := Translate(cfg)
+	return tr.Caddyfile, err
+}
+
 // Each configuration in testdata (the seed's, and one per feature)
 // becomes the Caddyfile beside it, every line of it kept as a comment (go
 // test -update rewrites the golden files).
@@ -28,7 +34,7 @@ func checkGolden(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Translate(cfg)
+	got, err := caddyfileOf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +87,14 @@ func TestTranslateRefuses(t *testing.T) {
 		}
 		cfg, err := Parse(strings.NewReader(text), "h.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
 		}
 	}
 	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.bufsize 1\n"), "g.cfg", lookup)
-	if _, err := Translate(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.bufsize is not translated yet") {
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.bufsize is not translated yet") {
 		t.Errorf("global: %v", err)
 	}
 }
@@ -143,7 +149,7 @@ func TestTranslateRefusesRules(t *testing.T) {
 		}
 		cfg, err := Parse(strings.NewReader(text), "a.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
@@ -158,7 +164,7 @@ func TestStatsPasswordsAreRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Translate(cfg)
+	got, err := caddyfileOf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +203,7 @@ func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
 		text := strings.Replace(string(mustRead(t, "testdata/stats.cfg")), tt.from, tt.to, 1)
 		cfg, err := Parse(strings.NewReader(text), "s.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
@@ -215,7 +221,7 @@ func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
 		text := strings.Replace(string(mustRead(t, "testdata/maxconn.cfg")), tt.from, tt.to, 1)
 		cfg, err := Parse(strings.NewReader(text), "m.cfg", lookup)
 		if err == nil {
-			_, err = Translate(cfg)
+			_, err = caddyfileOf(cfg)
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
