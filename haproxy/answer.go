@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,8 +159,8 @@ type errorPage struct {
 // maxErrorFile bounds an errorfile (HAProxy's own bound is its buffer size).
 const maxErrorFile = 64 << 10
 
-// readErrorFile reads errorfile <code> <file>.
-func readErrorFile(l Line) (errorPage, error) {
+// readErrorFile reads errorfile <code> <file> from files.
+func readErrorFile(files Files, l Line) (errorPage, error) {
 	if len(l.Words) != 3 {
 		return errorPage{}, refuse(l, "takes a status and a file")
 	}
@@ -171,12 +170,12 @@ func readErrorFile(l Line) (errorPage, error) {
 	}
 	// A regular file of a bounded size, as HAProxy wants it (never a
 	// device that reads forever).
-	if info, err := os.Stat(file); err != nil {
+	if info, err := files.Stat(file); err != nil {
 		return errorPage{}, refuse(l, "%v", err)
 	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
 		return errorPage{}, refuse(l, "%s is not a regular file of at most 64 KiB", file)
 	}
-	b, err := os.ReadFile(file)
+	b, err := files.ReadFile(file)
 	if err != nil {
 		return errorPage{}, refuse(l, "%v", err)
 	}

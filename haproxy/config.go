@@ -11,7 +11,10 @@ import (
 
 // Config is an HAProxy configuration: its sections in the order written.
 type Config struct {
-	Sections  []*Section
+	Sections []*Section
+	// Files, if set, is where the translation reads the files the
+	// configuration names; nil: the filesystem.
+	Files     Files
 	sectionOf map[Position]*Section // the section of each line
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,14 +29,14 @@ func (t *translator) writeDefaultSNI(frontends []*frontend) {
 			path := resolve(t.global.crtBase, b.crts[0])
 			if first == nil {
 				first = b
-				name, err := defaultCertName(path)
+				name, err := defaultCertName(t.cfg.files(), path)
 				if err != nil {
 					t.out.comment(b.line, fmt.Sprintf("HAProxy's default certificate is its first crt, %s, which cannot be read here (%v): "+
 						"write default_sni and fallback_sni with a name of that certificate, or a client whose SNI names no certificate, or that sends none, fails its handshake", path, err))
 					continue
 				}
 				what := fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path)
-				if len(b.crts) > 1 && !isDir(path) {
+				if len(b.crts) > 1 && !isDir(t.cfg.files(), path) {
 					what = fmt.Sprintf("HAProxy's default certificate is the first crt's, %s; with several crt files, Caddy serves a client whose SNI names none of them, or that sends none, one of them in no set order (each file's tls directive selects among the files, before default_sni)", path)
 				}
 				t.out.comment(b.line, what)
@@ -59,13 +58,13 @@ func (t *translator) writeDefaultSNI(frontends []*frontend) {
 // issuer and SCT files it loads beside a certificate. The name is the
 // certificate's first DNS name, else its first IP address, else its
 // common name.
-func defaultCertName(path string) (string, error) {
-	info, err := os.Stat(path)
+func defaultCertName(files Files, path string) (string, error) {
+	info, err := files.Stat(path)
 	if err != nil {
 		return "", err
 	}
 	if info.IsDir() {
-		entries, err := os.ReadDir(path)
+		entries, err := files.ReadDir(path)
 		if err != nil {
 			return "", err
 		}
@@ -73,11 +72,11 @@ func defaultCertName(path string) (string, error) {
 			if e.IsDir() || slices.Contains([]string{".key", ".ocsp", ".issuer", ".sctl"}, filepath.Ext(e.Name())) {
 				continue
 			}
-			return defaultCertName(filepath.Join(path, e.Name()))
+			return defaultCertName(files, filepath.Join(path, e.Name()))
 		}
 		return "", errors.New("no certificate file in the directory")
 	}
-	data, err := os.ReadFile(path)
+	data, err := files.ReadFile(path)
 	if err != nil {
 		return "", err
 	}

@@ -54,11 +54,11 @@ func TestDefaultCertName(t *testing.T) {
 	cn := write("cn.pem", selfSigned(t, "CN.example", nil, nil))
 	noCert := write("key-only.pem", []byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"))
 	for path, want := range map[string]string{dns: "www.example", ip: "127.0.0.2", cn: "cn.example"} {
-		if got, err := defaultCertName(path); err != nil || got != want {
+		if got, err := defaultCertName(osFiles{}, path); err != nil || got != want {
 			t.Errorf("%s: %q, %v, want %q", filepath.Base(path), got, err, want)
 		}
 	}
-	if _, err := defaultCertName(noCert); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := defaultCertName(osFiles{}, noCert); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a file without a certificate: %v", err)
 	}
 	sub := filepath.Join(dir, "d")
@@ -71,7 +71,7 @@ func TestDefaultCertName(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, err := defaultCertName(sub); err != nil || got != "b.example" {
+	if got, err := defaultCertName(osFiles{}, sub); err != nil || got != "b.example" {
 		t.Errorf("directory: %q, %v, want b.example (a.pem.key and a.pem.ocsp are not certificates HAProxy loads)", got, err)
 	}
 }

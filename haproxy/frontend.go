@@ -223,7 +223,7 @@ func (fe *frontend) read(l Line) error {
 	case key == "http-request":
 		return fe.httpRequest(l)
 	case key == "errorfile":
-		p, err := readErrorFile(l)
+		p, err := readErrorFile(fe.cfg.files(), l)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -145,7 +144,7 @@ func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
 		if path != f {
 			c.comment(*g.crtBase, "crt "+f+" is "+path)
 		}
-		if isDir(path) {
+		if isDir(fe.cfg.files(), path) {
 			dirs = append(dirs, path)
 		} else {
 			files = append(files, path)
@@ -254,9 +253,4 @@ func nonEmpty(s string) []string {
 		return nil
 	}
 	return []string{s}
-}
-
-func isDir(path string) bool {
-	info, err := os.Stat(path)
-	return err == nil && info.IsDir()
 }
