@@ -276,7 +276,10 @@ func (be *backend) readActiveCheck() error {
 	}
 	for _, srv := range be.servers {
 		if !slices.ContainsFunc(append(append([]option{}, be.defaults...), srv.opts...), func(o option) bool { return o.word == "check" }) {
-			return refuse(srv.line, "servers with and without check in one backend are not translated (Caddy checks every upstream)")
+			// Issue 28: HAProxy keeps a server without check in rotation
+			// unchecked; Caddy's active health check is the whole
+			// reverse_proxy's.
+			be.notes = append(be.notes, note{line: srv.line, what: "HAProxy does not check this server (it stays in rotation whatever it answers); Caddy's active health check checks every upstream of the reverse_proxy, this one too", approximated: true})
 		}
 	}
 	// HAProxy passes any 2xx or 3xx answer unless told otherwise; Caddy's

@@ -532,6 +532,11 @@ func (fe *frontend) writeSite(c *caddyfile) error {
 			crt = &fe.binds[i]
 		}
 		host, port, _ := net.SplitHostPort(b.addr)
+		if !b.isTLS && port == "443" {
+			// Caddy's Caddyfile refuses http://:443 ("scheme and port
+			// violate convention"), which HAProxy serves.
+			return refuse(b.line, "plain HTTP on port 443 (no ssl on this bind) is not translated: a Caddyfile site cannot serve http:// on port 443; bind another port, or add ssl crt")
+		}
 		g.addrs = append(g.addrs, c.plainOf(b.line, scheme+":"+port))
 		if host != "" {
 			hosts = append(hosts, host)

@@ -120,3 +120,22 @@ func TestForwardForHeader(t *testing.T) {
 		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
 }
+
+// Issue 28: plain HTTP on port 443, which HAProxy serves and a Caddyfile
+// site cannot, is refused at its bind line (it failed in Caddy's adapter,
+// naming no line).
+func TestPlainHTTPOn443IsRefusedWithItsLine(t *testing.T) {
+	text := "defaults\n\tmode http\nfrontend f\n\tbind :443\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:4: bind :443: plain HTTP on port 443", nil...)
+}
+
+// Issue 28: a server without check beside checked ones is translated,
+// approximated (Caddy checks every upstream of a reverse_proxy), where it
+// was refused.
+func TestUncheckedServerBesideCheckedOnes(t *testing.T) {
+	text := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\toption httpchk GET /health\n\thttp-check expect status 200\n" +
+		"\tserver a 10.0.0.1:80 check\n\tserver b 10.0.0.2:80\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "# k.cfg:10: server b 10.0.0.2:80  (approximated: HAProxy does not check this server")
+}
