@@ -51,8 +51,13 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 			text := tr.Caddyfile
 			translated = append(translated, filepath.Base(file))
 			adapted, warnings, err := caddyconfig.GetAdapter("haproxy").Adapt(body, map[string]any{"filename": file})
-			if err != nil || len(warnings) > 0 {
-				t.Fatalf("adapting: %v %v", err, warnings)
+			if err != nil || len(warnings) != len(tr.Warnings) {
+				t.Fatalf("adapting: %v; warnings %v, want the translation's approximations alone (%d)", err, warnings, len(tr.Warnings))
+			}
+			for _, w := range warnings {
+				if w.File != file || w.Line < 1 {
+					t.Errorf("a warning without its file and line: %+v", w)
+				}
 			}
 			viaCaddyfile, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
 			if err != nil || string(viaCaddyfile) != string(adapted) {

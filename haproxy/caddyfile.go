@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,7 +42,12 @@ func (c *caddyfile) note(n note) {
 	what := n.what
 	if n.approximated {
 		what = "approximated: " + what
-		c.warnings = append(c.warnings, Warning{Pos: n.line.Pos, Msg: n.line.shownKeyword() + ": " + n.line.redactEnv(n.what)})
+		// One warning a line: a defaults line is noted in each proxy
+		// that takes it.
+		w := Warning{Pos: n.line.Pos, Msg: n.line.shownKeyword() + ": " + n.line.redactEnv(n.what)}
+		if !slices.Contains(c.warnings, w) {
+			c.warnings = append(c.warnings, w)
+		}
 	}
 	c.comment(n.line, what)
 }

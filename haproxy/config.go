@@ -43,6 +43,10 @@ type Line struct {
 	Source []string
 	Env    []bool
 	envs   []envUse // the environment's variables it read
+	// modernized says how a line of a 1.x keyword was read as the 2.x
+	// one that replaced it (Words are the 2.x line's, Source the line
+	// as written); "" for any other line.
+	modernized string
 }
 
 // source is the line as a comment shows it: as written, so that no value
@@ -50,6 +54,9 @@ type Line struct {
 // userlist's password and insecure-password).
 func (l Line) source() string {
 	shown := l.Source
+	if l.modernized != "" {
+		return strings.Join(shown, " ") // no password in those keywords
+	}
 	if len(shown) != len(l.Words) {
 		shown = make([]string, len(l.Words))
 		for i, w := range l.Words {
@@ -226,6 +233,7 @@ func (c *Config) add(l Line) error {
 			return errAt(l.Pos, "%q is outside any section (global, defaults, frontend, backend, listen)", kind)
 		}
 		s := c.Sections[len(c.Sections)-1]
+		l, l.modernized = modernized(l)
 		s.Lines = append(s.Lines, l)
 		c.sectionOf[l.Pos] = s
 		return nil

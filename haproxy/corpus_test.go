@@ -30,7 +30,7 @@ var corpusOutcomes = map[string]struct {
 	"wordpress-farm.cfg":       {},
 	"docker-compose.cfg":       {6, "resolvers sections are not translated yet"},
 	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
-	"legacy-1.x.cfg":           {19, "reqadd X-Forwarded-Proto: http: not translated yet"},
+	"legacy-1.x.cfg":           {},
 	"lua-auth.cfg":             {15, "http-request lua.auth-request: http-request lua.auth-request is not translated yet"},
 	"postgres-no-mode.cfg":     {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated"},
 	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},

@@ -53,3 +53,36 @@ func TestFilesAreReadThroughOneSeam(t *testing.T) {
 		t.Fatalf("a missing errorfile: %v, want a refusal at s.cfg:3", err)
 	}
 }
+
+// Issue 28: the HAProxy 1.x keywords removed in 2.1 are read as the 2.x
+// lines that replaced them, each a warning naming its line, the comment
+// keeping the line as written; a form not translated is refused as it is.
+func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
+	text := "defaults\n\tmode http\n\tcontimeout 5s\n\tclitimeout 30s\n\tsrvtimeout 30s\n" +
+		"frontend f\n\tbind :80\n\treqadd X-Forwarded-Proto:\\ http\n\trspdel ^Server:.*\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	cfg, err := Parse(strings.NewReader(text), "l.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Translate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# l.cfg:3: contimeout 5s", "dial_timeout 5s", "read_body 30s", `# l.cfg:8: reqadd X-Forwarded-Proto:\ http`,
+		"request_header +X-Forwarded-Proto http", "# l.cfg:9: rspdel ^Server:.*", "header_down -Server"} {
+		if !strings.Contains(tr.Caddyfile, want) {
+			t.Errorf("the translation lacks %q:\n%s", want, tr.Caddyfile)
+		}
+	}
+	var lines []int
+	for _, w := range tr.Warnings {
+		lines = append(lines, w.Pos.Line)
+	}
+	if len(lines) != 5 || lines[0] != 3 || lines[3] != 8 || lines[4] != 9 || !strings.HasPrefix(tr.Warnings[3].Msg, "reqadd: read as http-request add-header X-Forwarded-Proto") {
+		t.Errorf("warnings %+v, want lines 3, 4, 5, 8 and 9", tr.Warnings)
+	}
+	cfg, _ = Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "rspdel ^Set-Cookie:\\ id=.*", 1)), "l.cfg", lookup)
+	if _, err := Translate(cfg); err == nil || !strings.HasPrefix(err.Error(), "l.cfg:9: rspdel") {
+		t.Errorf("rspdel of part of a header: %v, want a refusal at l.cfg:9", err)
+	}
+}

@@ -29,7 +29,21 @@ func Translate(cfg *Config) (Translation, error) {
 	if err := cfg.checkNoEnvValue(out); err != nil {
 		return Translation{}, err
 	}
-	return Translation{Caddyfile: out, Warnings: t.out.warnings}, nil
+	return Translation{Caddyfile: out, Warnings: append(cfg.modernizedLines(), t.out.warnings...)}, nil
+}
+
+// modernizedLines are the warnings of the 1.x lines read as their 2.x
+// replacements (see modernized).
+func (c *Config) modernizedLines() []Warning {
+	var out []Warning
+	for _, s := range c.Sections {
+		for _, l := range s.Lines {
+			if l.modernized != "" {
+				out = append(out, Warning{Pos: l.Pos, Msg: strings.Join(l.Source[:1], "") + ": " + l.modernized})
+			}
+		}
+	}
+	return out
 }
 
 // Translation is what Translate makes of a configuration.

@@ -1,0 +1,50 @@
+package haproxy
+
+import (
+	"regexp"
+	"strings"
+)
+
+// The HAProxy 1.x keywords that HAProxy 2.1 removed (2.6 refuses them),
+// read as the 2.x lines that replaced them, each a warning: an operator
+// on an old configuration gets it translated rather than refused.
+var legacyTimeouts = map[string]string{"contimeout": "connect", "clitimeout": "client", "srvtimeout": "server"}
+
+// legacyHeaderAdds are the 1.x rules that add a header line, by the
+// 2.x rule that replaced them.
+var legacyHeaderAdds = map[string]string{"reqadd": "http-request", "rspadd": "http-response"}
+
+// legacyHeaderDels are the 1.x rules that delete the header lines a
+// regular expression matches, by the 2.x rule that replaced them.
+var legacyHeaderDels = map[string]string{"reqdel": "http-request", "reqidel": "http-request", "rspdel": "http-response", "rspidel": "http-response"}
+
+// wholeHeader matches the regular expressions of a 1.x delete that name
+// one header whole: ^<name>: and what follows, as most were written.
+var wholeHeader = regexp.MustCompile(`^\^([!#$%&'*+.^_|~0-9A-Za-z-]+):(\.\*)?$`)
+
+// modernized is l as the 2.x line that replaced its 1.x keyword, and
+// what the warning says, or l and "" for a line of another keyword (or a
+// 1.x one in a form not translated, which is then refused as it is).
+func modernized(l Line) (Line, string) {
+	w := l.Words
+	if name, ok := legacyTimeouts[w[0]]; ok && len(w) == 2 {
+		l.Words = []string{"timeout", name, w[1]}
+		return l, "read as timeout " + name + ", which replaced " + w[0] + " (removed in HAProxy 2.1)"
+	}
+	if rule, ok := legacyHeaderAdds[w[0]]; ok && len(w) == 2 {
+		// reqadd "<name>: <value>" (its space escaped), a whole header
+		// line.
+		name, value, found := strings.Cut(w[1], ":")
+		if found && name != "" && !strings.ContainsAny(name, " \t") {
+			l.Words = []string{rule, "add-header", name, strings.TrimLeft(value, " \t")}
+			return l, "read as " + rule + " add-header " + name + ", which replaced " + w[0] + " (removed in HAProxy 2.1)"
+		}
+	}
+	if rule, ok := legacyHeaderDels[w[0]]; ok && len(w) == 2 {
+		if m := wholeHeader.FindStringSubmatch(w[1]); m != nil {
+			l.Words = []string{rule, "del-header", m[1]}
+			return l, "read as " + rule + " del-header " + m[1] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case"
+		}
+	}
+	return l, ""
+}
