@@ -172,36 +172,42 @@ func TestFullMemoryStoreKeepsLimits(t *testing.T) {
 // Issue 26.2 as measured: 200 keys of a client-chosen header sent 6 times
 // each (every counter at its limit of 5, the store full at 50), then a
 // fresh key 20 times, with the default on_store_error and with each value.
-// Each flood passes exactly 1,000 of 1,200 and the fresh key exactly its 5:
-// before, it got 20 of 20 and the flood 1,151.
+// Each flood passes exactly 1,000 of 1,200 and the fresh key exactly its 5
+// (before, it got 20 of 20 and the flood 1,151), and a key counted before
+// the flood more than any flood key keeps its count.
 func TestFullMemoryStoreCountsNewKeysOnEveryOnStoreError(t *testing.T) {
-	settings := []string{"", "local", "allow", "deny"} // "": the default
-	var site strings.Builder
-	for i, setting := range settings {
+	frozen := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+	wallClock = func() time.Time { return frozen }
+	t.Cleanup(func() { wallClock = time.Now })
+	for _, setting := range []string{"", "local", "allow", "deny"} { // "": the default
 		option := ""
 		if setting != "" {
 			option = "on_store_error " + setting
 		}
-		fmt.Fprintf(&site, `handle /z%d {
-		edge_rate_limit {
-			zone z%d {
-				key {http.request.header.X-K}
-				events 5
-				window 1h
+		// Zone z is the flood's; zone heavy lets a key be counted more
+		// than any flood key (a key over its limit is remembered, not
+		// counted on), for the key counted before the flood.
+		tc := startCaddy(t, nil, "ha {\n\t\tstore memory {\n\t\t\tmax_keys 50\n\t\t}\n\t}", `edge_rate_limit {
+		zone z {
+			match {
+				path /z
 			}
-			%s
+			key {http.request.header.X-K}
+			events 5
+			window 1h
 		}
-		respond "ok"
+		zone heavy {
+			match {
+				path /heavy
+			}
+			key {http.request.header.X-K}
+			events 12
+			window 1h
+		}
+		`+option+`
 	}
-	`, i, i, option)
-	}
-	frozen := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
-	wallClock = func() time.Time { return frozen }
-	t.Cleanup(func() { wallClock = time.Now })
-	tc := startCaddy(t, nil, "ha {\n\t\tstore memory {\n\t\t\tmax_keys 50\n\t\t}\n\t}", site.String())
-	for i, setting := range settings {
-		path := fmt.Sprint("/z", i)
-		passed := func(key string, n int) int {
+	respond "ok"`)
+		passed := func(path, key string, n int) int {
 			got := 0
 			for range n {
 				if ans := send(t, "GET", tc.url(path), "X-K", key); ans.status == 200 {
@@ -210,17 +216,21 @@ func TestFullMemoryStoreCountsNewKeysOnEveryOnStoreError(t *testing.T) {
 			}
 			return got
 		}
+		old := "old" + setting
+		before := passed("/heavy", old, 10)
 		flood := 0
 		for k := range 200 {
-			flood += passed(fmt.Sprint("flood-", i, "-", k), 6)
+			flood += passed("/z", fmt.Sprint("flood-", setting, k), 6)
 		}
-		fresh := passed(fmt.Sprint("fresh-", i), 20)
-		t.Logf("on_store_error %q: the flood passed %d of 1200, a fresh key %d of 20", setting, flood, fresh)
-		if flood != 1000 || fresh != 5 {
-			t.Errorf("on_store_error %q: the flood passed %d of 1200 (want 1000), a fresh key %d of 20 (want 5)", setting, flood, fresh)
+		fresh := passed("/z", "fresh"+setting, 20)
+		after := passed("/heavy", old, 5)
+		t.Logf("on_store_error %q: the flood passed %d of 1200, a fresh key %d of 20, the key counted 10 times before %d more of 5", setting, flood, fresh, after)
+		if flood != 1000 || fresh != 5 || before != 10 || after != 2 {
+			t.Errorf("on_store_error %q: the flood passed %d of 1200 (want 1000), a fresh key %d of 20 (want 5), the key counted %d times before the flood %d more of 5 (want 10, then 2: its count kept)",
+				setting, flood, fresh, before, after)
 		}
-	}
-	if v := metricValue(tc, `caddy_ha_store_degraded{store="memory"}`); v != 0 {
-		t.Errorf("caddy_ha_store_degraded: %v, want 0 (a store full of counters evicts)", v)
+		if v := metricValue(tc, `caddy_ha_store_degraded{store="memory"}`); v != 0 {
+			t.Errorf("on_store_error %q: caddy_ha_store_degraded %v, want 0 (a store full of counters evicts)", setting, v)
+		}
 	}
 }
