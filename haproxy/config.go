@@ -53,18 +53,15 @@ type Line struct {
 // of the environment shows, and with passwords redacted (stats auth, a
 // userlist's password and insecure-password).
 func (l Line) source() string {
-	shown := l.Source
-	if l.modernized != "" {
-		return strings.Join(shown, " ") // no password in those keywords
-	}
-	if len(shown) != len(l.Words) {
+	shown := l.Source // as written, also where the words were read otherwise (modernized)
+	if shown == nil {
 		shown = make([]string, len(l.Words))
 		for i, w := range l.Words {
 			shown[i] = shownWord(w)
 		}
 	}
 	shown = slices.Clone(shown)
-	if i := secretWord(l.Words); i > 0 {
+	if i := secretWord(l.Words); i > 0 && i < len(shown) {
 		if l.Words[0] == "stats" {
 			if user, _, ok := strings.Cut(l.Words[i], ":"); ok && !l.fromEnv(i) {
 				shown[i] = shownWord(user) + ":<redacted>"

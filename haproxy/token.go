@@ -172,7 +172,7 @@ func isTokenChar(c byte) bool {
 // (nothing escaped inside), else as a heredoc. s must hold no
 // {$ (checkCarried).
 func quoteToken(s string) (string, error) {
-	if bare(envRef.ReplaceAllString(s, "x")) {
+	if bare(s) || strings.Contains(s, "{$") && bare(envRef.ReplaceAllString(s, "x")) {
 		return s, nil
 	}
 	if !strings.Contains(s, `\"`) && !strings.HasSuffix(s, `\`) {

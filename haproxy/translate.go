@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -29,7 +30,11 @@ func Translate(cfg *Config) (Translation, error) {
 	if err := cfg.checkNoEnvValue(out); err != nil {
 		return Translation{}, err
 	}
-	return Translation{Caddyfile: out, Warnings: append(cfg.modernizedLines(), t.out.warnings...)}, nil
+	warnings := append(cfg.modernizedLines(), t.out.warnings...)
+	slices.SortStableFunc(warnings, func(a, b Warning) int {
+		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line))
+	})
+	return Translation{Caddyfile: out, Warnings: warnings}, nil
 }
 
 // modernizedLines are the warnings of the 1.x lines read as their 2.x

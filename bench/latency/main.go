@@ -111,51 +111,40 @@ func main() {
 // startContenders starts stock Caddy, caddy-ha and HAProxy in front of
 // nodes, after the baseline (the leader itself).
 func startContenders(dir string, nodes []string, redisAddr string) ([]*contender, error) {
-	out := []*contender{{name: "direct", url: "http://" + nodes[0] + "/api/orders"}}
-	stock := caddyfile(loopback.FreeAddr(), "", "", strings.Join(nodes, " "),
-		"\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1")
-	ours := caddyfile(loopback.FreeAddr(), "\tservers {\n\t\tprotocols h1\n\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t}\n\tha {\n\t\tstore redis {\n\t\t\taddress "+redisAddr+"\n\t\t}\n\t}\n",
-		"\tforwarded\n\tedge_rate_limit {\n\t\tzone api {\n\t\t\tkey {client_ip}\n\t\t\tevents 1000000000\n\t\t\twindow 1m\n\t\t}\n\t}\n",
-		strings.Join(nodes, " "), "\t\tlb_policy leader\n\t\ttransport pinned")
-	for _, c := range []struct{ name, cfg string }{{"stock", stock.text}, {"caddy-ha", ours.text}} {
-		listen := stock.listen
-		if c.name == "caddy-ha" {
-			listen = ours.listen
-		}
-		path := filepath.Join(dir, c.name+".Caddyfile")
-		if err := os.WriteFile(path, []byte(c.cfg), 0o644); err != nil {
-			return nil, err
-		}
-		if _, err := wrkbench.StartProcess(c.name, filepath.Join(dir, c.name+".log"), *caddyBin, "run", "--config", path, "--adapter", "caddyfile"); err != nil {
-			return nil, err
-		}
-		out = append(out, &contender{name: c.name, url: "http://" + listen + "/api/orders"})
-	}
-	haListen := loopback.FreeAddr()
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(wrkbench.SeedHAProxy(haListen, nodes, "1s")), 0o644); err != nil {
-		return nil, err
+	upstreams := strings.Join(nodes, " ")
+	proxies := []struct{ name, file, globals, site string }{
+		{"stock", "Caddyfile", "",
+			"\treverse_proxy " + upstreams + " {\n\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1\n\t}\n"},
+		{"caddy-ha", "Caddyfile", "\tservers {\n\t\tprotocols h1\n\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t}\n\tha {\n\t\tstore redis {\n\t\t\taddress " + redisAddr + "\n\t\t}\n\t}\n",
+			"\tforwarded\n\tedge_rate_limit {\n\t\tzone api {\n\t\t\tkey {client_ip}\n\t\t\tevents 1000000000\n\t\t\twindow 1m\n\t\t}\n\t}\n" +
+				"\treverse_proxy " + upstreams + " {\n\t\tlb_policy leader\n\t\ttransport pinned\n\t}\n"},
+		{"haproxy", "haproxy.cfg", "", ""},
 	}
 	if _, err := exec.LookPath(*haproxyBin); err != nil {
 		return nil, fmt.Errorf("HAProxy (%s) is needed: %v (apt-get install haproxy)", *haproxyBin, err)
 	}
-	if _, err := wrkbench.StartProcess("haproxy", filepath.Join(dir, "haproxy.log"), *haproxyBin, "-db", "-f", path); err != nil {
-		return nil, err
+	out := []*contender{{name: "direct", url: "http://" + nodes[0] + "/api/orders"}}
+	for _, p := range proxies {
+		listen := loopback.FreeAddr()
+		cfg, bin, args := wrkbench.Caddyfile(listen, loopback.FreeAddr(), p.globals, p.site), *caddyBin, []string{"run", "--adapter", "caddyfile", "--config"}
+		if p.name == "haproxy" {
+			cfg, bin, args = wrkbench.SeedHAProxy(listen, nodes, "1s"), *haproxyBin, []string{"-db", "-f"}
+		}
+		path := filepath.Join(dir, p.name+"."+p.file)
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			return nil, err
+		}
+		if _, err := wrkbench.StartProcess(p.name, filepath.Join(dir, p.name+".log"), bin, append(args, path)...); err != nil {
+			return nil, err
+		}
+		out = append(out, &contender{name: p.name, url: "http://" + listen + "/api/orders"})
 	}
-	out = append(out, &contender{name: "haproxy", url: "http://" + haListen + "/api/orders"})
 	for _, c := range out {
 		if err := httpcheck.WaitOK(strings.Replace(c.url, "/api/orders", "/api/warmup", 1), 20*time.Second, 2*time.Second, nil); err != nil {
 			return nil, fmt.Errorf("%s: %v", c.name, err)
 		}
 	}
 	return out, nil
-}
-
-type caddyConfig struct{ listen, text string }
-
-func caddyfile(listen, globals, handlers, upstreams, proxyOpts string) caddyConfig {
-	return caddyConfig{listen, fmt.Sprintf("{\n\tadmin %s\n\tpersist_config off\n\tlog {\n\t\tlevel ERROR\n\t}\n%s}\nhttp://%s {\n%s\treverse_proxy %s {\n%s\n\t}\n}\n",
-		loopback.FreeAddr(), globals, listen, handlers, upstreams, proxyOpts)}
 }
 
 // attack sends rate POSTs a second to c for d, open loop, and returns the
