@@ -82,10 +82,10 @@ type PinnedTransport struct {
 
 	// Most handshakes in progress of one client address (IPv6: its /64)
 	// at once: pins, held or waited for, whose sign-in the backend has not
-	// yet accepted. Beyond it a new handshake from that address is
-	// answered 503 with Retry-After: 1 at once. Signed-in pins do not
-	// count, so a terminal server's users are never refused by it.
-	// Default: 64.
+	// yet accepted. At it a new handshake from that address waits up to
+	// pin_wait for one of them to sign in or end, then is answered 503
+	// with Retry-After: 1. Signed-in pins do not count, so a terminal
+	// server's users are never refused by it. Default: 64.
 	MaxHandshakesPerClient int `json:"max_handshakes_per_client,omitempty"`
 
 	// Most pins, signed in or not, of one client address at once; beyond
