@@ -99,135 +99,176 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	return be, nil
 }
 
-func (be *backend) read(l Line) error {
-	w := l.Words
-	if keywordSide(l) == frontendSide && w[0] != "maxconn" { // a backend's own maxconn: frontendSetting
-		return refuse(l, "a frontend's keyword, which HAProxy ignores in a backend (with a warning): not translated; write it in the frontend or in the defaults")
-	}
-	switch key := w[0]; {
-	case key == "mode":
-		what, err := modeNote(l, be.mode, "reverse_proxy speaks HTTP")
-		if err != nil {
-			return err
-		}
-		be.notes = append(be.notes, note{line: l, what: what})
-	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
-		be.notes = append(be.notes, note{line: l, what: "Caddy keeps upstream connections alive by default"})
-	case key == "option" && connectionModes[arg(l, 1)].what != "" && len(w) == 2:
-		n := connectionModes[arg(l, 1)]
-		n.line = l
-		be.notes = append(be.notes, n)
-	case key == "timeout":
-		if len(w) != 3 {
-			return refuse(l, "takes a name and a duration")
-		}
-		d, err := duration(w[2], l.Pos)
-		if err != nil {
-			return err
-		}
-		switch w[1] {
-		case "connect", "server", "tunnel", "check", "queue":
-			be.timeouts[w[1]] = d
-			be.timeoutSrc = append(be.timeoutSrc, l)
-		case "http-keep-alive":
-			be.keepAlive = d
-			be.timeoutSrc = append(be.timeoutSrc, l)
-		case "http-request":
-			be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
-		default:
-			return refuse(l, "timeout %s is not translated yet", w[1])
-		}
-	case isLogLine(l):
-		if err := be.log.read(l); err != nil {
-			return err
-		}
-		be.notes = append(be.notes, note{line: l, what: be.log.backendNote(l)})
-	case key == "description":
-		be.leader = be.leader || strings.Contains(strings.Join(w[1:], " "), leaderMark)
-		be.notes = append(be.notes, note{line: l, what: ""})
-	case key == "option" && arg(l, 1) == "httpchk":
-		be.check = append(be.check, l)
-		switch len(w) { // option httpchk [<method> <uri> [<version>]]
-		case 2:
-		case 4, 5:
-			be.checkMeth, be.checkURI = w[2], w[3]
-		default:
-			return refuse(l, "takes [<method> <uri> [<version>]]")
-		}
-	case key == "http-check":
-		be.check = append(be.check, l)
-		return be.httpCheck(l)
-	case key == "default-server":
-		be.defaults = append(be.defaults, optionsOf(l, 1)...)
-		be.notes = append(be.notes, note{line: l, what: "in every server below"})
-	case key == "server":
-		if len(w) < 3 {
-			return refuse(l, "takes a name and an address")
-		}
-		addr, err := hostPort(w[2], l.Pos)
-		if err != nil {
-			return err
-		}
-		be.servers = append(be.servers, server{line: l, name: w[1], addr: addr, opts: optionsOf(l, 3)})
-	case key == "http-reuse":
-		switch arg(l, 1) {
-		case "never", "safe", "aggressive", "always":
-			be.reuse = &l
-		default:
-			return refuse(l, "takes never, safe, aggressive or always")
-		}
-	case key == "errorfile":
-		if ownLine(be.section, l) {
-			return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
-		}
-		be.notes = append(be.notes, note{line: l, what: "the site's handle_errors"})
-	case key == "cookie":
-		if len(w) < 3 || w[2] != "insert" {
-			return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
-		}
-		for _, o := range w[3:] {
-			if o != "indirect" && o != "nocache" {
-				return refuse(l, "cookie option %s is not translated yet", o)
-			}
-		}
-		be.cookie = be.replace(be.cookie, l)
-	case key == "retries":
-		if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(w) != 2 {
-			return refuse(l, "takes a whole number")
-		}
-		be.retries = be.replace(be.retries, l)
-	case key == "option" && arg(l, 1) == "redispatch":
-		if len(w) != 2 {
-			return refuse(l, "an interval is not translated")
-		}
-		be.redispatch = &l
-	case key == "option" && arg(l, 1) == "allbackups":
-		if len(w) != 2 {
-			return refuse(l, "takes no argument")
-		}
-		be.allBackups = &l
-	case key == "option" && arg(l, 1) == "forwardfor":
-		if ownLine(be.section, l) {
-			return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
-		}
-		if err := checkForwardFor(l); err != nil {
-			return err
-		}
-		be.forwardFor = &l
-	case key == "http-response":
-		r, err := responseHeader(l)
-		be.responseHeaders = append(be.responseHeaders, r)
+func (be *backend) readMode(l Line) error {
+	what, err := modeNote(l, be.mode, "reverse_proxy speaks HTTP")
+	if err != nil {
 		return err
-	case key == "balance":
-		be.balance = be.replace(be.balance, l)
-	case key == "hash-type":
-		be.hashType = be.replace(be.hashType, l)
-	case key == "stats", key == "maxconn":
-		return be.frontendSetting(l)
+	}
+	be.notes = append(be.notes, note{line: l, what: what})
+	return nil
+}
+
+func (be *backend) readKeywordNote(l Line) error {
+	n, err := keywordNote(l, "Caddy keeps upstream connections alive by default")
+	if err != nil {
+		return err
+	}
+	be.notes = append(be.notes, n)
+	return nil
+}
+
+func (be *backend) readTimeout(l Line) error {
+	w := l.Words
+	if len(w) != 3 {
+		return refuse(l, "takes a name and a duration")
+	}
+	d, err := duration(w[2], l.Pos)
+	if err != nil {
+		return err
+	}
+	switch w[1] {
+	case "http-keep-alive":
+		be.keepAlive = d
+	case "http-request":
+		be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
+		return nil
+	default: // connect, server, tunnel, check, queue
+		be.timeouts[w[1]] = d
+	}
+	be.timeoutSrc = append(be.timeoutSrc, l)
+	return nil
+}
+
+func (be *backend) readLog(l Line) error {
+	if err := be.log.read(l); err != nil {
+		return err
+	}
+	be.notes = append(be.notes, note{line: l, what: be.log.backendNote(l)})
+	return nil
+}
+
+func (be *backend) readDescription(l Line) error {
+	be.leader = be.leader || strings.Contains(strings.Join(l.Words[1:], " "), leaderMark)
+	be.notes = append(be.notes, note{line: l, what: ""})
+	return nil
+}
+
+func (be *backend) readHTTPCheck(l Line) error {
+	be.check = append(be.check, l)
+	switch w := l.Words; len(w) { // option httpchk [<method> <uri> [<version>]]
+	case 2:
+	case 4, 5:
+		be.checkMeth, be.checkURI = w[2], w[3]
 	default:
-		return refuse(l, "not translated yet")
+		return refuse(l, "takes [<method> <uri> [<version>]]")
 	}
 	return nil
+}
+
+func (be *backend) readDefaultServer(l Line) error {
+	be.defaults = append(be.defaults, optionsOf(l, 1)...)
+	be.notes = append(be.notes, note{line: l, what: "in every server below"})
+	return nil
+}
+
+func (be *backend) readServer(l Line) error {
+	if len(l.Words) < 3 {
+		return refuse(l, "takes a name and an address")
+	}
+	addr, err := hostPort(l.Words[2], l.Pos)
+	if err != nil {
+		return err
+	}
+	be.servers = append(be.servers, server{line: l, name: l.Words[1], addr: addr, opts: optionsOf(l, 3)})
+	return nil
+}
+
+func (be *backend) readReuse(l Line) error {
+	switch arg(l, 1) {
+	case "never", "safe", "aggressive", "always":
+		be.reuse = &l
+		return nil
+	}
+	return refuse(l, "takes never, safe, aggressive or always")
+}
+
+func (be *backend) readErrorFile(l Line) error {
+	if ownLine(be.section, l) {
+		return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
+	}
+	be.notes = append(be.notes, note{line: l, what: "the site's handle_errors"})
+	return nil
+}
+
+func (be *backend) readCookie(l Line) error {
+	w := l.Words
+	if len(w) < 3 || w[2] != "insert" {
+		return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
+	}
+	for _, o := range w[3:] {
+		if o != "indirect" && o != "nocache" {
+			return refuse(l, "cookie option %s is not translated yet", o)
+		}
+	}
+	be.cookie = be.replace(be.cookie, l)
+	return nil
+}
+
+func (be *backend) readRetries(l Line) error {
+	if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(l.Words) != 2 {
+		return refuse(l, "takes a whole number")
+	}
+	be.retries = be.replace(be.retries, l)
+	return nil
+}
+
+func (be *backend) readRedispatch(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "an interval is not translated")
+	}
+	be.redispatch = &l
+	return nil
+}
+
+func (be *backend) readAllBackups(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes no argument")
+	}
+	be.allBackups = &l
+	return nil
+}
+
+func (be *backend) readForwardFor(l Line) error {
+	if ownLine(be.section, l) {
+		return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
+	}
+	if err := checkForwardFor(l); err != nil {
+		return err
+	}
+	be.forwardFor = &l
+	return nil
+}
+
+func (be *backend) readResponseHeader(l Line) error {
+	r, err := responseHeader(l)
+	be.responseHeaders = append(be.responseHeaders, r)
+	return err
+}
+
+func (be *backend) readBalance(l Line) error {
+	be.balance = be.replace(be.balance, l)
+	return nil
+}
+
+func (be *backend) readHashType(l Line) error {
+	be.hashType = be.replace(be.hashType, l)
+	return nil
+}
+
+// readCheckRule reads an http-check line, a part of the health check.
+func (be *backend) readCheckRule(l Line) error {
+	be.check = append(be.check, l)
+	return be.httpCheck(l)
 }
 
 func (be *backend) httpCheck(l Line) error {
