@@ -42,6 +42,11 @@ type backend struct {
 	timeoutSrc      []Line
 	log             proxyLog // log global and the like: notes
 	caBase          *Line    // global ca-base
+	// What the servers' options say (readServers): the transport's TLS
+	// and the checks', alike for every server, and each server's notes.
+	tls         tlsOptions
+	checkOpts   leaderOptions
+	serverNotes [][]string
 }
 
 type server struct {
@@ -96,7 +101,7 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 			return nil, err
 		}
 	}
-	return be, nil
+	return be, be.readServers()
 }
 
 func (be *backend) readMode(l Line) error {
@@ -411,146 +416,6 @@ func (be *backend) lbPolicy() (string, error) {
 	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri, random[(<draws>)] or hdr(<name>) without options")
 }
 
-// tlsOptions are a server's TLS settings as the transport takes them.
-type tlsOptions struct {
-	ssl        bool
-	skipVerify bool
-	ca         string
-	serverName string
-	alpn       string
-	maxConn    string // maxconn: the transport's max_conns_per_host
-}
-
-// leaderOptions are the check settings of lb_policy leader.
-type leaderOptions struct{ interval, fails, passes string }
-
-// serverOptions reads a server's options (default-server's first).
-func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string, error) {
-	var t tlsOptions
-	var lo leaderOptions
-	var notes []string
-	var sslAt Line // the line that says ssl
-	opts := append(append([]option{}, be.defaults...), s.opts...)
-	name := func(v string, at Line) error {
-		switch {
-		case t.serverName == "":
-			t.serverName = v
-		case t.serverName != v:
-			return refuse(at, "sni, check-sni and verifyhost name %s and %s: the transport verifies one name", t.serverName, v)
-		}
-		return nil
-	}
-	for i := 0; i < len(opts); i++ {
-		o, at := opts[i].word, opts[i].line
-		value := func() (string, error) {
-			if i+1 >= len(opts) || opts[i+1].line.Pos != at.Pos {
-				return "", refuse(at, "%s needs a value", o)
-			}
-			i++
-			return opts[i].word, nil
-		}
-		var v string
-		var err error
-		switch o {
-		case "check":
-		case "ssl":
-			t.ssl = true
-			sslAt = at
-		case "backup":
-			switch {
-			case be.leader:
-				notes = append(notes, "backup: the leader is whichever node holds the lease")
-			case !be.active:
-				return t, lo, nil, refuse(at, "backup without checks is never used")
-			case be.allBackups != nil:
-				notes = append(notes, "backup: lb_policy backup balances the backups that are up when no other server is")
-			default:
-				notes = append(notes, "backup: lb_policy backup sends to the first backup up when no other server is")
-			}
-		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie", "maxconn":
-			if v, err = value(); err != nil {
-				return t, lo, nil, err
-			}
-			switch o {
-			case "inter":
-				lo.interval, err = duration(v, at.Pos)
-				if d, _ := time.ParseDuration(lo.interval); err == nil && d <= 0 {
-					err = refuse(at, "inter %s: HAProxy wants a check interval above 0", v)
-				}
-			case "fall", "rise":
-				if n, e := strconv.Atoi(v); e != nil || n < 1 {
-					err = refuse(at, "%s %s: HAProxy wants a whole number from 1", o, v)
-				} else if o == "fall" {
-					lo.fails = v
-				} else {
-					lo.passes = v
-				}
-			case "verify":
-				switch v {
-				case "required":
-				case "none":
-					t.skipVerify = true
-				default:
-					err = refuse(at, "verify takes required or none")
-				}
-			case "ca-file":
-				if t.ca = resolve(be.caBase, v); t.ca != v {
-					notes = append(notes, "ca-base: ca-file "+v+" is "+t.ca)
-				}
-			case "sni":
-				if !strings.HasPrefix(v, "str(") || !strings.HasSuffix(v, ")") {
-					err = refuse(at, "only sni str(<name>) is translated")
-				} else {
-					err = name(v[4:len(v)-1], at)
-				}
-			case "check-sni", "verifyhost":
-				err = name(v, at)
-			case "alpn":
-				t.alpn = v
-			case "maxconn":
-				t.maxConn, err = serverMaxconn(v, at)
-			case "cookie":
-				if be.cookie == nil || be.leader {
-					err = refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
-				}
-			case "weight":
-				n, nerr := strconv.Atoi(v)
-				switch {
-				case nerr != nil || n < 0 || n > 256:
-					err = refuse(at, "weight takes a whole number from 0 to 256")
-				case be.leader:
-					notes = append(notes, "weight: the leader gets every request")
-				default:
-					if be.weights == nil {
-						be.weights = map[Position]weighting{}
-					}
-					be.weights[s.line.Pos] = weighting{n, at}
-					if be.balance != nil && arg(*be.balance, 1) == "first" && n > 0 {
-						notes = append(notes, "weight: balance first ignores weights")
-					}
-				}
-			}
-		default:
-			err = refuse(at, "server option %q is not translated yet", o)
-		}
-		if err != nil {
-			return t, lo, nil, err
-		}
-	}
-	// HAProxy verifies a server's certificate by default; without a name
-	// (verifyhost, sni) it checks the chain alone, where the transport
-	// checks a name too: the server's address, which no option turns off.
-	if t.ssl && !t.skipVerify {
-		if t.ca == "" {
-			return t, lo, nil, refuse(sslAt, "ssl with verify required (HAProxy's default) and no ca-file: HAProxy refuses it too (write a ca-file, or verify none)")
-		}
-		if t.serverName == "" {
-			return t, lo, nil, refuse(sslAt, "verify required without verifyhost or sni: HAProxy checks the certificate's chain alone, Caddy's transport its name too, against the server's address %s (it cannot check the chain alone): write verifyhost <the certificate's name>, or verify none", s.addr)
-		}
-	}
-	return t, lo, notes, nil
-}
-
 // write writes the backend's reverse_proxy; fe is the frontend that sends
 // to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
 // unless told not to) and its http-response header rules.
@@ -565,22 +430,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		c.comment(*l, "the frontend's too: see its forwarded headers")
 	}
 	feResponse := fe.responseHeaders
-	var tls tlsOptions
-	var lo leaderOptions
+	tls, lo := be.tls, be.checkOpts
 	var addrs []string
 	for i, s := range be.servers {
-		t, l, notes, err := be.serverOptions(s)
-		if err != nil {
-			return err
-		}
-		if i > 0 && t.maxConn != tls.maxConn {
-			return refuse(s.line, "maxconn %q, where %s has %q: one transport limits every server alike", t.maxConn, be.servers[0].name, tls.maxConn)
-		}
-		if i > 0 && (t != tls || l != lo) {
-			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
-		}
-		tls, lo = t, l
-		c.comment(s.line, strings.Join(notes, "; "))
+		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
 		addrs = append(addrs, c.plainOf(s.line, s.addr))
 	}
 	for _, l := range []*Line{be.balance, be.hashType} {

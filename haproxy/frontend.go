@@ -369,28 +369,20 @@ func (fe *frontend) bind(l Line) error {
 	}
 	b := bind{line: l}
 	for i := 2; i < len(l.Words); i++ {
-		switch o := l.Words[i]; o {
-		case "ssl":
-			b.isTLS = true
-		case "name":
-			// A label for HAProxy's stats and logs: Caddy's listeners
-			// have none.
+		o := bindOptions[l.Words[i]]
+		if o == nil {
+			return refuse(l, "bind option %q is not translated yet", l.Words[i])
+		}
+		v := ""
+		if o.value {
 			if i+1 >= len(l.Words) {
-				return refuse(l, "name needs a value")
+				return refuse(l, "%s needs a value", o.name)
 			}
 			i++
-		case "crt", "alpn":
-			if i+1 >= len(l.Words) {
-				return refuse(l, "%s needs a value", o)
-			}
-			i++
-			if o == "crt" {
-				b.crts = append(b.crts, l.Words[i])
-			} else {
-				b.alpn = strings.Split(l.Words[i], ",")
-			}
-		default:
-			return refuse(l, "bind option %q is not translated yet", o)
+			v = l.Words[i]
+		}
+		if err := o.read(&b, v, l); err != nil {
+			return err
 		}
 	}
 	if b.isTLS && len(b.crts) == 0 {
@@ -403,11 +395,6 @@ func (fe *frontend) bind(l Line) error {
 		}
 		b.addr = addr
 		fe.binds = append(fe.binds, b)
-	}
-	for _, p := range b.alpn {
-		if p != "http/1.1" && p != "h2" {
-			return refuse(l, "alpn %q: Caddy speaks http/1.1 and h2 over TLS", p)
-		}
 	}
 	return nil
 }

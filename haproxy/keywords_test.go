@@ -12,8 +12,10 @@ func TestDocsKeywordTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := keywordTable(); !strings.Contains(string(doc), want) {
-		t.Errorf("docs/haproxy.md does not hold the registry's keyword table; put this in it:\n%s", want)
+	for what, want := range map[string]string{"keyword": keywordTable(), "bind option": optionsTable(bindOptions), "server option": optionsTable(serverOptions)} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/haproxy.md does not hold the registry's %s table; put this in it:\n%s", what, want)
+		}
 	}
 }
 
