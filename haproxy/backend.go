@@ -47,6 +47,10 @@ type backend struct {
 	tls         tlsOptions
 	checkOpts   leaderOptions
 	serverNotes [][]string
+	// What resolve settled.
+	transport      string // http, or pinned
+	versions       string // the transport's HTTP versions
+	writeSelection func(c *caddyfile, key string)
 }
 
 type server struct {
@@ -101,7 +105,10 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 			return nil, err
 		}
 	}
-	return be, be.readServers()
+	if err := be.readServers(); err != nil {
+		return nil, err
+	}
+	return be, be.resolve()
 }
 
 func (be *backend) readMode(l Line) error {
@@ -416,26 +423,12 @@ func (be *backend) lbPolicy() (string, error) {
 	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri, random[(<draws>)] or hdr(<name>) without options")
 }
 
-// write writes the backend's reverse_proxy; fe is the frontend that sends
-// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
-// unless told not to) and its http-response header rules.
-func (be *backend) write(c *caddyfile, fe *frontend) error {
-	c.comment(be.section.line(), "")
-	if l := be.forwardFor; l != nil {
-		// HAProxy adds the header if the frontend or the backend asks
-		// for it (in the backend's header if both do).
-		if fe.forwardFor == nil || !strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
-			return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
-		}
-		c.comment(*l, "the frontend's too: see its forwarded headers")
-	}
-	feResponse := fe.responseHeaders
-	tls, lo := be.tls, be.checkOpts
-	var addrs []string
-	for i, s := range be.servers {
-		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
-		addrs = append(addrs, c.plainOf(s.line, s.addr))
-	}
+// resolve checks what the backend's lines say together and settles
+// what its reverse_proxy will be, once its lines and servers are read:
+// the notes of balance and hash-type, the leader's check, the transport
+// (pinned for http-reuse never), its versions and maxconn, and the
+// policy.
+func (be *backend) resolve() error {
 	for _, l := range []*Line{be.balance, be.hashType} {
 		switch {
 		case l == nil:
@@ -451,6 +444,57 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	if be.leader && be.expect != "" && be.expect != "200" {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
 	}
+	be.transport = "http"
+	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
+		be.transport = "pinned" // one upstream connection per client connection
+	}
+	if err := be.checkMaxConns(); err != nil {
+		return err
+	}
+	switch be.tls.alpn {
+	case "", "http/1.1":
+		be.versions = "1.1"
+	case "h2,http/1.1", "http/1.1,h2":
+		be.versions = "1.1 2"
+	default:
+		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	}
+	if be.leader {
+		return nil
+	}
+	p, err := be.lbPolicy()
+	if err != nil {
+		return err
+	}
+	be.writeSelection, err = be.selection(p)
+	return err
+}
+
+// checkFrontend refuses the backend where the frontend fe sends to it
+// with another option forwardfor than the backend's defaults give it:
+// HAProxy adds the header if the frontend or the backend asks for it (in
+// the backend's header if both do).
+func (be *backend) checkFrontend(fe *frontend) error {
+	l := be.forwardFor
+	if l == nil || fe.forwardFor != nil && strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
+		return nil
+	}
+	return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
+}
+
+// write writes the backend's reverse_proxy; fe is the frontend that sends
+// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
+// unless told not to) and its http-response header rules.
+func (be *backend) write(c *caddyfile, fe *frontend) {
+	c.comment(be.section.line(), "")
+	if l := be.forwardFor; l != nil {
+		c.comment(*l, "the frontend's too: see its forwarded headers")
+	}
+	var addrs []string
+	for i, s := range be.servers {
+		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
+		addrs = append(addrs, c.plainOf(s.line, s.addr))
+	}
 	for _, n := range be.notes {
 		c.note(n)
 	}
@@ -459,6 +503,25 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
 	c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	be.writeHeadersUp(c, fe)
+	// HAProxy runs the backend's http-response rules, then the frontend's.
+	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
+		h.write(c, "header_down")
+	}
+	be.writePolicy(c)
+	be.writeTransport(c)
+	if d := be.timeouts["tunnel"]; d != "" {
+		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
+		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
+		c.line("stream_timeout %s", d)
+	}
+	c.close()
+}
+
+// writeHeadersUp writes what the request's headers become on their way to
+// the server: the forwarded headers as the frontend's option forwardfor
+// asks, the client's Host over TLS, and no Via.
+func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	switch ff := fe.forwardFor; {
 	case ff == nil:
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
@@ -479,29 +542,23 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		c.line("header_up -X-Forwarded-Proto")
 		c.line("header_up -X-Forwarded-Host")
 	}
-	if tls.ssl {
+	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")
 	}
 	c.line("header_up -Via")
-	// HAProxy runs the backend's http-response rules, then the frontend's.
-	for _, h := range append(append([]headerRule{}, be.responseHeaders...), feResponse...) {
-		h.write(c, "header_down")
-	}
-	if err := be.writePolicy(c, lo); err != nil {
-		return err
-	}
-	transport := "http"
+}
+
+// writeTransport writes the transport: its timeouts, maxconn, TLS and
+// HTTP versions.
+func (be *backend) writeTransport(c *caddyfile) {
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
-		if arg(*be.reuse, 1) == "never" {
-			transport = "pinned" // one upstream connection per client connection
-		}
 	}
 	for _, l := range be.timeoutSrc {
 		c.comment(l, "")
 	}
-	c.open("transport %s", transport)
+	c.open("transport %s", be.transport)
 	if d := be.timeouts["connect"]; d != "" {
 		c.line("dial_timeout %s", d)
 	}
@@ -512,10 +569,12 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	if be.keepAlive != "" {
 		c.line("keepalive %s", be.keepAlive)
 	}
-	if err := be.writeMaxConns(c, tls, transport); err != nil {
-		return err
+	if be.tls.maxConn != "" {
+		c.line("# maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", be.tls.maxConn)
+		c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
+		c.line("max_conns_per_host %s", be.tls.maxConn)
 	}
-	if tls.ssl {
+	if tls := be.tls; tls.ssl {
 		c.line("tls")
 		if tls.skipVerify {
 			c.line("tls_insecure_skip_verify")
@@ -527,22 +586,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
 	}
-	switch tls.alpn {
-	case "", "http/1.1":
-		c.line("versions 1.1")
-	case "h2,http/1.1", "http/1.1,h2":
-		c.line("versions 1.1 2")
-	default:
-		return refuse(be.servers[0].line, "alpn %s is not translated yet", tls.alpn)
-	}
+	c.line("versions %s", be.versions)
 	c.close()
-	if d := be.timeouts["tunnel"]; d != "" {
-		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
-		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
-		c.line("stream_timeout %s", d)
-	}
-	c.close()
-	return nil
 }
 
 // writeHealth writes the active health checks of a checked backend other
@@ -705,7 +750,7 @@ func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
 // writeRetries writes HAProxy's retries (3 by default) as lb_retries:
 // both retry a request whose connection failed; Caddy picks the server
 // again for each retry, as HAProxy does with option redispatch on the last.
-func (be *backend) writeRetries(c *caddyfile) error {
+func (be *backend) writeRetries(c *caddyfile) {
 	n := "3"
 	if be.retries != nil {
 		c.comment(*be.retries, "")
@@ -717,49 +762,46 @@ func (be *backend) writeRetries(c *caddyfile) error {
 	if n != "0" {
 		c.line("lb_retries %s", n)
 	}
-	return nil
 }
 
 // writePolicy writes the backend's lb_policy: the leader's, with its
 // check, or the one of its balance.
-func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
-	if !be.leader {
-		p, err := be.lbPolicy()
-		if err != nil {
-			return err
-		}
-		if be.active {
-			be.writeHealth(c, lo)
-		}
-		if be.balance != nil {
-			c.comment(*be.balance, "")
-		}
-		writeSelection, err := be.selection(p)
-		if err != nil {
-			return err
-		}
-		if be.cookie == nil {
-			writeSelection(c, "lb_policy")
-			return be.writeRetries(c)
-		}
-		// HAProxy's inserted cookie names the server; Caddy's cookie
-		// policy sets one that hashes the server's address, and picks by
-		// the balance policy while a client has none. A cookie naming a
-		// backup that is up sends to it, as in HAProxy.
-		l := *be.cookie
-		c.comment(l, "")
-		name := c.name(l.Words[1])
-		c.open("lb_policy cookie %s", name)
-		writeSelection(c, "fallback")
-		c.close()
-		if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
-			c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
-		}
-		if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
-			c.line("header_down Cache-Control private")
-		}
-		return be.writeRetries(c)
+func (be *backend) writePolicy(c *caddyfile) {
+	if be.leader {
+		be.writeLeaderPolicy(c)
+		return
 	}
+	if be.active {
+		be.writeHealth(c, be.checkOpts)
+	}
+	if be.balance != nil {
+		c.comment(*be.balance, "")
+	}
+	if be.cookie == nil {
+		be.writeSelection(c, "lb_policy")
+		be.writeRetries(c)
+		return
+	}
+	// HAProxy's inserted cookie names the server; Caddy's cookie policy
+	// sets one that hashes the server's address, and picks by the
+	// balance policy while a client has none. A cookie naming a backup
+	// that is up sends to it, as in HAProxy.
+	l := *be.cookie
+	c.comment(l, "")
+	c.open("lb_policy cookie %s", c.name(l.Words[1]))
+	be.writeSelection(c, "fallback")
+	c.close()
+	if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
+		c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
+	}
+	if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
+		c.line("header_down Cache-Control private")
+	}
+	be.writeRetries(c)
+}
+
+// writeLeaderPolicy writes lb_policy leader, with the check's settings.
+func (be *backend) writeLeaderPolicy(c *caddyfile) {
 	for _, l := range []*Line{be.retries, be.redispatch} {
 		if l != nil {
 			c.comment(*l, "ignored: lb_policy leader holds a request and tries the leader until hold")
@@ -777,26 +819,14 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 	if be.checkURI != LeaderPath && be.checkURI != "" {
 		c.line("uri %s", c.plain(be.checkURI))
 	}
-	if be.checkHost != "" {
-		c.line("host %s", c.plain(be.checkHost))
-	}
-	if lo.interval != "" {
-		c.line("interval %s", lo.interval)
-	}
-	if lo.fails != "" {
-		c.line("fails %s", lo.fails)
-	}
-	if lo.passes != "" {
-		c.line("passes %s", lo.passes)
-	}
-	if d := be.timeouts["check"]; d != "" {
-		c.line("timeout %s", d)
-	}
-	if d := be.timeouts["queue"]; d != "" {
-		c.line("hold %s", d) // how long a request waits for a server: here, for a leader
+	lo := be.checkOpts
+	for _, setting := range [][2]string{{"host", c.plainIfAny(be.checkHost)}, {"interval", lo.interval}, {"fails", lo.fails}, {"passes", lo.passes},
+		{"timeout", be.timeouts["check"]}, {"hold", be.timeouts["queue"]}} { // hold: how long a request waits for a server: here, for a leader
+		if setting[1] != "" {
+			c.line("%s %s", setting[0], setting[1])
+		}
 	}
 	c.close()
-	return nil
 }
 
 // duration reads an HAProxy time (a number with an optional unit us, ms,

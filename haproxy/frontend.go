@@ -186,6 +186,9 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err
 		}
+		if err := be.checkFrontend(fe); err != nil {
+			return nil, err
+		}
 	}
 	return fe, nil
 }
@@ -624,9 +627,7 @@ func (fe *frontend) writeSiteBody(c *caddyfile, crt *bind) error {
 		if len(fe.rules) > 0 {
 			c.open("handle")
 		}
-		if err := fe.backend.write(c, fe); err != nil {
-			return err
-		}
+		fe.backend.write(c, fe)
 		if len(fe.rules) > 0 {
 			c.close()
 		}
@@ -690,9 +691,7 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
 		c.line("@%s expression `%s`", name, expr)
 		c.open("handle @%s", name)
-		if err := r.backend.write(c, fe); err != nil {
-			return err
-		}
+		r.backend.write(c, fe)
 		c.close()
 	}
 	for _, l := range fe.aclLines {
