@@ -83,6 +83,9 @@ type keyword struct {
 	global   func(g *global, l Line) error
 	frontend func(fe *frontend, l Line) error
 	backend  func(be *backend, l Line) error
+	// page reads a stats line as the stats page of a frontend or listen
+	// (readStats): what became of the line.
+	page statsKeyword
 	// emitGlobal writes a global line the translation keeps (nil: a
 	// comment, with the doc of an ignored keyword).
 	emitGlobal func(t *translator, l Line, fes []*frontend)

@@ -6,16 +6,30 @@ import (
 	"testing"
 )
 
-// docs/haproxy.md's keyword table is the registry's, row for row.
+
+// docs/haproxy.md's keyword tables are the registry's, row for row.
 func TestDocsKeywordTable(t *testing.T) {
-	doc, err := os.ReadFile("../docs/haproxy.md")
+	const path = "../docs/haproxy.md"
+	const begin, end = "<!-- keyword tables: written by go test ./haproxy -run TestDocsKeywordTable -update -->\n", "<!-- end of keyword tables -->\n"
+	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, want := range map[string]string{"keyword": keywordTable(), "bind option": optionsTable(bindOptions), "server option": optionsTable(serverOptions)} {
-		if !strings.Contains(string(doc), want) {
-			t.Errorf("docs/haproxy.md does not hold the registry's %s table; put this in it:\n%s", what, want)
+	before, rest, ok1 := strings.Cut(string(doc), begin)
+	_, after, ok2 := strings.Cut(rest, end)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no %q … %q block", path, begin, end)
+	}
+	want := keywordTable() + "\nOptions of a `bind` line (another is refused at its line):\n\n" + optionsTable(bindOptions) +
+		"\nOptions of a `server` or `default-server` line (another is refused at its line):\n\n" + optionsTable(serverOptions)
+	if *update {
+		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
+			t.Fatal(err)
 		}
+		return
+	}
+	if got, _, _ := strings.Cut(rest, end); got != want {
+		t.Errorf("%s's keyword tables are not the registry's: go test ./haproxy -run TestDocsKeywordTable -update", path)
 	}
 }
 
@@ -31,7 +45,7 @@ func TestKeywordRegistry(t *testing.T) {
 			t.Errorf("%s: a frontend reader, and not taken in a frontend", name)
 		case k.backend != nil && !k.in.has(inBackend|inListen):
 			t.Errorf("%s: a backend reader, and not taken in a backend", name)
-		case k.status == refused && (k.global != nil || k.frontend != nil || k.backend != nil):
+		case k.status == refused && (k.global != nil || k.frontend != nil || k.backend != nil || k.page != nil):
 			t.Errorf("%s: refused, with a reader", name)
 		case k.status == ignored && k.doc == "":
 			t.Errorf("%s: ignored without why", name)

@@ -111,14 +111,17 @@ func (t *translator) readStats(s *Section) (*statsPage, []note, error) {
 	return p, replaced, nil
 }
 
-// read takes one stats line of the page of proxy s.
+// read takes one stats line of the page of proxy s, through the
+// registry (its entry's page reader).
 func (p *statsPage) read(l Line, s *Section) error {
-	key := arg(l, 1)
-	readKeyword, ok := statsKeywords[key]
-	if !ok {
-		return refuse(l, "stats %s is not translated yet", key)
+	k := keywordAt(l)
+	if k == nil {
+		return refuse(l, "stats %s is not translated yet", arg(l, 1))
 	}
-	what, err := readKeyword(p, l, s)
+	if k.page == nil {
+		return notTranslated(k, l)
+	}
+	what, err := k.page(p, l, s)
 	if err != nil {
 		return err
 	}
@@ -129,33 +132,6 @@ func (p *statsPage) read(l Line, s *Section) error {
 // statsKeyword reads a stats line of the page of proxy s: what became of
 // the line, or its refusal.
 type statsKeyword func(p *statsPage, l Line, s *Section) (string, error)
-
-// statsKeywords are the stats keywords (the word after stats), each with
-// its reader; any other is refused.
-var statsKeywords = map[string]statsKeyword{
-	"enable":       readStatsEnable,
-	"uri":          statsArgument((*statsPage).readURI),
-	"realm":        statsArgument((*statsPage).readRealm),
-	"auth":         statsArgument((*statsPage).readAuth),
-	"refresh":      statsArgument((*statsPage).readRefresh),
-	"hide-version": statsNote("ha_status shows no version"),
-	"show-legends": statsNote(statsShowIgnored),
-	"show-node":    statsNote(statsShowIgnored),
-	"show-desc":    statsNote(statsShowIgnored),
-	"show-modules": statsNote(statsShowIgnored),
-	"admin":        statsRefusal("ha_status has no admin level (servers set up or down from the page): not translated"),
-	"scope":        statsRefusal("ha_status shows the whole process: a page limited to some proxies is not translated"),
-	"http-request": statsRefusal("stats http-request rules are not translated yet"),
-}
-
-const statsShowIgnored = "ignored: ha_status shows caddy-ha's view (leader pools, rate-limit zones, stores, pins), not HAProxy's proxies and servers"
-
-func readStatsEnable(_ *statsPage, l Line, _ *Section) (string, error) {
-	if len(l.Words) != 2 {
-		return "", refuse(l, "takes no argument")
-	}
-	return "", nil
-}
 
 // statsArgument reads a keyword of one argument, v, with read.
 func statsArgument(read func(p *statsPage, l Line, v string, s *Section) (string, error)) statsKeyword {
@@ -170,11 +146,6 @@ func statsArgument(read func(p *statsPage, l Line, v string, s *Section) (string
 // statsNote takes a keyword, whatever its arguments, as what.
 func statsNote(what string) statsKeyword {
 	return func(*statsPage, Line, *Section) (string, error) { return what, nil }
-}
-
-// statsRefusal refuses a keyword for why.
-func statsRefusal(why string) statsKeyword {
-	return func(_ *statsPage, l Line, _ *Section) (string, error) { return "", refuse(l, "%s", why) }
 }
 
 func (p *statsPage) readURI(l Line, v string, _ *Section) (string, error) {
@@ -316,4 +287,11 @@ func (t *translator) checkBackendStats(fe *frontend, be *backend) error {
 			be.section.Name, fe.section.Kind, fe.section.Name)
 	}
 	return nil
+}
+
+func readStatsEnable(_ *statsPage, l Line, _ *Section) (string, error) {
+	if len(l.Words) != 2 {
+		return "", refuse(l, "takes no argument")
+	}
+	return "", nil
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden Caddyfiles")
+var update = flag.Bool("update", false, "rewrite the golden Caddyfiles and docs/haproxy.md's keyword tables")
 
 // caddyfileOf is the Caddyfile Translate makes of cfg.
 func caddyfileOf(cfg *Config) (string, error) {
