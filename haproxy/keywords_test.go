@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-
 // docs/haproxy.md's keyword tables are the registry's, row for row.
 func TestDocsKeywordTable(t *testing.T) {
 	const path = "../docs/haproxy.md"
