@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -46,6 +45,9 @@ type frontend struct {
 	maxconn            *Line                // maxconn <n>: max_connections
 	log                proxyLog             // log global, option httplog and the like
 	global             *global              // the global section's logs and TLS defaults
+	// What resolve settled.
+	certs      siteCerts
+	forwarding forwarding
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -54,6 +56,7 @@ type answerRule struct {
 	line       Line
 	cond       *Condition
 	directives []string // with matcherMark where the matcher goes
+	when       matcher  // the condition, resolved
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -61,6 +64,15 @@ type useBackend struct {
 	line    Line
 	cond    *Condition
 	backend *backend
+	when    matcher // the condition, resolved ("true" without one)
+	note    string  // what the comment of its line says
+}
+
+// matcher is a rule's condition as Caddy's expression matcher: its CEL
+// expression, and the named ACL lines it uses.
+type matcher struct {
+	expr string
+	acls []Line
 }
 
 // note is a line kept as a comment, with what became of it.
@@ -190,7 +202,7 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 			return nil, err
 		}
 	}
-	return fe, nil
+	return fe, fe.resolve()
 }
 
 func (fe *frontend) readMode(l Line) error {
@@ -264,7 +276,7 @@ func (fe *frontend) readRedirect(l Line) error {
 	if err != nil {
 		return err
 	}
-	fe.redirects = append(fe.redirects, answerRule{l, cond, d})
+	fe.redirects = append(fe.redirects, answerRule{line: l, cond: cond, directives: d})
 	return nil
 }
 
@@ -424,7 +436,7 @@ func (fe *frontend) httpRequest(l Line) error {
 			if err != nil {
 				return err
 			}
-			fe.answers = append(fe.answers, answerRule{l, nil, d})
+			fe.answers = append(fe.answers, answerRule{line: l, directives: d})
 			fe.rateLimited = &l
 			return nil
 		}
@@ -440,7 +452,7 @@ func (fe *frontend) httpRequest(l Line) error {
 		if err != nil {
 			return err
 		}
-		fe.answers = append(fe.answers, answerRule{l, cond, d})
+		fe.answers = append(fe.answers, answerRule{line: l, cond: cond, directives: d})
 		return nil
 	}
 	if cond != nil {
@@ -502,254 +514,6 @@ func listener(addr string) string {
 		return ":" + port
 	}
 	return addr
-}
-
-// writeSite writes the frontend's site: its addresses, TLS, the
-// forwarded headers, and the reverse_proxy of its backend.
-func (fe *frontend) writeSite(c *caddyfile) error {
-	c.line("")
-	c.comment(fe.section.line(), "")
-	// HAProxy's bind address is where it listens, never a Host to match:
-	// the site is every host on the port, bound to the address's host.
-	var plain, secure siteAddrs
-	var hosts []string
-	var crt *bind
-	for i, b := range fe.binds {
-		g, scheme := &plain, "http://"
-		if b.isTLS {
-			g, scheme = &secure, "https://"
-			if crt != nil && !slices.Equal(crt.crts, b.crts) {
-				return refuse(b.line, "one frontend with two certificates is not translated yet")
-			}
-			crt = &fe.binds[i]
-		}
-		host, port, _ := net.SplitHostPort(b.addr)
-		if !b.isTLS && port == "443" {
-			// Caddy's Caddyfile refuses http://:443 ("scheme and port
-			// violate convention"), which HAProxy serves.
-			return refuse(b.line, "plain HTTP on port 443 (no ssl on this bind) is not translated: a Caddyfile site cannot serve http:// on port 443; bind another port, or add ssl crt")
-		}
-		g.addrs = append(g.addrs, c.plainOf(b.line, scheme+":"+port))
-		if host != "" {
-			hosts = append(hosts, host)
-			g.hosts = append(g.hosts, c.plainOf(b.line, host))
-		} else if len(hosts) > 0 {
-			return refuse(b.line, "binds on every address and on %s in one frontend are not translated yet", hosts[0])
-		}
-	}
-	if len(plain.addrs) == 0 || len(secure.addrs) == 0 {
-		site := plain
-		if len(plain.addrs) == 0 {
-			site = secure
-		}
-		site.open(c)
-		if err := fe.writeSiteBody(c, crt); err != nil {
-			return err
-		}
-		c.close() // the site
-		return nil
-	}
-	// A Caddy server is HTTP or HTTPS: a site for the binds without ssl,
-	// one for those with, each importing what the frontend does.
-	snippet := "haproxy_" + fe.section.Kind + "_" + fe.section.Name
-	c.line("# binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
-	c.open("(%s)", snippet)
-	if err := fe.writeSiteBody(c, nil); err != nil {
-		return err
-	}
-	c.close()
-	plain.open(c)
-	c.line("import %s", snippet)
-	c.close()
-	secure.open(c)
-	if err := fe.writeTLS(c, crt); err != nil {
-		return err
-	}
-	c.line("import %s", snippet)
-	c.close()
-	return nil
-}
-
-// siteAddrs are a site's addresses and the hosts it binds.
-type siteAddrs struct{ addrs, hosts []string }
-
-func (s siteAddrs) open(c *caddyfile) {
-	c.open("%s", strings.Join(s.addrs, ", "))
-	if len(s.hosts) > 0 {
-		c.line("bind %s", strings.Join(s.hosts, " "))
-	}
-}
-
-// writeSiteBody writes what the frontend's site does: its notes, its
-// log, its TLS (crt, nil for none or for a site of its own), its error
-// pages and its route.
-func (fe *frontend) writeSiteBody(c *caddyfile, crt *bind) error {
-	for _, n := range fe.notes {
-		c.note(n)
-	}
-	fe.log.writeSite(c, fe.global)
-	if crt != nil {
-		if err := fe.writeTLS(c, crt); err != nil {
-			return err
-		}
-	}
-	if _, ok := fe.errorPages["429"]; ok && fe.rateLimited != nil {
-		return refuse(*fe.rateLimited, "edge_rate_limit answers 429 itself: not translated with an errorfile 429")
-	}
-	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
-		fe.errorPages[code].write(c)
-	}
-	answers := append(append([]answerRule{}, fe.answers...), fe.redirects...)
-	if len(answers) > 0 || fe.stats != nil {
-		// In the order written, as HAProxy runs its rules: the header
-		// rules, those that answer, the stats page, the redirect rules,
-		// then the backends.
-		c.open("route")
-	}
-	fe.writeHeaders(c)
-	if err := fe.writeAnswers(c, fe.answers); err != nil {
-		return err
-	}
-	if fe.stats != nil {
-		fe.stats.write(c)
-	}
-	if err := fe.writeAnswers(c, fe.redirects); err != nil {
-		return err
-	}
-	if err := fe.writeRules(c); err != nil {
-		return err
-	}
-	if fe.backend == nil {
-		c.line("# no default_backend: HAProxy answers 503 to what no rule or page took")
-		c.line("error 503")
-	} else {
-		c.comment(fe.backendLine, "")
-		if len(fe.rules) > 0 {
-			c.open("handle")
-		}
-		fe.backend.write(c, fe)
-		if len(fe.rules) > 0 {
-			c.close()
-		}
-	}
-	if len(answers) > 0 || fe.stats != nil {
-		c.close()
-	}
-	return nil
-}
-
-// writeAnswers writes rules that answer the client, each with its
-// condition's matcher.
-func (fe *frontend) writeAnswers(c *caddyfile, answers []answerRule) error {
-	for _, a := range answers {
-		matcher := ""
-		if a.cond != nil {
-			expr, lines, err := fe.conditionExpression(a.cond, a.line)
-			if err != nil {
-				return err
-			}
-			for _, l := range lines {
-				c.comment(l, "")
-			}
-			matcher = "@answer_" + strconv.Itoa(a.line.Pos.Line)
-			c.comment(a.line, "")
-			c.line("%s expression `%s`", matcher, expr)
-			matcher = " " + matcher
-		} else {
-			c.comment(a.line, "")
-		}
-		for _, d := range a.directives {
-			c.line("%s", strings.Replace(d, matcherMark, matcher, 1))
-		}
-	}
-	return nil
-}
-
-// writeRules writes each use_backend rule as an expression matcher and a
-// handle with its backend's reverse_proxy. Caddy keeps handle blocks with
-// named matchers in the order written, and runs the first that matches,
-// as HAProxy runs the first use_backend whose condition holds; the
-// default_backend's handle comes last.
-func (fe *frontend) writeRules(c *caddyfile) error {
-	for i, r := range fe.rules {
-		// A use_backend without a condition always holds: HAProxy runs
-		// no rule after it, nor the default_backend.
-		expr, lines, note := "true", []Line(nil), ""
-		if r.cond == nil && (i < len(fe.rules)-1 || fe.backendLine.Words != nil) {
-			note = "without a condition: every request that reaches it, so what follows is never used, as in HAProxy"
-		}
-		if r.cond != nil {
-			var err error
-			if expr, lines, err = fe.conditionExpression(r.cond, r.line); err != nil {
-				return err
-			}
-		}
-		for _, l := range lines {
-			c.comment(l, "")
-		}
-		c.comment(r.line, note)
-		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("@%s expression `%s`", name, expr)
-		c.open("handle @%s", name)
-		r.backend.write(c, fe)
-		c.close()
-	}
-	for _, l := range fe.aclLines {
-		if !fe.usedACLs[l.Pos] {
-			c.comment(l, "used by no rule")
-		}
-	}
-	return nil
-}
-
-// writeHeaders writes the header rules: those that make up what the
-// forwarded handler does as the forwarded handler, the others as
-// request_header.
-func (fe *frontend) writeHeaders(c *caddyfile) {
-	rest := fe.headers
-	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
-		h := forwardForHeader(*ff)
-		c.comment(*ff, "the client's address in "+h+", after any the client sent, as HAProxy adds it: header_up +"+h+" {remote_host} in each reverse_proxy below, which sends no X-Forwarded-For")
-	}
-	if ff := fe.forwardFor; sendsXFF(ff) {
-		deleted := map[string]bool{}
-		proto := ""
-		rest = nil
-		var used []Line
-		for _, h := range fe.headers {
-			name := strings.ToLower(h.name)
-			switch {
-			case h.op == "del-header" && forwardedHeaders[name]:
-				deleted[name] = true
-				used = append(used, h.line)
-			case h.op == "set-header" && name == "x-forwarded-proto" && (h.v == "https" || h.v == "http"):
-				proto = h.v
-				used = append(used, h.line)
-			default:
-				rest = append(rest, h)
-			}
-		}
-		if deleted["x-forwarded-for"] {
-			// A client's chain deleted, then the client appended: the
-			// forwarded handler's chain, which starts afresh at the client.
-			for _, l := range used {
-				c.comment(l, "")
-			}
-			c.comment(*ff, "")
-			c.open("forwarded")
-			if proto != "" {
-				c.line("proto %s", proto)
-			}
-			c.close()
-		} else {
-			rest = fe.headers
-			fe.plainForwardFor = true
-			c.comment(*ff, "X-Forwarded-For as HAProxy sends it: what the client sent, which it can forge, then its address (see the reverse_proxy); http-request del-header X-Forwarded-For would make it the forwarded handler's")
-		}
-	}
-	for _, h := range rest {
-		h.write(c, "request_header")
-	}
 }
 
 // checkForwardFor checks an option forwardfor line: [header <name>],

@@ -29,9 +29,7 @@ func (t *translator) readGlobal() error {
 		return nil
 	}
 	for _, l := range s.Lines {
-		if err := g.read(l); err != nil {
-			return err
-		}
+		t.refused.add(g.read(l))
 	}
 	return nil
 }
@@ -147,81 +145,12 @@ func resolve(base *Line, path string) string {
 	return filepath.Join(base.Words[1], path)
 }
 
-// writeTLS writes a TLS site's certificates (each crt of its bind: a file
-// holding a certificate and its key, or a directory of them), with the
-// global section's TLS defaults. Caddy picks among them by the client's
-// SNI, as HAProxy does.
-func (fe *frontend) writeTLS(c *caddyfile, crt *bind) error {
-	g := fe.global
-	if g == nil {
-		g = &global{}
-	}
-	c.comment(crt.line, "")
-	var files, dirs []string
-	for _, f := range crt.crts {
-		path := resolve(g.crtBase, f)
-		if path != f {
-			c.comment(*g.crtBase, "crt "+f+" is "+path)
-		}
-		if isDir(fe.cfg.files(), path) {
-			dirs = append(dirs, path)
-		} else {
-			files = append(files, path)
-		}
-	}
-	if len(files) > 0 && len(dirs) > 0 {
-		// Caddy's tls with a file picks among its files' certificates
-		// only (a certificate_selection of their tags), which a
-		// directory's do not carry.
-		return refuse(crt.line, "crt %s is a directory and %s a file: one bind with both is not translated (Caddy would pick among the files' certificates only)", dirs[0], files[0])
-	}
-	settings, notes, err := g.bindTLS.site()
-	if err != nil {
-		return err
-	}
-	for _, n := range notes {
-		c.note(n)
-	}
-	if len(files) > 1 {
-		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(files))
-	}
-	if len(dirs) > 0 {
-		// Every PEM bundle (certificate and key) in the directories.
-		c.open("tls")
-		loads := make([]string, len(dirs))
-		for i, d := range dirs {
-			loads[i] = c.plainIn(d, fe.lines)
-		}
-		c.line("load %s", strings.Join(loads, " "))
-		for _, d := range settings {
-			c.line("%s", d)
-		}
-		c.close()
-		return nil
-	}
-	for _, path := range files {
-		// HAProxy's crt file holds the certificate and its key: Caddy
-		// reads each from the same file.
-		if len(settings) == 0 {
-			c.line("tls %s %s", c.plainIn(path, fe.lines), c.plainIn(path, fe.lines))
-			continue
-		}
-		c.open("tls %s %s", c.plainIn(path, fe.lines), c.plainIn(path, fe.lines))
-		for _, d := range settings {
-			c.line("%s", d)
-		}
-		c.close()
-	}
-	return nil
-}
-
-// writeUnusedDefaults writes, as comments, each defaults section that no
+// readUnusedDefaults reads each line of a defaults section that no
 // frontend or backend takes its settings from (HAProxy applies it to
-// none), having checked each line as a frontend or a backend would read
-// it, so that nothing is refused later only because a proxy came to take
-// it.
-func (t *translator) writeUnusedDefaults() error {
-	used := map[*Section][]string{} // the proxies that take each
+// none) as a frontend or a backend would read it, so that nothing is
+// refused later only because a proxy came to take it.
+func (t *translator) readUnusedDefaults() {
+	t.takers = map[*Section][]string{}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			continue
@@ -229,42 +158,53 @@ func (t *translator) writeUnusedDefaults() error {
 		var seen []*Section
 		for d := t.cfg.DefaultsOf(s); d != nil && !slices.Contains(seen, d); d = t.cfg.DefaultsOf(d) {
 			seen = append(seen, d)
-			used[d] = append(used[d], s.Kind+" "+s.Name)
+			t.takers[d] = append(t.takers[d], s.Kind+" "+s.Name)
 		}
 	}
+	for _, s := range t.cfg.Sections {
+		if s.Kind != "defaults" || len(t.takers[s]) > 0 {
+			continue
+		}
+		for _, l := range s.Lines {
+			t.refused.add(t.readUnusedDefault(s, l))
+		}
+	}
+}
+
+// readUnusedDefault reads a line by the side that takes it (a backend's
+// keyword as a backend's, a frontend's as a frontend's), one of both
+// sides by either.
+func (t *translator) readUnusedDefault(s *Section, l Line) error {
+	fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
+	be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
+	switch keywordSide(l) {
+	case frontendSide:
+		return fe.read(l)
+	case backendSide:
+		return be.read(l)
+	}
+	if err := fe.read(l); err != nil && be.read(l) != nil {
+		return err
+	}
+	return nil
+}
+
+// writeDefaults writes each defaults section as a comment: who takes it,
+// or, taken by none, each of its lines.
+func (t *translator) writeDefaults() {
 	for _, s := range t.cfg.Sections {
 		if s.Kind != "defaults" {
 			continue
 		}
-		if takers := used[s]; len(takers) > 0 {
+		if takers := t.takers[s]; len(takers) > 0 {
 			t.out.comment(s.line(), "taken by "+strings.Join(takers, ", ")+": each of its lines is kept where it applies")
 			continue
 		}
 		t.out.comment(s.line(), "no frontend or backend takes these defaults: HAProxy applies them to none")
 		for _, l := range s.Lines {
-			// Read by the side that takes it (a backend's keyword as a
-			// backend's, a frontend's as a frontend's), one of both
-			// sides by either.
-			fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global}
-			be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
-			var err error
-			switch keywordSide(l) {
-			case frontendSide:
-				err = fe.read(l)
-			case backendSide:
-				err = be.read(l)
-			default:
-				if err = fe.read(l); err != nil && be.read(l) == nil {
-					err = nil
-				}
-			}
-			if err != nil {
-				return err
-			}
 			t.out.comment(l, "read, and applied to no proxy")
 		}
 	}
-	return nil
 }
 
 func nonEmpty(s string) []string {

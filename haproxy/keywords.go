@@ -37,6 +37,9 @@ func (s sectionSet) has(in sectionSet) bool { return s&in != 0 }
 // String names the sections, as the docs' table shows them.
 func (s sectionSet) String() string {
 	var names []string
+	if s == 0 {
+		return "(begins a section)"
+	}
 	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend"} {
 		if s.has(1 << i) {
 			names = append(names, name)
@@ -97,7 +100,7 @@ type keyword struct {
 var keywords map[string]*keyword
 
 func init() {
-	keywords = indexKeywords(globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly)
+	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly)
 }
 
 func indexKeywords(tables ...[]keyword) map[string]*keyword {
@@ -201,6 +204,15 @@ func (t *translator) emitGlobal(l Line, fes []*frontend) {
 	default:
 		t.out.comment(l, k.doc)
 	}
+}
+
+// refuseSection refuses a section of a kind not translated, with its
+// entry's hint.
+func refuseSection(s *Section) error {
+	if k := keywords[s.Kind]; k != nil && k.doc != "" {
+		return errAt(s.Pos, "%s", k.doc)
+	}
+	return errAt(s.Pos, "%s sections are not translated yet", s.Kind)
 }
 
 // keywordSide is the side of the proxies that take the line's keyword: a

@@ -52,6 +52,11 @@ func TestKeywordRegistry(t *testing.T) {
 			t.Errorf("%s: %s without a doc", name, k.status)
 		}
 	}
+	for kind := range sectionKinds {
+		if k := keywords[kind]; k == nil || k.in != 0 {
+			t.Errorf("section %s: its entry is %v", kind, k)
+		}
+	}
 	for _, m := range []map[string]string{legacyTimeouts, legacyHeaderAdds, legacyHeaderDels} {
 		for name := range m {
 			if k := keywords[name]; k == nil || k.status != approximated {

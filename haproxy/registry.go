@@ -4,6 +4,25 @@ package haproxy
 
 const noDHE = "Go's TLS has no finite-field Diffie-Hellman, so nothing takes DH parameters; a DHE suite is refused"
 
+// sectionKeywords are the keywords that begin a section (in: none).
+var sectionKeywords = []keyword{
+	{name: "global", status: translated, doc: "the global options, and what the sites take from it (see its keywords)"},
+	{name: "defaults", status: translated, doc: "each line where the proxies that take it apply it (`from` and named defaults included); one no proxy takes is read and kept as comments"},
+	{name: "frontend", status: translated, doc: "a site (or two: with and without TLS) and the `servers` options of its binds"},
+	{name: "backend", status: translated, doc: "a `reverse_proxy` in each site that sends to it"},
+	{name: "listen", status: translated, doc: "a frontend, with its own servers as its backend"},
+	{name: "userlist", status: refused, doc: "userlist sections are not translated yet"},
+	{name: "resolvers", status: refused, doc: "resolvers sections are not translated yet"},
+	{name: "peers", status: refused, doc: "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit counts in the ha store that every instance shares"},
+	{name: "mailers", status: refused, doc: "mailers sections are not translated: alert from Caddy's metrics (docs/operations.md)"},
+	{name: "program", status: refused, doc: "program sections are not translated: run the program from the service manager"},
+	{name: "http-errors", status: refused, doc: "http-errors sections are not translated yet (errorfile lines are)"},
+	{name: "ring", status: refused, doc: "ring sections are not translated: Caddy's loggers write to the network themselves"},
+	{name: "cache", status: refused, doc: "cache sections are not translated yet"},
+	{name: "crt-store", status: refused, doc: "crt-store sections (HAProxy 3) are not translated: name each certificate in its bind's crt"},
+	{name: "traces", status: refused, doc: "traces sections are not translated"},
+}
+
 // globalKeywords are the global section's.
 var globalKeywords = []keyword{
 	{name: "log", in: inGlobal | proxies, status: translated, doc: "global: a Caddy logger (`format syslog`, a file, stdout or stderr) of the sites' access logs; in a proxy, `log global` is the site's `log`, and an address of its own is refused",

@@ -44,22 +44,39 @@ func fromDefaultsNote(l Line, kind string) string {
 // checkDefaults refuses what HAProxy refuses in a defaults section: a
 // keyword it does not take there, rules in an anonymous one, and a
 // defaults section with rules that frontends and backends both take.
-func (c *Config) checkDefaults() error {
+func (c *Config) checkDefaults() []error {
+	var errs []error
 	for _, s := range c.Sections {
 		if s.Kind != "defaults" {
 			continue
 		}
 		for _, l := range s.Lines {
-			k := keywordAt(l)
-			if k != nil && !k.in.has(inDefaults) {
-				return refuse(l, "HAProxy does not take %s in a defaults section", k.name)
-			}
-			if k != nil && (k.rules || k.name == "acl") && s.Name == "" {
-				return refuse(l, "HAProxy takes %s only in a named defaults section, not in an anonymous one", k.name)
+			if err := checkDefaultsLine(s, l); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	// A defaults section with rules: the first proxy that takes it.
+	return append(errs, c.checkDefaultsWithRules()...)
+}
+
+func checkDefaultsLine(s *Section, l Line) error {
+	k := keywordAt(l)
+	switch {
+	case k == nil:
+		return nil
+	case !k.in.has(inDefaults):
+		return refuse(l, "HAProxy does not take %s in a defaults section", k.name)
+	case (k.rules || k.name == "acl") && s.Name == "":
+		return refuse(l, "HAProxy takes %s only in a named defaults section, not in an anonymous one", k.name)
+	}
+	return nil
+}
+
+// checkDefaultsWithRules refuses a defaults section with rules that a
+// frontend and a backend (or a listen) take: the first proxy that takes
+// it sets which side may.
+func (c *Config) checkDefaultsWithRules() []error {
+	var errs []error
 	takenBy := map[*Section]*Section{}
 	for _, s := range c.Sections {
 		if s.Kind != "frontend" && s.Kind != "backend" && s.Kind != "listen" {
@@ -72,12 +89,13 @@ func (c *Config) checkDefaults() error {
 				continue
 			}
 			if first, ok := takenBy[d]; s.Kind == "listen" || ok && first.Kind != s.Kind {
-				return errAt(s.Pos, "%s %s: frontends and backends cannot take one defaults section with rules (defaults %s at %s): HAProxy refuses it too", s.Kind, s.Name, d.Name, d.Pos)
+				errs = append(errs, errAt(s.Pos, "%s %s: frontends and backends cannot take one defaults section with rules (defaults %s at %s): HAProxy refuses it too", s.Kind, s.Name, d.Name, d.Pos))
+				break
 			}
 			takenBy[d] = s
 		}
 	}
-	return nil
+	return errs
 }
 
 // isRule tells whether l is a rule HAProxy takes only in a named defaults

@@ -154,9 +154,12 @@ func namesKeyword(msg, keyword string) bool {
 }
 
 type translator struct {
-	cfg    *Config
-	out    caddyfile
-	global global
+	cfg     *Config
+	out     caddyfile
+	global  global
+	refused refusals
+	// takers are the proxies that take each defaults section's settings.
+	takers map[*Section][]string
 }
 
 // LeaderPath is the path whose health check marks a backend as the
@@ -168,15 +171,23 @@ const LeaderPath = "/healthz/leader"
 // its check's path.
 const leaderMark = "caddy-ha:leader"
 
-// translate writes the Caddyfile: the global options (process keywords,
-// the servers' timeouts and protocols), then a site per frontend with the
-// backends it sends to.
+// translate reads the configuration into the model (the global section,
+// the frontends with the backends they send to, and the defaults no proxy
+// takes), then, if no line was refused, writes the Caddyfile.
 func (t *translator) translate() error {
-	if err := t.readGlobal(); err != nil {
-		return err
+	frontends := t.read()
+	if len(t.refused.errs) > 0 {
+		return t.refused.err()
 	}
-	if err := t.cfg.checkDefaults(); err != nil {
-		return err
+	t.emit(frontends)
+	return nil
+}
+
+// read reads every section, recording each refused line and going on.
+func (t *translator) read() []*frontend {
+	t.refused.add(t.readGlobal())
+	for _, err := range t.cfg.checkDefaults() {
+		t.refused.add(err)
 	}
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
@@ -188,17 +199,32 @@ func (t *translator) translate() error {
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.
 			fe, err := t.readFrontend(s)
-			if err != nil {
-				return err
+			t.refused.add(err)
+			if err == nil {
+				frontends = append(frontends, fe)
 			}
-			frontends = append(frontends, fe)
 		default:
-			return errAt(s.Pos, "%s sections are not translated yet", s.Kind)
+			t.refused.add(refuseSection(s))
 		}
 	}
-	// One listener per address: Caddy's servers option names each once,
-	// where HAProxy would bind the address twice (with SO_REUSEPORT, the
-	// kernel sharing connections between the two).
+	t.readUnusedDefaults()
+	if len(t.refused.errs) > 0 {
+		return nil // what follows checks frontends read whole
+	}
+	t.refused.add(checkListeners(frontends))
+	t.refused.add(checkServerMaxconnUses(frontends))
+	for _, s := range t.cfg.Sections {
+		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.sendsTo(s) }) {
+			t.refused.add(errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend or use_backend names it)", s.Name))
+		}
+	}
+	return frontends
+}
+
+// checkListeners refuses an address bound twice: Caddy's servers option
+// names each once, where HAProxy would bind the address twice (with
+// SO_REUSEPORT, the kernel sharing connections between the two).
+func checkListeners(frontends []*frontend) error {
 	bound := map[string]Line{}
 	for _, fe := range frontends {
 		for _, b := range fe.binds {
@@ -208,14 +234,13 @@ func (t *translator) translate() error {
 			bound[b.addr] = b.line
 		}
 	}
-	if err := checkServerMaxconnUses(frontends); err != nil {
-		return err
-	}
-	for _, s := range t.cfg.Sections {
-		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.sendsTo(s) }) {
-			return errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend or use_backend names it)", s.Name)
-		}
-	}
+	return nil
+}
+
+// emit writes the Caddyfile: the global options (process keywords, the
+// servers' timeouts and protocols), then a site per frontend with the
+// backends it sends to.
+func (t *translator) emit(frontends []*frontend) {
 	t.out.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", t.cfg.file())
 	t.out.line("# its lines is kept as a comment above what it became.")
 	t.out.open("")
@@ -227,20 +252,15 @@ func (t *translator) translate() error {
 			t.emitGlobal(l, frontends)
 		}
 	}
-	if err := t.writeUnusedDefaults(); err != nil {
-		return err
-	}
+	t.writeDefaults()
 	t.writeDefaultSNI(frontends)
 	for _, fe := range frontends {
 		fe.writeServers(&t.out, t.global.maxconn)
 	}
 	t.out.close()
 	for _, fe := range frontends {
-		if err := fe.writeSite(&t.out); err != nil {
-			return err
-		}
+		fe.writeSite(&t.out)
 	}
-	return nil
 }
 
 func (c *Config) file() string {
