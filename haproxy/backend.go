@@ -75,6 +75,8 @@ func optionsOf(l Line, from int) []option {
 	return opts
 }
 
+// readBackend reads the backend section s (or a listen's servers): its
+// lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
 	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s)}
 	if be.caBase != nil {
@@ -84,17 +86,12 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if be.mode, err = proxyMode(s, be.lines); err != nil {
 		return nil, err
 	}
+	refused := t.refused.count()
 	for _, l := range t.settingsOf(s) {
-		if s.Kind == "listen" && keywordSide(l) != backendSide && l.Words[0] != "mode" && l.Words[0] != "description" {
-			continue // the listen's frontend's (see the site)
-		}
-		if !ownLine(s, l) && keywordSide(l) == frontendSide {
-			be.notes = append(be.notes, note{line: l, what: fromDefaultsNote(l, s.Kind)})
-			continue
-		}
-		if err := be.read(l); err != nil {
-			return nil, err
-		}
+		t.refused.add(be.readSetting(l))
+	}
+	if t.refused.count() > refused {
+		return nil, errRefused
 	}
 	if len(be.servers) == 0 {
 		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
@@ -109,6 +106,20 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, err
 	}
 	return be, be.resolve()
+}
+
+// readSetting reads one of the backend's settings: its own, or its
+// defaults' of its side (the others noted as another side's).
+func (be *backend) readSetting(l Line) error {
+	s := be.section
+	if s.Kind == "listen" && keywordSide(l) != backendSide && l.Words[0] != "mode" && l.Words[0] != "description" {
+		return nil // the listen's frontend's (see the site)
+	}
+	if !ownLine(s, l) && keywordSide(l) == frontendSide {
+		be.notes = append(be.notes, note{line: l, what: fromDefaultsNote(l, s.Kind)})
+		return nil
+	}
+	return be.read(l)
 }
 
 func (be *backend) readMode(l Line) error {

@@ -122,6 +122,9 @@ func hasServers(s *Section) bool {
 	return s.Kind == "listen" && slices.ContainsFunc(s.Lines, func(l Line) bool { return l.Words[0] == "server" })
 }
 
+// readFrontend reads the frontend or listen section s: its lines, each
+// refused one recorded, with the backends it sends to, then what they
+// say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
 	if len(s.Args) > 0 {
@@ -138,62 +141,19 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	if fe.stats, fe.notes, err = t.readStats(s); err != nil {
 		return nil, err
 	}
+	refused := t.refused.count()
 	for _, l := range t.settingsOf(s) {
-		if keywordSide(l) == backendSide && hasServers(s) {
-			continue // the listen's own backend's (see below)
-		}
-		if !ownLine(s, l) && keywordSide(l) == backendSide {
-			fe.note(l, fromDefaultsNote(l, s.Kind))
-			continue
-		}
-		if err := fe.read(l); err != nil {
-			return nil, err
-		}
-		if l.Words[0] == "use_backend" {
-			words, cond, err := SplitCondition(l.Words, l.Pos)
-			if err != nil {
-				return nil, err
-			}
-			if len(words) != 2 {
-				return nil, refuse(l, "takes a backend's name and, maybe, an if or unless condition")
-			}
-			be := t.cfg.Section("backend", words[1])
-			if be == nil {
-				return nil, refuse(l, "no backend section of that name")
-			}
-			rule := useBackend{line: l, cond: cond}
-			if rule.backend, err = t.readBackend(be); err != nil {
-				return nil, err
-			}
-			fe.rules = append(fe.rules, rule)
-		}
-		if l.Words[0] == "default_backend" {
-			be := t.cfg.Section("backend", arg(l, 1))
-			if be == nil {
-				return nil, refuse(l, "no backend section of that name")
-			}
-			var err error
-			if fe.backend, err = t.readBackend(be); err != nil {
-				return nil, err
-			}
-		}
+		t.refused.add(t.readFrontendSetting(fe, l))
 	}
 	if hasServers(s) {
-		// A listen section with servers is a frontend and a backend in
-		// one: what no use_backend rule takes goes to its own servers.
-		if fe.backend != nil {
-			return nil, errAt(s.Pos, "listen %s has servers and a default_backend, which its servers would never get: not translated", s.Name)
-		}
-		if fe.backend, err = t.readBackend(s); err != nil {
-			return nil, err
-		}
+		t.refused.add(t.readOwnServers(fe))
+	}
+	if t.refused.count() > refused {
+		return nil, errRefused
 	}
 	if len(fe.binds) == 0 {
 		return nil, errAt(s.Pos, "%s %s has no bind line", s.Kind, s.Name)
 	}
-	// Without a default_backend (a port-80 frontend that only redirects to
-	// HTTPS, say), what no rule takes is answered 503, as HAProxy answers
-	// it (writeSiteBody).
 	for _, be := range fe.backends() {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err
@@ -203,6 +163,71 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		}
 	}
 	return fe, fe.resolve()
+}
+
+// readFrontendSetting reads one of the frontend's settings: its own, or
+// its defaults' of its side (the others noted as another side's), and
+// the backend a use_backend or default_backend line names.
+func (t *translator) readFrontendSetting(fe *frontend, l Line) error {
+	s := fe.section
+	if keywordSide(l) == backendSide && hasServers(s) {
+		return nil // the listen's own backend's (see readOwnServers)
+	}
+	if !ownLine(s, l) && keywordSide(l) == backendSide {
+		fe.note(l, fromDefaultsNote(l, s.Kind))
+		return nil
+	}
+	if err := fe.read(l); err != nil {
+		return err
+	}
+	switch l.Words[0] {
+	case "use_backend":
+		return t.readUseBackend(fe, l)
+	case "default_backend":
+		be, err := t.namedBackend(l, arg(l, 1))
+		fe.backend = be
+		return err
+	}
+	return nil
+}
+
+// readUseBackend reads a use_backend rule with the backend it names.
+func (t *translator) readUseBackend(fe *frontend, l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	if len(words) != 2 {
+		return refuse(l, "takes a backend's name and, maybe, an if or unless condition")
+	}
+	rule := useBackend{line: l, cond: cond}
+	if rule.backend, err = t.namedBackend(l, words[1]); err != nil {
+		return err
+	}
+	fe.rules = append(fe.rules, rule)
+	return nil
+}
+
+// namedBackend reads the backend section that line l names.
+func (t *translator) namedBackend(l Line, name string) (*backend, error) {
+	s := t.cfg.Section("backend", name)
+	if s == nil {
+		return nil, refuse(l, "no backend section of that name")
+	}
+	return t.readBackend(s)
+}
+
+// readOwnServers reads the servers of a listen section: a frontend and a
+// backend in one, what no use_backend rule takes going to its own
+// servers.
+func (t *translator) readOwnServers(fe *frontend) error {
+	s := fe.section
+	if fe.backend != nil {
+		return errAt(s.Pos, "listen %s has servers and a default_backend, which its servers would never get: not translated", s.Name)
+	}
+	var err error
+	fe.backend, err = t.readBackend(s)
+	return err
 }
 
 func (fe *frontend) readMode(l Line) error {

@@ -13,15 +13,15 @@ import (
 
 // Translate turns cfg into a Caddyfile for the custom Caddy with caddy-ha's
 // modules. Every line is translated, or ignored for a stated reason, or
-// refused: the first refusal is the error, naming the file, the line, the
-// keyword and why, so that nothing the configuration asked for is lost
-// without a word. Each line is kept as a comment above what it became.
+// refused: the refusals are the error (Refusals if there are several),
+// each naming the file, the line, the keyword and why, so that nothing
+// the configuration asked for is lost without a word. Each line is kept as a comment above what it became.
 // Lines translated close to but not exactly as HAProxy runs them are
 // the Translation's Warnings, each with its line, as well as comments.
 func Translate(cfg *Config) (Translation, error) {
 	t := &translator{cfg: cfg}
 	if err := t.translate(); err != nil {
-		return Translation{}, cfg.redacted(cfg.named(err))
+		return Translation{}, cfg.shown(err)
 	}
 	if t.out.err != nil {
 		return Translation{}, cfg.redacted(cfg.named(t.out.err))
@@ -65,6 +65,20 @@ type Translation struct {
 type Warning struct {
 	Pos Position
 	Msg string
+}
+
+// shown is a refusal, or each of several, as a message shows it (named,
+// redacted).
+func (c *Config) shown(err error) error {
+	r, ok := err.(Refusals)
+	if !ok {
+		return c.redacted(c.named(err))
+	}
+	out := make(Refusals, len(r))
+	for i, e := range r {
+		out[i] = c.redacted(c.named(e))
+	}
+	return out
 }
 
 // named makes a refusal name the keyword of its line: one whose text
