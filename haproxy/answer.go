@@ -136,13 +136,8 @@ func responseHeader(l Line) (headerRule, error) {
 		return headerRule{}, refuse(l, "conditions are not translated yet")
 	}
 	switch op := arg(l, 1); {
-	case op == "del-header" && len(words) == 3:
-		return headerRule{line: l, op: op, name: words[2]}, nil
-	case (op == "set-header" || op == "add-header") && len(words) == 4:
-		if strings.Contains(words[3], "%[") {
-			return headerRule{}, refuse(l, "log-format expressions in a header value are not translated yet")
-		}
-		return headerRule{line: l, op: op, name: words[2], v: words[3]}, nil
+	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
+		return headerRuleOf(l, words[2:])
 	}
 	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
 }

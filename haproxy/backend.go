@@ -412,26 +412,30 @@ func (be *backend) lbPolicy() (string, error) {
 		}
 		return "header " + name, nil
 	}
-	// random(<draws>): the least loaded of that many servers drawn at
-	// random (2 by default, the power of two choices), as Caddy's
-	// random_choose does; one draw is plain random.
 	if draws, ok := strings.CutPrefix(algo, "random"); ok && len(l.Words) == 2 {
-		n := 2
-		if draws != "" {
-			var err error
-			if !strings.HasPrefix(draws, "(") || !strings.HasSuffix(draws, ")") {
-				return "", refuse(l, "random takes (<draws>)")
-			}
-			if n, err = strconv.Atoi(draws[1 : len(draws)-1]); err != nil || n < 1 || n > 1000 {
-				return "", refuse(l, "random(<draws>) takes a whole number from 1 to 1000")
-			}
-		}
-		if n == 1 {
-			return "random", nil
-		}
-		return "random_choose " + strconv.Itoa(n), nil
+		return randomPolicy(draws, l)
 	}
 	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri, random[(<draws>)] or hdr(<name>) without options")
+}
+
+// randomPolicy is balance random(<draws>): the least loaded of that many
+// servers drawn at random (2 by default, the power of two choices), as
+// Caddy's random_choose does; one draw is plain random.
+func randomPolicy(draws string, l Line) (string, error) {
+	n := 2
+	if draws != "" {
+		var err error
+		if !strings.HasPrefix(draws, "(") || !strings.HasSuffix(draws, ")") {
+			return "", refuse(l, "random takes (<draws>)")
+		}
+		if n, err = strconv.Atoi(draws[1 : len(draws)-1]); err != nil || n < 1 || n > 1000 {
+			return "", refuse(l, "random(<draws>) takes a whole number from 1 to 1000")
+		}
+	}
+	if n == 1 {
+		return "random", nil
+	}
+	return "random_choose " + strconv.Itoa(n), nil
 }
 
 // resolve checks what the backend's lines say together and settles
@@ -440,20 +444,9 @@ func (be *backend) lbPolicy() (string, error) {
 // (pinned for http-reuse never), its versions and maxconn, and the
 // policy.
 func (be *backend) resolve() error {
-	for _, l := range []*Line{be.balance, be.hashType} {
-		switch {
-		case l == nil:
-		case be.leader:
-			be.notes = append(be.notes, note{line: *l, what: "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
-		case l == be.hashType:
-			be.notes = append(be.notes, note{line: *l, what: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
-		}
-	}
-	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
-		return refuse(be.check[0], "the leader's check is a GET")
-	}
-	if be.leader && be.expect != "" && be.expect != "200" {
-		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
+	be.noteBalance()
+	if err := be.checkLeaderCheck(); err != nil {
+		return err
 	}
 	be.transport = "http"
 	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
@@ -479,6 +472,32 @@ func (be *backend) resolve() error {
 	}
 	be.writeSelection, err = be.selection(p)
 	return err
+}
+
+// noteBalance notes balance and hash-type: ignored in the leader's pool,
+// and Caddy's hashes its own.
+func (be *backend) noteBalance() {
+	for _, l := range []*Line{be.balance, be.hashType} {
+		switch {
+		case l == nil:
+		case be.leader:
+			be.notes = append(be.notes, note{line: *l, what: "ignored for the leader's pool: the leader, whichever node it is, gets every request"})
+		case l == be.hashType:
+			be.notes = append(be.notes, note{line: *l, what: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
+		}
+	}
+}
+
+// checkLeaderCheck refuses a check the leader's pool cannot take: the
+// leader's answers a GET with 200.
+func (be *backend) checkLeaderCheck() error {
+	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
+		return refuse(be.check[0], "the leader's check is a GET")
+	}
+	if be.leader && be.expect != "" && be.expect != "200" {
+		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
+	}
+	return nil
 }
 
 // checkFrontend refuses the backend where the frontend fe sends to it
@@ -661,19 +680,7 @@ func (be *backend) isBackup(s server) bool {
 // share (a weight of 0 none, as in HAProxy); balance first ignores them,
 // as HAProxy does; Caddy's other policies have no weights.
 func (be *backend) groupPolicy(p string, group []server) (string, error) {
-	var weights []string
-	var odd *Line // a weight line, one of 0 if there is one
-	first, _ := be.weightOf(group[0])
-	uneven, zero := false, true
-	for _, s := range group {
-		n, at := be.weightOf(s)
-		if at != nil && (odd == nil || n == 0 && !slices.Contains(weights, "0")) {
-			odd = at
-		}
-		uneven = uneven || n != first || n == 0
-		zero = zero && n == 0
-		weights = append(weights, strconv.Itoa(n))
-	}
+	weights, odd, uneven, zero := be.groupWeights(group)
 	if !uneven {
 		return p, nil
 	}
@@ -692,6 +699,24 @@ func (be *backend) groupPolicy(p string, group []server) (string, error) {
 		return "", refuse(*odd, "weight 0 with balance first is not translated (Caddy's first has no weights)")
 	}
 	return "", refuse(*odd, "weights that differ are translated with balance roundrobin or static-rr: Caddy's %s has no weights", strings.Fields(p)[0])
+}
+
+// groupWeights are the weights of a group of servers, a weight line (one
+// of 0 if there is one), whether they differ or one is 0, and whether all
+// are 0.
+func (be *backend) groupWeights(group []server) (weights []string, odd *Line, uneven, zero bool) {
+	first, _ := be.weightOf(group[0])
+	zero = true
+	for _, s := range group {
+		n, at := be.weightOf(s)
+		if at != nil && (odd == nil || n == 0 && !slices.Contains(weights, "0")) {
+			odd = at
+		}
+		uneven = uneven || n != first || n == 0
+		zero = zero && n == 0
+		weights = append(weights, strconv.Itoa(n))
+	}
+	return weights, odd, uneven, zero
 }
 
 // selection is how the backend picks a server, written as lb_policy or

@@ -236,45 +236,66 @@ func (c *Config) add(l Line) error {
 		return nil
 	}
 	s := &Section{Kind: kind, Pos: l.Pos, head: l, cfg: c}
-	args := l.Words[1:]
-	if proxyKinds[kind] {
-		if i := indexOf(args, "from"); i >= 0 {
-			if i != len(args)-2 {
-				return errAt(l.Pos, "%s: \"from\" takes one defaults section's name, at the end", kind)
-			}
-			s.From = args[i+1]
-			args = args[:i]
-			if c.namedDefaults(s.From, len(c.Sections)) == nil {
-				return errAt(l.Pos, "%s: no defaults section named %q before it", kind, s.From)
-			}
-		}
+	args, err := c.readFrom(s, l.Words[1:])
+	if err != nil {
+		return err
 	}
-	switch kind {
-	case "global":
-		if len(args) > 0 {
-			return errAt(l.Pos, "global takes no name")
-		}
-	case "defaults":
-		if len(args) > 1 {
-			return errAt(l.Pos, "defaults takes at most a name")
-		}
-	default:
-		if len(args) == 0 {
-			return errAt(l.Pos, "%s needs a name", kind)
-		}
+	if err := checkSectionArgs(kind, args, l.Pos); err != nil {
+		return err
 	}
 	if len(args) > 0 {
 		s.Name, s.Args = args[0], args[1:]
 	}
-	if kind != "global" && kind != "defaults" && s.Name != "" {
-		for _, o := range c.Sections {
-			if o.Name == s.Name && proxyKinds[o.Kind] && o.Kind != "defaults" && proxyKinds[kind] &&
-				(o.Kind == kind || o.Kind == "listen" || kind == "listen") {
-				return errAt(l.Pos, "%s %q: a %s of that name is at %s", kind, s.Name, o.Kind, o.Pos)
-			}
-		}
+	if err := c.checkUniqueName(s); err != nil {
+		return err
 	}
 	c.Sections = append(c.Sections, s)
+	return nil
+}
+
+// readFrom reads a proxy section's "from <defaults>" (at the end of its
+// first line), returning the other arguments.
+func (c *Config) readFrom(s *Section, args []string) ([]string, error) {
+	i := indexOf(args, "from")
+	if !proxyKinds[s.Kind] || i < 0 {
+		return args, nil
+	}
+	if i != len(args)-2 {
+		return nil, errAt(s.Pos, "%s: \"from\" takes one defaults section's name, at the end", s.Kind)
+	}
+	s.From = args[i+1]
+	if c.namedDefaults(s.From, len(c.Sections)) == nil {
+		return nil, errAt(s.Pos, "%s: no defaults section named %q before it", s.Kind, s.From)
+	}
+	return args[:i], nil
+}
+
+// checkSectionArgs checks the name a section takes: none in global, at
+// most one in defaults, one in the others.
+func checkSectionArgs(kind string, args []string, pos Position) error {
+	switch {
+	case kind == "global" && len(args) > 0:
+		return errAt(pos, "global takes no name")
+	case kind == "defaults" && len(args) > 1:
+		return errAt(pos, "defaults takes at most a name")
+	case kind != "global" && kind != "defaults" && len(args) == 0:
+		return errAt(pos, "%s needs a name", kind)
+	}
+	return nil
+}
+
+// checkUniqueName refuses a proxy named as an earlier one it would clash
+// with: of its kind, or a listen (a frontend and a backend in one).
+func (c *Config) checkUniqueName(s *Section) error {
+	if !proxyKinds[s.Kind] || s.Kind == "defaults" || s.Name == "" {
+		return nil
+	}
+	for _, o := range c.Sections {
+		if o.Name == s.Name && proxyKinds[o.Kind] && o.Kind != "defaults" &&
+			(o.Kind == s.Kind || o.Kind == "listen" || s.Kind == "listen") {
+			return errAt(s.Pos, "%s %q: a %s of that name is at %s", s.Kind, s.Name, o.Kind, o.Pos)
+		}
+	}
 	return nil
 }
 

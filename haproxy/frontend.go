@@ -439,68 +439,86 @@ func (fe *frontend) bind(l Line) error {
 	return nil
 }
 
+// httpRequest reads an http-request rule through the actions' registry.
 func (fe *frontend) httpRequest(l Line) error {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
 		return err
 	}
-	switch op := arg(l, 1); op {
-	case "track-sc0":
-		if len(words) != 3 || words[2] != "src" || cond != nil {
-			return refuse(l, "only http-request track-sc0 src (without a table or a condition) is translated")
-		}
-		if fe.stickTable == nil {
-			return refuse(l, "no stick-table in this frontend before it")
-		}
-		fe.track = &l
-		fe.note(l, "the edge_rate_limit below counts each client address")
-		return nil
-	case "deny", "return", "redirect":
-		if limit, ok := rateLimit(cond); ok && op == "deny" {
-			d, err := fe.rateLimitDirective(words[2:], limit, l)
-			if err != nil {
-				return err
-			}
-			fe.answers = append(fe.answers, answerRule{line: l, directives: d})
-			fe.rateLimited = &l
-			return nil
-		}
-		var d []string
-		switch op {
-		case "deny":
-			d, err = denyDirective(words[2:], l)
-		case "return":
-			d, err = returnDirective(words[2:], l)
-		default:
-			d, err = redirectDirective(words[2:], l)
-		}
+	a := requestActions[arg(l, 1)]
+	if a == nil {
+		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
+	}
+	if cond != nil && !a.conditional {
+		return refuse(l, "conditions are not translated yet")
+	}
+	return a.read(fe, l, words[2:], cond)
+}
+
+func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
+	if len(args) != 1 || args[0] != "src" || cond != nil {
+		return refuse(l, "only http-request track-sc0 src (without a table or a condition) is translated")
+	}
+	if fe.stickTable == nil {
+		return refuse(l, "no stick-table in this frontend before it")
+	}
+	fe.track = &l
+	fe.note(l, "the edge_rate_limit below counts each client address")
+	return nil
+}
+
+// readAnswer reads a rule that answers the client itself (deny, return,
+// redirect), or a deny over the tracked rate: an edge_rate_limit.
+func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
+	op := arg(l, 1)
+	if limit, ok := rateLimit(cond); ok && op == "deny" {
+		d, err := fe.rateLimitDirective(args, limit, l)
 		if err != nil {
 			return err
 		}
-		fe.answers = append(fe.answers, answerRule{line: l, cond: cond, directives: d})
+		fe.answers = append(fe.answers, answerRule{line: l, directives: d})
+		fe.rateLimited = &l
 		return nil
 	}
-	if cond != nil {
-		return refuse(l, "conditions are not translated yet")
+	d, err := answerDirectives[op](args, l)
+	if err != nil {
+		return err
 	}
-	switch op := arg(l, 1); op {
-	case "del-header":
-		if len(words) != 3 {
-			return refuse(l, "takes a header name")
-		}
-		fe.headers = append(fe.headers, headerRule{line: l, op: op, name: words[2]})
-	case "set-header", "add-header":
-		if len(words) != 4 {
-			return refuse(l, "takes a header name and a value")
-		}
-		if strings.Contains(words[3], "%[") {
-			return refuse(l, "log-format expressions in a header value are not translated yet")
-		}
-		fe.headers = append(fe.headers, headerRule{line: l, op: op, name: words[2], v: words[3]})
-	default:
-		return refuse(l, "http-request %s is not translated yet", op)
-	}
+	fe.answers = append(fe.answers, answerRule{line: l, cond: cond, directives: d})
 	return nil
+}
+
+// answerDirectives are the directives of each answering action.
+var answerDirectives = map[string]func(args []string, l Line) ([]string, error){
+	"deny": denyDirective, "return": returnDirective, "redirect": redirectDirective,
+}
+
+func (fe *frontend) readRequestHeader(l Line, args []string, _ *Condition) error {
+	h, err := headerRuleOf(l, args)
+	if err != nil {
+		return err
+	}
+	fe.headers = append(fe.headers, h)
+	return nil
+}
+
+// headerRuleOf reads del-header <name>, set-header and add-header <name>
+// <value>: without log-format expressions.
+func headerRuleOf(l Line, args []string) (headerRule, error) {
+	op := arg(l, 1)
+	if op == "del-header" {
+		if len(args) != 1 {
+			return headerRule{}, refuse(l, "takes a header name")
+		}
+		return headerRule{line: l, op: op, name: args[0]}, nil
+	}
+	if len(args) != 2 {
+		return headerRule{}, refuse(l, "takes a header name and a value")
+	}
+	if strings.Contains(args[1], "%[") {
+		return headerRule{}, refuse(l, "log-format expressions in a header value are not translated yet")
+	}
+	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
 }
 
 // writeServers writes the servers option of each listener of the

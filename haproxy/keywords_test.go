@@ -20,7 +20,8 @@ func TestDocsKeywordTable(t *testing.T) {
 		t.Fatalf("%s has no %q … %q block", path, begin, end)
 	}
 	want := keywordTable() + "\nOptions of a `bind` line (another is refused at its line):\n\n" + optionsTable(bindOptions) +
-		"\nOptions of a `server` or `default-server` line (another is refused at its line):\n\n" + optionsTable(serverOptions)
+		"\nOptions of a `server` or `default-server` line (another is refused at its line):\n\n" + optionsTable(serverOptions) +
+		"\nActions of `http-request` (another is refused at its line):\n\n" + actionsTable(requestActions)
 	if *update {
 		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
 			t.Fatal(err)

@@ -34,16 +34,9 @@ func (fe *frontend) readStickTable(l Line) error {
 			}
 		case "size", "expire":
 		case "store":
-			if !strings.HasPrefix(v, "http_req_rate(") || !strings.HasSuffix(v, ")") || strings.Contains(v, ",") {
-				return refuse(l, "store %s: only http_req_rate(<period>) is translated", v)
-			}
-			d, err := duration(v[len("http_req_rate("):len(v)-1], l.Pos)
+			d, err := storedRatePeriod(v, l)
 			if err != nil {
 				return err
-			}
-			// edge_rate_limit's sliding window counts in ratelimit.SlidingSlots slots.
-			if p, err := time.ParseDuration(d); err != nil || p < 10*time.Millisecond || p%(10*time.Millisecond) != 0 {
-				return refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
 			}
 			fe.ratePeriod = d
 		default:
@@ -56,6 +49,23 @@ func (fe *frontend) readStickTable(l Line) error {
 	fe.stickTable = &l
 	fe.note(l, "the edge_rate_limit below; the store bounds its keys")
 	return nil
+}
+
+// storedRatePeriod is the period of a stick-table's store
+// http_req_rate(<period>), as a Caddy duration.
+func storedRatePeriod(v string, l Line) (string, error) {
+	if !strings.HasPrefix(v, "http_req_rate(") || !strings.HasSuffix(v, ")") || strings.Contains(v, ",") {
+		return "", refuse(l, "store %s: only http_req_rate(<period>) is translated", v)
+	}
+	d, err := duration(v[len("http_req_rate("):len(v)-1], l.Pos)
+	if err != nil {
+		return "", err
+	}
+	// edge_rate_limit's sliding window counts in ratelimit.SlidingSlots slots.
+	if p, err := time.ParseDuration(d); err != nil || p < 10*time.Millisecond || p%(10*time.Millisecond) != 0 {
+		return "", refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
+	}
+	return d, nil
 }
 
 // rateLimit tells whether a condition is { sc_http_req_rate(0) gt|ge N }

@@ -1,5 +1,12 @@
 package haproxy
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
 // The registry's entries (see keywords.go), by where HAProxy takes them.
 
 const noDHE = "Go's TLS has no finite-field Diffie-Hellman, so nothing takes DH parameters; a DHE suite is refused"
@@ -239,4 +246,42 @@ var matrixOnly = []keyword{
 	{name: "reqirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-request replace-header or replace-path"},
 	{name: "rsprep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
 	{name: "rspirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
+}
+
+// action is an entry of the registry of http-request actions.
+type action struct {
+	name        string
+	status      status
+	doc         string
+	conditional bool // it takes an if or unless condition
+	read        func(fe *frontend, l Line, args []string, cond *Condition) error
+}
+
+var requestActions = indexActions([]action{
+	{name: "set-header", status: translated, doc: "`request_header <name> <value>` (the forwarded handler's proto for X-Forwarded-Proto with option forwardfor)", read: (*frontend).readRequestHeader},
+	{name: "add-header", status: translated, doc: "`request_header +<name> <value>`", read: (*frontend).readRequestHeader},
+	{name: "del-header", status: translated, doc: "`request_header -<name>` (the forwarded handler for the forwarded headers with option forwardfor)", read: (*frontend).readRequestHeader},
+	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit`", read: (*frontend).readAnswer},
+	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer},
+	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect)", read: (*frontend).readAnswer},
+	{name: "track-sc0", status: translated, conditional: true, doc: "`src` only: the key of `edge_rate_limit` (see Rate limits)", read: (*frontend).readTrack},
+})
+
+func indexActions(table []action) map[string]*action {
+	m := make(map[string]*action, len(table))
+	for i := range table {
+		m[table[i].name] = &table[i]
+	}
+	return m
+}
+
+// actionsTable is docs/haproxy.md's table of the http-request actions.
+func actionsTable(m map[string]*action) string {
+	var b strings.Builder
+	b.WriteString("| action | status | with a condition | becomes, or why |\n|---|---|---|---|\n")
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		a := m[name]
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", name, a.status, map[bool]string{true: "yes", false: "refused"}[a.conditional], strings.ReplaceAll(a.doc, "|", `\|`))
+	}
+	return b.String()
 }
