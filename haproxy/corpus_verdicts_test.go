@@ -1,0 +1,207 @@
+package haproxy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddy-ha/caddy-ha/internal/tools"
+)
+
+// corpusVerdictsFile is HAProxy's own verdict (haproxy -c) on each
+// configuration of the corpus, written by verdicts.sh beside it.
+const corpusVerdictsFile = "testdata/corpus/VERDICTS.tsv"
+
+// corpusVerdict is one row of VERDICTS.tsv.
+type corpusVerdict struct {
+	status int    // haproxy -c's exit status
+	class  string // http-only, mixed or tcp
+	error  string // haproxy -c's first [ALERT] line, trimmed; "" when accepted
+}
+
+// readCorpusVerdicts reads VERDICTS.tsv: the HAProxy version of its
+// header line ("2.6"), and its rows by file name.
+func readCorpusVerdicts(t *testing.T) (version string, rows map[string]corpusVerdict) {
+	t.Helper()
+	b, err := os.ReadFile(corpusVerdictsFile)
+	if err != nil {
+		t.Fatalf("%v: run sh haproxy/testdata/corpus/verdicts.sh", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	m := regexp.MustCompile(`^# HAProxy (\d+\.\d+) verdicts `).FindStringSubmatch(lines[0])
+	if m == nil || len(lines) < 2 || lines[1] != "file\tstatus\tclass\terror" {
+		t.Fatalf("%s: want the header line naming the HAProxy version, then file, status, class, error", corpusVerdictsFile)
+	}
+	rows = map[string]corpusVerdict{}
+	for i, line := range lines[2:] {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			t.Fatalf("%s:%d: %d columns, want 4: %q", corpusVerdictsFile, i+3, len(f), line)
+		}
+		status, err := strconv.Atoi(f[1])
+		if err != nil {
+			t.Fatalf("%s:%d: status %q", corpusVerdictsFile, i+3, f[1])
+		}
+		if _, dup := rows[f[0]]; dup {
+			t.Fatalf("%s:%d: %s has two rows", corpusVerdictsFile, i+3, f[0])
+		}
+		rows[f[0]] = corpusVerdict{status, f[2], f[3]}
+	}
+	return m[1], rows
+}
+
+// corpusClass is whether text's proxies (frontend, backend, listen) are
+// all in mode http ("http-only"), all in mode tcp ("tcp") or both
+// ("mixed"): a proxy's mode is its own mode line, else that of the
+// defaults section above it, else HAProxy's default, tcp. It is
+// verdicts.sh's reading, written again so that each checks the other.
+func corpusClass(text string) string {
+	http, tcp := 0, 0
+	inDefaults, inProxy := false, false
+	defMode, mode := "tcp", ""
+	done := func() {
+		switch {
+		case !inProxy:
+		case mode == "http":
+			http++
+		default:
+			tcp++
+		}
+	}
+	for line := range strings.SplitSeq(text, "\n") {
+		if i := strings.Index(line, "#"); i == 0 || i > 0 && (line[i-1] == ' ' || line[i-1] == '\t') {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "defaults":
+			done()
+			inDefaults, inProxy, defMode = true, false, "tcp"
+		case "frontend", "backend", "listen":
+			done()
+			inDefaults, inProxy, mode = false, true, defMode
+		case "global", "resolvers", "userlist", "peers", "cache", "fcgi-app", "mailers", "program", "http-errors", "ring", "crt-store", "traces":
+			done()
+			inDefaults, inProxy = false, false
+		case "mode":
+			if len(f) > 1 && inDefaults {
+				defMode = f[1]
+			}
+			if len(f) > 1 && inProxy {
+				mode = f[1]
+			}
+		}
+	}
+	done()
+	switch {
+	case tcp == 0:
+		return "http-only"
+	case http == 0:
+		return "tcp"
+	}
+	return "mixed"
+}
+
+// Every configuration of the corpus has one row in VERDICTS.tsv and
+// every row a configuration; a row says accepted (status 0) without an
+// error, refused with one; its class is the file's, read again here; and
+// the corpus is the size issue 28 asks for, most of it valid for HAProxy.
+func TestCorpusVerdictsCoverEveryFile(t *testing.T) {
+	_, rows := readCorpusVerdicts(t)
+	files, err := filepath.Glob("testdata/corpus/*.cfg")
+	if err != nil || len(files) < 60 {
+		t.Fatalf("corpus %d files %v: issue 28 wants 60 at least", len(files), err)
+	}
+	accepted := 0
+	for _, file := range files {
+		name := filepath.Base(file)
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("%s has no row in %s: run sh haproxy/testdata/corpus/verdicts.sh", name, corpusVerdictsFile)
+			continue
+		}
+		if (row.status == 0) != (row.error == "") {
+			t.Errorf("%s: status %d with error %q", name, row.status, row.error)
+		}
+		if row.status == 0 {
+			accepted++
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if class := corpusClass(string(b)); row.class != class {
+			t.Errorf("%s: class %s in %s, the file's modes say %s", name, row.class, corpusVerdictsFile, class)
+		}
+	}
+	for name := range rows {
+		if !slices.Contains(files, filepath.Join("testdata/corpus", name)) {
+			t.Errorf("%s has a row in %s but is not in testdata/corpus", name, corpusVerdictsFile)
+		}
+	}
+	if accepted*4 < len(files)*3 {
+		t.Errorf("HAProxy accepts %d of %d configurations: most of the corpus should be valid", accepted, len(files))
+	}
+}
+
+// VERDICTS.tsv is what verdicts.sh writes today: HAProxy's verdict on
+// each configuration, checked with the haproxy on PATH when it is the
+// version the file names. Without haproxy (or openssl, for the
+// throwaway certificate) it is skipped, unless CADDY_HA_REQUIRE_TOOLS is
+// set (make test), where it fails; so does another HAProxy version there.
+func TestCorpusVerdicts(t *testing.T) {
+	version, _ := readCorpusVerdicts(t)
+	haproxy, ok := tools.Find(t, "haproxy", "VERDICTS.tsv is not checked against haproxy -c")
+	if !ok {
+		t.Skip()
+	}
+	if _, ok := tools.Find(t, "openssl", "VERDICTS.tsv is not checked against haproxy -c (verdicts.sh makes its certificate with openssl)"); !ok {
+		t.Skip()
+	}
+	v, err := exec.Command(haproxy, "-v").Output()
+	if err != nil {
+		t.Fatalf("haproxy -v: %v", err)
+	}
+	if !bytes.HasPrefix(v, []byte("HAProxy version "+version+".")) {
+		msg := "VERDICTS.tsv holds HAProxy " + version + "'s verdicts, and " + haproxy + " is " + strings.SplitN(string(v), "\n", 2)[0]
+		if os.Getenv(tools.RequireEnv) != "" || os.Getenv("CI") != "" {
+			t.Fatal(msg + ": install Debian 12's haproxy, or rerun verdicts.sh with this one and say so")
+		}
+		t.Skip(msg)
+	}
+	want, err := os.ReadFile(corpusVerdictsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "testdata/corpus/verdicts.sh", "-")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	got, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("verdicts.sh: %v\n%s", err, stderr.Bytes())
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	wantLines, gotLines := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
+	for _, line := range gotLines {
+		if !slices.Contains(wantLines, line) {
+			t.Errorf("haproxy -c today:  %q", line)
+		}
+	}
+	for _, line := range wantLines {
+		if !slices.Contains(gotLines, line) {
+			t.Errorf("VERDICTS.tsv says: %q", line)
+		}
+	}
+	t.Errorf("%s is not HAProxy's verdict today: rerun sh haproxy/testdata/corpus/verdicts.sh", corpusVerdictsFile)
+}
