@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -49,7 +50,7 @@ var corpusOutcomes = map[string]struct {
 	"compose-node-stats.cfg":         {31, "option forwardfor: a backend's own option forwardfor is not translated yet (a frontend's"},
 	"compose-resolvers-api.cfg":      {7, "resolvers sections are not translated yet"},
 	"compose-wordpress-mysql.cfg":    {7, "resolvers sections are not translated yet"},
-	"conditional-blocks.cfg":         {19, ".if !defined(HAPROXY_STAGING): not translated yet"},
+	"conditional-blocks.cfg":         {6, "global .if is not translated yet"},
 	"elk-kibana-userlist.cfg":        {8, "userlist sections are not translated yet"},
 	"env-vars-container.cfg":         {19, "backend upstream: a check without option httpchk is a TCP check, which Caddy's active"},
 	"gitea-ssh-mixed.cfg":            {28, "backend gitea_web: a check without option httpchk is a TCP check, which Caddy's active"},
@@ -57,11 +58,11 @@ var corpusOutcomes = map[string]struct {
 	"homelab-subdomains.cfg":         {12, "userlist sections are not translated yet"},
 	"ip-allowlist-admin.cfg":         {21, "tcp-request connection: not translated yet"},
 	"jenkins-agents-mixed.cfg":       {13, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
-	"k8s-ingress-rendered.cfg":       {24, "timeout client-fin: timeout client-fin is not translated yet"},
+	"k8s-ingress-rendered.cfg":       {24, "timeout client-fin: not translated yet"},
 	"k8s-lb-apiserver-ingress.cfg":   {19, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"keycloak-cluster.cfg":           {26, "http-request set-header: log-format expressions in a header value are not translated yet"},
 	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it"},
-	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): not translated yet"},
+	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): removed in HAProxy 2.1: write http-request replace-header or replace-path"},
 	"legacy-1.4-stunnel.cfg":         {18, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
 	"legacy-1.5-ssl-reqadd.cfg":      {23, "bind *:443: bind option \"no-sslv3\" is not translated yet"},
 	"legacy-1.6-block-reqisetbe.cfg": {19, "acl bad_agent: ACL fetch hdr_sub(User-Agent) is not translated yet"},
@@ -72,16 +73,16 @@ var corpusOutcomes = map[string]struct {
 	"mariadb-readwrite-tcp.cfg":      {14, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"matrix-synapse.cfg":             {22, "http-request return: http-request return hdr is not translated yet"},
 	"minimal-quickstart.cfg":         {14, "backend webservers: a check without option httpchk is a TCP check, which Caddy's active"},
-	"minio-s3-cluster.cfg":           {24, "option http-buffer-request: not translated yet"},
-	"monitor-disable-on-404.cfg":     {20, "monitor-uri /haproxy-alive: not translated yet"},
+	"minio-s3-cluster.cfg":           {8, "global tune.bufsize is not translated yet"},
+	"monitor-disable-on-404.cfg":     {12, "option log-health-checks: not translated yet"},
 	"multi-tenant-hosts.cfg":         {13, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
 	"nextcloud-collabora.cfg":        {28, "http-request set-header: log-format expressions in a header value are not translated yet"},
 	"nomad-consul-srv.cfg":           {9, "resolvers sections are not translated yet"},
 	"oauth2-proxy-sso.cfg":           {18, "acl has_session: ACL flag -m is not translated yet"},
 	"path-prefix-strip.cfg":          {26, "http-request set-header: not translated yet"},
 	"patroni-postgres-stats.cfg":     {11, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
-	"peers-active-passive.cfg":       {11, "peers sections are not translated yet"},
-	"pfsense-generated.cfg":          {21, "stats admin: ha_status has no admin level (servers set up or down from the page): not"},
+	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication"},
+	"pfsense-generated.cfg":          {14, "global server-state-file is not translated yet"},
 	"php-fpm-fastcgi.cfg":            {15, "fcgi-app php: not translated yet"},
 	"prometheus-exporter-stats.cfg":  {20, "stats scope: ha_status shows the whole process: a page limited to some proxies is not"},
 	"proxy-protocol-behind-nlb.cfg":  {18, "monitor-uri /lb-health: not translated yet"},
@@ -94,10 +95,10 @@ var corpusOutcomes = map[string]struct {
 	"stats-userlist-sha512.cfg":      {8, "userlist sections are not translated yet"},
 	"sticky-appcookie-table.cfg":     {22, "stick-table type: not translated yet"},
 	"swarm-server-template.cfg":      {11, "resolvers sections are not translated yet"},
-	"tls-termination-hsts.cfg":       {42, "http-request set-header: not translated yet"},
+	"tls-termination-hsts.cfg":       {17, "global ssl-default-server-ciphers is not translated yet"},
 	"vaultwarden.cfg":                {24, "http-request set-header: log-format expressions in a header value are not translated yet"},
 	"vendor-api-keys.cfg":            {19, "acl has_key: ACL flag -m is not translated yet"},
-	"vendor-bot-protection.cfg":      {14, "timeout tarpit: timeout tarpit is not translated yet"},
+	"vendor-bot-protection.cfg":      {14, "timeout tarpit: not translated yet"},
 	"vendor-ratelimit-conn.cfg":      {13, "log-format {\"client\":\"%ci\""},
 	"websocket-chat.cfg":             {21, "acl is_websocket: ACL fetch hdr(Upgrade) is not translated yet"},
 	"wordpress-ssl-offload.cfg":      {25, "http-request set-header: conditions are not translated yet"},
@@ -195,11 +196,24 @@ func translateFile(t *testing.T, file string) (text string, err error) {
 	return caddyfileOf(cfg)
 }
 
-// checkOutcomeShape checks that a refusal (err not nil) begins with
+// checkOutcomeShape checks the shape of each refusal of err (nil: none).
+func checkOutcomeShape(t *testing.T, file string, err error) {
+	t.Helper()
+	var r Refusals
+	if !errors.As(err, &r) {
+		checkRefusalShape(t, file, err)
+		return
+	}
+	for _, e := range r {
+		checkRefusalShape(t, file, e)
+	}
+}
+
+// checkRefusalShape checks that a refusal (err not nil) begins with
 // "<file>:<line>: ", that the line is a line of the file with a keyword,
 // that the text names that keyword (its first word, or "global
 // <keyword>"), and that it says why after it.
-func checkOutcomeShape(t *testing.T, file string, err error) {
+func checkRefusalShape(t *testing.T, file string, err error) {
 	t.Helper()
 	if err == nil {
 		return
