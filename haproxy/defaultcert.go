@@ -10,15 +10,24 @@ import (
 	"strings"
 )
 
-// writeDefaultSNI writes the global options that give a client whose SNI
-// names none of the certificates, or that sends none, HAProxy's default
-// certificate: a bind's first crt. Caddy takes that certificate by a name
-// of it (default_sni without SNI, fallback_sni for an unknown one) from a
-// directory's; of several files, whose tls directives select among them
-// first, it serves one in no set order (noted). The two options are one
-// for every site: with binds whose first crt differ, the first bind's
-// stands and the others' are noted.
-func (t *translator) writeDefaultSNI(frontends []*frontend) {
+// sniNote is a TLS bind's line and what its first crt is to clients
+// without a known SNI; name, if not "", is the default certificate's
+// name, Caddy's default_sni and fallback_sni.
+type sniNote struct {
+	line Line
+	what string
+	name string
+}
+
+// readDefaultSNI reads HAProxy's default certificate, a bind's first crt,
+// as the name of it that gives it to a client whose SNI names none of the
+// certificates, or that sends none: default_sni without SNI, fallback_sni
+// for an unknown one, taken from a directory's; of several files, whose
+// tls directives select among them first, Caddy serves one in no set
+// order (noted). The two options are one for every site: with binds whose
+// first crt differ, the first bind's stands and the others' are noted.
+func (t *translator) readDefaultSNI(frontends []*frontend) []sniNote {
+	var notes []sniNote
 	var first *bind
 	for _, fe := range frontends {
 		for i := range fe.binds {
@@ -29,25 +38,40 @@ func (t *translator) writeDefaultSNI(frontends []*frontend) {
 			path := resolve(t.global.crtBase, b.crts[0])
 			if first == nil {
 				first = b
-				name, err := defaultCertName(t.cfg.files(), path)
-				if err != nil {
-					t.out.comment(b.line, fmt.Sprintf("HAProxy's default certificate is its first crt, %s, which cannot be read here (%v): "+
-						"write default_sni and fallback_sni with a name of that certificate, or a client whose SNI names no certificate, or that sends none, fails its handshake", path, err))
-					continue
-				}
-				what := fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path)
-				if len(b.crts) > 1 && !isDir(t.cfg.files(), path) {
-					what = fmt.Sprintf("HAProxy's default certificate is the first crt's, %s; with several crt files, Caddy serves a client whose SNI names none of them, or that sends none, one of them in no set order (each file's tls directive selects among the files, before default_sni)", path)
-				}
-				t.out.comment(b.line, what)
-				t.out.line("default_sni %s", t.out.plain(name))
-				t.out.line("fallback_sni %s", t.out.plain(name))
+				notes = append(notes, t.defaultCert(b, path))
 				continue
 			}
 			if firstPath := resolve(t.global.crtBase, first.crts[0]); path != firstPath {
-				t.out.comment(b.line, fmt.Sprintf("its first crt, %s, is not the default certificate here as in HAProxy: Caddy's default_sni and fallback_sni are one for every site, %s's (line %d); "+
-					"a client whose SNI names none of this bind's certificates, or that sends none, fails its handshake", path, firstPath, first.line.Pos.Line))
+				notes = append(notes, sniNote{line: b.line, what: fmt.Sprintf("its first crt, %s, is not the default certificate here as in HAProxy: Caddy's default_sni and fallback_sni are one for every site, %s's (line %d); "+
+					"a client whose SNI names none of this bind's certificates, or that sends none, fails its handshake", path, firstPath, first.line.Pos.Line)})
 			}
+		}
+	}
+	return notes
+}
+
+// defaultCert is the note of the first TLS bind, whose first crt (at
+// path) is the default certificate.
+func (t *translator) defaultCert(b *bind, path string) sniNote {
+	name, err := defaultCertName(t.cfg.files(), path)
+	if err != nil {
+		return sniNote{line: b.line, what: fmt.Sprintf("HAProxy's default certificate is its first crt, %s, which cannot be read here (%v): "+
+			"write default_sni and fallback_sni with a name of that certificate, or a client whose SNI names no certificate, or that sends none, fails its handshake", path, err)}
+	}
+	what := fmt.Sprintf("a client whose SNI names no certificate, or that sends none, gets the first crt's, %s (HAProxy's default certificate): Caddy takes it by its name", path)
+	if len(b.crts) > 1 && !isDir(t.cfg.files(), path) {
+		what = fmt.Sprintf("HAProxy's default certificate is the first crt's, %s; with several crt files, Caddy serves a client whose SNI names none of them, or that sends none, one of them in no set order (each file's tls directive selects among the files, before default_sni)", path)
+	}
+	return sniNote{line: b.line, what: what, name: name}
+}
+
+// writeDefaultSNI writes the default certificate's notes and options.
+func writeDefaultSNI(c *caddyfile, notes []sniNote) {
+	for _, n := range notes {
+		c.comment(n.line, n.what)
+		if n.name != "" {
+			c.line("default_sni %s", c.plain(n.name))
+			c.line("fallback_sni %s", c.plain(n.name))
 		}
 	}
 }

@@ -16,22 +16,56 @@ type global struct {
 	crtBase, caBase *Line
 	chroot          *Line
 	bindTLS         bindTLS
-	maxconn         *Line  // every frontend's connections together
-	gracePeriod     string // hard-stop-after, as a Caddy duration
+	maxconn         *Line    // every frontend's connections together
+	gracePeriod     string   // hard-stop-after, as a Caddy duration
+	gracePeriodAt   Position // its line
+	// notes are the section's lines, each with what became of it, in
+	// the order written (a log line's logger is written in its place).
+	notes []note
 }
 
+func (g *global) note(l Line, what string) { g.notes = append(g.notes, note{line: l, what: what}) }
+
 // readGlobal reads the global section's lines through the registry.
-func (t *translator) readGlobal() error {
+func (t *translator) readGlobal() {
 	g := &t.global
 	g.tag = "haproxy"
 	s := t.cfg.Section("global", "")
 	if s == nil {
-		return nil
+		return
 	}
 	for _, l := range s.Lines {
 		t.refused.add(g.read(l))
 	}
-	return nil
+}
+
+// settleTLSNotes says of the TLS defaults whether a site takes them, once
+// the frontends are read.
+func (g *global) settleTLSNotes(frontends []*frontend) {
+	what := "ignored: no bind has ssl, so no site takes it"
+	if anyTLS(frontends) {
+		what = "in the tls block of each TLS site below"
+	}
+	for i, n := range g.notes {
+		if strings.HasPrefix(n.line.Words[0], "ssl-default-bind-") {
+			g.notes[i].what = what
+		}
+	}
+}
+
+// loggerAt is the logger of the log line at pos, and its name: none for
+// the first, which is Caddy's default logger's.
+func (g *global) loggerAt(pos Position) (logTarget, string, bool) {
+	for i, lt := range g.loggers {
+		if lt.line.Pos == pos {
+			name := ""
+			if i > 0 {
+				name = "haproxy_log_" + strconv.Itoa(pos.Line)
+			}
+			return lt, name, true
+		}
+	}
+	return logTarget{}, "", false
 }
 
 func readGlobalLog(g *global, l Line) error {
@@ -40,6 +74,7 @@ func readGlobalLog(g *global, l Line) error {
 		return err
 	}
 	g.loggers = append(g.loggers, lt)
+	g.note(l, "")
 	return nil
 }
 
@@ -53,6 +88,7 @@ func readLogTag(g *global, l Line) error {
 		return refuse(l, "takes one tag")
 	}
 	g.tag = l.Words[1]
+	g.note(l, "the tag of each format syslog")
 	return nil
 }
 
@@ -62,19 +98,25 @@ func readBaseDir(g *global, l Line) error {
 	}
 	if l.Words[0] == "ca-base" {
 		g.caBase = &l
+		g.note(l, "a relative ca-file resolves against it, as in HAProxy")
 	} else {
 		g.crtBase = &l
+		g.note(l, "a relative crt resolves against it, as in HAProxy")
 	}
 	return nil
 }
 
-func readBindTLS(g *global, l Line) error { return g.bindTLS.read(l) }
+func readBindTLS(g *global, l Line) error {
+	g.note(l, "") // settleTLSNotes
+	return g.bindTLS.read(l)
+}
 
 func readGlobalMaxconn(g *global, l Line) error {
 	if _, err := readMaxconn(l, false); err != nil {
 		return err
 	}
 	g.maxconn = &l
+	g.note(l, "every frontend's connections together: max_connections with group "+globalMaxconnGroup+" in each servers option below")
 	return nil
 }
 
@@ -83,45 +125,15 @@ func readHardStopAfter(g *global, l Line) error {
 		return refuse(l, "takes a time")
 	}
 	d, err := duration(l.Words[1], l.Pos)
-	g.gracePeriod = d
+	g.gracePeriod, g.gracePeriodAt = d, l.Pos
+	g.note(l, "how long a reload or a stop waits for connections busy with a request, as HAProxy's soft-stop does")
 	return err
 }
 
-// readNothing takes a global line that is only noted.
-func readNothing(*global, Line) error { return nil }
-
-func (t *translator) emitGlobalLog(l Line, _ []*frontend) {
-	g := &t.global
-	for i, lt := range g.loggers {
-		if lt.line.Pos == l.Pos {
-			name := ""
-			if i > 0 {
-				name = "haproxy_log_" + strconv.Itoa(l.Pos.Line)
-			}
-			lt.write(&t.out, name, g.tag, g.chroot)
-		}
-	}
-}
-
-func (t *translator) emitBindTLS(l Line, frontends []*frontend) {
-	if anyTLS(frontends) {
-		t.out.comment(l, "in the tls block of each TLS site below")
-	} else {
-		t.out.comment(l, "ignored: no bind has ssl, so no site takes it")
-	}
-}
-
-func (t *translator) emitGlobalMaxconn(l Line, _ []*frontend) {
-	t.out.comment(l, "every frontend's connections together: max_connections with group "+globalMaxconnGroup+" in each servers option below")
-}
-
-func (t *translator) emitHardStopAfter(l Line, _ []*frontend) {
-	t.out.comment(l, "how long a reload or a stop waits for connections busy with a request, as HAProxy's soft-stop does")
-	t.out.line("grace_period %s", t.global.gracePeriod)
-}
-
-func (t *translator) emitNotUsed(l Line, _ []*frontend) {
-	t.out.comment(l, "ignored: "+notUsed)
+// readUnusedGlobal takes a global line Caddy has no use for.
+func readUnusedGlobal(g *global, l Line) error {
+	g.note(l, "ignored: "+notUsed)
+	return nil
 }
 
 func anyTLS(frontends []*frontend) bool {
@@ -187,24 +199,6 @@ func (t *translator) readUnusedDefault(s *Section, l Line) error {
 		return err
 	}
 	return nil
-}
-
-// writeDefaults writes each defaults section as a comment: who takes it,
-// or, taken by none, each of its lines.
-func (t *translator) writeDefaults() {
-	for _, s := range t.cfg.Sections {
-		if s.Kind != "defaults" {
-			continue
-		}
-		if takers := t.takers[s]; len(takers) > 0 {
-			t.out.comment(s.line(), "taken by "+strings.Join(takers, ", ")+": each of its lines is kept where it applies")
-			continue
-		}
-		t.out.comment(s.line(), "no frontend or backend takes these defaults: HAProxy applies them to none")
-		for _, l := range s.Lines {
-			t.out.comment(l, "read, and applied to no proxy")
-		}
-	}
 }
 
 func nonEmpty(s string) []string {

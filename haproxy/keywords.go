@@ -89,9 +89,6 @@ type keyword struct {
 	// page reads a stats line as the stats page of a frontend or listen
 	// (readStats): what became of the line.
 	page statsKeyword
-	// emitGlobal writes a global line the translation keeps (nil: a
-	// comment, with the doc of an ignored keyword).
-	emitGlobal func(t *translator, l Line, fes []*frontend)
 }
 
 // keywords are the registry, by name. Filled by init: readers look
@@ -176,8 +173,8 @@ func (be *backend) read(l Line) error {
 	return k.backend(be, l)
 }
 
-// readGlobalLine reads one line of the global section through the
-// registry.
+// read reads one line of the global section through the registry: an
+// ignored keyword is noted with why.
 func (g *global) read(l Line) error {
 	k := keywordAt(l)
 	if k == nil || !k.in.has(inGlobal) || k.global == nil && k.status != ignored {
@@ -186,24 +183,13 @@ func (g *global) read(l Line) error {
 		}
 		return errAt(l.Pos, "global %s is not translated yet", l.Words[0])
 	}
+	if k.status == ignored {
+		g.note(l, "ignored: "+k.doc)
+	}
 	if k.global == nil {
 		return nil
 	}
 	return k.global(g, l)
-}
-
-// emitGlobal writes one global line: the entry's emitGlobal, or a
-// comment (with why, for an ignored keyword).
-func (t *translator) emitGlobal(l Line, fes []*frontend) {
-	k := keywordAt(l)
-	switch {
-	case k.emitGlobal != nil:
-		k.emitGlobal(t, l, fes)
-	case k.status == ignored:
-		t.out.comment(l, "ignored: "+k.doc)
-	default:
-		t.out.comment(l, k.doc)
-	}
 }
 
 // refuseSection refuses a section of a kind not translated, with its

@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -20,20 +19,20 @@ import (
 // the Translation's Warnings, each with its line, as well as comments.
 func Translate(cfg *Config) (Translation, error) {
 	t := &translator{cfg: cfg}
-	if err := t.translate(); err != nil {
+	m, err := t.read()
+	if err != nil {
 		return Translation{}, cfg.shown(err)
 	}
-	if t.out.err != nil {
-		return Translation{}, cfg.redacted(cfg.named(t.out.err))
+	c := emit(m)
+	if c.err != nil {
+		return Translation{}, cfg.redacted(cfg.named(c.err))
 	}
-	out := t.out.b.String()
+	out := c.b.String()
 	if err := cfg.checkNoEnvValue(out); err != nil {
 		return Translation{}, err
 	}
-	warnings := append(cfg.modernizedLines(), t.out.warnings...)
-	slices.SortStableFunc(warnings, func(a, b Warning) int {
-		return cmp.Or(strings.Compare(a.Pos.File, b.Pos.File), cmp.Compare(a.Pos.Line, b.Pos.Line))
-	})
+	warnings := append(cfg.modernizedLines(), c.warnings...)
+	slices.SortStableFunc(warnings, func(a, b Warning) int { return comparePos(a.Pos, b.Pos) })
 	return Translation{Caddyfile: out, Warnings: warnings}, nil
 }
 
@@ -167,15 +166,6 @@ func namesKeyword(msg, keyword string) bool {
 	return first == keyword || first == "global" && len(w) > 1 && strings.TrimSuffix(w[1], ":") == keyword
 }
 
-type translator struct {
-	cfg     *Config
-	out     caddyfile
-	global  global
-	refused refusals
-	// takers are the proxies that take each defaults section's settings.
-	takers map[*Section][]string
-}
-
 // LeaderPath is the path whose health check marks a backend as the
 // cluster's leader pool: it becomes lb_policy leader. A backend checking
 // another path is marked so by "description caddy-ha:leader".
@@ -184,98 +174,6 @@ const LeaderPath = "/healthz/leader"
 // leaderMark in a backend's description makes it a leader pool whatever
 // its check's path.
 const leaderMark = "caddy-ha:leader"
-
-// translate reads the configuration into the model (the global section,
-// the frontends with the backends they send to, and the defaults no proxy
-// takes), then, if no line was refused, writes the Caddyfile.
-func (t *translator) translate() error {
-	frontends := t.read()
-	if len(t.refused.errs) > 0 {
-		return t.refused.err()
-	}
-	t.emit(frontends)
-	return nil
-}
-
-// read reads every section, recording each refused line and going on.
-func (t *translator) read() []*frontend {
-	t.refused.add(t.readGlobal())
-	for _, err := range t.cfg.checkDefaults() {
-		t.refused.add(err)
-	}
-	var frontends []*frontend
-	for _, s := range t.cfg.Sections {
-		switch s.Kind {
-		case "global", "defaults", "backend":
-			// Read where they are used: global first, defaults and
-			// backends through the frontends.
-		case "frontend", "listen":
-			// A listen section is translated as a frontend, with its own
-			// servers (if any) as its backend.
-			fe, err := t.readFrontend(s)
-			t.refused.add(err)
-			if err == nil {
-				frontends = append(frontends, fe)
-			}
-		default:
-			t.refused.add(refuseSection(s))
-		}
-	}
-	t.readUnusedDefaults()
-	if len(t.refused.errs) > 0 {
-		return nil // what follows checks frontends read whole
-	}
-	t.refused.add(checkListeners(frontends))
-	t.refused.add(checkServerMaxconnUses(frontends))
-	for _, s := range t.cfg.Sections {
-		if s.Kind == "backend" && !slices.ContainsFunc(frontends, func(fe *frontend) bool { return fe.sendsTo(s) }) {
-			t.refused.add(errAt(s.Pos, "backend %s: no frontend sends to it (a default_backend or use_backend names it)", s.Name))
-		}
-	}
-	return frontends
-}
-
-// checkListeners refuses an address bound twice: Caddy's servers option
-// names each once, where HAProxy would bind the address twice (with
-// SO_REUSEPORT, the kernel sharing connections between the two).
-func checkListeners(frontends []*frontend) error {
-	bound := map[string]Line{}
-	for _, fe := range frontends {
-		for _, b := range fe.binds {
-			if first, ok := bound[b.addr]; ok {
-				return refuse(b.line, "%s is bound at %s too: one address, one listener", b.addr, first.Pos)
-			}
-			bound[b.addr] = b.line
-		}
-	}
-	return nil
-}
-
-// emit writes the Caddyfile: the global options (process keywords, the
-// servers' timeouts and protocols), then a site per frontend with the
-// backends it sends to.
-func (t *translator) emit(frontends []*frontend) {
-	t.out.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", t.cfg.file())
-	t.out.line("# its lines is kept as a comment above what it became.")
-	t.out.open("")
-	t.out.line("# HAProxy listens only where a bind says: no redirects from port 80")
-	t.out.line("auto_https disable_redirects")
-	if g := t.cfg.Section("global", ""); g != nil {
-		t.out.comment(Line{Pos: g.Pos, Words: []string{"global"}}, "")
-		for _, l := range g.Lines {
-			t.emitGlobal(l, frontends)
-		}
-	}
-	t.writeDefaults()
-	t.writeDefaultSNI(frontends)
-	for _, fe := range frontends {
-		fe.writeServers(&t.out, t.global.maxconn)
-	}
-	t.out.close()
-	for _, fe := range frontends {
-		fe.writeSite(&t.out)
-	}
-}
 
 func (c *Config) file() string {
 	if len(c.Sections) == 0 {

@@ -1,0 +1,61 @@
+package haproxy
+
+import "strings"
+
+// emit writes the model as a Caddyfile, every value through the token
+// writer (caddyfile.go, token.go): the global options (process keywords,
+// the servers' timeouts and protocols), then a site per frontend with the
+// backends it sends to. The writer holds the text, the warnings, and the
+// first value no token carries.
+func emit(m *model) *caddyfile {
+	c := &caddyfile{}
+	c.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", m.cfg.file())
+	c.line("# its lines is kept as a comment above what it became.")
+	c.open("")
+	c.line("# HAProxy listens only where a bind says: no redirects from port 80")
+	c.line("auto_https disable_redirects")
+	if g := m.cfg.Section("global", ""); g != nil {
+		c.comment(Line{Pos: g.Pos, Words: []string{"global"}}, "")
+		writeGlobal(c, m.global)
+	}
+	writeDefaults(c, m.defaults)
+	writeDefaultSNI(c, m.sni)
+	for _, fe := range m.frontends {
+		fe.writeServers(c, m.global.maxconn)
+	}
+	c.close()
+	for _, fe := range m.frontends {
+		fe.writeSite(c)
+	}
+	return c
+}
+
+// writeGlobal writes the global section's lines as their notes say, a
+// log line as its logger and hard-stop-after as grace_period.
+func writeGlobal(c *caddyfile, g *global) {
+	for _, n := range g.notes {
+		if lt, name, ok := g.loggerAt(n.line.Pos); ok {
+			lt.write(c, name, g.tag, g.chroot)
+			continue
+		}
+		c.note(n)
+		if n.line.Pos == g.gracePeriodAt {
+			c.line("grace_period %s", g.gracePeriod)
+		}
+	}
+}
+
+// writeDefaults writes each defaults section as a comment: who takes it,
+// or, taken by none, each of its lines.
+func writeDefaults(c *caddyfile, defaults []defaultsUse) {
+	for _, d := range defaults {
+		if len(d.takers) > 0 {
+			c.comment(d.section.line(), "taken by "+strings.Join(d.takers, ", ")+": each of its lines is kept where it applies")
+			continue
+		}
+		c.comment(d.section.line(), "no frontend or backend takes these defaults: HAProxy applies them to none")
+		for _, l := range d.section.Lines {
+			c.comment(l, "read, and applied to no proxy")
+		}
+	}
+}
