@@ -1,8 +1,6 @@
 package haproxy
 
 import (
-	"cmp"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,9 +46,9 @@ type backend struct {
 	checkOpts   leaderOptions
 	serverNotes [][]string
 	// What resolve settled.
-	transport      string // http, or pinned
-	versions       string // the transport's HTTP versions
-	writeSelection func(c *caddyfile, key string)
+	transport string // http, or pinned
+	versions  string // the transport's HTTP versions
+	selection selection
 }
 
 type server struct {
@@ -406,11 +404,7 @@ func (be *backend) lbPolicy() (string, error) {
 		return p, nil
 	}
 	if strings.HasPrefix(algo, "hdr(") && strings.HasSuffix(algo, ")") && len(algo) > 5 && len(l.Words) == 2 {
-		name, err := nameToken(algo[4:len(algo)-1], l.envs)
-		if err != nil {
-			return "", refuseValue(l, "balance hdr", algo, err)
-		}
-		return "header " + name, nil
+		return "header " + algo[4:len(algo)-1], nil // the field name goes out through the token writer (policyToken)
 	}
 	if draws, ok := strings.CutPrefix(algo, "random"); ok && len(l.Words) == 2 {
 		return randomPolicy(draws, l)
@@ -470,7 +464,7 @@ func (be *backend) resolve() error {
 	if err != nil {
 		return err
 	}
-	be.writeSelection, err = be.selection(p)
+	be.selection, err = be.readSelection(p)
 	return err
 }
 
@@ -510,148 +504,6 @@ func (be *backend) checkFrontend(fe *frontend) error {
 		return nil
 	}
 	return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
-}
-
-// write writes the backend's reverse_proxy; fe is the frontend that sends
-// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
-// unless told not to) and its http-response header rules.
-func (be *backend) write(c *caddyfile, fe *frontend) {
-	c.comment(be.section.line(), "")
-	if l := be.forwardFor; l != nil {
-		c.comment(*l, "the frontend's too: see its forwarded headers")
-	}
-	var addrs []string
-	for i, s := range be.servers {
-		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
-		addrs = append(addrs, c.plainOf(s.line, s.addr))
-	}
-	for _, n := range be.notes {
-		c.note(n)
-	}
-	// Caddy's own Via goes on the answer after header_down: a deferred
-	// header removes it.
-	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
-	c.line("header -Via")
-	c.open("reverse_proxy %s", strings.Join(addrs, " "))
-	be.writeHeadersUp(c, fe)
-	// HAProxy runs the backend's http-response rules, then the frontend's.
-	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
-		h.write(c, "header_down")
-	}
-	be.writePolicy(c)
-	be.writeTransport(c)
-	if d := be.timeouts["tunnel"]; d != "" {
-		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
-		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
-		c.line("stream_timeout %s", d)
-	}
-	c.close()
-}
-
-// writeHeadersUp writes what the request's headers become on their way to
-// the server: the forwarded headers as the frontend's option forwardfor
-// asks, the client's Host over TLS, and no Via.
-func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
-	switch ff := fe.forwardFor; {
-	case ff == nil:
-		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
-	case !sendsXFF(ff):
-		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", forwardForHeader(*ff))
-	}
-	if !sendsXFF(fe.forwardFor) {
-		c.line("header_up -X-Forwarded-For")
-		c.line("header_up -X-Forwarded-Proto")
-		c.line("header_up -X-Forwarded-Host")
-	}
-	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
-		c.line("header_up +%s {remote_host}", c.name(forwardForHeader(*ff)))
-	}
-	if fe.plainForwardFor {
-		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain); X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
-		c.line("trusted_proxies 0.0.0.0/0 ::/0")
-		c.line("header_up -X-Forwarded-Proto")
-		c.line("header_up -X-Forwarded-Host")
-	}
-	if be.tls.ssl {
-		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
-		c.line("header_up Host {hostport}")
-	}
-	c.line("header_up -Via")
-}
-
-// writeTransport writes the transport: its timeouts, maxconn, TLS and
-// HTTP versions.
-func (be *backend) writeTransport(c *caddyfile) {
-	if be.reuse != nil {
-		c.comment(*be.reuse, "")
-	}
-	for _, l := range be.timeoutSrc {
-		c.comment(l, "")
-	}
-	c.open("transport %s", be.transport)
-	if d := be.timeouts["connect"]; d != "" {
-		c.line("dial_timeout %s", d)
-	}
-	if d := be.timeouts["server"]; d != "" {
-		c.line("read_timeout %s", d)
-		c.line("write_timeout %s", d)
-	}
-	if be.keepAlive != "" {
-		c.line("keepalive %s", be.keepAlive)
-	}
-	if be.tls.maxConn != "" {
-		c.line("# maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", be.tls.maxConn)
-		c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
-		c.line("max_conns_per_host %s", be.tls.maxConn)
-	}
-	if tls := be.tls; tls.ssl {
-		c.line("tls")
-		if tls.skipVerify {
-			c.line("tls_insecure_skip_verify")
-		}
-		if tls.serverName != "" {
-			c.line("tls_server_name %s", c.plainIn(tls.serverName, be.lines))
-		}
-		if tls.ca != "" {
-			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
-		}
-	}
-	c.line("versions %s", be.versions)
-	c.close()
-}
-
-// writeHealth writes the active health checks of a checked backend other
-// than the leader's, with HAProxy's defaults: OPTIONS / every 2s, down
-// after 3 failures, up after 2 passes, a 2xx or 3xx answer passes.
-func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
-	for _, l := range be.check {
-		c.comment(l, "")
-	}
-	uri, meth := be.checkURI, be.checkMeth
-	if uri == "" {
-		uri = "/"
-	}
-	if meth == "" {
-		meth = "OPTIONS"
-	}
-	c.line("health_uri %s", c.plain(uri))
-	c.line("health_method %s", c.name(meth))
-	if be.checkHost != "" {
-		c.open("health_headers")
-		c.line("Host %s", c.plain(be.checkHost))
-		c.close()
-	}
-	status := "2xx 3xx"
-	if be.expect != "" {
-		status = be.expect
-	}
-	c.line("health_status %s", status)
-	c.line("health_interval %s", cmp.Or(lo.interval, "2s"))
-	c.line("health_fails %s", cmp.Or(lo.fails, "3"))
-	c.line("health_passes %s", cmp.Or(lo.passes, "2"))
-	if d := be.timeouts["check"]; d != "" {
-		c.line("health_timeout %s", d)
-	}
 }
 
 // weighting is a server's weight option: its value, and its line.
@@ -719,12 +571,12 @@ func (be *backend) groupWeights(group []server) (weights []string, odd *Line, un
 	return weights, odd, uneven, zero
 }
 
-// selection is how the backend picks a server, written as lb_policy or
+// readSelection is how the backend picks a server, written as lb_policy or
 // as the cookie policy's fallback: the balance's policy p (with weights,
 // see groupPolicy), or, with backup servers, lb_policy backup with that
 // policy for the others, and the first backup up when none of them is (or
 // with option allbackups, the backups balanced as the others are).
-func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
+func (be *backend) readSelection(p string) (selection, error) {
 	var primaries, backups []server
 	for _, s := range be.servers {
 		if be.isBackup(s) {
@@ -735,134 +587,35 @@ func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
 	}
 	if len(backups) == 0 {
 		policy, err := be.groupPolicy(p, primaries)
-		return func(c *caddyfile, key string) {
-			if be.allBackups != nil {
-				c.comment(*be.allBackups, "no backup server")
-			}
-			c.line("%s %s", key, policy)
-		}, err
+		return selection{policy: policy}, err
 	}
-	policy := "round_robin" // only backups: the policy is never asked
+	sel := selection{policy: "round_robin", backups: backups} // only backups: the policy is never asked
 	if len(primaries) > 0 {
 		var err error
-		if policy, err = be.groupPolicy(p, primaries); err != nil {
-			return nil, err
+		if sel.policy, err = be.groupPolicy(p, primaries); err != nil {
+			return sel, err
 		}
 	}
-	backupPolicy := policy
+	sel.backupPolicy = sel.policy
 	if be.allBackups != nil {
 		var err error
-		if backupPolicy, err = be.groupPolicy(p, backups); err != nil {
-			return nil, err
-		}
-	} else {
-		for _, s := range backups {
-			if n, at := be.weightOf(s); n == 0 {
-				return nil, refuse(*at, "weight 0 on a backup without option allbackups is not translated (HAProxy never takes it as the first backup)")
-			}
+		sel.backupPolicy, err = be.groupPolicy(p, backups)
+		return sel, err
+	}
+	for _, s := range backups {
+		if n, at := be.weightOf(s); n == 0 {
+			return sel, refuse(*at, "weight 0 on a backup without option allbackups is not translated (HAProxy never takes it as the first backup)")
 		}
 	}
-	return func(c *caddyfile, key string) {
-		dials := make([]string, len(backups))
-		for i, s := range backups {
-			dials[i] = c.plainOf(s.line, s.addr)
-		}
-		if be.allBackups != nil {
-			c.comment(*be.allBackups, "")
-		}
-		c.open("%s backup", key)
-		c.line("backups %s", strings.Join(dials, " "))
-		c.line("primary_policy %s", policy)
-		if be.allBackups != nil {
-			c.line("all_backups")
-			if backupPolicy != policy {
-				c.line("backup_policy %s", backupPolicy)
-			}
-		}
-		c.close()
-	}, nil
+	return sel, nil
 }
 
-// writeRetries writes HAProxy's retries (3 by default) as lb_retries:
-// both retry a request whose connection failed; Caddy picks the server
-// again for each retry, as HAProxy does with option redispatch on the last.
-func (be *backend) writeRetries(c *caddyfile) {
-	n := "3"
-	if be.retries != nil {
-		c.comment(*be.retries, "")
-		n = arg(*be.retries, 1)
-	}
-	if be.redispatch != nil {
-		c.comment(*be.redispatch, "")
-	}
-	if n != "0" {
-		c.line("lb_retries %s", n)
-	}
-}
-
-// writePolicy writes the backend's lb_policy: the leader's, with its
-// check, or the one of its balance.
-func (be *backend) writePolicy(c *caddyfile) {
-	if be.leader {
-		be.writeLeaderPolicy(c)
-		return
-	}
-	if be.active {
-		be.writeHealth(c, be.checkOpts)
-	}
-	if be.balance != nil {
-		c.comment(*be.balance, "")
-	}
-	if be.cookie == nil {
-		be.writeSelection(c, "lb_policy")
-		be.writeRetries(c)
-		return
-	}
-	// HAProxy's inserted cookie names the server; Caddy's cookie policy
-	// sets one that hashes the server's address, and picks by the
-	// balance policy while a client has none. A cookie naming a backup
-	// that is up sends to it, as in HAProxy.
-	l := *be.cookie
-	c.comment(l, "")
-	c.open("lb_policy cookie %s", c.name(l.Words[1]))
-	be.writeSelection(c, "fallback")
-	c.close()
-	if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
-		c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
-	}
-	if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
-		c.line("header_down Cache-Control private")
-	}
-	be.writeRetries(c)
-}
-
-// writeLeaderPolicy writes lb_policy leader, with the check's settings.
-func (be *backend) writeLeaderPolicy(c *caddyfile) {
-	for _, l := range []*Line{be.retries, be.redispatch} {
-		if l != nil {
-			c.comment(*l, "ignored: lb_policy leader holds a request and tries the leader until hold")
-		}
-	}
-	if be.cookie != nil {
-		// A server's cookie is refused in the leader's pool: HAProxy
-		// inserts a cookie only for a server with a cookie value.
-		c.comment(*be.cookie, "ignored: no server of the leader's pool has a cookie value, so HAProxy inserts none; the leader gets every request")
-	}
-	for _, l := range be.check {
-		c.comment(l, "")
-	}
-	c.open("lb_policy leader")
-	if be.checkURI != LeaderPath && be.checkURI != "" {
-		c.line("uri %s", c.plain(be.checkURI))
-	}
-	lo := be.checkOpts
-	for _, setting := range [][2]string{{"host", c.plainIfAny(be.checkHost)}, {"interval", lo.interval}, {"fails", lo.fails}, {"passes", lo.passes},
-		{"timeout", be.timeouts["check"]}, {"hold", be.timeouts["queue"]}} { // hold: how long a request waits for a server: here, for a leader
-		if setting[1] != "" {
-			c.line("%s %s", setting[0], setting[1])
-		}
-	}
-	c.close()
+// selection is how a backend picks a server: policy (lb_policy's, or the
+// primaries' with backups), and the backups with their policy.
+type selection struct {
+	policy       string
+	backups      []server
+	backupPolicy string
 }
 
 // duration reads an HAProxy time (a number with an optional unit us, ms,

@@ -113,9 +113,12 @@ func (c *caddyfile) plainIfAny(v string) string {
 }
 
 // name is nameToken(v) (an HTTP field or cookie name).
-func (c *caddyfile) name(v string) string {
-	tok, err := nameToken(v, c.at.envs)
-	return c.token(tok, err, v, c.at)
+func (c *caddyfile) name(v string) string { return c.nameOf(c.at, v) }
+
+// nameOf is nameToken(v) of line l.
+func (c *caddyfile) nameOf(l Line, v string) string {
+	tok, err := nameToken(v, l.envs)
+	return c.token(tok, err, v, l)
 }
 
 // quotedValue shows v in a message: quoted, and shortened when long.
