@@ -11,110 +11,108 @@ import (
 	"strings"
 )
 
-// The directives of an answering rule are lines with matcherMark where
-// its matcher goes (" @name", or "" for a rule without a condition).
-const matcherMark = "\x00"
+// answer is what a rule that answers the client itself does: a handler
+// of the model, which emit writes as Caddy's directive.
+type answer struct {
+	kind answerKind
+	// error, respond: the status; redir: the code.
+	status string
+	// respond: its Content-Type and body ("": none).
+	ctype, body string
+	// redir: how the target is made (location, prefix or scheme) and
+	// the value it is made of.
+	redirect, target string
+	// edge_rate_limit: its zone.
+	zone rateZone
+}
 
-// denyDirective is http-request deny's [deny_status <code>] as error
+type answerKind int
+
+const (
+	errorAnswer     answerKind = iota // error <status>: HAProxy's deny
+	respondAnswer                     // respond: HAProxy's return
+	redirAnswer                       // redir: HAProxy's redirect
+	rateLimitAnswer                   // edge_rate_limit: a deny over the tracked rate
+)
+
+// denyAnswer is http-request deny's [deny_status <code>] as error
 // (HAProxy's default 403), which an errorfile's handle_errors answers.
-func denyDirective(words []string, l Line) ([]string, error) {
+func denyAnswer(words []string, l Line) (answer, error) {
 	status := "403"
 	switch {
 	case len(words) == 0:
 	case len(words) == 2 && words[0] == "deny_status":
 		status = words[1]
 	default:
-		return nil, refuse(l, "only [deny_status <code>] is translated")
+		return answer{}, refuse(l, "only [deny_status <code>] is translated")
 	}
-	if err := checkStatus(status, 400, 599, l); err != nil {
-		return nil, err
-	}
-	return []string{"error" + matcherMark + " " + status}, nil
+	return answer{kind: errorAnswer, status: status}, checkStatus(status, 400, 599, l)
 }
 
-// returnDirective is http-request return's [status <code>] [content-type
+// returnAnswer is http-request return's [status <code>] [content-type
 // <type>] [string <text>] as respond (HAProxy's default 200, no body).
-func returnDirective(words []string, l Line) ([]string, error) {
-	status, ctype, body := "200", "", ""
+func returnAnswer(words []string, l Line) (answer, error) {
+	a := answer{kind: respondAnswer, status: "200"}
 	for i := 0; i < len(words); i += 2 {
 		if i+1 >= len(words) {
-			return nil, refuse(l, "%s needs a value", words[i])
+			return a, refuse(l, "%s needs a value", words[i])
 		}
 		switch v := words[i+1]; words[i] {
 		case "status":
-			status = v
+			a.status = v
 		case "content-type":
-			ctype = v
+			a.ctype = v
 		case "string":
-			body = v
+			a.body = v
 		default:
-			return nil, refuse(l, "http-request return %s is not translated yet", words[i])
+			return a, refuse(l, "http-request return %s is not translated yet", words[i])
 		}
 	}
-	if err := checkStatus(status, 200, 599, l); err != nil {
-		return nil, err
+	if err := checkStatus(a.status, 200, 599, l); err != nil {
+		return a, err
 	}
-	if body != "" && ctype == "" {
-		return nil, refuse(l, "string without content-type: HAProxy refuses it too")
+	if a.body != "" && a.ctype == "" {
+		return a, refuse(l, "string without content-type: HAProxy refuses it too")
 	}
-	if ctype == "" {
-		return []string{"respond" + matcherMark + " " + status}, nil
-	}
-	ctypeTok, err := literalToken(ctype, l.envs)
-	if err != nil {
-		return nil, refuseValue(l, "content-type", ctype, err)
-	}
-	bodyTok, err := literalToken(body, l.envs)
-	if err != nil {
-		return nil, refuseValue(l, "string", body, err)
-	}
-	return []string{"header" + matcherMark + " Content-Type " + ctypeTok, "respond" + matcherMark + " " + bodyTok + " " + status}, nil
+	return a, nil
 }
 
-// redirectDirective is a redirect rule's location, prefix or scheme with
+// redirectAnswer is a redirect rule's location, prefix or scheme with
 // [code <code>] as redir (HAProxy's default 302). HAProxy builds a scheme
 // redirect from the Host header and the URI with its query.
-func redirectDirective(words []string, l Line) ([]string, error) {
+func redirectAnswer(words []string, l Line) (answer, error) {
 	if len(words) < 2 {
-		return nil, refuse(l, "takes location, prefix or scheme and a value")
+		return answer{}, refuse(l, "takes location, prefix or scheme and a value")
 	}
-	kind, v := words[0], words[1]
-	if strings.Contains(v, "%[") {
-		return nil, refuse(l, "log-format expressions are not translated yet")
+	a := answer{kind: redirAnswer, redirect: words[0], target: words[1], status: "302"}
+	if strings.Contains(a.target, "%[") {
+		return a, refuse(l, "log-format expressions are not translated yet")
 	}
-	lit, err := withEnv(v, l.envs, escapeLiteral)
-	if err != nil {
-		return nil, refuseValue(l, kind, v, err)
+	if _, ok := redirectTargets[a.redirect]; !ok {
+		return a, refuse(l, "redirect %s is not translated yet", a.redirect)
 	}
-	var to string
-	switch kind {
-	case "location":
-		to = lit
-	case "prefix":
-		to = strings.TrimSuffix(lit, "/") + "{uri}"
-	case "scheme":
-		to = lit + "://{hostport}{uri}"
-	default:
-		return nil, refuse(l, "redirect %s is not translated yet", kind)
-	}
-	code := "302"
 	switch rest := words[2:]; {
 	case len(rest) == 0:
 	case len(rest) == 2 && rest[0] == "code":
-		code = rest[1]
+		a.status = rest[1]
 	default:
-		return nil, refuse(l, "only [code <code>] is translated after the %s", kind)
+		return a, refuse(l, "only [code <code>] is translated after the %s", a.redirect)
 	}
-	switch code {
+	switch a.status {
 	case "301", "302", "303", "307", "308":
 	default:
-		return nil, refuse(l, "code %s: HAProxy redirects with 301, 302, 303, 307 or 308", code)
+		return a, refuse(l, "code %s: HAProxy redirects with 301, 302, 303, 307 or 308", a.status)
 	}
-	toTok, err := quoteToken(to)
-	if err != nil {
-		return nil, refuseValue(l, kind, v, err)
-	}
-	return []string{"redir" + matcherMark + " " + toTok + " " + code}, nil
+	return a, nil
+}
+
+// redirectTargets make a redirect's target of its value (escaped for
+// Caddy's replacer): as it is, before the request's URI, or as the
+// scheme of the request's host and URI.
+var redirectTargets = map[string]func(lit string) string{
+	"location": func(lit string) string { return lit },
+	"prefix":   func(lit string) string { return strings.TrimSuffix(lit, "/") + "{uri}" },
+	"scheme":   func(lit string) string { return lit + "://{hostport}{uri}" },
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {

@@ -81,6 +81,18 @@ func (c *caddyfile) literal(v string) string {
 	return c.token(tok, err, v, c.at)
 }
 
+// composed is a token of v escaped as a literal (Caddy's replacer reads
+// it), made into a value with placeholders of Caddy's own by compose (a
+// redirect's target: before {uri}, say).
+func (c *caddyfile) composed(v string, compose func(lit string) string) string {
+	lit, err := withEnv(v, c.at.envs, escapeLiteral)
+	if err != nil {
+		return c.token("", err, v, c.at)
+	}
+	tok, err := quoteToken(compose(lit))
+	return c.token(tok, err, v, c.at)
+}
+
 // plain is plainToken(v) (a value Caddy takes as written) of the line
 // being written.
 func (c *caddyfile) plain(v string) string { return c.plainOf(c.at, v) }

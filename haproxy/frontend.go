@@ -53,10 +53,10 @@ type frontend struct {
 // answerRule is a rule that answers the client itself: its directive, when
 // its condition (nil: always) holds.
 type answerRule struct {
-	line       Line
-	cond       *Condition
-	directives []string // with matcherMark where the matcher goes
-	when       matcher  // the condition, resolved
+	line   Line
+	cond   *Condition
+	answer answer
+	when   matcher // the condition, resolved
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -297,11 +297,11 @@ func (fe *frontend) readRedirect(l Line) error {
 	if err != nil {
 		return err
 	}
-	d, err := redirectDirective(words[1:], l)
+	a, err := redirectAnswer(words[1:], l)
 	if err != nil {
 		return err
 	}
-	fe.redirects = append(fe.redirects, answerRule{line: l, cond: cond, directives: d})
+	fe.redirects = append(fe.redirects, answerRule{line: l, cond: cond, answer: a})
 	return nil
 }
 
@@ -472,25 +472,25 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	op := arg(l, 1)
 	if limit, ok := rateLimit(cond); ok && op == "deny" {
-		d, err := fe.rateLimitDirective(args, limit, l)
+		a, err := fe.rateLimitAnswer(args, limit, l)
 		if err != nil {
 			return err
 		}
-		fe.answers = append(fe.answers, answerRule{line: l, directives: d})
+		fe.answers = append(fe.answers, answerRule{line: l, answer: a})
 		fe.rateLimited = &l
 		return nil
 	}
-	d, err := answerDirectives[op](args, l)
+	a, err := answerReaders[op](args, l)
 	if err != nil {
 		return err
 	}
-	fe.answers = append(fe.answers, answerRule{line: l, cond: cond, directives: d})
+	fe.answers = append(fe.answers, answerRule{line: l, cond: cond, answer: a})
 	return nil
 }
 
-// answerDirectives are the directives of each answering action.
-var answerDirectives = map[string]func(args []string, l Line) ([]string, error){
-	"deny": denyDirective, "return": returnDirective, "redirect": redirectDirective,
+// answerReaders read each answering action.
+var answerReaders = map[string]func(args []string, l Line) (answer, error){
+	"deny": denyAnswer, "return": returnAnswer, "redirect": redirectAnswer,
 }
 
 func (fe *frontend) readRequestHeader(l Line, args []string, _ *Condition) error {

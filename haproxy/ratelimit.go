@@ -90,30 +90,27 @@ func rateLimit(c *Condition) (int, bool) {
 	return 0, false
 }
 
-// rateLimitDirective is the edge_rate_limit of a deny over the tracked
-// rate: HAProxy's deny_status must be 429, which edge_rate_limit answers
-// (with Retry-After).
-func (fe *frontend) rateLimitDirective(words []string, limit int, l Line) ([]string, error) {
-	if fe.track == nil {
-		return nil, refuse(l, "sc_http_req_rate(0) without http-request track-sc0 src before it")
+// rateZone is an edge_rate_limit zone: events a window (sliding, as
+// HAProxy's rate), keyed on the connection's address.
+type rateZone struct {
+	name   string // the frontend's: letters, digits, '_' and '-' only
+	events int
+	window string // a Caddy duration
+}
+
+// rateLimitAnswer is the edge_rate_limit of a deny over the tracked rate:
+// HAProxy's deny_status must be 429, which edge_rate_limit answers (with
+// Retry-After).
+func (fe *frontend) rateLimitAnswer(words []string, limit int, l Line) (answer, error) {
+	switch {
+	case fe.track == nil:
+		return answer{}, refuse(l, "sc_http_req_rate(0) without http-request track-sc0 src before it")
+	case len(words) != 2 || words[0] != "deny_status" || words[1] != "429":
+		return answer{}, refuse(l, "a rate limit's deny must be deny_status 429, which edge_rate_limit answers")
+	case limit == 0:
+		return answer{}, refuse(l, "a rate of 0 denies every request: write http-request deny")
+	case strings.Trim(fe.section.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
+		return answer{}, refuse(l, "the edge_rate_limit zone is named after the frontend, %q, and a zone's name takes letters, digits, '_' and '-' only", fe.section.Name)
 	}
-	if len(words) != 2 || words[0] != "deny_status" || words[1] != "429" {
-		return nil, refuse(l, "a rate limit's deny must be deny_status 429, which edge_rate_limit answers")
-	}
-	if limit == 0 {
-		return nil, refuse(l, "a rate of 0 denies every request: write http-request deny")
-	}
-	if strings.Trim(fe.section.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
-		return nil, refuse(l, "the edge_rate_limit zone is named after the frontend, %q, and a zone's name takes letters, digits, '_' and '-' only", fe.section.Name)
-	}
-	return []string{
-		"edge_rate_limit" + matcherMark + " {",
-		"\tzone " + fe.section.Name + " {", // letters, digits, _ and - only (above)
-		"\t\tkey {remote_host}",            // HAProxy's src: the connection's peer
-		"\t\tevents " + strconv.Itoa(limit),
-		"\t\twindow " + fe.ratePeriod,
-		"\t\tsliding", // as HAProxy's rate, over the last period
-		"\t}",
-		"}",
-	}, nil
+	return answer{kind: rateLimitAnswer, zone: rateZone{name: fe.section.Name, events: limit, window: fe.ratePeriod}}, nil
 }

@@ -345,9 +345,7 @@ func writeAnswers(c *caddyfile, answers []answerRule) {
 		} else {
 			c.comment(a.line, "")
 		}
-		for _, d := range a.directives {
-			c.line("%s", strings.Replace(d, matcherMark, name, 1))
-		}
+		a.answer.write(c, name)
 	}
 }
 
