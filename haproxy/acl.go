@@ -32,35 +32,47 @@ var aclFetches = map[string]aclFetch{
 // request's TLS state, whatever its headers say).
 var boolFetches = map[string]string{"ssl_fc": `{http.request.scheme} == "https"`}
 
-// aclExpression is an ACL's words (a fetch, its flags, its values) as a
-// CEL expression of Caddy's expression matcher: true if any value
-// matches, as HAProxy tests them. Only the -i flag is translated.
-func aclExpression(words []string, l Line) (string, error) {
-	fetch, values := words[0], words[1:]
-	if e, ok := boolFetches[fetch]; ok {
+// acl is an ACL's test (a named ACL's line, or an anonymous ACL): true if
+// any of its values matches, as HAProxy tests them.
+type acl struct {
+	line   Line
+	fetch  string   // as written
+	test   aclFetch // the values' test ("" subject for src and boolean fetches)
+	fold   bool     // -i: the subject lowered (the values are already)
+	values []string // as the test compares them: lowered for -i, (?i) before a regular expression
+	term   string   // a boolean fetch's CEL term (ssl_fc)
+	src    bool     // the connection's peer against addresses and ranges
+}
+
+// readACL reads an ACL's words: a fetch, its flags, its values. Only the
+// -i flag is translated.
+func readACL(words []string, l Line) (acl, error) {
+	a := acl{line: l, fetch: words[0]}
+	values := words[1:]
+	if term, ok := boolFetches[a.fetch]; ok {
 		if len(values) > 0 {
-			return "", refuse(l, "%s takes no flag or value (true on a TLS connection): %s is not translated", fetch, strings.Join(values, " "))
+			return a, refuse(l, "%s takes no flag or value (true on a TLS connection): %s is not translated", a.fetch, strings.Join(values, " "))
 		}
-		return e, nil
+		a.term = term
+		return a, nil
 	}
-	fold, values, err := aclFlags(values, l)
-	if err != nil {
-		return "", err
+	var err error
+	if a.fold, values, err = aclFlags(values, l); err != nil {
+		return a, err
 	}
 	if len(values) == 0 {
-		return "", refuse(l, "an ACL without a value")
+		return a, refuse(l, "an ACL without a value")
 	}
-	if fetch == "src" {
-		if fold {
-			return "", refuse(l, "src takes no -i")
-		}
-		return srcExpression(values, l)
+	if a.fetch == "src" {
+		a.src, a.values = true, values
+		return a, a.checkSrc()
 	}
-	f, ok := aclFetches[fetch]
+	f, ok := aclFetches[a.fetch]
 	if !ok {
-		return "", refuse(l, "ACL fetch %s is not translated yet", fetch)
+		return a, refuse(l, "ACL fetch %s is not translated yet", a.fetch)
 	}
-	return f.expression(fetch, values, fold, l)
+	a.test = f
+	return a, a.readValues(values)
 }
 
 // aclFlags reads the flags before an ACL's values: whether -i (fold case)
@@ -77,146 +89,111 @@ func aclFlags(values []string, l Line) (bool, []string, error) {
 	return fold, values, nil
 }
 
-// srcExpression is src's test: one remote_ip of every range, the
-// connection's peer, as HAProxy's src.
-func srcExpression(values []string, l Line) (string, error) {
-	var b strings.Builder
-	b.WriteString("remote_ip(")
-	for i, v := range values {
+// checkSrc checks src's values: addresses or CIDR ranges, without -i.
+func (a acl) checkSrc() error {
+	if a.fold {
+		return refuse(a.line, "src takes no -i")
+	}
+	for _, v := range a.values {
 		if _, err := netip.ParseAddr(v); err != nil {
 			if _, err := netip.ParsePrefix(v); err != nil {
-				return "", refuse(l, "src %s: want an address or a CIDR range", v)
+				return refuse(a.line, "src %s: want an address or a CIDR range", v)
 			}
 		}
-		lit, err := celString(v, l.envs)
-		if err != nil {
-			return "", refuseValue(l, "src", v, err)
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(lit)
 	}
-	b.WriteByte(')')
-	return b.String(), nil
+	return nil
 }
 
-// expression is the test of fetch (f's name) against each value, folding
-// case when fold (-i).
-func (f aclFetch) expression(fetch string, values []string, fold bool, l Line) (string, error) {
-	subject := f.subject
-	if fold {
-		subject += ".lowerAscii()"
-	}
-	var alts []string
+// readValues reads the values as the test compares them: lowered for -i
+// (a regular expression told to fold case), a regular expression checked.
+func (a *acl) readValues(values []string) error {
 	for _, v := range values {
 		switch {
-		case f.test == "matches" && fold:
+		case a.test.test == "matches" && a.fold:
 			v = "(?i)" + v
-		case fold:
+		case a.fold:
 			v = strings.ToLower(v)
 		}
-		if f.test == "matches" {
+		if a.test.test == "matches" {
 			if _, err := regexp.Compile(v); err != nil {
-				return "", refuse(l, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
+				return refuse(a.line, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
 			}
 		}
-		lit, err := celString(v, l.envs)
-		if err != nil {
-			return "", refuseValue(l, fetch, v, err)
-		}
-		if f.test == "==" {
-			alts = append(alts, subject+" == "+lit)
-		} else {
-			alts = append(alts, subject+"."+f.test+"("+lit+")")
-		}
+		a.values = append(a.values, v)
 	}
-	return join(alts, " || "), nil
+	return nil
 }
 
-// join joins alternatives, in parentheses when there are several.
-func join(alts []string, op string) string {
-	if len(alts) == 1 {
-		return alts[0]
-	}
-	return "(" + strings.Join(alts, op) + ")"
+// matcher is a rule's condition, resolved: alternatives of terms that
+// must all hold (a term: a named ACL's lines, any of which holds, or an
+// anonymous ACL; maybe negated), and the named ACL lines it uses, each
+// once. Caddy's expression matcher tests it (emit writes its CEL).
+type matcher struct {
+	always bool // a rule without a condition
+	unless bool
+	any    [][]term
+	acls   []Line
 }
 
-// conditionExpression is a rule's condition as a CEL expression, and the
-// named ACL lines it uses. A named ACL of several lines holds if any does.
-func (fe *frontend) conditionExpression(c *Condition, l Line) (string, []Line, error) {
-	var used []Line
-	seen := map[Position]bool{} // of used: an ACL named twice is used once
-	var anyOf []string
+type term struct {
+	not  bool
+	alts []acl
+}
+
+// conditionMatcher resolves a rule's condition: each named ACL as the
+// rule's section sees it.
+func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
+	m := matcher{unless: c.Unless}
+	seen := map[Position]bool{} // of acls: an ACL named twice is used once
 	for _, terms := range c.Any {
-		var all []string
+		var all []term
 		for _, t := range terms {
-			var e string
-			if t.Anon != nil {
-				var err error
-				if e, err = aclExpression(t.Anon, l); err != nil {
-					return "", nil, err
-				}
-			} else {
-				lines, err := fe.visibleACL(t.ACL, l)
-				if err != nil {
-					return "", nil, err
-				}
-				var alts []string
-				for _, al := range lines {
-					ae, err := aclExpression(al.Words[2:], al)
-					if err != nil {
-						return "", nil, err
-					}
-					alts = append(alts, ae)
-				}
-				for _, al := range lines {
-					if !seen[al.Pos] {
-						seen[al.Pos] = true
-						used = append(used, al)
-					}
-					fe.usedACLs[al.Pos] = true
-				}
-				e = join(alts, " || ")
+			alts, err := fe.termACLs(t, l)
+			if err != nil {
+				return m, err
 			}
-			if t.Not {
-				e = "!" + parenthesized(e)
+			if t.Anon == nil {
+				for _, a := range alts {
+					if !seen[a.line.Pos] {
+						seen[a.line.Pos] = true
+						m.acls = append(m.acls, a.line)
+					}
+					fe.usedACLs[a.line.Pos] = true
+				}
 			}
-			all = append(all, e)
+			all = append(all, term{not: t.Not, alts: alts})
 		}
-		anyOf = append(anyOf, join(all, " && "))
+		m.any = append(m.any, all)
 	}
-	e := join(anyOf, " || ")
-	if c.Unless {
-		e = "!" + parenthesized(e)
+	return m, nil
+}
+
+// termACLs are a term's ACLs: an anonymous one, or a named one's lines.
+func (fe *frontend) termACLs(t Term, l Line) ([]acl, error) {
+	if t.Anon == nil {
+		return fe.visibleACL(t.ACL, l)
 	}
-	return e, used, nil
+	a, err := readACL(t.Anon, l)
+	return []acl{a}, err
 }
 
 // visibleACL is the named ACL's lines that the rule l sees: those of its
 // own section, as HAProxy keeps a defaults section's ACLs to that
 // section's rules (a proxy that takes the defaults does not see them).
-func (fe *frontend) visibleACL(name string, l Line) ([]Line, error) {
+func (fe *frontend) visibleACL(name string, l Line) ([]acl, error) {
 	at := fe.cfg.sectionAt(l.Pos)
-	var lines []Line
-	for _, al := range fe.acls[name] {
-		if fe.cfg.sectionAt(al.Pos) == at {
-			lines = append(lines, al)
+	var visible []acl
+	for _, a := range fe.acls[name] {
+		if fe.cfg.sectionAt(a.line.Pos) == at {
+			visible = append(visible, a)
 		}
 	}
-	if len(lines) == 0 {
+	if len(visible) == 0 {
 		if len(fe.acls[name]) > 0 {
-			d := fe.cfg.sectionAt(fe.acls[name][0].Pos)
+			d := fe.cfg.sectionAt(fe.acls[name][0].line.Pos)
 			return nil, refuse(l, "ACL %s is defined in %s %s, whose ACLs only its own rules see (HAProxy refuses it too: no such ACL)", name, d.Kind, d.Name)
 		}
 		return nil, refuse(l, "ACL %s is not defined before this line", name)
 	}
-	return lines, nil
-}
-
-func parenthesized(e string) string {
-	if strings.HasPrefix(e, "(") && strings.HasSuffix(e, ")") {
-		return e
-	}
-	return "(" + e + ")"
+	return visible, nil
 }

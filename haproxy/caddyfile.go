@@ -93,6 +93,12 @@ func (c *caddyfile) composed(v string, compose func(lit string) string) string {
 	return c.token(tok, err, v, c.at)
 }
 
+// celOf is celString(v) of line l: a CEL string literal.
+func (c *caddyfile) celOf(l Line, v string) string {
+	lit, err := celString(v, l.envs)
+	return c.token(lit, err, v, l)
+}
+
 // plain is plainToken(v) (a value Caddy takes as written) of the line
 // being written.
 func (c *caddyfile) plain(v string) string { return c.plainOf(c.at, v) }

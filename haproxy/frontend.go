@@ -28,7 +28,7 @@ type frontend struct {
 	plainForwardFor bool
 	backendLine     Line
 	backend         *backend
-	acls            map[string][]Line // named ACLs: each line an alternative
+	acls            map[string][]acl  // named ACLs: each line an alternative
 	cfg             *Config           // where each ACL and rule was written
 	aclLines        []Line            // every acl line, in order
 	usedACLs        map[Position]bool // acl lines a written condition used
@@ -68,12 +68,6 @@ type useBackend struct {
 	note    string  // what the comment of its line says
 }
 
-// matcher is a rule's condition as Caddy's expression matcher: its CEL
-// expression, and the named ACL lines it uses.
-type matcher struct {
-	expr string
-	acls []Line
-}
 
 // note is a line kept as a comment, with what became of it.
 type note struct {
@@ -126,7 +120,7 @@ func hasServers(s *Section) bool {
 // refused one recorded, with the backends it sends to, then what they
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]Line{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -284,10 +278,11 @@ func (fe *frontend) readACL(l Line) error {
 	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
-	if _, err := aclExpression(w[2:], l); err != nil {
+	a, err := readACL(w[2:], l)
+	if err != nil {
 		return err
 	}
-	fe.acls[w[1]] = append(fe.acls[w[1]], l)
+	fe.acls[w[1]] = append(fe.acls[w[1]], a)
 	fe.aclLines = append(fe.aclLines, l)
 	return nil
 }

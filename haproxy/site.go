@@ -92,7 +92,7 @@ func (fe *frontend) resolveConditions() error {
 		// A use_backend without a condition always holds: HAProxy runs
 		// no rule after it, nor the default_backend.
 		if r.cond == nil {
-			fe.rules[i].when = matcher{expr: "true"}
+			fe.rules[i].when = matcher{always: true}
 			if i < len(fe.rules)-1 || fe.backendLine.Words != nil {
 				fe.rules[i].note = "without a condition: every request that reaches it, so what follows is never used, as in HAProxy"
 			}
@@ -104,11 +104,6 @@ func (fe *frontend) resolveConditions() error {
 		}
 	}
 	return nil
-}
-
-func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
-	expr, acls, err := fe.conditionExpression(c, l)
-	return matcher{expr, acls}, err
 }
 
 // resolveForwarding settles what the header rules and option forwardfor
@@ -340,7 +335,7 @@ func writeAnswers(c *caddyfile, answers []answerRule) {
 			}
 			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
 			c.comment(a.line, "")
-			c.line("%s expression `%s`", name, a.when.expr)
+			c.line("%s expression `%s`", name, a.when.expression(c))
 			name = " " + name
 		} else {
 			c.comment(a.line, "")
@@ -361,7 +356,7 @@ func (fe *frontend) writeRules(c *caddyfile) {
 		}
 		c.comment(r.line, r.note)
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("@%s expression `%s`", name, r.when.expr)
+		c.line("@%s expression `%s`", name, r.when.expression(c))
 		c.open("handle @%s", name)
 		r.backend.write(c, fe)
 		c.close()
