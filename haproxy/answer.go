@@ -189,14 +189,3 @@ func readErrorFile(files Files, l Line) (errorPage, error) {
 	}
 	return p, nil
 }
-
-// write writes the page as the site's handle_errors for its status.
-func (p errorPage) write(c *caddyfile) {
-	c.comment(p.line, "")
-	c.open("handle_errors %s", p.line.Words[1])
-	for _, h := range p.headers {
-		c.line("header %s %s", c.name(h[0]), c.literal(h[1]))
-	}
-	c.line("respond %s %s", c.literal(p.body), p.status)
-	c.close()
-}

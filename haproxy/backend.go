@@ -640,3 +640,12 @@ func duration(v string, pos Position) (string, error) {
 	}
 	return num + unit, nil
 }
+
+// LeaderPath is the path whose health check marks a backend as the
+// cluster's leader pool: it becomes lb_policy leader. A backend checking
+// another path is marked so by "description caddy-ha:leader".
+const LeaderPath = "/healthz/leader"
+
+// leaderMark in a backend's description makes it a leader pool whatever
+// its check's path.
+const leaderMark = "caddy-ha:leader"

@@ -3,7 +3,6 @@ package haproxy
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -137,12 +136,4 @@ func (c *caddyfile) name(v string) string { return c.nameOf(c.at, v) }
 func (c *caddyfile) nameOf(l Line, v string) string {
 	tok, err := nameToken(v, l.envs)
 	return c.token(tok, err, v, l)
-}
-
-// quotedValue shows v in a message: quoted, and shortened when long.
-func quotedValue(v string) string {
-	if len(v) > 60 {
-		v = v[:60] + "…"
-	}
-	return strconv.Quote(v)
 }

@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -365,4 +366,61 @@ func indexOf[T comparable](s []T, v T) int {
 		}
 	}
 	return -1
+}
+
+func refuse(l Line, why string, args ...any) error {
+	return errAt(l.Pos, "%s: %s", l.shownKeyword(), fmt.Sprintf(why, args...))
+}
+
+// refuseValue refuses l because no Caddyfile token carries v, the value of
+// what, exactly; a line that took a value from the environment is not
+// quoted, so that no message shows it.
+func refuseValue(l Line, what, v string, err error) error {
+	if l.usesEnv() {
+		return refuse(l, "%s (a value from the environment) cannot be carried by a Caddyfile exactly: %v", what, err)
+	}
+	return refuse(l, "%s %s cannot be carried by a Caddyfile exactly: %v", what, quotedValue(v), err)
+}
+
+// arg is the word after the keyword's own words, "" if none.
+func arg(l Line, at int) string {
+	if at < len(l.Words) {
+		return l.Words[at]
+	}
+	return ""
+}
+
+func (c *Config) lineAt(pos Position) (Line, bool) {
+	for _, s := range c.Sections {
+		if s.Pos == pos {
+			return Line{Pos: s.Pos, Words: append([]string{s.Kind}, s.Name)}, true
+		}
+		for _, l := range s.Lines {
+			if l.Pos == pos {
+				return l, true
+			}
+		}
+	}
+	return Line{}, false
+}
+
+// sectionAt is the section that holds the setting at pos (nil: none).
+// Looked up once per rule and ACL line, it is a map, so that adapting is
+// linear in the lines (a scan made a block list of 20,000 lines
+// quadratic).
+func (c *Config) sectionAt(pos Position) *Section { return c.sectionOf[pos] }
+
+func (c *Config) file() string {
+	if len(c.Sections) == 0 {
+		return ""
+	}
+	return c.Sections[0].Pos.File
+}
+
+// quotedValue shows v in a message: quoted, and shortened when long.
+func quotedValue(v string) string {
+	if len(v) > 60 {
+		v = v[:60] + "…"
+	}
+	return strconv.Quote(v)
 }

@@ -65,17 +65,6 @@ func (t *translator) defaultCert(b *bind, path string) sniNote {
 	return sniNote{line: b.line, what: what, name: name}
 }
 
-// writeDefaultSNI writes the default certificate's notes and options.
-func writeDefaultSNI(c *caddyfile, notes []sniNote) {
-	for _, n := range notes {
-		c.comment(n.line, n.what)
-		if n.name != "" {
-			c.line("default_sni %s", c.plain(n.name))
-			c.line("fallback_sni %s", c.plain(n.name))
-		}
-	}
-}
-
 // defaultCertName is a name of the certificate that HAProxy serves by
 // default from a crt: the file's, or for a directory the first file's in
 // alphabetical order (HAProxy's loading order) but for the key, OCSP,

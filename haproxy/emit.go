@@ -59,3 +59,14 @@ func writeDefaults(c *caddyfile, defaults []defaultsUse) {
 		}
 	}
 }
+
+// writeDefaultSNI writes the default certificate's notes and options.
+func writeDefaultSNI(c *caddyfile, notes []sniNote) {
+	for _, n := range notes {
+		c.comment(n.line, n.what)
+		if n.name != "" {
+			c.line("default_sni %s", c.plain(n.name))
+			c.line("fallback_sni %s", c.plain(n.name))
+		}
+	}
+}

@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,6 @@ type useBackend struct {
 	note    string  // what the comment of its line says
 }
 
-
 // note is a line kept as a comment, with what became of it.
 type note struct {
 	line Line
@@ -90,20 +90,6 @@ type bind struct {
 type headerRule struct {
 	line        Line
 	op, name, v string
-}
-
-// write writes the rule, after its line as a comment, as directive
-// (request_header, header_down): -name, name value or +name value.
-func (h headerRule) write(c *caddyfile, directive string) {
-	c.comment(h.line, "")
-	switch h.op {
-	case "del-header":
-		c.line("%s -%s", directive, c.name(h.name))
-	case "set-header":
-		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
-	case "add-header":
-		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
-	}
 }
 
 // forwardedHeaders are the headers the forwarded handler removes from a
@@ -516,44 +502,6 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
 }
 
-// writeServers writes the servers option of each listener of the
-// frontend; global is the global section's maxconn, nil if none.
-func (fe *frontend) writeServers(c *caddyfile, global *Line) {
-	for _, b := range fe.binds {
-		c.comment(b.line, "")
-		for _, l := range fe.timeoutLines {
-			c.comment(l, "")
-		}
-		c.open("servers %s", listener(b.addr))
-		fe.writeListenerWrappers(c, global)
-		if len(fe.timeouts) > 0 {
-			c.open("timeouts")
-			for _, name := range []string{"read_header", "read_body", "idle"} {
-				if d, ok := fe.timeouts[name]; ok {
-					c.line("%s %s", name, d)
-				}
-			}
-			c.close()
-		}
-		protocols := "h1"
-		if b.isTLS && contains(b.alpn, "h2") {
-			protocols = "h1 h2"
-		}
-		c.line("protocols %s", protocols)
-		c.close()
-	}
-}
-
-// listener is a bind address as the servers option names it (":443" for
-// every address).
-func listener(addr string) string {
-	host, port, _ := net.SplitHostPort(addr)
-	if host == "" {
-		return ":" + port
-	}
-	return addr
-}
-
 // checkForwardFor checks an option forwardfor line: [header <name>],
 // a name other than those Caddy's reverse_proxy writes or removes itself.
 func checkForwardFor(l Line) error {
@@ -589,4 +537,22 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// hostPort checks an address HAProxy listens on or connects to.
+func hostPort(a string, pos Position) (string, error) {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || port == "" {
+		return "", errAt(pos, "%q: want host:port", a)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return "", errAt(pos, "%q: want a port from 1 to 65535 (no name, range or offset)", a)
+	}
+	if host == "*" {
+		host = ""
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() != "" || err != nil && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
+		return "", errAt(pos, "%q: want an IP address (without a zone) or a host name (letters, digits, '.', '-' and '_') before the port", a)
+	}
+	return net.JoinHostPort(host, port), nil
 }

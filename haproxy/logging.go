@@ -2,7 +2,6 @@ package haproxy
 
 import (
 	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -175,43 +174,6 @@ func udpLogOutput(a string, l Line) (string, error) {
 	return "net udp/" + net.JoinHostPort(host, port), nil
 }
 
-// write writes the logger: the default one (name "") or a named one;
-// chroot is the global chroot line, if any.
-func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
-	what := []string{"Caddy's own log, and the access log of each site with log global, to " + lt.describe(tag)}
-	if p, ok := strings.CutPrefix(lt.output, "net unixgram/"); ok && chroot != nil && len(chroot.Words) == 2 {
-		what = append(what, "HAProxy, in its chroot, sends to "+filepath.Join(chroot.Words[1], p)+" (where Debian's rsyslog listens for it); Caddy, in none, to "+p+": syslog files both by the tag")
-	}
-	c.comment(lt.line, strings.Join(append(what, lt.notes...), "; "))
-	if name == "" {
-		c.open("log")
-	} else {
-		c.open("log %s", name)
-	}
-	if net, ok := strings.CutPrefix(lt.output, "net "); ok {
-		// HAProxy starts without its syslog socket; Caddy then writes to
-		// stderr until it can reach it.
-		c.open("output net %s", c.plain(net))
-		c.line("soft_start")
-		c.close()
-	} else {
-		c.line("output %s", lt.output)
-	}
-	switch lt.format {
-	case "syslog":
-		c.open("format syslog")
-		c.line("facility %s", lt.facility)
-		c.line("tag %s", c.plain(tag))
-		c.close()
-	case "journald":
-		c.line("format journald")
-	}
-	if lt.level != "" {
-		c.line("level %s", lt.level)
-	}
-	c.close()
-}
-
 func (lt logTarget) describe(tag string) string {
 	to := lt.output
 	if p, ok := strings.CutPrefix(to, "net unixgram/"); ok {
@@ -308,19 +270,6 @@ func (pl *proxyLog) readOption(l Line) error {
 // line in the global section.
 func (pl *proxyLog) logs(g *global) bool {
 	return pl.logGlobal != nil && g != nil && len(g.loggers) > 0
-}
-
-// writeSite writes a frontend's logging lines, and the site's log
-// directive when it logs.
-func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
-	logs := pl.logs(g)
-	for _, l := range pl.lines {
-		c.comment(l, pl.note(l, g))
-	}
-	if logs {
-		c.line("# log global: the site's access log, which the global section's loggers write")
-		c.line("log")
-	}
 }
 
 // unlogged is what Caddy's access log has no line for.

@@ -56,33 +56,6 @@ func (fe *frontend) frontendMaxconn(l Line) error {
 	return nil
 }
 
-// writeListenerWrappers writes the max_connections wrappers of a servers
-// option: the frontend's, then the global maxconn's, both before TLS (they
-// count TCP connections).
-func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
-	if global == nil && fe.maxconn == nil {
-		return
-	}
-	for _, l := range []*Line{fe.maxconn, global} {
-		if l != nil {
-			c.comment(*l, "")
-		}
-	}
-	c.open("listener_wrappers")
-	if fe.maxconn != nil {
-		c.open("max_connections %s", arg(*fe.maxconn, 1))
-		c.line("group %s", c.plain(fe.section.Kind+"/"+fe.section.Name))
-		c.close()
-	}
-	if global != nil {
-		c.open("max_connections %s", arg(*global, 1))
-		c.line("group %s", globalMaxconnGroup)
-		c.close()
-	}
-	c.line("tls")
-	c.close()
-}
-
 // serverMaxconn reads a server's maxconn option: "" for 0 (no limit, as
 // in HAProxy).
 func serverMaxconn(v string, at Line) (string, error) {

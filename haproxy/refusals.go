@@ -91,3 +91,10 @@ func posOf(err error) Position {
 func comparePos(a, b Position) int {
 	return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line))
 }
+
+// Warning is a line translated with a difference from HAProxy: its
+// position, and what differs.
+type Warning struct {
+	Pos Position
+	Msg string
+}

@@ -104,3 +104,19 @@ func isRule(l Line) bool {
 	k := keywordAt(l)
 	return k != nil && k.rules
 }
+
+func (t *translator) settingsOf(s *Section) settings {
+	var chain []*Section
+	for d := t.cfg.DefaultsOf(s); d != nil && !slices.Contains(chain, d); d = t.cfg.DefaultsOf(d) {
+		chain = append(chain, d)
+	}
+	var st settings
+	for i := len(chain) - 1; i >= 0; i-- {
+		st = append(st, chain[i].Lines...)
+	}
+	return append(st, s.Lines...)
+}
+
+// settings are a proxy's lines, those of the defaults it takes first, in
+// the order HAProxy applies them (a later line of a keyword wins).
+type settings []Line

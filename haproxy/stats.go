@@ -224,36 +224,6 @@ func statsRefresh(v string, l Line) (string, error) {
 	return strconv.FormatInt(int64(secs), 10) + "s", nil
 }
 
-// write writes the page: its lines as comments, its matcher, and a handle
-// with basic_auth (if there are users) and ha_status.
-func (p *statsPage) write(c *caddyfile) {
-	for _, n := range p.lines {
-		c.note(n)
-	}
-	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
-		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
-	}
-	if p.refresh == "off" {
-		c.line("# no stats refresh: the page does not reload itself, as in HAProxy")
-	}
-	// HAProxy tests the uri as a prefix of the path and query as sent
-	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
-	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
-		statsMatcher, strconv.Quote(p.uri))
-	c.open("handle %s", statsMatcher)
-	if len(p.users) > 0 {
-		c.open("basic_auth bcrypt %s", c.plain(p.realm))
-		for _, u := range p.users {
-			c.line("%s %s", c.plain(u.name), u.hash)
-		}
-		c.close()
-	}
-	c.open("ha_status")
-	c.line("refresh %s", p.refresh)
-	c.close()
-	c.close()
-}
-
 // frontendSetting takes a stats or maxconn line in a backend. HAProxy
 // uses a defaults' maxconn in frontends only, and ignores a backend's own
 // (with a warning); a backend's stats page from its defaults is the

@@ -2,9 +2,6 @@ package haproxy
 
 import (
 	"errors"
-	"fmt"
-	"net"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,13 +54,6 @@ type Translation struct {
 	// Warnings are the lines translated close to, but not exactly as,
 	// HAProxy runs them, in the order written.
 	Warnings []Warning
-}
-
-// Warning is a line translated with a difference from HAProxy: its
-// position, and what differs.
-type Warning struct {
-	Pos Position
-	Msg string
 }
 
 // shown is a refusal, or each of several, as a message shows it (named,
@@ -131,26 +121,6 @@ func (c *Config) checkNoEnvValue(out string) error {
 	return nil
 }
 
-func (c *Config) lineAt(pos Position) (Line, bool) {
-	for _, s := range c.Sections {
-		if s.Pos == pos {
-			return Line{Pos: s.Pos, Words: append([]string{s.Kind}, s.Name)}, true
-		}
-		for _, l := range s.Lines {
-			if l.Pos == pos {
-				return l, true
-			}
-		}
-	}
-	return Line{}, false
-}
-
-// sectionAt is the section that holds the setting at pos (nil: none).
-// Looked up once per rule and ACL line, it is a map, so that adapting is
-// linear in the lines (a scan made a block list of 20,000 lines
-// quadratic).
-func (c *Config) sectionAt(pos Position) *Section { return c.sectionOf[pos] }
-
 // namesKeyword tells whether an error's text (after its file and line)
 // names the keyword: its first word is the keyword (quoted or not, a
 // colon after it or not), or it is "global <keyword>".
@@ -164,76 +134,4 @@ func namesKeyword(msg, keyword string) bool {
 		first = unq
 	}
 	return first == keyword || first == "global" && len(w) > 1 && strings.TrimSuffix(w[1], ":") == keyword
-}
-
-// LeaderPath is the path whose health check marks a backend as the
-// cluster's leader pool: it becomes lb_policy leader. A backend checking
-// another path is marked so by "description caddy-ha:leader".
-const LeaderPath = "/healthz/leader"
-
-// leaderMark in a backend's description makes it a leader pool whatever
-// its check's path.
-const leaderMark = "caddy-ha:leader"
-
-func (c *Config) file() string {
-	if len(c.Sections) == 0 {
-		return ""
-	}
-	return c.Sections[0].Pos.File
-}
-
-// settings are a proxy's lines, those of the defaults it takes first, in
-// the order HAProxy applies them (a later line of a keyword wins).
-type settings []Line
-
-func (t *translator) settingsOf(s *Section) settings {
-	var chain []*Section
-	for d := t.cfg.DefaultsOf(s); d != nil && !slices.Contains(chain, d); d = t.cfg.DefaultsOf(d) {
-		chain = append(chain, d)
-	}
-	var st settings
-	for i := len(chain) - 1; i >= 0; i-- {
-		st = append(st, chain[i].Lines...)
-	}
-	return append(st, s.Lines...)
-}
-
-// arg is the word after the keyword's own words, "" if none.
-func arg(l Line, at int) string {
-	if at < len(l.Words) {
-		return l.Words[at]
-	}
-	return ""
-}
-
-// hostPort checks an address HAProxy listens on or connects to.
-func hostPort(a string, pos Position) (string, error) {
-	host, port, err := net.SplitHostPort(a)
-	if err != nil || port == "" {
-		return "", errAt(pos, "%q: want host:port", a)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
-		return "", errAt(pos, "%q: want a port from 1 to 65535 (no name, range or offset)", a)
-	}
-	if host == "*" {
-		host = ""
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Zone() != "" || err != nil && strings.Trim(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
-		return "", errAt(pos, "%q: want an IP address (without a zone) or a host name (letters, digits, '.', '-' and '_') before the port", a)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-func refuse(l Line, why string, args ...any) error {
-	return errAt(l.Pos, "%s: %s", l.shownKeyword(), fmt.Sprintf(why, args...))
-}
-
-// refuseValue refuses l because no Caddyfile token carries v, the value of
-// what, exactly; a line that took a value from the environment is not
-// quoted, so that no message shows it.
-func refuseValue(l Line, what, v string, err error) error {
-	if l.usesEnv() {
-		return refuse(l, "%s (a value from the environment) cannot be carried by a Caddyfile exactly: %v", what, err)
-	}
-	return refuse(l, "%s %s cannot be carried by a Caddyfile exactly: %v", what, quotedValue(v), err)
 }

@@ -1,0 +1,408 @@
+package haproxy
+
+import (
+	"maps"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// write writes the rule, after its line as a comment, as directive
+// (request_header, header_down): -name, name value or +name value.
+func (h headerRule) write(c *caddyfile, directive string) {
+	c.comment(h.line, "")
+	switch h.op {
+	case "del-header":
+		c.line("%s -%s", directive, c.name(h.name))
+	case "set-header":
+		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
+	case "add-header":
+		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
+	}
+}
+
+// writeServers writes the servers option of each listener of the
+// frontend; global is the global section's maxconn, nil if none.
+func (fe *frontend) writeServers(c *caddyfile, global *Line) {
+	for _, b := range fe.binds {
+		c.comment(b.line, "")
+		for _, l := range fe.timeoutLines {
+			c.comment(l, "")
+		}
+		c.open("servers %s", listener(b.addr))
+		fe.writeListenerWrappers(c, global)
+		if len(fe.timeouts) > 0 {
+			c.open("timeouts")
+			for _, name := range []string{"read_header", "read_body", "idle"} {
+				if d, ok := fe.timeouts[name]; ok {
+					c.line("%s %s", name, d)
+				}
+			}
+			c.close()
+		}
+		protocols := "h1"
+		if b.isTLS && contains(b.alpn, "h2") {
+			protocols = "h1 h2"
+		}
+		c.line("protocols %s", protocols)
+		c.close()
+	}
+}
+
+// listener is a bind address as the servers option names it (":443" for
+// every address).
+func listener(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" {
+		return ":" + port
+	}
+	return addr
+}
+
+// writeSite writes the frontend's site: its addresses, TLS, the
+// forwarded headers, and the reverse_proxy of its backend.
+func (fe *frontend) writeSite(c *caddyfile) {
+	c.line("")
+	c.comment(fe.section.line(), "")
+	var plain, secure []bind
+	for _, b := range fe.binds {
+		if b.isTLS {
+			secure = append(secure, b)
+		} else {
+			plain = append(plain, b)
+		}
+	}
+	if len(plain) == 0 || len(secure) == 0 {
+		openSite(c, append(plain, secure...))
+		fe.writeSiteBody(c, len(secure) > 0)
+		c.close()
+		return
+	}
+	// A Caddy server is HTTP or HTTPS: a site for the binds without ssl,
+	// one for those with, each importing what the frontend does.
+	snippet := "haproxy_" + fe.section.Kind + "_" + fe.section.Name
+	c.line("# binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
+	c.open("(%s)", snippet)
+	fe.writeSiteBody(c, false)
+	c.close()
+	openSite(c, plain)
+	c.line("import %s", snippet)
+	c.close()
+	openSite(c, secure)
+	fe.writeTLS(c)
+	c.line("import %s", snippet)
+	c.close()
+}
+
+// openSite opens the site of binds (all with ssl or all without): its
+// addresses, and the hosts it binds.
+func openSite(c *caddyfile, binds []bind) {
+	var addrs, hosts []string
+	for _, b := range binds {
+		scheme := "http://"
+		if b.isTLS {
+			scheme = "https://"
+		}
+		host, port, _ := net.SplitHostPort(b.addr)
+		addrs = append(addrs, c.plainOf(b.line, scheme+":"+port))
+		if host != "" {
+			hosts = append(hosts, c.plainOf(b.line, host))
+		}
+	}
+	c.open("%s", strings.Join(addrs, ", "))
+	if len(hosts) > 0 {
+		c.line("bind %s", strings.Join(hosts, " "))
+	}
+}
+
+// writeSiteBody writes what the frontend's site does: its notes, its
+// log, its TLS (withTLS: in this block, not a site of its own), its error
+// pages and its route.
+func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
+	for _, n := range fe.notes {
+		c.note(n)
+	}
+	fe.log.writeSite(c, fe.global)
+	if withTLS {
+		fe.writeTLS(c)
+	}
+	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
+		fe.errorPages[code].write(c)
+	}
+	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil
+	if routed {
+		// In the order written, as HAProxy runs its rules: the header
+		// rules, those that answer, the stats page, the redirect rules,
+		// then the backends.
+		c.open("route")
+	}
+	fe.writeHeaders(c)
+	writeAnswers(c, fe.answers)
+	if fe.stats != nil {
+		fe.stats.write(c)
+	}
+	writeAnswers(c, fe.redirects)
+	fe.writeRules(c)
+	fe.writeDefaultBackend(c)
+	if routed {
+		c.close()
+	}
+}
+
+// writeDefaultBackend writes what no rule takes: the default_backend's
+// reverse_proxy, or without one (a port-80 frontend that only redirects
+// to HTTPS, say) 503, as HAProxy answers it.
+func (fe *frontend) writeDefaultBackend(c *caddyfile) {
+	if fe.backend == nil {
+		c.line("# no default_backend: HAProxy answers 503 to what no rule or page took")
+		c.line("error 503")
+		return
+	}
+	c.comment(fe.backendLine, "")
+	if len(fe.rules) > 0 {
+		c.open("handle")
+	}
+	fe.backend.write(c, fe)
+	if len(fe.rules) > 0 {
+		c.close()
+	}
+}
+
+// writeTLS writes the TLS site's certificates, with the global section's
+// TLS defaults.
+func (fe *frontend) writeTLS(c *caddyfile) {
+	certs := fe.certs
+	c.comment(certs.bind.line, "")
+	for _, based := range certs.based {
+		c.comment(*fe.global.crtBase, based)
+	}
+	for _, n := range certs.notes {
+		c.note(n)
+	}
+	if len(certs.files) > 1 {
+		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(certs.files))
+	}
+	if len(certs.dirs) > 0 {
+		// Every PEM bundle (certificate and key) in the directories.
+		c.open("tls")
+		loads := make([]string, len(certs.dirs))
+		for i, d := range certs.dirs {
+			loads[i] = c.plainIn(d, fe.lines)
+		}
+		c.line("load %s", strings.Join(loads, " "))
+		writeLines(c, certs.settings)
+		c.close()
+		return
+	}
+	for _, path := range certs.files {
+		// HAProxy's crt file holds the certificate and its key: Caddy
+		// reads each from the same file.
+		tok := c.plainIn(path, fe.lines)
+		if len(certs.settings) == 0 {
+			c.line("tls %s %s", tok, tok)
+			continue
+		}
+		c.open("tls %s %s", tok, tok)
+		writeLines(c, certs.settings)
+		c.close()
+	}
+}
+
+func writeLines(c *caddyfile, lines []string) {
+	for _, d := range lines {
+		c.line("%s", d)
+	}
+}
+
+// writeAnswers writes rules that answer the client, each with its
+// condition's matcher.
+func writeAnswers(c *caddyfile, answers []answerRule) {
+	for _, a := range answers {
+		name := ""
+		if a.cond != nil {
+			for _, l := range a.when.acls {
+				c.comment(l, "")
+			}
+			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
+			c.comment(a.line, "")
+			c.line("%s expression `%s`", name, a.when.expression(c))
+			name = " " + name
+		} else {
+			c.comment(a.line, "")
+		}
+		a.answer.write(c, name)
+	}
+}
+
+// writeRules writes each use_backend rule as an expression matcher and a
+// handle with its backend's reverse_proxy. Caddy keeps handle blocks with
+// named matchers in the order written, and runs the first that matches,
+// as HAProxy runs the first use_backend whose condition holds; the
+// default_backend's handle comes last.
+func (fe *frontend) writeRules(c *caddyfile) {
+	for _, r := range fe.rules {
+		for _, l := range r.when.acls {
+			c.comment(l, "")
+		}
+		c.comment(r.line, r.note)
+		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
+		c.line("@%s expression `%s`", name, r.when.expression(c))
+		c.open("handle @%s", name)
+		r.backend.write(c, fe)
+		c.close()
+	}
+	for _, l := range fe.aclLines {
+		if !fe.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+}
+
+// writeHeaders writes the header rules: those that make up what the
+// forwarded handler does as the forwarded handler, the others as
+// request_header.
+func (fe *frontend) writeHeaders(c *caddyfile) {
+	f := fe.forwarding
+	switch ff := fe.forwardFor; {
+	case ff != nil && !sendsXFF(ff):
+		h := forwardForHeader(*ff)
+		c.comment(*ff, "the client's address in "+h+", after any the client sent, as HAProxy adds it: header_up +"+h+" {remote_host} in each reverse_proxy below, which sends no X-Forwarded-For")
+	case f.handler:
+		// A client's chain deleted, then the client appended: the
+		// forwarded handler's chain, which starts afresh at the client.
+		for _, l := range f.used {
+			c.comment(l, "")
+		}
+		c.comment(*ff, "")
+		c.open("forwarded")
+		if f.proto != "" {
+			c.line("proto %s", f.proto)
+		}
+		c.close()
+	case fe.plainForwardFor:
+		c.comment(*ff, "X-Forwarded-For as HAProxy sends it: what the client sent, which it can forge, then its address (see the reverse_proxy); http-request del-header X-Forwarded-For would make it the forwarded handler's")
+	}
+	for _, h := range f.rest {
+		h.write(c, "request_header")
+	}
+}
+
+// write writes the page as the site's handle_errors for its status.
+func (p errorPage) write(c *caddyfile) {
+	c.comment(p.line, "")
+	c.open("handle_errors %s", p.line.Words[1])
+	for _, h := range p.headers {
+		c.line("header %s %s", c.name(h[0]), c.literal(h[1]))
+	}
+	c.line("respond %s %s", c.literal(p.body), p.status)
+	c.close()
+}
+
+// writeListenerWrappers writes the max_connections wrappers of a servers
+// option: the frontend's, then the global maxconn's, both before TLS (they
+// count TCP connections).
+func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
+	if global == nil && fe.maxconn == nil {
+		return
+	}
+	for _, l := range []*Line{fe.maxconn, global} {
+		if l != nil {
+			c.comment(*l, "")
+		}
+	}
+	c.open("listener_wrappers")
+	if fe.maxconn != nil {
+		c.open("max_connections %s", arg(*fe.maxconn, 1))
+		c.line("group %s", c.plain(fe.section.Kind+"/"+fe.section.Name))
+		c.close()
+	}
+	if global != nil {
+		c.open("max_connections %s", arg(*global, 1))
+		c.line("group %s", globalMaxconnGroup)
+		c.close()
+	}
+	c.line("tls")
+	c.close()
+}
+
+// write writes the page: its lines as comments, its matcher, and a handle
+// with basic_auth (if there are users) and ha_status.
+func (p *statsPage) write(c *caddyfile) {
+	for _, n := range p.lines {
+		c.note(n)
+	}
+	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
+		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
+	}
+	if p.refresh == "off" {
+		c.line("# no stats refresh: the page does not reload itself, as in HAProxy")
+	}
+	// HAProxy tests the uri as a prefix of the path and query as sent
+	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
+	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
+		statsMatcher, strconv.Quote(p.uri))
+	c.open("handle %s", statsMatcher)
+	if len(p.users) > 0 {
+		c.open("basic_auth bcrypt %s", c.plain(p.realm))
+		for _, u := range p.users {
+			c.line("%s %s", c.plain(u.name), u.hash)
+		}
+		c.close()
+	}
+	c.open("ha_status")
+	c.line("refresh %s", p.refresh)
+	c.close()
+	c.close()
+}
+
+// write writes the logger: the default one (name "") or a named one;
+// chroot is the global chroot line, if any.
+func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
+	what := []string{"Caddy's own log, and the access log of each site with log global, to " + lt.describe(tag)}
+	if p, ok := strings.CutPrefix(lt.output, "net unixgram/"); ok && chroot != nil && len(chroot.Words) == 2 {
+		what = append(what, "HAProxy, in its chroot, sends to "+filepath.Join(chroot.Words[1], p)+" (where Debian's rsyslog listens for it); Caddy, in none, to "+p+": syslog files both by the tag")
+	}
+	c.comment(lt.line, strings.Join(append(what, lt.notes...), "; "))
+	if name == "" {
+		c.open("log")
+	} else {
+		c.open("log %s", name)
+	}
+	if net, ok := strings.CutPrefix(lt.output, "net "); ok {
+		// HAProxy starts without its syslog socket; Caddy then writes to
+		// stderr until it can reach it.
+		c.open("output net %s", c.plain(net))
+		c.line("soft_start")
+		c.close()
+	} else {
+		c.line("output %s", lt.output)
+	}
+	switch lt.format {
+	case "syslog":
+		c.open("format syslog")
+		c.line("facility %s", lt.facility)
+		c.line("tag %s", c.plain(tag))
+		c.close()
+	case "journald":
+		c.line("format journald")
+	}
+	if lt.level != "" {
+		c.line("level %s", lt.level)
+	}
+	c.close()
+}
+
+// writeSite writes a frontend's logging lines, and the site's log
+// directive when it logs.
+func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
+	logs := pl.logs(g)
+	for _, l := range pl.lines {
+		c.comment(l, pl.note(l, g))
+	}
+	if logs {
+		c.line("# log global: the site's access log, which the global section's loggers write")
+		c.line("log")
+	}
+}
