@@ -158,6 +158,9 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 	if err := u.Validate(); err != nil {
 		return err
 	}
+	if h := enclosingProxy(ctx); h != nil && h.HealthChecks != nil && h.HealthChecks.Active != nil {
+		return errors.New("dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams: set the check in dynamic checked instead")
+	}
 	check := u.serverCheck()
 	key, err := json.Marshal(check)
 	if err != nil {

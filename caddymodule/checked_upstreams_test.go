@@ -133,7 +133,9 @@ func (b *checkedBackend) checkCount() int {
 // dynamic checked in a real Caddy in front of real backends: a server
 // whose HTTP check fails still gets requests after fall-1 failed checks,
 // none after fall; back after rise passed checks, not before; a stopped
-// server (connect check) leaves and comes back; with none up, 503.
+// server (connect check) leaves and comes back; with none up, 503, or
+// with lb_try_duration the first server to come up; health_uri beside it
+// refused.
 func TestCheckedUpstreamsThroughCaddy(t *testing.T) {
 	a, b := newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
 	site := func(check string) string {
@@ -203,8 +205,23 @@ func TestCheckedUpstreamsThroughCaddy(t *testing.T) {
 	if len(tc.logLines("no server is up")) == 0 {
 		t.Error("no server up was not logged")
 	}
+	// With lb_try_duration, a request waits for a server to come up: a
+	// needs rise (2) passed checks, 300ms apart, after it listens again.
+	tc.load(nil, "", strings.Replace(site("check tcp"), "lb_policy round_robin", "lb_policy round_robin\n\t\tlb_try_duration 3s", 1))
+	if got := ask(); got != "status 503" {
+		t.Fatalf("a reload with no server up: %s, want 503 (the servers stay down)", got)
+	}
+	answered := make(chan string, 1)
+	go func() { answered <- ask() }()
 	a.start()
-	waitForTurns(t, "a started again", ask, "a")
+	if got := <-answered; got != "a" {
+		t.Fatalf("a request while no server was up, with lb_try_duration: %s, want a once it came up", got)
+	}
+
+	err := tc.tryLoad(nil, "", fmt.Sprintf("reverse_proxy {\n\t\tdynamic checked {\n\t\t\tservers %s\n\t\t}\n\t\thealth_uri /health\n\t}", a.addr))
+	if err == nil || !strings.Contains(err.Error(), "dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams") {
+		t.Fatalf("health_uri beside dynamic checked: %v", err)
+	}
 }
 
 // A reload keeps each server's state: a server down (its check times
