@@ -210,9 +210,10 @@ type checkedServer struct {
 }
 
 // NewServerChecker checks the servers at addrs (host:port) with check
-// (its unset fields HAProxy's defaults) once Start is called. Each
-// server starts at health, as HAProxy's does; nil: HAProxy's
-// start, up but down at the first failure (health rise).
+// (its unset fields HAProxy's defaults) once Start is called. A server
+// starts at the health that health (if not nil) gives it, such as an
+// earlier checker's; else as in HAProxy, at rise: up, and down at its
+// first failed check.
 func NewServerChecker(addrs []string, check ServerCheck, health func(addr string) (int, bool), obs ServerObserver) (*ServerChecker, error) {
 	if err := check.Validate(); err != nil {
 		return nil, err
