@@ -314,26 +314,95 @@ func TestCheckedUpstreamsWithBackupPolicy(t *testing.T) {
 // HAProxy and caddy-ha with the same server checks, each in front of its
 // own two backends a and b, b's checks answered the same: a connect check
 // keeps a stopped server out until it listens again; option httpchk
-// without http-check expect passes 2xx and 3xx and fails 4xx and 5xx.
-// The Caddy side is what docs/haproxy.md gives the adapter to write.
+// without http-check expect passes 2xx and 3xx and fails 4xx and 5xx; a
+// server dead at start goes down at its first failed check. The Caddy
+// side is what docs/haproxy.md gives the adapter to write.
 func TestHAProxyDifferentialServerChecks(t *testing.T) {
-	for _, kind := range []string{"tcp", "http"} {
-		t.Run(kind, func(t *testing.T) {
-			type proxy struct {
-				name, addr string
-				a, b       *checkedBackend
-			}
-			proxies := []*proxy{{name: "haproxy"}, {name: "caddy-ha"}}
-			for _, p := range proxies {
-				p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
-			}
-			hap, ch := proxies[0], proxies[1]
-			hap.addr = loopback.FreeAddr()
-			httpchk, check := "", "tcp"
-			if kind == "http" {
-				httpchk, check = "    option httpchk\n", "http"
-			}
-			startHAProxy(t, fmt.Sprintf(`defaults
+	t.Run("tcp", func(t *testing.T) {
+		pair := startCheckPair(t, "tcp", "200ms", "a", "b")
+		pair.turns("both up", "a", "b")
+		pair.each(func(p *checkProxy) { p.b.stop() })
+		pair.turns("b stopped", "a")
+		pair.each(func(p *checkProxy) { p.b.start() })
+		pair.turns("b listening again", "a", "b")
+	})
+	t.Run("http", func(t *testing.T) {
+		pair := startCheckPair(t, "http", "200ms", "a", "b")
+		pair.turns("both up", "a", "b")
+		for _, step := range []struct {
+			status int
+			want   []string
+		}{
+			{http.StatusFound, []string{"a", "b"}},
+			{http.StatusNoContent, []string{"a", "b"}},
+			{http.StatusNotFound, []string{"a"}},
+			{http.StatusOK, []string{"a", "b"}},
+			{http.StatusInternalServerError, []string{"a"}},
+			{http.StatusMovedPermanently, []string{"a", "b"}},
+		} {
+			from := map[*checkProxy]int{}
+			pair.each(func(p *checkProxy) {
+				from[p] = p.b.checkCount()
+				p.b.checkStatus.Store(int32(step.status))
+			})
+			// fall checks answered so: a failing status has taken b down
+			// by then, a passing one has not.
+			pair.each(func(p *checkProxy) {
+				poll.Until(t, 10*time.Second, fmt.Sprintf("3 checks of %s's b answered %d", p.name, step.status), func() bool {
+					return p.b.checksSince(from[p], step.status) >= 3
+				})
+			})
+			pair.turns(fmt.Sprintf("b's checks answered %d", step.status), step.want...)
+		}
+	})
+	// b first, so that HAProxy checks it at once too (it spreads its first
+	// checks over inter, in the servers' order); with inter 30s, only
+	// going down at the first failure (not after fall 3) takes b out
+	// within waitForTurns' 15s.
+	t.Run("dead at start", func(t *testing.T) {
+		pair := startCheckPair(t, "tcp", "30s", "b", "a")
+		pair.turns("b dead at start", "a")
+	})
+}
+
+// checkPair is HAProxy and caddy-ha, each with its backends a and b.
+type checkPair struct {
+	t       *testing.T
+	proxies []*checkProxy
+}
+
+type checkProxy struct {
+	name, addr string
+	a, b       *checkedBackend
+}
+
+// startCheckPair starts the backends, and both proxies with the same
+// checks (check tcp or http, a bare option httpchk) every inter, of the
+// servers named in order; b is stopped first if it is named first.
+func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPair {
+	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
+	pair.each(func(p *checkProxy) {
+		p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
+		if order[0] == "b" {
+			p.b.stop()
+		}
+	})
+	hap, ch := pair.proxies[0], pair.proxies[1]
+	addrs := func(p *checkProxy) (servers, lines string) {
+		for _, name := range order {
+			addr := map[string]string{"a": p.a.addr, "b": p.b.addr}[name]
+			servers += " " + addr
+			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
+		}
+		return servers, lines
+	}
+	httpchk := ""
+	if check == "http" {
+		httpchk = "    option httpchk\n"
+	}
+	hap.addr = loopback.FreeAddr()
+	_, lines := addrs(hap)
+	startHAProxy(t, fmt.Sprintf(`defaults
     mode http
     timeout connect 2s
     timeout client 10s
@@ -345,63 +414,32 @@ frontend web
 
 backend app
     balance roundrobin
-%s    default-server inter 200ms fall 3 rise 2
-    server a %s check
-    server b %s check
-`, hap.addr, httpchk, hap.a.addr, hap.b.addr), hap.addr)
-			tc := startCaddy(t, nil, "", fmt.Sprintf(`reverse_proxy {
+%s    default-server inter %s fall 3 rise 2
+%s`, hap.addr, httpchk, inter, lines), hap.addr)
+	servers, _ := addrs(ch)
+	tc := startCaddy(t, nil, "", fmt.Sprintf(`reverse_proxy {
 		dynamic checked {
-			servers %s %s
+			servers %s
 			check %s
-			interval 200ms
+			interval %s
 		}
 		lb_policy round_robin
-	}`, ch.a.addr, ch.b.addr, check))
-			ch.addr = tc.addr
-			client := &http.Client{Timeout: 10 * time.Second}
-			turns := func(what string, want ...string) {
-				t.Helper()
-				for _, p := range proxies {
-					waitForTurns(t, p.name+" with "+what, func() string { return serverOf(client, "http://"+p.addr+"/") }, want...)
-				}
-			}
-			turns("both up", "a", "b")
-			if kind == "tcp" {
-				for _, p := range proxies {
-					p.b.stop()
-				}
-				turns("b stopped", "a")
-				for _, p := range proxies {
-					p.b.start()
-				}
-				turns("b listening again", "a", "b")
-				return
-			}
-			for _, step := range []struct {
-				status int
-				want   []string
-			}{
-				{http.StatusFound, []string{"a", "b"}},
-				{http.StatusNoContent, []string{"a", "b"}},
-				{http.StatusNotFound, []string{"a"}},
-				{http.StatusOK, []string{"a", "b"}},
-				{http.StatusInternalServerError, []string{"a"}},
-				{http.StatusMovedPermanently, []string{"a", "b"}},
-			} {
-				from := map[*proxy]int{}
-				for _, p := range proxies {
-					from[p] = p.b.checkCount()
-					p.b.checkStatus.Store(int32(step.status))
-				}
-				// fall checks answered so: a failing status has taken b
-				// down by then, a passing one has not.
-				for _, p := range proxies {
-					poll.Until(t, 10*time.Second, fmt.Sprintf("3 checks of %s's b answered %d", p.name, step.status), func() bool {
-						return p.b.checksSince(from[p], step.status) >= 3
-					})
-				}
-				turns(fmt.Sprintf("b's checks answered %d", step.status), step.want...)
-			}
-		})
+	}`, strings.TrimSpace(servers), check, inter))
+	ch.addr = tc.addr
+	return pair
+}
+
+func (pair *checkPair) each(f func(p *checkProxy)) {
+	for _, p := range pair.proxies {
+		f(p)
 	}
+}
+
+// turns waits until each proxy sends to want in turns (waitForTurns).
+func (pair *checkPair) turns(what string, want ...string) {
+	pair.t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	pair.each(func(p *checkProxy) {
+		waitForTurns(pair.t, p.name+" with "+what, func() string { return serverOf(client, "http://"+p.addr+"/") }, want...)
+	})
 }
