@@ -491,3 +491,52 @@ func TestServerCheckPanicIsReportedAndCheckingGoesOn(t *testing.T) {
 		t.Fatalf("panics reported: %q", events.panics)
 	}
 }
+
+// fullListener returns the address of a socket whose accept queue is full
+// (listen backlog 0, never accepted), where a new connection hangs: the
+// kernel drops its SYNs.
+func fullListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	for range 16 {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr // this one hung: the queue is full
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the kernel kept accepting connections into a backlog of 0")
+	return ""
+}
+
+func TestConnectCheckTimesOut(t *testing.T) {
+	addr := fullListener(t)
+	for _, tc := range []struct {
+		name  string
+		check ServerCheck
+		bound time.Duration
+	}{
+		{"timeout bounds the connection", ServerCheck{Timeout: 150 * time.Millisecond}, 150 * time.Millisecond},
+		{"connect_timeout bounds it alone", ServerCheck{ConnectTimeout: 100 * time.Millisecond, Timeout: time.Minute}, 100 * time.Millisecond},
+	} {
+		r := checkOnce(t, addr, tc.check)
+		if r.Err == nil || r.Duration < tc.bound || r.Duration > tc.bound+2*time.Second {
+			t.Errorf("%s: err %v after %v, want a timeout after %v", tc.name, r.Err, r.Duration, tc.bound)
+		}
+	}
+}
