@@ -110,7 +110,7 @@ func (b *checkedBackend) start() {
 
 func (b *checkedBackend) stop() { b.srv.Close() }
 
-// failedChecks counts the checks answered with status since the check
+// checksSince counts the checks answered with status since the check
 // numbered from.
 func (b *checkedBackend) checksSince(from int, status int) int {
 	b.mu.Lock()

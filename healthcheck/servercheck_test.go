@@ -33,7 +33,6 @@ type checkEvent struct {
 	status      int
 	up, changed bool
 	err         error
-	took        time.Duration
 }
 
 func (e *checkEvents) Checked(addr string, r CheckResult, up, changed bool) {
@@ -42,7 +41,7 @@ func (e *checkEvents) Checked(addr string, r CheckResult, up, changed bool) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.checks = append(e.checks, checkEvent{addr, r.Err == nil, r.Status, up, changed, r.Err, r.Duration})
+	e.checks = append(e.checks, checkEvent{addr, r.Err == nil, r.Status, up, changed, r.Err})
 }
 
 func (e *checkEvents) Panicked(addr string, v any, stack []byte) {
