@@ -14,7 +14,8 @@ import (
 // packages they use, recovers from a panic, logs it with its stack (as
 // Caddy's active health checker does) and goes on, rather than taking the
 // whole server down: the leader monitor's probe loops (through
-// healthcheck's Observer), the store's health check, the memory store's
+// healthcheck's Observer), dynamic checked's check loops (through its
+// ServerObserver), the store's health check, the memory store's
 // sweeper and the Redis batch senders (through store.ReportPanic), the
 // Cloudflare refresher, the recheck of unreachable upload servers, the
 // discovery of an upload's owner, and reload_handoff's accept loops.

@@ -53,6 +53,7 @@ type BackupSelection struct {
 	primary       reverseproxy.Selector
 	backupsPolicy reverseproxy.Selector
 	logger        *zap.Logger
+	dynamic       bool        // the pool is dynamic upstreams: a backup missing from it is down, not misnamed
 	warned        atomic.Bool // a backup missing from the pool was logged
 }
 
@@ -66,7 +67,9 @@ const backupModule = "lb_policy backup"
 // Validate checks the settings: Caddy calls it after Provision, the
 // Caddyfile adapter after the block. The upstreams are the
 // reverse_proxy's, which a policy does not see before it selects: a
-// backup that is not among them is logged at the first request.
+// backup that is not among static upstreams is logged at the first
+// request; one that is not among dynamic checked's servers fails
+// Provision.
 func (s *BackupSelection) Validate() error {
 	if len(s.Backups) == 0 {
 		return badSetting(backupModule, "backups", "names no upstream: without backups, use primary_policy itself")
@@ -101,6 +104,16 @@ func (s *BackupSelection) Provision(ctx caddy.Context) error {
 	for _, b := range s.Backups {
 		s.backup[b] = true
 	}
+	if h := enclosingProxy(ctx); h != nil && h.DynamicUpstreamsRaw != nil {
+		s.dynamic = true
+		if servers, ok := checkedServers(h.DynamicUpstreamsRaw); ok {
+			for _, b := range s.Backups {
+				if !slices.Contains(servers, b) {
+					return badSetting(backupModule, "backups", "%s is not one of dynamic checked's servers", b)
+				}
+			}
+		}
+	}
 	if s.PrimaryPolicyRaw == nil {
 		s.PrimaryPolicyRaw = caddyconfig.JSONModuleObject(new(reverseproxy.RoundRobinSelection), "policy", "round_robin", nil)
 	}
@@ -133,7 +146,7 @@ func (s *BackupSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 			primaries = append(primaries, u)
 		}
 	}
-	if len(backups) < len(s.Backups) && !s.warned.Swap(true) {
+	if !s.dynamic && len(backups) < len(s.Backups) && !s.warned.Swap(true) {
 		var missing []string
 		for _, b := range s.Backups {
 			if !slices.ContainsFunc(backups, func(u *reverseproxy.Upstream) bool { return u.Dial == b }) {

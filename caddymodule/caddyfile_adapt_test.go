@@ -61,10 +61,10 @@ func TestCaddyfileAdapt(t *testing.T) {
 // are set, so that a default that changes shows in a diff (the adapted
 // JSON holds only what a Caddyfile writes).
 func TestDefaults(t *testing.T) {
-	leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage :=
+	leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage, checked, checkedHTTP :=
 		new(LeaderSelection), new(UploadAffinity), new(EdgeRateLimit), new(PinnedTransport), new(HAApp), new(MemoryStore), new(RedisStore),
-		new(PostgresStore), new(CloudflareRanges), &CloudflareRanges{DisableDownloads: true}, new(HAStatus)
-	for _, m := range []interface{ setDefaults() }{leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage} {
+		new(PostgresStore), new(CloudflareRanges), &CloudflareRanges{DisableDownloads: true}, new(HAStatus), new(CheckedUpstreams), &CheckedUpstreams{Check: "http"}
+	for _, m := range []interface{ setDefaults() }{leader, affinity, rateLimit, pinned, ha, memory, redis, postgres, cloudflare, cloudflareFile, statusPage, checked, checkedHTTP} {
 		m.setDefaults()
 	}
 	cloudflare.File = strings.Replace(cloudflare.File, caddy.AppDataDir(), "<caddy data dir>", 1)
@@ -80,6 +80,8 @@ func TestDefaults(t *testing.T) {
 		"http.ip_sources.cloudflare_ranges":                     cloudflare,
 		"http.ip_sources.cloudflare_ranges (downloads off)":     cloudflareFile,
 		"http.handlers.ha_status":                               statusPage,
+		"http.reverse_proxy.upstreams.checked":                  checked,
+		"http.reverse_proxy.upstreams.checked (check http)":     checkedHTTP,
 	}, "", "\t")
 	if err != nil {
 		t.Fatal(err)

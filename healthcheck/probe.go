@@ -1,7 +1,8 @@
 // Package healthcheck probes the nodes of an active/passive cluster at
 // /healthz/leader and keeps a view of which node leads: per-node probes
 // with thresholds, fast polling while there is no leader or the leader is
-// in doubt, and the epoch guard against stale leaders. It knows nothing of
+// in doubt, and the epoch guard against stale leaders. It also checks
+// servers as HAProxy's "check" does (ServerChecker). It knows nothing of
 // Caddy.
 package healthcheck
 

@@ -1,0 +1,445 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
+)
+
+// dynamic checked's Caddyfile: every option, and what is refused with its
+// line.
+func TestCheckedUpstreamsCaddyfile(t *testing.T) {
+	adapt := func(block string) (string, error) {
+		caddyfile := "http://127.0.0.1:1 {\n\treverse_proxy {\n\t\tdynamic checked " + block + "\n\t}\n}\n"
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+		return string(out), err
+	}
+	got, err := adapt(`{
+			servers 127.0.0.1:2 [::1]:3 localhost:4
+			check http
+			method GET
+			uri /health?deep=1
+			host app.internal
+			expect_status 204
+			interval 1s
+			fast_interval 100ms
+			down_interval 5s
+			timeout 700ms
+			connect_timeout 300ms
+			fall 4
+			rise 1
+		}`)
+	if want := `"dynamic_upstreams":{"check":"http","connect_timeout":300000000,"down_interval":5000000000,"expect_status":204,"fall":4,"fast_interval":100000000,"host":"app.internal","interval":1000000000,"method":"GET","rise":1,"servers":["127.0.0.1:2","[::1]:3","localhost:4"],"source":"checked","timeout":700000000,"uri":"/health?deep=1"}`; err != nil ||
+		!strings.Contains(got, want) {
+		t.Errorf("adapted to %s (%v), want %s", got, err, want)
+	}
+	for _, tt := range []struct{ block, want string }{
+		{"{\n\t\t\tcheck tcp\n\t\t}", "dynamic checked: servers names no server, at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2 127.0.0.1:2\n\t\t}", "servers names 127.0.0.1:2 twice, at Caddyfile:4"},
+		{"{\n\t\t\tservers http://127.0.0.1:2\n\t\t}", `servers "http://127.0.0.1:2" is not a server's host:port`},
+		{"{\n\t\t\tservers 127.0.0.1\n\t\t}", `servers "127.0.0.1" is not a server's host:port`},
+		{"{\n\t\t\tservers 127.0.0.1:2-3\n\t\t}", `servers "127.0.0.1:2-3" is not a server's host:port`},
+		{"{\n\t\t\tservers unix//run/app.sock\n\t\t}", `servers "unix//run/app.sock" is not a server's host:port`},
+		{"{\n\t\t\tservers {http.request.host}:80\n\t\t}", `is not a server's host:port`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck udp\n\t\t}", `dynamic checked: check must be tcp or http, not "udp", at Caddyfile:5`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\turi /health\n\t\t}", "dynamic checked: uri is a setting of check http, not of check tcp, at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\turi health\n\t\t}", `dynamic checked: uri "health" must start with / (or be *), at Caddyfile:6`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\tmethod \"GE T\"\n\t\t}", `method "GE T" is not an HTTP method, at Caddyfile:6`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect_status 2xx\n\t\t}", "expect_status must be an HTTP status, got 2xx, at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect_status 600\n\t\t}", "expect_status 600 is not an HTTP status (100 to 599), at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tfall 0\n\t\t}", "fall must be a whole number of at least 1, got 0, at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tinterval -1s\n\t\t}", "interval must be positive, got -1s, at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\trise 1\n\t\t\trise 2\n\t\t}", "duplicate rise option, at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tinter 1s\n\t\t}", "unrecognized dynamic checked option 'inter', at Caddyfile:5"},
+		{"127.0.0.1:2", "wrong argument count"},
+	} {
+		if _, err := adapt(tt.block); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want %q", tt.block, err, tt.want)
+		}
+	}
+}
+
+// checkedBackend is an HTTP server at a fixed address that answers with
+// X-Server: its name, answers its checks (OPTIONS, HAProxy's default)
+// with checkStatus and counts them, and can be stopped and started again.
+type checkedBackend struct {
+	t           *testing.T
+	name, addr  string
+	checkStatus atomic.Int32
+	mu          sync.Mutex
+	checks      []int // the statuses its checks were answered
+	srv         *http.Server
+}
+
+func newCheckedBackend(t *testing.T, name string) *checkedBackend {
+	b := &checkedBackend{t: t, name: name, addr: loopback.FreeAddr()}
+	b.checkStatus.Store(http.StatusOK)
+	b.start()
+	t.Cleanup(b.stop)
+	return b
+}
+
+func (b *checkedBackend) start() {
+	ln, err := net.Listen("tcp", b.addr)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions {
+			status := int(b.checkStatus.Load())
+			b.mu.Lock()
+			b.checks = append(b.checks, status)
+			b.mu.Unlock()
+			w.WriteHeader(status)
+			return
+		}
+		w.Header().Set("X-Server", b.name)
+	})}
+	go b.srv.Serve(ln) //nolint:errcheck // until stop
+}
+
+func (b *checkedBackend) stop() { b.srv.Close() }
+
+// checksSince counts the checks answered with status since the check
+// numbered from.
+func (b *checkedBackend) checksSince(from int, status int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, s := range b.checks[min(from, len(b.checks)):] {
+		if s == status {
+			n++
+		}
+	}
+	return n
+}
+
+func (b *checkedBackend) checkCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.checks)
+}
+
+// dynamic checked in a real Caddy in front of real backends: a server
+// whose HTTP check fails still gets requests after fall-1 failed checks,
+// none after fall; back after rise passed checks, not before; a stopped
+// server (connect check) leaves and comes back; with none up, 503, or
+// with lb_try_duration the first server to come up; health_uri beside it
+// refused.
+func TestCheckedUpstreamsThroughCaddy(t *testing.T) {
+	a, b := newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
+	site := func(check string) string {
+		return fmt.Sprintf(`reverse_proxy {
+		dynamic checked {
+			servers %s %s
+			%s
+			interval 300ms
+			fall 3
+			rise 2
+		}
+		lb_policy round_robin
+	}`, a.addr, b.addr, check)
+	}
+	tc := startCaddy(t, nil, "", site("check http"))
+	client := &http.Client{Timeout: 10 * time.Second}
+	ask := func() string { return serverOf(client, tc.url("/")) }
+	waitForTurns(t, "both up", ask, "a", "b")
+
+	// Each step waits for b's n-th check of a kind, then asks while its
+	// next is at least a 300ms interval away.
+	servesB := func() bool {
+		for range 4 {
+			if ask() == "b" {
+				return true
+			}
+		}
+		return false
+	}
+	from := b.checkCount()
+	b.checkStatus.Store(http.StatusServiceUnavailable)
+	for n := 1; n <= 2; n++ {
+		poll.Until(t, 10*time.Second, fmt.Sprintf("b's failed check %d", n), func() bool { return b.checksSince(from, 503) >= n })
+		if !servesB() {
+			t.Fatalf("b got no request after %d failed checks, fall 3", n)
+		}
+	}
+	poll.Until(t, 10*time.Second, "b's failed check 3", func() bool { return b.checksSince(from, 503) >= 3 })
+	waitForTurns(t, "b down", ask, "a")
+
+	from = b.checkCount()
+	b.checkStatus.Store(http.StatusFound) // a 3xx passes
+	poll.Until(t, 10*time.Second, "b's passed check 1", func() bool { return b.checksSince(from, 302) >= 1 })
+	if servesB() {
+		t.Fatal("b got a request after 1 passed check, rise 2")
+	}
+	poll.Until(t, 10*time.Second, "b's passed check 2", func() bool { return b.checksSince(from, 302) >= 2 })
+	waitForTurns(t, "b up again", ask, "a", "b")
+
+	b.checkStatus.Store(http.StatusNotFound) // a 4xx fails
+	waitForTurns(t, "b answering its checks 404", ask, "a")
+	b.checkStatus.Store(http.StatusOK)
+
+	// The connect check: a stopped server leaves, and comes back when it
+	// listens again.
+	tc.load(nil, "", site("check tcp"))
+	waitForTurns(t, "both up, connect check", ask, "a", "b")
+	b.stop()
+	waitForTurns(t, "b stopped", ask, "a")
+	b.start()
+	waitForTurns(t, "b started again", ask, "a", "b")
+
+	// None up: 503 (HAProxy's answer), and back.
+	a.stop()
+	b.stop()
+	poll.Until(t, 10*time.Second, "503 with no server up", func() bool { return ask() == "status 503" })
+	if len(tc.logLines("no server is up")) == 0 {
+		t.Error("no server up was not logged")
+	}
+	// With lb_try_duration, a request waits for a server to come up: a
+	// needs rise (2) passed checks, 300ms apart, after it listens again.
+	tc.load(nil, "", strings.Replace(site("check tcp"), "lb_policy round_robin", "lb_policy round_robin\n\t\tlb_try_duration 3s", 1))
+	if got := ask(); got != "status 503" {
+		t.Fatalf("a reload with no server up: %s, want 503 (the servers stay down)", got)
+	}
+	answered := make(chan string, 1)
+	go func() { answered <- ask() }()
+	a.start()
+	if got := <-answered; got != "a" {
+		t.Fatalf("a request while no server was up, with lb_try_duration: %s, want a once it came up", got)
+	}
+
+	err := tc.tryLoad(nil, "", fmt.Sprintf("reverse_proxy {\n\t\tdynamic checked {\n\t\t\tservers %s\n\t\t}\n\t\thealth_uri /health\n\t}", a.addr))
+	if err == nil || !strings.Contains(err.Error(), "dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams") {
+		t.Fatalf("health_uri beside dynamic checked: %v", err)
+	}
+}
+
+// A reload keeps each server's state: a server down (its check times
+// out, so that starting it up would send requests to it for a whole
+// timeout) gets no request right after the reload; the old config's
+// checks stop.
+func TestCheckedUpstreamsReloadKeepsServerState(t *testing.T) {
+	a := newCheckedBackend(t, "a")
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts in the kernel, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	site := func(header string) string {
+		return fmt.Sprintf(`header X-Config %s
+	reverse_proxy {
+		dynamic checked {
+			servers %s %s
+			check http
+			interval 100ms
+			timeout 300ms
+			fall 1
+		}
+	}`, header, silent.Addr(), a.addr)
+	}
+	tc := startCaddy(t, nil, "", site("one"))
+	client := &http.Client{Timeout: 2 * time.Second}
+	ask := func() string { return serverOf(client, tc.url("/")) }
+	poll.Until(t, 10*time.Second, "the silent server down", func() bool { return len(tc.logLines("server is down")) == 1 })
+	waitForTurns(t, "the silent server down", ask, "a")
+
+	tc.load(nil, "", site("two"))
+	for i := range 10 {
+		if got := ask(); got != "a" {
+			t.Fatalf("request %d after the reload: %s, want a (the silent server stays down)", i, got)
+		}
+	}
+	if n := countCheckers(); n != 1 {
+		t.Fatalf("%d checkers after the reload, want the new config's alone", n)
+	}
+	tc.load(nil, "", "respond ok")
+	if n := countCheckers(); n != 0 {
+		t.Fatalf("%d checkers after a config without dynamic checked", n)
+	}
+}
+
+func countCheckers() int {
+	n := 0
+	checkers.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// lb_policy backup with dynamic checked: a backup that is down is absent
+// from the pool, which is no misnamed backup to warn of; a backup that is
+// not one of the servers fails at load time.
+func TestCheckedUpstreamsWithBackupPolicy(t *testing.T) {
+	a, spare := newCheckedBackend(t, "a"), newCheckedBackend(t, "spare")
+	site := func(backup string) string {
+		return fmt.Sprintf(`reverse_proxy {
+		dynamic checked {
+			servers %s %s
+			interval 50ms
+			fall 1
+			rise 1
+		}
+		lb_policy backup {
+			backups %s
+		}
+	}`, spare.addr, a.addr, backup)
+	}
+	tc := startCaddy(t, nil, "", site(spare.addr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	ask := func() string { return serverOf(client, tc.url("/")) }
+	waitForTurns(t, "the primary up", ask, "a")
+	spare.stop()
+	poll.Until(t, 10*time.Second, "the backup down", func() bool { return len(tc.logLines("server is down")) == 1 })
+	waitForTurns(t, "the backup down", ask, "a")
+	a.stop()
+	spare.start()
+	waitForTurns(t, "the primary down, the backup up", ask, "spare")
+	if lines := tc.logLines("backups that are not upstreams"); len(lines) > 0 {
+		t.Fatalf("a backup that was down was logged as no upstream: %s", lines)
+	}
+
+	if err := tc.tryLoad(nil, "", site("127.0.0.1:1")); err == nil || !strings.Contains(err.Error(), "lb_policy backup: backups 127.0.0.1:1 is not one of dynamic checked's servers") {
+		t.Fatalf("a backup not among the servers: %v", err)
+	}
+}
+
+// HAProxy and caddy-ha with the same server checks, each in front of its
+// own two backends a and b, b's checks answered the same: a connect check
+// keeps a stopped server out until it listens again; option httpchk
+// without http-check expect passes 2xx and 3xx and fails 4xx and 5xx; a
+// server dead at start goes down at its first failed check. The Caddy
+// side is what docs/haproxy.md gives the adapter to write.
+func TestHAProxyDifferentialServerChecks(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) {
+		pair := startCheckPair(t, "tcp", "200ms", "a", "b")
+		pair.turns("both up", "a", "b")
+		pair.each(func(p *checkProxy) { p.b.stop() })
+		pair.turns("b stopped", "a")
+		pair.each(func(p *checkProxy) { p.b.start() })
+		pair.turns("b listening again", "a", "b")
+	})
+	t.Run("http", func(t *testing.T) {
+		pair := startCheckPair(t, "http", "200ms", "a", "b")
+		pair.turns("both up", "a", "b")
+		for _, step := range []struct {
+			status int
+			want   []string
+		}{
+			{http.StatusFound, []string{"a", "b"}},
+			{http.StatusNoContent, []string{"a", "b"}},
+			{http.StatusNotFound, []string{"a"}},
+			{http.StatusOK, []string{"a", "b"}},
+			{http.StatusInternalServerError, []string{"a"}},
+			{http.StatusMovedPermanently, []string{"a", "b"}},
+		} {
+			from := map[*checkProxy]int{}
+			pair.each(func(p *checkProxy) {
+				from[p] = p.b.checkCount()
+				p.b.checkStatus.Store(int32(step.status))
+			})
+			// fall checks answered so: a failing status has taken b down
+			// by then, a passing one has not.
+			pair.each(func(p *checkProxy) {
+				poll.Until(t, 10*time.Second, fmt.Sprintf("3 checks of %s's b answered %d", p.name, step.status), func() bool {
+					return p.b.checksSince(from[p], step.status) >= 3
+				})
+			})
+			pair.turns(fmt.Sprintf("b's checks answered %d", step.status), step.want...)
+		}
+	})
+	// b first, so that HAProxy checks it at once too (it spreads its first
+	// checks over inter, in the servers' order); with inter 30s, only
+	// going down at the first failure (not after fall 3) takes b out
+	// within waitForTurns' 15s.
+	t.Run("dead at start", func(t *testing.T) {
+		pair := startCheckPair(t, "tcp", "30s", "b", "a")
+		pair.turns("b dead at start", "a")
+	})
+}
+
+// checkPair is HAProxy and caddy-ha, each with its backends a and b.
+type checkPair struct {
+	t       *testing.T
+	proxies []*checkProxy
+}
+
+type checkProxy struct {
+	name, addr string
+	a, b       *checkedBackend
+}
+
+// startCheckPair starts the backends, and both proxies with the same
+// checks (check tcp or http, a bare option httpchk) every inter, of the
+// servers named in order; b is stopped first if it is named first.
+func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPair {
+	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
+	pair.each(func(p *checkProxy) {
+		p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
+		if order[0] == "b" {
+			p.b.stop()
+		}
+	})
+	hap, ch := pair.proxies[0], pair.proxies[1]
+	addrs := func(p *checkProxy) (servers, lines string) {
+		for _, name := range order {
+			addr := map[string]string{"a": p.a.addr, "b": p.b.addr}[name]
+			servers += " " + addr
+			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
+		}
+		return servers, lines
+	}
+	httpchk := ""
+	if check == "http" {
+		httpchk = "    option httpchk\n"
+	}
+	hap.addr = loopback.FreeAddr()
+	_, lines := addrs(hap)
+	startHAProxy(t, fmt.Sprintf(`defaults
+    mode http
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+
+frontend web
+    bind %s
+    default_backend app
+
+backend app
+    balance roundrobin
+%s    default-server inter %s fall 3 rise 2
+%s`, hap.addr, httpchk, inter, lines), hap.addr)
+	servers, _ := addrs(ch)
+	tc := startCaddy(t, nil, "", fmt.Sprintf(`reverse_proxy {
+		dynamic checked {
+			servers %s
+			check %s
+			interval %s
+		}
+		lb_policy round_robin
+	}`, strings.TrimSpace(servers), check, inter))
+	ch.addr = tc.addr
+	return pair
+}
+
+func (pair *checkPair) each(f func(p *checkProxy)) {
+	for _, p := range pair.proxies {
+		f(p)
+	}
+}
+
+// turns waits until each proxy sends to want in turns (waitForTurns).
+func (pair *checkPair) turns(what string, want ...string) {
+	pair.t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	pair.each(func(p *checkProxy) {
+		waitForTurns(pair.t, p.name+" with "+what, func() string { return serverOf(client, "http://"+p.addr+"/") }, want...)
+	})
+}

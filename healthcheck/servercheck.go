@@ -1,0 +1,368 @@
+package healthcheck
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/recovered"
+)
+
+// ServerCheck is HAProxy's health check of a server (the server option
+// "check"): a TCP connect check, or with HTTP set an HTTP check (option
+// httpchk), counted with HAProxy's rise and fall. The zero values of the
+// timing fields are HAProxy 2.6's defaults; see WithDefaults.
+type ServerCheck struct {
+	// HTTP, if set, sends a request on each check's connection; nil is
+	// a connect check: a connection established passes.
+	HTTP *HTTPCheck
+	// Interval between the end of one check of a server and the start of
+	// the next (HAProxy's inter).
+	Interval time.Duration
+	// FastInterval replaces Interval while a server is transitional: up
+	// but failing, down but passing, or not checked yet (fastinter).
+	FastInterval time.Duration
+	// DownInterval replaces Interval while a server is fully down
+	// (downinter).
+	DownInterval time.Duration
+	// Timeout bounds a whole check, connection and answer, unless
+	// ConnectTimeout is set; then it bounds the answer, from the
+	// connection on (HAProxy's "timeout check"). Default: Interval, as
+	// HAProxy without "timeout check".
+	Timeout time.Duration
+	// ConnectTimeout, if set, bounds the connection alone (HAProxy with
+	// "timeout check" set: min("timeout connect", inter)).
+	ConnectTimeout time.Duration
+	// Fall is how many failed checks in a row take an up server down.
+	Fall int
+	// Rise is how many passed checks in a row bring a down server up.
+	Rise int
+}
+
+// HTTPCheck is the request of an HTTP check and the answer that passes.
+type HTTPCheck struct {
+	// Method of the request; default OPTIONS, as HAProxy's.
+	Method string
+	// URI requested; default /.
+	URI string
+	// Host header; default the server's address.
+	Host string
+	// ExpectStatus, if set, is the one status that passes (http-check
+	// expect status); without it any 2xx or 3xx passes.
+	ExpectStatus int
+}
+
+// HAProxy 2.6's check defaults (configuration.txt: inter, rise, fall;
+// option httpchk).
+const (
+	DefaultCheckInterval = 2 * time.Second
+	DefaultCheckFall     = 3
+	DefaultCheckRise     = 2
+	DefaultCheckMethod   = http.MethodOptions
+	DefaultCheckURI      = "/"
+)
+
+// WithDefaults returns c with HAProxy's default for every unset field.
+func (c ServerCheck) WithDefaults() ServerCheck {
+	if c.Interval == 0 {
+		c.Interval = DefaultCheckInterval
+	}
+	if c.Timeout == 0 {
+		c.Timeout = c.Interval
+	}
+	if c.Fall == 0 {
+		c.Fall = DefaultCheckFall
+	}
+	if c.Rise == 0 {
+		c.Rise = DefaultCheckRise
+	}
+	if c.HTTP != nil {
+		h := *c.HTTP
+		if h.Method == "" {
+			h.Method = DefaultCheckMethod
+		}
+		if h.URI == "" {
+			h.URI = DefaultCheckURI
+		}
+		c.HTTP = &h
+	}
+	return c
+}
+
+// Validate reports a check that cannot work, as a *SettingError named as
+// the Caddyfile writes it; unset fields count as their defaults.
+func (c ServerCheck) Validate() error {
+	bad := func(setting, format string, args ...any) error {
+		return &SettingError{Setting: setting, Problem: fmt.Sprintf(format, args...)}
+	}
+	for _, d := range []struct {
+		setting string
+		v       time.Duration
+	}{{"interval", c.Interval}, {"fast_interval", c.FastInterval}, {"down_interval", c.DownInterval}, {"timeout", c.Timeout}, {"connect_timeout", c.ConnectTimeout}} {
+		if d.v < 0 {
+			return bad(d.setting, "must be positive")
+		}
+	}
+	switch {
+	case c.Fall < 0:
+		return bad("fall", "must be at least 1")
+	case c.Rise < 0:
+		return bad("rise", "must be at least 1")
+	}
+	if h := c.HTTP; h != nil {
+		switch {
+		case h.Method != "" && !isToken(h.Method):
+			return bad("method", "%q is not an HTTP method", h.Method)
+		case h.URI != "" && h.URI != "*" && !strings.HasPrefix(h.URI, "/"):
+			return bad("uri", "%q must start with / (or be *)", h.URI)
+		case h.URI != "" && strings.ContainsFunc(h.URI, isSpaceOrControl):
+			return bad("uri", "%q holds a space or a control character", h.URI)
+		case strings.ContainsFunc(h.Host, isSpaceOrControl):
+			return bad("host", "%q holds a space or a control character", h.Host)
+		case h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599):
+			return bad("expect_status", "%d is not an HTTP status (100 to 599)", h.ExpectStatus)
+		}
+	}
+	return nil
+}
+
+func isToken(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune(`()<>@,;:\"/[]?={}`, r)
+	})
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// next is a server's check health after a check, as HAProxy counts it: a
+// server is up at rise or more; a pass raises health by one, and at rise
+// it jumps to rise+fall-1 (fully up), so that fall failures in a row take
+// it down; a failure lowers it by one, and below rise to 0 (fully down),
+// so that rise passes in a row bring it up.
+func (c ServerCheck) next(health int, passed bool) int {
+	full := c.Rise + c.Fall - 1
+	switch {
+	case passed && health < full:
+		if health++; health >= c.Rise {
+			health = full
+		}
+	case !passed && health > 0:
+		if health--; health < c.Rise {
+			health = 0
+		}
+	}
+	return health
+}
+
+// interval is the wait before the next check of a server of that health.
+func (c ServerCheck) interval(health int) time.Duration {
+	switch {
+	case health == c.Rise+c.Fall-1:
+		return c.Interval
+	case health == 0 && c.DownInterval > 0:
+		return c.DownInterval
+	case health != 0 && c.FastInterval > 0:
+		return c.FastInterval
+	}
+	return c.Interval
+}
+
+// CheckResult is the outcome of one check of a server.
+type CheckResult struct {
+	Started  time.Time
+	Duration time.Duration
+	// Status is the HTTP check's answer (0: none, or a connect check).
+	Status int
+	// Err says why the check failed; nil: it passed.
+	Err error
+}
+
+// ServerChecker checks a set of servers, one check loop per server, and
+// tells which are up.
+type ServerChecker struct {
+	check   ServerCheck
+	servers []*checkedServer
+	obs     ServerObserver
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// ServerObserver is told of a ServerChecker's events; it must not block.
+type ServerObserver interface {
+	// Checked: a check of addr ended with r, after which the server is up
+	// or not; changed if the check took it up or down.
+	Checked(addr string, r CheckResult, up, changed bool)
+	// Panicked: a check of addr panicked with v (in the check or in
+	// Checked); the server is checked again an Interval later.
+	Panicked(addr string, v any, stack []byte)
+}
+
+type checkedServer struct {
+	addr   string
+	health atomic.Int64
+}
+
+// NewServerChecker checks the servers at addrs (host:port) with check
+// (its unset fields HAProxy's defaults) once Start is called. A server
+// starts at the health that health (if not nil) gives it, such as an
+// earlier checker's; else as in HAProxy, at rise: up, and down at its
+// first failed check.
+func NewServerChecker(addrs []string, check ServerCheck, health func(addr string) (int, bool), obs ServerObserver) (*ServerChecker, error) {
+	if err := check.Validate(); err != nil {
+		return nil, err
+	}
+	c := &ServerChecker{check: check.WithDefaults(), obs: obs}
+	for _, addr := range addrs {
+		s := &checkedServer{addr: addr}
+		h, ok := 0, false
+		if health != nil {
+			h, ok = health(addr)
+		}
+		if !ok || h < 0 || h > c.check.Rise+c.check.Fall-1 {
+			h = c.check.Rise
+		}
+		s.health.Store(int64(h))
+		c.servers = append(c.servers, s)
+	}
+	return c, nil
+}
+
+// Start starts one check loop per server; the first checks at once.
+func (c *ServerChecker) Start() {
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for _, s := range c.servers {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			recovered.Loop(func(v any, stack []byte) {
+				if c.obs != nil {
+					c.obs.Panicked(s.addr, v, stack)
+				}
+			}, c.check.Interval, c.ctx.Done(), func() { c.checkLoop(s) })
+		}()
+	}
+}
+
+// Close stops the check loops, a check under way included, and waits
+// for them.
+func (c *ServerChecker) Close() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+}
+
+// Up returns the servers that are up, in the order given.
+func (c *ServerChecker) Up() []string {
+	var up []string
+	for _, s := range c.servers {
+		if int(s.health.Load()) >= c.check.Rise {
+			up = append(up, s.addr)
+		}
+	}
+	return up
+}
+
+// Health returns addr's check health (see ServerCheck.next) and whether
+// addr is one of the servers.
+func (c *ServerChecker) Health(addr string) (int, bool) {
+	for _, s := range c.servers {
+		if s.addr == addr {
+			return int(s.health.Load()), true
+		}
+	}
+	return 0, false
+}
+
+// checkLoop checks s at once, then an interval after each check ends,
+// until the checker is closed.
+func (c *ServerChecker) checkLoop(s *checkedServer) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		r := c.checkOnce(c.ctx, s.addr)
+		if c.ctx.Err() != nil {
+			return
+		}
+		before := int(s.health.Load())
+		health := c.check.next(before, r.Err == nil)
+		s.health.Store(int64(health))
+		up := health >= c.check.Rise
+		if c.obs != nil {
+			c.obs.Checked(s.addr, r, up, up != (before >= c.check.Rise))
+		}
+		timer.Reset(c.check.interval(health))
+	}
+}
+
+// checkOnce runs one check of addr.
+func (c *ServerChecker) checkOnce(ctx context.Context, addr string) (r CheckResult) {
+	r.Started = time.Now()
+	defer func() { r.Duration = time.Since(r.Started) }()
+	connectBy := r.Started.Add(c.check.Timeout)
+	if c.check.ConnectTimeout > 0 {
+		connectBy = r.Started.Add(c.check.ConnectTimeout)
+	}
+	dctx, cancel := context.WithDeadline(ctx, connectBy)
+	defer cancel()
+	conn, err := new(net.Dialer).DialContext(dctx, "tcp", addr)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	defer conn.Close()
+	if c.check.HTTP == nil {
+		return r
+	}
+	answerBy := connectBy
+	if c.check.ConnectTimeout > 0 {
+		answerBy = time.Now().Add(c.check.Timeout)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() }) // Close ends a check that waits for its answer
+	defer stop()
+	if err := conn.SetDeadline(answerBy); err != nil {
+		r.Err = err
+		return r
+	}
+	r.Status, r.Err = c.check.HTTP.exchange(conn, addr)
+	return r
+}
+
+// exchange sends the check's request on conn and reads the answer's
+// status line and headers: HAProxy judges the status alone.
+func (h *HTTPCheck) exchange(conn net.Conn, addr string) (int, error) {
+	host := h.Host
+	if host == "" {
+		host = addr
+	}
+	// The request line is written as configured (a URI with a query, or
+	// OPTIONS *), which http.Request would rewrite.
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", h.Method, h.URI, host)
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return 0, fmt.Errorf("sending the check: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: h.Method})
+	if err != nil {
+		return 0, fmt.Errorf("reading the answer: %w", err)
+	}
+	// The body is left unread: the connection closes after the check.
+	switch {
+	case h.ExpectStatus != 0 && resp.StatusCode != h.ExpectStatus:
+		return resp.StatusCode, fmt.Errorf("status %d, not the expected %d", resp.StatusCode, h.ExpectStatus)
+	case h.ExpectStatus == 0 && (resp.StatusCode < 200 || resp.StatusCode > 399):
+		return resp.StatusCode, fmt.Errorf("status %d, not 2xx or 3xx", resp.StatusCode)
+	}
+	return resp.StatusCode, nil
+}
