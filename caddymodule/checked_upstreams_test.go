@@ -378,7 +378,9 @@ type checkProxy struct {
 
 // startCheckPair starts the backends, and both proxies with the same
 // checks (check tcp or http, a bare option httpchk) every inter, of the
-// servers named in order; b is stopped first if it is named first.
+// servers named in order: HAProxy with a configuration, caddy-ha with the
+// haproxy adapter's translation of it (dynamic checked); b is stopped
+// first if it is named first.
 func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPair {
 	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
 	pair.each(func(p *checkProxy) {
@@ -388,21 +390,23 @@ func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPa
 		}
 	})
 	hap, ch := pair.proxies[0], pair.proxies[1]
-	addrs := func(p *checkProxy) (servers, lines string) {
+	serverLines := func(p *checkProxy) (lines string) {
 		for _, name := range order {
 			addr := map[string]string{"a": p.a.addr, "b": p.b.addr}[name]
-			servers += " " + addr
 			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
 		}
-		return servers, lines
+		return lines
 	}
 	httpchk := ""
 	if check == "http" {
 		httpchk = "    option httpchk\n"
 	}
-	hap.addr = loopback.FreeAddr()
-	_, lines := addrs(hap)
-	startHAProxy(t, fmt.Sprintf(`defaults
+	// The same HAProxy configuration, each proxy with its own backends:
+	// HAProxy runs it, caddy-ha its adaptation (dynamic checked).
+	configFor := func(p *checkProxy) string {
+		lines := serverLines(p)
+		p.addr = loopback.FreeAddr()
+		return fmt.Sprintf(`defaults
     mode http
     timeout connect 2s
     timeout client 10s
@@ -415,17 +419,10 @@ frontend web
 backend app
     balance roundrobin
 %s    default-server inter %s fall 3 rise 2
-%s`, hap.addr, httpchk, inter, lines), hap.addr)
-	servers, _ := addrs(ch)
-	tc := startCaddy(t, nil, "", fmt.Sprintf(`reverse_proxy {
-		dynamic checked {
-			servers %s
-			check %s
-			interval %s
-		}
-		lb_policy round_robin
-	}`, strings.TrimSpace(servers), check, inter))
-	ch.addr = tc.addr
+%s`, p.addr, httpchk, inter, lines)
+	}
+	startHAProxy(t, configFor(hap), hap.addr)
+	runHAProxyConfig(t, configFor(ch))
 	return pair
 }
 

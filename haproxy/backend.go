@@ -16,13 +16,16 @@ type backend struct {
 	defaults []option // default-server options
 	notes    []note
 	// The health check: option httpchk, http-check send and expect.
-	check      []Line
-	checkMeth  string
-	checkURI   string
-	checkHost  string
-	expect     string
-	leader     bool // its check asks for the leader (or its description says so)
-	active     bool // checked, and not the leader's: Caddy's active health checks
+	check     []Line
+	checkMeth string
+	checkURI  string
+	checkHost string
+	expect    string
+	leader    bool // its check asks for the leader (or its description says so)
+	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
+	// checked is dynamic checked's check, tcp or http, where Caddy's
+	// active health checks cannot check as HAProxy does ("": they can).
+	checked    string
 	balance    *Line
 	hashType   *Line
 	retries    *Line // retries <n>
@@ -329,37 +332,53 @@ func (be *backend) httpCheck(l Line) error {
 	return nil
 }
 
-// readActiveCheck checks that a checked backend other than the leader's
-// is one Caddy's active health checks can do: an HTTP check (option
-// httpchk) of every server.
+// readActiveCheck reads the checks of a checked backend other than the
+// leader's: Caddy's active health checks where they check as HAProxy
+// does (option httpchk with http-check expect status <code>), else
+// dynamic checked (HAProxy's checks as an upstream source): a TCP connect
+// check without option httpchk, any 2xx or 3xx answer without an expect.
 func (be *backend) readActiveCheck() error {
-	if len(be.check) == 0 || arg(be.check[0], 1) != "httpchk" {
-		return errAt(be.section.Pos, "backend %s: a check without option httpchk is a TCP check, which Caddy's active health checks do not do", be.section.Name)
+	be.active = true
+	httpchk := slices.ContainsFunc(be.check, func(l Line) bool { return l.Words[0] == "option" })
+	switch {
+	case !httpchk && len(be.check) > 0:
+		return refuse(be.check[0], "http-check without option httpchk: HAProxy checks the servers' TCP connection then, and uses no http-check rule (not translated: write option httpchk, or drop the http-check lines)")
+	case !httpchk:
+		be.checked = "tcp"
 	}
-	for _, srv := range be.servers {
-		if !slices.ContainsFunc(append(append([]option{}, be.defaults...), srv.opts...), func(o option) bool { return o.word == "check" }) {
-			// Issue 28: HAProxy keeps a server without check in rotation
-			// unchecked; Caddy's active health check is the whole
-			// reverse_proxy's.
-			be.notes = append(be.notes, note{line: srv.line, what: "HAProxy does not check this server (it stays in rotation whatever it answers); Caddy's active health check checks every upstream of the reverse_proxy, this one too", approximated: true})
-		}
+	be.noteUncheckedServers()
+	if be.checked != "" {
+		return nil
 	}
-	// HAProxy passes any 2xx or 3xx answer unless told otherwise; Caddy's
-	// active health check expects one status (or one class).
 	var expect *Line
 	for i, l := range be.check {
 		if arg(l, 1) == "expect" {
 			expect = &be.check[i]
 		}
 	}
-	if expect == nil {
-		return refuse(be.check[0], "without http-check expect HAProxy passes any 2xx or 3xx answer, Caddy's active health check one status: write http-check expect status <code>")
+	if expect == nil { // HAProxy passes any 2xx or 3xx answer
+		be.checked = "http"
+		return nil
 	}
 	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
 		return refuse(*expect, "status %s: only one status code (100 to 599) is translated, as Caddy's active health check expects one", be.expect)
 	}
-	be.active = true
 	return nil
+}
+
+// noteUncheckedServers notes each server without check: HAProxy keeps it
+// in rotation unchecked, where Caddy checks every upstream of the
+// reverse_proxy (issue 28).
+func (be *backend) noteUncheckedServers() {
+	checker := "Caddy's active health check checks"
+	if be.checked != "" {
+		checker = "dynamic checked checks"
+	}
+	for _, srv := range be.servers {
+		if !slices.ContainsFunc(append(append([]option{}, be.defaults...), srv.opts...), func(o option) bool { return o.word == "check" }) {
+			be.notes = append(be.notes, note{line: srv.line, what: "HAProxy does not check this server (it stays in rotation whatever it answers); " + checker + " every upstream of the reverse_proxy, this one too", approximated: true})
+		}
+	}
 }
 
 // replace is the line that replaces an earlier one of its keyword (nil
@@ -439,6 +458,10 @@ func randomPolicy(draws string, l Line) (string, error) {
 // policy.
 func (be *backend) resolve() error {
 	be.noteBalance()
+	if be.checked == "tcp" && be.tls.ssl {
+		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
+			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
+	}
 	if err := be.checkLeaderCheck(); err != nil {
 		return err
 	}
@@ -536,6 +559,9 @@ func (be *backend) groupPolicy(p string, group []server) (string, error) {
 	if !uneven {
 		return p, nil
 	}
+	if be.checked != "" {
+		return "", refuse(*odd, "weights with dynamic checked's checks are not translated: weighted_round_robin weighs the upstreams by their place, which changes as servers go down and come back")
+	}
 	algo := "roundrobin"
 	if be.balance != nil {
 		algo = arg(*be.balance, 1)
@@ -616,6 +642,16 @@ type selection struct {
 	policy       string
 	backups      []server
 	backupPolicy string
+}
+
+// shorter is the shorter of two Caddy durations; a is "" for none.
+func shorter(a, b string) string {
+	da, errA := time.ParseDuration(a)
+	db, _ := time.ParseDuration(b)
+	if errA != nil || db < da {
+		return b
+	}
+	return a
 }
 
 // duration reads an HAProxy time (a number with an optional unit us, ms,

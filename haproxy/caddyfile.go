@@ -129,6 +129,14 @@ func (c *caddyfile) plainIfAny(v string) string {
 	return c.plain(v)
 }
 
+// nameIfAny is name(v), or "" for "".
+func (c *caddyfile) nameIfAny(v string) string {
+	if v == "" {
+		return ""
+	}
+	return c.name(v)
+}
+
 // name is nameToken(v) (an HTTP field or cookie name).
 func (c *caddyfile) name(v string) string { return c.nameOf(c.at, v) }
 

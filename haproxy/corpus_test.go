@@ -20,78 +20,75 @@ var corpusOutcomes = map[string]struct {
 	line int
 	want string
 }{
-	"balance-source.cfg":       {},
-	"cookie-serverid.cfg":      {},
-	"debian-site.cfg":          {},
-	"grafana-prometheus.cfg":   {},
-	"letsencrypt-redirect.cfg": {},
-	"microservices.cfg":        {},
-	"mozilla-modern.cfg":       {},
-	"ratelimit-api.cfg":        {},
-	"wordpress-farm.cfg":       {},
-	"docker-compose.cfg":       {6, "resolvers sections are not translated yet"},
-	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
-	"legacy-1.x.cfg":           {},
-	"lua-auth.cfg":             {5, "lua-load /usr/share/haproxy/auth-request.lua: Lua has no counterpart in Caddy"},
-	"postgres-no-mode.cfg":     {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated"},
-	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},
-	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},
-	"stats-listen.cfg":         {15, "stats admin: ha_status has no admin level"},
-	// Written for issue 28.4 in the shapes of public projects; their
-	// HAProxy verdicts are testdata/corpus/VERDICTS.tsv.
-	"ha-backup-servers.cfg":          {},
-	"minimal-no-checks.cfg":          {},
-	"ansible-galera-web.cfg":         {39, "option httpchk: without http-check expect HAProxy passes any 2xx or 3xx answer, Caddy's"},
+	"ansible-galera-web.cfg":         {45, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"ansible-rhel-webfarm.cfg":       {29, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
+	"balance-source.cfg":             {},
 	"blue-green-switch.cfg":          {18, "http-request set-var(txn.preview): http-request set-var(txn.preview) is not translated yet"},
 	"centos7-default-main.cfg":       {33, "frontend main: an address after the name: write it as a bind line (HAProxy refuses it too)"},
-	"certbot-standalone.cfg":         {40, "backend www-backend: a check without option httpchk is a TCP check, which Caddy's active"},
+	"certbot-standalone.cfg":         {},
 	"cloudflare-origin.cfg":          {20, "tcp-request connection: not translated yet"},
-	"compose-node-stats.cfg":         {31, "option forwardfor: a backend's own option forwardfor is not translated yet (a frontend's"},
+	"compose-node-stats.cfg":         {31, "option forwardfor: a backend's own option forwardfor is not translated yet (a frontend's o"},
 	"compose-resolvers-api.cfg":      {7, "resolvers sections are not translated yet"},
 	"compose-wordpress-mysql.cfg":    {7, "resolvers sections are not translated yet"},
 	"conditional-blocks.cfg":         {6, "global .if is not translated yet"},
+	"cookie-serverid.cfg":            {},
+	"debian-site.cfg":                {},
+	"docker-compose.cfg":             {6, "resolvers sections are not translated yet"},
 	"elk-kibana-userlist.cfg":        {8, "userlist sections are not translated yet"},
-	"env-vars-container.cfg":         {19, "backend upstream: a check without option httpchk is a TCP check, which Caddy's active"},
-	"gitea-ssh-mixed.cfg":            {28, "backend gitea_web: a check without option httpchk is a TCP check, which Caddy's active"},
+	"env-vars-container.cfg":         {16, "bind \"${BIND_ADDR-0.0.0.0}:${PORT-8080}\": the value of ${BIND_ADDR-0.0.0.0} would be in th"},
+	"gitea-ssh-mixed.cfg":            {34, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
+	"grafana-prometheus.cfg":         {},
 	"grpc-h2-backends.cfg":           {10, "option http-use-htx: not translated yet"},
+	"ha-backup-servers.cfg":          {},
 	"homelab-subdomains.cfg":         {12, "userlist sections are not translated yet"},
 	"ip-allowlist-admin.cfg":         {21, "tcp-request connection: not translated yet"},
 	"jenkins-agents-mixed.cfg":       {13, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
+	"k8s-apiserver.cfg":              {9, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"k8s-ingress-rendered.cfg":       {24, "timeout client-fin: not translated yet"},
 	"k8s-lb-apiserver-ingress.cfg":   {19, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"keycloak-cluster.cfg":           {26, "http-request set-header: log-format expressions in a header value are not translated yet"},
-	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it"},
-	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): removed in HAProxy 2.1: write http-request replace-header or replace-path"},
+	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it too"},
+	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): removed in HAProxy 2.1: write http-request replace-header or r"},
 	"legacy-1.4-stunnel.cfg":         {18, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
 	"legacy-1.5-ssl-reqadd.cfg":      {23, "bind *:443: bind option \"no-sslv3\" is not translated yet"},
 	"legacy-1.6-block-reqisetbe.cfg": {19, "acl bad_agent: ACL fetch hdr_sub(User-Agent) is not translated yet"},
-	"legacy-1.8-rspadd-hsts.cfg":     {35, "backend shop: a check without option httpchk is a TCP check, which Caddy's active health"},
+	"legacy-1.8-rspadd-hsts.cfg":     {11, "ssl-default-bind-ciphers: ECDH+AESGCM: OpenSSL's cipher string keywords and operators are "},
+	"legacy-1.x.cfg":                 {},
+	"letsencrypt-redirect.cfg":       {},
 	"log-targets-request-id.cfg":     {13, "option log-separate-errors: not translated yet"},
+	"lua-auth.cfg":                   {5, "lua-load /usr/share/haproxy/auth-request.lua: Lua has no counterpart in Caddy: port the sc"},
 	"mailserver-webmail-mixed.cfg":   {22, "http-request set-header: conditions are not translated yet"},
 	"maintenance-page.cfg":           {21, "acl app_down: ACL fetch nbsrv(shop_app) is not translated yet"},
 	"mariadb-readwrite-tcp.cfg":      {14, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"matrix-synapse.cfg":             {22, "http-request return: http-request return hdr is not translated yet"},
-	"minimal-quickstart.cfg":         {14, "backend webservers: a check without option httpchk is a TCP check, which Caddy's active"},
+	"microservices.cfg":              {},
+	"minimal-no-checks.cfg":          {},
+	"minimal-quickstart.cfg":         {},
 	"minio-s3-cluster.cfg":           {8, "global tune.bufsize is not translated yet"},
 	"monitor-disable-on-404.cfg":     {12, "option log-health-checks: not translated yet"},
+	"mozilla-intermediate.cfg":       {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-H"},
+	"mozilla-modern.cfg":             {},
 	"multi-tenant-hosts.cfg":         {13, "option forwardfor: only 'option forwardfor [header <name>]' is translated"},
 	"nextcloud-collabora.cfg":        {28, "http-request set-header: log-format expressions in a header value are not translated yet"},
 	"nomad-consul-srv.cfg":           {9, "resolvers sections are not translated yet"},
 	"oauth2-proxy-sso.cfg":           {18, "acl has_session: ACL flag -m is not translated yet"},
 	"path-prefix-strip.cfg":          {26, "http-request set-header: not translated yet"},
 	"patroni-postgres-stats.cfg":     {11, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
-	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication"},
+	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit c"},
 	"pfsense-generated.cfg":          {14, "global server-state-file is not translated yet"},
 	"php-fpm-fastcgi.cfg":            {15, "fcgi-app php: not translated yet"},
-	"prometheus-exporter-stats.cfg":  {20, "stats scope: ha_status shows the whole process: a page limited to some proxies is not"},
+	"postgres-no-mode.cfg":           {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated (w"},
+	"prometheus-exporter-stats.cfg":  {20, "stats scope: ha_status shows the whole process: a page limited to some proxies is not tran"},
 	"proxy-protocol-behind-nlb.cfg":  {18, "monitor-uri /lb-health: not translated yet"},
 	"rabbitmq-management.cfg":        {10, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
-	"ratelimit-login-path.cfg":       {17, "stick-table type: type string: only ip and ipv6 tables (of client addresses) are"},
+	"ratelimit-api.cfg":              {},
+	"ratelimit-login-path.cfg":       {17, "stick-table type: type string: only ip and ipv6 tables (of client addresses) are translate"},
+	"redis-sentinel.cfg":             {13, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"security-headers-after.cfg":     {17, "http-after-response set-header: not translated yet"},
 	"sni-passthrough-plus-http.cfg":  {16, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"sni-passthrough-tcp.cfg":        {8, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"static-compression-cache.cfg":   {7, "cache sections are not translated yet"},
+	"stats-listen.cfg":               {15, "stats admin: ha_status has no admin level (servers set up or down from the page): not tran"},
 	"stats-userlist-sha512.cfg":      {8, "userlist sections are not translated yet"},
 	"sticky-appcookie-table.cfg":     {22, "stick-table type: not translated yet"},
 	"swarm-server-template.cfg":      {11, "resolvers sections are not translated yet"},
@@ -99,8 +96,9 @@ var corpusOutcomes = map[string]struct {
 	"vaultwarden.cfg":                {24, "http-request set-header: log-format expressions in a header value are not translated yet"},
 	"vendor-api-keys.cfg":            {19, "acl has_key: ACL flag -m is not translated yet"},
 	"vendor-bot-protection.cfg":      {14, "timeout tarpit: not translated yet"},
-	"vendor-ratelimit-conn.cfg":      {13, "log-format {\"client\":\"%ci\""},
+	"vendor-ratelimit-conn.cfg":      {13, "log-format {\"client\":\"%ci\",\"port\":%cp,\"fe\":\"%f\",\"be\":\"%b\",\"srv\":\"%s\",\"status\":%ST,\"bytes\":"},
 	"websocket-chat.cfg":             {21, "acl is_websocket: ACL fetch hdr(Upgrade) is not translated yet"},
+	"wordpress-farm.cfg":             {},
 	"wordpress-ssl-offload.cfg":      {25, "http-request set-header: conditions are not translated yet"},
 }
 
@@ -297,7 +295,7 @@ func TestRefusalsNameTheKeyword(t *testing.T) {
 func TestActiveCheckWantsOneStatus(t *testing.T) {
 	base := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\toption httpchk GET /health\n%s\tserver s1 10.0.0.1:80 check\n"
 	for _, tt := range []struct{ expect, want string }{
-		{"", "k.cfg:7: option httpchk: without http-check expect HAProxy passes any 2xx or 3xx"},
+		{"", ""}, // any 2xx or 3xx passes: dynamic checked (TestServerChecksAsDynamicChecked)
 		{"\thttp-check expect status 200-399\n", "k.cfg:8: http-check expect: status 200-399: only one status code"},
 		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status 99: only one status code"},
 		{"\thttp-check expect status 204\n", ""},
@@ -308,7 +306,7 @@ func TestActiveCheckWantsOneStatus(t *testing.T) {
 		}
 		out, err := caddyfileOf(cfg)
 		switch {
-		case tt.want == "" && (err != nil || !strings.Contains(out, "health_status 204\n")):
+		case tt.want == "" && tt.expect != "" && (err != nil || !strings.Contains(out, "health_status 204\n")):
 			t.Errorf("%q: %v\n%s", tt.expect, err, out)
 		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
 			t.Errorf("%q: error %v, want %s…", tt.expect, err, tt.want)
@@ -343,5 +341,30 @@ func TestRefusesValuesCaddyCannotTake(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
 			t.Errorf("%q: error %v, want %s…", tt.text, err, tt.want)
 		}
+	}
+}
+
+// Checks Caddy's active health checks cannot do as HAProxy does become
+// dynamic checked (issue 28): a TCP connect check without option httpchk,
+// any 2xx or 3xx without http-check expect; what dynamic checked cannot
+// carry is refused at its line.
+func TestServerChecksAsDynamicChecked(t *testing.T) {
+	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n"
+	for _, tt := range []struct {
+		backend, want string
+		has          []string
+	}{
+		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.2:80 check fall 5\n", "k.cfg:8: server s2: its TLS or check options differ from s1's", nil},
+		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.2:80\n", "", []string{"\t\tcheck tcp\n", "HAProxy does not check this server (it stays in rotation whatever it answers); dynamic checked checks"}},
+		{"\toption httpchk HEAD /up\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\tcheck http\n\t\t\tmethod HEAD\n\t\t\turi /up\n"}},
+		{"\thttp-check send meth GET uri /h\n\toption httpchk\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\tmethod GET\n\t\t\turi /h\n"}},
+		{"\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:7: http-check expect: http-check without option httpchk", nil},
+		{"\tserver s1 10.0.0.1:80 check weight 2\n\tserver s2 10.0.0.2:80 check\n", "k.cfg:7: server s1: weights with dynamic checked's checks are not translated", nil},
+		{"\toption httpchk\n\tserver s1 10.0.0.1:443 check ssl verify none\n", "k.cfg:8: server s1: ssl with option httpchk and no http-check expect", nil},
+		{"\tserver s1 10.0.0.1:443 check ssl verify none\n", "", []string{"dynamic checked's TCP check only connects"}},
+		{"\toption httpchk\n\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check fastinter 1s\n", "k.cfg:9: server s1: fastinter is translated for dynamic checked's checks only", nil},
+	} {
+		out, err := translateK(t, fe+tt.backend)
+		checkOutcome(t, tt.backend, out, err, tt.want, tt.has...)
 	}
 }

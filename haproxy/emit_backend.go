@@ -29,7 +29,12 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	// header removes it.
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
-	c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	if be.checked != "" {
+		c.open("reverse_proxy")
+		be.writeChecked(c, addrs)
+	} else {
+		c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	}
 	be.writeHeadersUp(c, fe)
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
@@ -175,7 +180,7 @@ func (be *backend) writePolicy(c *caddyfile) {
 		be.writeLeaderPolicy(c)
 		return
 	}
-	if be.active {
+	if be.active && be.checked == "" {
 		be.writeHealth(c, be.checkOpts)
 	}
 	if be.balance != nil {
@@ -272,4 +277,34 @@ func (be *backend) policyToken(c *caddyfile, p string) string {
 		return "header " + c.nameOf(*be.balance, field)
 	}
 	return p
+}
+
+// writeChecked writes the servers as dynamic checked's, with HAProxy's
+// check: a TCP connect, or an HTTP request that any 2xx or 3xx answer
+// passes; each setting only where the configuration gives it (the
+// module's defaults are HAProxy's).
+func (be *backend) writeChecked(c *caddyfile, addrs []string) {
+	for _, l := range be.check {
+		c.comment(l, "")
+	}
+	c.line("# HAProxy's server checks: the servers that pass them are the upstreams")
+	c.open("dynamic checked")
+	c.line("servers %s", strings.Join(addrs, " "))
+	c.line("check %s", be.checked)
+	lo := be.checkOpts
+	settings := [][2]string{{"interval", lo.interval}, {"fast_interval", lo.fastInterval}, {"down_interval", lo.downInterval}, {"fall", lo.fails}, {"rise", lo.passes}}
+	if be.checked == "http" {
+		settings = append([][2]string{{"method", c.nameIfAny(be.checkMeth)}, {"uri", c.plainIfAny(be.checkURI)}, {"host", c.plainIfAny(be.checkHost)}}, settings...)
+	}
+	if d := be.timeouts["check"]; d != "" {
+		// HAProxy bounds the connection by the smaller of timeout connect
+		// and inter, the answer by timeout check.
+		settings = append(settings, [2]string{"timeout", d}, [2]string{"connect_timeout", shorter(be.timeouts["connect"], cmp.Or(lo.interval, "2s"))})
+	}
+	for _, s := range settings {
+		if s[1] != "" {
+			c.line("%s %s", s[0], s[1])
+		}
+	}
+	c.close()
 }

@@ -61,6 +61,8 @@ var serverOptionTable = []serverOption{
 	{name: "ssl", status: translated, doc: "the transport's `tls`", read: (*serverReading).ssl},
 	{name: "backup", status: translated, doc: "`lb_policy backup`: used when no other server is up (with checks only)", read: (*serverReading).backup},
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
+	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or `option httpchk` without `http-check expect`)", read: (*serverReading).fastinter},
+	{name: "downinter", value: true, status: translated, doc: "dynamic checked's `down_interval` (likewise)", read: (*serverReading).downinter},
 	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
 	{name: "rise", value: true, status: translated, doc: "passed checks before a server is up", read: (*serverReading).rise},
 	{name: "verify", value: true, status: translated, doc: "`none`: `tls_insecure_skip_verify`; `required` (HAProxy's default) needs a `ca-file` and a name to verify", read: (*serverReading).verify},
@@ -84,8 +86,9 @@ type tlsOptions struct {
 	maxConn    string // maxconn: the transport's max_conns_per_host
 }
 
-// leaderOptions are the check settings of lb_policy leader.
-type leaderOptions struct{ interval, fails, passes string }
+// leaderOptions are the check settings of lb_policy leader (and of the
+// other checks: fastinter and downinter of dynamic checked's only).
+type leaderOptions struct{ interval, fastInterval, downInterval, fails, passes string }
 
 // serverReading is one server's options as they are read.
 type serverReading struct {
@@ -162,6 +165,9 @@ func (r *serverReading) checkVerify() error {
 func (r *serverReading) ssl(_ string, at Line) error {
 	r.tls.ssl = true
 	r.sslAt = at
+	if r.be.checked == "http" {
+		return refuse(at, "ssl with option httpchk and no http-check expect: HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
+	}
 	return nil
 }
 
@@ -186,6 +192,32 @@ func (r *serverReading) inter(v string, at Line) error {
 		return refuse(at, "inter %s: HAProxy wants a check interval above 0", v)
 	}
 	return err
+}
+
+func (r *serverReading) fastinter(v string, at Line) error {
+	var err error
+	r.check.fastInterval, err = r.checkedInterval(v, at)
+	return err
+}
+
+func (r *serverReading) downinter(v string, at Line) error {
+	var err error
+	r.check.downInterval, err = r.checkedInterval(v, at)
+	return err
+}
+
+// checkedInterval reads fastinter's or downinter's time, which dynamic
+// checked takes (Caddy's active health checks and lb_policy leader have
+// one interval).
+func (r *serverReading) checkedInterval(v string, at Line) (string, error) {
+	if r.be.checked == "" {
+		return "", refuse(at, "%s is translated for dynamic checked's checks only (a TCP check, or option httpchk without http-check expect): Caddy's active health checks and lb_policy leader check at one interval", at.Words[slices.Index(at.Words, v)-1])
+	}
+	d, err := duration(v, at.Pos)
+	if p, _ := time.ParseDuration(d); err == nil && p <= 0 {
+		return "", refuse(at, "%s: HAProxy wants a check interval above 0", v)
+	}
+	return d, err
 }
 
 func (r *serverReading) fall(v string, at Line) error {

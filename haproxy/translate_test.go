@@ -129,7 +129,6 @@ func TestTranslateRefusesRules(t *testing.T) {
 		{"redirect scheme https code 308", "redirect scheme https drop-query", "a.cfg:21: redirect scheme: only [code <code>]"},
 		{"status 204 if", "status 204 file /x if", "a.cfg:17: http-request return: http-request return file is not translated yet"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 weight 300", "a.cfg:29: server app1: weight takes a whole number from 0 to 256"},
-		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 check", "a.cfg:26: backend app: a check without option httpchk is a TCP check"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance hdr(X-A) if", "a.cfg:30: balance hdr(X-A): takes roundrobin"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random(x)", "a.cfg:30: balance random(x): random(<draws>) takes a whole number"},
 		{"default_backend app", "use_backend app extra\n    default_backend app", "a.cfg:24: use_backend app: takes a backend's name and, maybe, an if or unless condition"},
