@@ -352,7 +352,7 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n"
 	for _, tt := range []struct {
 		backend, want string
-		has          []string
+		has           []string
 	}{
 		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.2:80 check fall 5\n", "k.cfg:8: server s2: its TLS or check options differ from s1's", nil},
 		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.2:80\n", "", []string{"\t\tcheck tcp\n", "HAProxy does not check this server (it stays in rotation whatever it answers); dynamic checked checks"}},
