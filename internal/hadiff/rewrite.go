@@ -1,0 +1,216 @@
+// Package hadiff runs one HAProxy configuration through HAProxy and
+// through caddy-ha's adaptation of it side by side, and compares what each
+// does with the same requests (issue 28, "prove the meaning"): it moves
+// the configuration's binds to loopback ports and its servers to recording
+// backends (Inspect, Rewrite, Backends), derives requests from the
+// configuration itself (Derive), and compares what the client got and what
+// the server saw (Compare), each difference checked against the known ones
+// that docs/haproxy.md lists (ParseKnown).
+package hadiff
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/caddy-ha/caddy-ha/haproxy"
+)
+
+// Bind is a bind line of a frontend or listen section.
+type Bind struct {
+	Line    int    // its line in the file (the first, if continued)
+	Section string // the frontend or listen it is in
+	TLS     bool   // it has ssl
+	Words   []string
+}
+
+// Server is a server line of a backend or listen section.
+type Server struct {
+	Line    int
+	Section string // the backend or listen it is in
+	Name    string
+	Words   []string
+}
+
+// ID is how the server names itself to the harness: section/name.
+func (s Server) ID() string { return s.Section + "/" + s.Name }
+
+// Layout is what the rewrite changes in a configuration: its binds, its
+// servers, and the process-level lines of its global section that would
+// stop HAProxy from running in a test (a chroot, a user, a stats socket
+// under /run); those are left as comments, which the translation ignores
+// anyway (docs/haproxy.md, "Ignored, with why").
+type Layout struct {
+	Binds     []Bind
+	Servers   []Server
+	Commented []int // lines written as comments
+	// Balanced are the backends whose server for a request depends on
+	// the balance's state (several servers, a balance other than first):
+	// which of their servers answered is not compared, only the backend.
+	Balanced map[string]bool
+}
+
+// processOnly are global keywords about HAProxy's process, not about what
+// it does with a request; the test's HAProxy runs without them.
+var processOnly = map[string]bool{
+	"chroot": true, "user": true, "group": true, "uid": true, "gid": true, "daemon": true,
+	"master-worker": true, "pidfile": true, "stats": true, "nbproc": true, "cpu-map": true,
+	"ulimit-n": true, "setenv": false,
+}
+
+// Inspect finds what Rewrite changes in cfg. It refuses, with the line, what
+// the harness cannot move to loopback faithfully.
+func Inspect(cfg *haproxy.Config) (Layout, error) {
+	l := Layout{Balanced: map[string]bool{}}
+	for _, s := range cfg.Sections {
+		servers, first := 0, false
+		for _, line := range s.Lines {
+			w := line.Words
+			switch {
+			case s.Kind == "global" && processOnly[w[0]]:
+				l.Commented = append(l.Commented, line.Pos.Line)
+			case w[0] == "bind" && (s.Kind == "frontend" || s.Kind == "listen"):
+				if len(w) < 2 {
+					return l, fmt.Errorf("line %d: bind without an address", line.Pos.Line)
+				}
+				for _, unsupported := range []string{"crt-list", "crl-file", "accept-proxy", "quic"} {
+					if slices.Contains(w, unsupported) {
+						return l, fmt.Errorf("line %d: bind … %s: not moved to loopback by the harness", line.Pos.Line, unsupported)
+					}
+				}
+				l.Binds = append(l.Binds, Bind{Line: line.Pos.Line, Section: s.Name, TLS: slices.Contains(w, "ssl"), Words: w})
+			case w[0] == "server" && (s.Kind == "backend" || s.Kind == "listen"):
+				if len(w) < 3 {
+					return l, fmt.Errorf("line %d: server without an address", line.Pos.Line)
+				}
+				if slices.Contains(w, "ssl") || slices.Contains(w, "send-proxy") || slices.Contains(w, "send-proxy-v2") {
+					return l, fmt.Errorf("line %d: server %s with ssl or send-proxy: the recording backends speak plain HTTP", line.Pos.Line, w[1])
+				}
+				servers++
+				l.Servers = append(l.Servers, Server{Line: line.Pos.Line, Section: s.Name, Name: w[1], Words: w})
+			case w[0] == "default-server" && (slices.Contains(w, "ssl") || slices.Contains(w, "send-proxy") || slices.Contains(w, "send-proxy-v2")):
+				return l, fmt.Errorf("line %d: default-server with ssl or send-proxy: the recording backends speak plain HTTP", line.Pos.Line)
+			case w[0] == "server-template":
+				return l, fmt.Errorf("line %d: server-template: the harness moves server lines only", line.Pos.Line)
+			case w[0] == "balance" && len(w) > 1 && w[1] == "first":
+				first = true
+			}
+		}
+		l.Balanced[s.Name] = servers > 1 && !first
+	}
+	return l, nil
+}
+
+// Addresses are what one proxy's copy of the configuration listens on and
+// sends to: a loopback address for each bind line and each server line
+// (by line), and the file each crt (and a bind's ca-file) names, by the
+// path written.
+type Addresses struct {
+	Bind   map[int]string
+	Server map[int]string
+	File   map[string]string
+}
+
+// Rewrite is text (the configuration cfg was parsed from) with each bind
+// and server line of l written anew by its line number: the bind on its
+// loopback address (its v4v6, v6only, interface and namespace dropped,
+// which name the old address's family and device; its crt and ca-file
+// mapped), the server on its backend's (port and addr, the check's own
+// address, dropped: the check goes to the backend); the process-only
+// global lines are comments. Every other line is kept as written, and
+// every line keeps its number, so that the translation's warnings name
+// the file's lines.
+func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
+	lines := strings.Split(string(text), "\n")
+	orig := slices.Clone(lines)
+	replace := func(n int, words []string) error {
+		if n < 1 || n > len(lines) {
+			return fmt.Errorf("line %d is not in the file", n)
+		}
+		indent := lines[n-1][:len(lines[n-1])-len(strings.TrimLeft(lines[n-1], " \t"))]
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = Quote(w)
+		}
+		lines[n-1] = indent + strings.Join(quoted, " ")
+		// A line continued by a final backslash: its other lines emptied.
+		for i := n - 1; i+1 < len(lines) && continued(strings.TrimSuffix(orig[i], "\r")); i++ {
+			lines[i+1] = ""
+		}
+		return nil
+	}
+	for _, n := range l.Commented {
+		lines[n-1] = "# hadiff: " + lines[n-1]
+	}
+	for _, b := range l.Binds {
+		addr, ok := a.Bind[b.Line]
+		if !ok {
+			return nil, fmt.Errorf("line %d: no address for the bind", b.Line)
+		}
+		words := []string{"bind", addr}
+		for i := 2; i < len(b.Words); i++ {
+			switch w := b.Words[i]; w {
+			case "v4v6", "v6only":
+			case "interface", "namespace":
+				i++
+			case "crt", "ca-file":
+				words = append(words, w)
+				if i+1 < len(b.Words) {
+					i++
+					to, ok := a.File[b.Words[i]]
+					if !ok {
+						return nil, fmt.Errorf("line %d: no file for %s %s", b.Line, w, b.Words[i])
+					}
+					words = append(words, to)
+				}
+			default:
+				words = append(words, w)
+			}
+		}
+		if err := replace(b.Line, words); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range l.Servers {
+		addr, ok := a.Server[s.Line]
+		if !ok {
+			return nil, fmt.Errorf("line %d: no address for server %s", s.Line, s.Name)
+		}
+		words := []string{"server", s.Name, addr}
+		for i := 3; i < len(s.Words); i++ {
+			switch w := s.Words[i]; w {
+			case "port", "addr":
+				i++
+			default:
+				words = append(words, w)
+			}
+		}
+		if err := replace(s.Line, words); err != nil {
+			return nil, err
+		}
+	}
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// continued reports whether a physical line ends in an unescaped
+// backslash, which continues it on the next, as HAProxy reads it.
+func continued(line string) bool {
+	n := 0
+	for i := len(line) - 1; i >= 0 && line[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// Quote writes a word so that HAProxy reads it back as it is: bare where
+// nothing in it is syntax, else in single quotes (nothing inside is
+// interpreted), else in double quotes with escapes.
+func Quote(w string) string {
+	if w != "" && !strings.ContainsAny(w, " \t#\\'\"$\r\n") {
+		return w
+	}
+	if !strings.ContainsAny(w, "'\r\n") {
+		return "'" + w + "'"
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "\n", `\n`, "\r", `\r`).Replace(w) + `"`
+}
