@@ -45,8 +45,9 @@ func forBoth(cfgText string) string {
 }
 
 // startHAProxy runs Debian's haproxy on cfgText in the foreground, killed
-// when the test ends, and waits until it accepts connections on addr.
-func startHAProxy(t *testing.T, cfgText, addr string) {
+// when the test ends, and waits until it accepts connections on each of
+// addrs.
+func startHAProxy(t *testing.T, cfgText string, addrs ...string) {
 	t.Helper()
 	bin, ok := tools.Find(t, "haproxy", "the adapter is not compared with HAProxy")
 	if !ok {
@@ -74,18 +75,20 @@ func startHAProxy(t *testing.T, cfgText, addr string) {
 			t.Logf("haproxy's output:\n%s", logs.String())
 		}
 	})
-	poll.Until(t, 5*time.Second, "haproxy to listen on "+addr, func() bool {
-		select {
-		case <-exited:
-			t.Fatalf("haproxy exited: %s", logs.String())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	for _, addr := range addrs {
+		poll.Until(t, 5*time.Second, "haproxy to listen on "+addr, func() bool {
+			select {
+			case <-exited:
+				t.Fatalf("haproxy exited: %s", logs.String())
+			default:
+			}
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
 }
 
 // syncBuffer is a bytes.Buffer that a child process's output may be
