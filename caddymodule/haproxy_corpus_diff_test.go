@@ -136,8 +136,15 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 			targets = append(targets, target{b, hadiff.Target{Addr: hapBinds[b.Line], TLS: b.TLS}, hadiff.Target{Addr: caddyBinds[b.Line], TLS: b.TLS}})
 		}
 	}
+	// Differences alike (the frontend, field and both values) are one,
+	// with the requests that showed it.
+	type group struct {
+		what string
+		reqs []string
+	}
+	var unknown []*group
+	byWhat := map[string]*group{}
 	sends, differences, excused := 0, 0, 0
-	var unknown []string
 	for i, req := range der.Requests {
 		for _, tg := range targets {
 			if sends == maxSendsPerConfig {
@@ -152,21 +159,31 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 			ch.Seen = backends.Seen(n + "-caddy-ha")
 			for _, d := range hadiff.Compare(hap, ch, layout.Balanced) {
 				differences++
-				where := fmt.Sprintf("%s to frontend %s (bind line %d, TLS %t)", req, tg.bind.Section, tg.bind.Line, tg.bind.TLS)
+				what := fmt.Sprintf("frontend %s (bind line %d, TLS %t): %s", tg.bind.Section, tg.bind.Line, tg.bind.TLS, d)
+				sent := fmt.Sprintf("%s (derived from: %s)", req, strings.Join(req.Why, "; "))
 				if k, w, ok := hadiff.Excuse(d, known, tr.Warnings); ok {
 					excused++
-					t.Logf("known difference: %s: %s (%s; warning at line %d: %s)", where, d, k.Why, w.Pos.Line, w.Msg)
+					t.Logf("known difference: %s, for %s: %s; warning at line %d: %s", what, sent, k.Why, w.Pos.Line, w.Msg)
 					continue
 				}
-				unknown = append(unknown, fmt.Sprintf("%s:\n    %s\n    derived from: %s", where, d, strings.Join(req.Why, "; ")))
+				if byWhat[what] == nil {
+					byWhat[what] = &group{what: what}
+					unknown = append(unknown, byWhat[what])
+				}
+				byWhat[what].reqs = append(byWhat[what].reqs, sent)
 			}
 		}
 	}
 done:
-	for _, u := range unknown {
-		t.Errorf("HAProxy and caddy-ha differ, not a known difference: %s", u)
+	for _, g := range unknown {
+		shown := g.reqs[:min(3, len(g.reqs))]
+		more := ""
+		if len(g.reqs) > len(shown) {
+			more = fmt.Sprintf("\n    and %d more", len(g.reqs)-len(shown))
+		}
+		t.Errorf("HAProxy and caddy-ha differ, not a known difference: %s, for %d requests:\n    %s%s", g.what, len(g.reqs), strings.Join(shown, "\n    "), more)
 	}
-	return fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known)", len(der.Requests), sends, differences, excused)
+	return fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known), %d unknown kinds", len(der.Requests), sends, differences, excused, len(unknown))
 }
 
 // firstAlert is the first line of HAProxy's output that says why it

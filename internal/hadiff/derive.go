@@ -378,7 +378,7 @@ func aclTest(w []string) (test, string) {
 		case "beg":
 			in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
 		case "end":
-			in, out = []string{"x" + sep + v}, []string{"x" + sep + shorter(v)}
+			in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
 		case "sub":
 			in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
 		case "dir":
