@@ -13,7 +13,7 @@ import (
 const sample = `global
     chroot /var/lib/haproxy
     stats socket /run/haproxy/admin.sock mode 660
-    log /dev/log local0
+    log 10.0.0.5:514 local0
 
 defaults
     mode http
@@ -56,7 +56,8 @@ func parse(t *testing.T, text string) *haproxy.Config {
 // Each bind and server line is written anew at its line, on its new
 // address, its other words kept (a crt mapped; the old address family's
 // and the check's own address dropped); a continued line's other lines
-// emptied; the process's global lines commented out; the rest as it was,
+// emptied; the process's global lines commented out; a log server on
+// loopback's discard port; the rest as it was,
 // every line at its number.
 func TestRewriteByLine(t *testing.T) {
 	cfg := parse(t, sample)
@@ -85,6 +86,7 @@ func TestRewriteByLine(t *testing.T) {
 	changed := map[int]string{
 		2:  "# hadiff:     chroot /var/lib/haproxy",
 		3:  "# hadiff:     stats socket /run/haproxy/admin.sock mode 660",
+		4:  "    log 127.0.0.1:9 local0",
 		11: "    bind 127.0.0.1:1001",
 		12: "    bind 127.0.0.1:1002 ssl crt '/tmp/my cert.pem' alpn h2,http/1.1 name tls",
 		13: "",
@@ -123,10 +125,21 @@ func TestInspectRefusesWhatItCannotMove(t *testing.T) {
 		{"    server-template app 1-3 app:80 check", "line 8: server-template"},
 		{"    server s1 10.0.0.1:443 ssl verify none", "line 8: server s1 with ssl"},
 		{"    default-server ssl verify none", "line 8: default-server with ssl"},
+		{"    server s1 10.0.0.1:80 check check-ssl", "line 8: server s1 with ssl, check-ssl"},
+		{"    server s1 10.0.0.1:80 agent-check agent-port 9999", "line 8: server s1"},
 	} {
 		text := "defaults\n    mode http\nfrontend f\n    bind :80\n    default_backend b\n\nbackend b\n" + tt.line + "\n"
 		if _, err := Inspect(parse(t, text)); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.line, err, tt.want)
+		}
+	}
+}
+
+func TestIsNetworkAddress(t *testing.T) {
+	for w, want := range map[string]bool{"10.0.0.5:514": true, "127.0.0.1": true, "logs.example:514": true, "udp@10.0.0.5:514": true,
+		"/dev/log": false, "unix@/dev/log": false, "stdout": false, "fd@1": false, "ring@buf": false, "global": false, "localhost": false} {
+		if got := isNetworkAddress(w); got != want {
+			t.Errorf("%s: %v", w, got)
 		}
 	}
 }

@@ -44,6 +44,10 @@ type Layout struct {
 	Binds     []Bind
 	Servers   []Server
 	Commented []int // lines written as comments
+	// Outbound are the lines of a log server's, resolver's, peer's or
+	// mailer's network address, by number, their words as written anew:
+	// that address Elsewhere.
+	Outbound map[int][]string
 	// Balanced are the backends whose server for a request depends on
 	// the balance's state (several servers, a balance other than first):
 	// which of their servers answered is not compared, only the backend.
@@ -55,17 +59,29 @@ type Layout struct {
 var processOnly = map[string]bool{
 	"chroot": true, "user": true, "group": true, "uid": true, "gid": true, "daemon": true,
 	"master-worker": true, "pidfile": true, "stats": true, "nbproc": true, "cpu-map": true,
-	"ulimit-n": true, "setenv": false,
+	"ulimit-n": true,
 }
+
+// Elsewhere is where the lines that would send off the machine send
+// instead (a log server, a resolver's or a peer's address): the discard
+// port of loopback, where nothing answers. What they send is not compared.
+const Elsewhere = "127.0.0.1:9"
+
+// outbound are the keywords whose address argument (by index) is another
+// machine's, when it is a network address.
+var outbound = map[string]int{"log": 1, "nameserver": 2, "peer": 2, "mailer": 2}
 
 // Inspect finds what Rewrite changes in cfg. It refuses, with the line, what
 // the harness cannot move to loopback faithfully.
 func Inspect(cfg *haproxy.Config) (Layout, error) {
-	l := Layout{Balanced: map[string]bool{}}
+	l := Layout{Balanced: map[string]bool{}, Outbound: map[int][]string{}}
 	for _, s := range cfg.Sections {
 		servers, first := 0, false
 		for _, line := range s.Lines {
 			w := line.Words
+			if i, ok := outbound[w[0]]; ok && i < len(w) && isNetworkAddress(w[i]) {
+				l.Outbound[line.Pos.Line] = slices.Concat(w[:i], []string{Elsewhere}, w[i+1:])
+			}
 			switch {
 			case s.Kind == "global" && processOnly[w[0]]:
 				l.Commented = append(l.Commented, line.Pos.Line)
@@ -83,13 +99,13 @@ func Inspect(cfg *haproxy.Config) (Layout, error) {
 				if len(w) < 3 {
 					return l, fmt.Errorf("line %d: server without an address", line.Pos.Line)
 				}
-				if slices.Contains(w, "ssl") || slices.Contains(w, "send-proxy") || slices.Contains(w, "send-proxy-v2") {
-					return l, fmt.Errorf("line %d: server %s with ssl or send-proxy: the recording backends speak plain HTTP", line.Pos.Line, w[1])
+				if slices.ContainsFunc(w, notPlainHTTP) {
+					return l, fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line, w[1])
 				}
 				servers++
 				l.Servers = append(l.Servers, Server{Line: line.Pos.Line, Section: s.Name, Name: w[1], Words: w})
-			case w[0] == "default-server" && (slices.Contains(w, "ssl") || slices.Contains(w, "send-proxy") || slices.Contains(w, "send-proxy-v2")):
-				return l, fmt.Errorf("line %d: default-server with ssl or send-proxy: the recording backends speak plain HTTP", line.Pos.Line)
+			case w[0] == "default-server" && slices.ContainsFunc(w, notPlainHTTP):
+				return l, fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
 			case w[0] == "server-template":
 				return l, fmt.Errorf("line %d: server-template: the harness moves server lines only", line.Pos.Line)
 			case w[0] == "balance" && len(w) > 1 && w[1] == "first":
@@ -99,6 +115,30 @@ func Inspect(cfg *haproxy.Config) (Layout, error) {
 		l.Balanced[s.Name] = servers > 1 && !first
 	}
 	return l, nil
+}
+
+// notPlainHTTP are the server keywords that ask a server for more than
+// plain HTTP and its checks.
+func notPlainHTTP(w string) bool {
+	switch w {
+	case "ssl", "check-ssl", "send-proxy", "send-proxy-v2", "check-send-proxy", "agent-check":
+		return true
+	}
+	return false
+}
+
+// isNetworkAddress reports whether an address word names a host and a
+// port (or an IP address) rather than a socket path, a file descriptor
+// or a keyword.
+func isNetworkAddress(w string) bool {
+	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "unix@") || strings.HasPrefix(w, "fd@") ||
+		strings.HasPrefix(w, "stdout") || strings.HasPrefix(w, "stderr") || strings.HasPrefix(w, "ring@") || w == "global" {
+		return false
+	}
+	if _, after, ok := strings.Cut(w, "@"); ok {
+		w = after
+	}
+	return strings.Contains(w, ":") || strings.Count(w, ".") == 3
 }
 
 // Addresses are what one proxy's copy of the configuration listens on and
@@ -118,7 +158,8 @@ type Addresses struct {
 // mapped), the server on its backend's (port and addr, the check's own
 // address, dropped: the check goes to the backend); the process-only
 // global lines are comments. Every other line is kept as written, and
-// every line keeps its number, so that the translation's warnings name
+// every line keeps its number (a log server's, resolver's, peer's or
+// mailer's network address is Elsewhere), so that the translation's warnings name
 // the file's lines.
 func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 	lines := strings.Split(string(text), "\n")
@@ -141,6 +182,11 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 	}
 	for _, n := range l.Commented {
 		lines[n-1] = "# hadiff: " + lines[n-1]
+	}
+	for n, words := range l.Outbound {
+		if err := replace(n, words); err != nil {
+			return nil, err
+		}
 	}
 	for _, b := range l.Binds {
 		addr, ok := a.Bind[b.Line]
