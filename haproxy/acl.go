@@ -6,12 +6,24 @@ import (
 	"strings"
 )
 
-// aclFetches are the fetches an ACL may test, as the Caddy placeholder
-// each reads: HAProxy's path is the path without the query, hdr(host) the
-// Host header as sent, with its port.
-var aclFetches = map[string]string{
-	"path": "{http.request.uri.path}", "path_beg": "{http.request.uri.path}", "path_end": "{http.request.uri.path}",
-	"path_reg": "{http.request.uri.path}", "method": "{http.request.method}",
+// aclFetch is a fetch an ACL may test against its values: the Caddy
+// placeholder it reads, and the CEL test of a value ("==", or a string
+// method: startsWith, endsWith, matches).
+type aclFetch struct {
+	subject, test string
+}
+
+// aclFetches are the fetches an ACL may test against values (src aside):
+// HAProxy's path is the path without the query, hdr(host) the Host header
+// as sent, with its port.
+var aclFetches = map[string]aclFetch{
+	"path":          {"{http.request.uri.path}", "=="},
+	"path_beg":      {"{http.request.uri.path}", "startsWith"},
+	"path_end":      {"{http.request.uri.path}", "endsWith"},
+	"path_reg":      {"{http.request.uri.path}", "matches"},
+	"method":        {"{http.request.method}", "=="},
+	"hdr(host)":     {"{http.request.hostport}", "=="},
+	"hdr_beg(host)": {"{http.request.hostport}", "startsWith"},
 }
 
 // boolFetches are the fetches that are true or false themselves, tested
@@ -31,65 +43,80 @@ func aclExpression(words []string, l Line) (string, error) {
 		}
 		return e, nil
 	}
-	fold := false
-	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
-		if values[0] != "-i" {
-			return "", refuse(l, "ACL flag %s is not translated yet", values[0])
-		}
-		fold = true
-		values = values[1:]
+	fold, values, err := aclFlags(values, l)
+	if err != nil {
+		return "", err
 	}
 	if len(values) == 0 {
 		return "", refuse(l, "an ACL without a value")
 	}
-	subject, test := aclFetches[fetch], ""
-	switch {
-	case fetch == "src":
+	if fetch == "src" {
 		if fold {
 			return "", refuse(l, "src takes no -i")
 		}
-		// One remote_ip of every range: the connection's peer, as
-		// HAProxy's src.
-		var b strings.Builder
-		b.WriteString("remote_ip(")
-		for i, v := range values {
-			if _, err := netip.ParseAddr(v); err != nil {
-				if _, err := netip.ParsePrefix(v); err != nil {
-					return "", refuse(l, "src %s: want an address or a CIDR range", v)
-				}
-			}
-			lit, err := celString(v, l.envs)
-			if err != nil {
-				return "", refuseValue(l, fetch, v, err)
-			}
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(lit)
-		}
-		b.WriteByte(')')
-		return b.String(), nil
-	case fetch == "hdr(host)" || fetch == "hdr_beg(host)":
-		subject = "{http.request.hostport}"
-		test = map[bool]string{true: "==", false: "startsWith"}[fetch == "hdr(host)"]
-	case subject == "":
+		return srcExpression(values, l)
+	}
+	f, ok := aclFetches[fetch]
+	if !ok {
 		return "", refuse(l, "ACL fetch %s is not translated yet", fetch)
 	}
-	if test == "" {
-		test = map[string]string{"path": "==", "method": "==", "path_beg": "startsWith", "path_end": "endsWith", "path_reg": "matches"}[fetch]
+	return f.expression(fetch, values, fold, l)
+}
+
+// aclFlags reads the flags before an ACL's values: whether -i (fold case)
+// is among them, and the values after them.
+func aclFlags(values []string, l Line) (bool, []string, error) {
+	fold := false
+	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
+		if values[0] != "-i" {
+			return false, nil, refuse(l, "ACL flag %s is not translated yet", values[0])
+		}
+		fold = true
+		values = values[1:]
 	}
+	return fold, values, nil
+}
+
+// srcExpression is src's test: one remote_ip of every range, the
+// connection's peer, as HAProxy's src.
+func srcExpression(values []string, l Line) (string, error) {
+	var b strings.Builder
+	b.WriteString("remote_ip(")
+	for i, v := range values {
+		if _, err := netip.ParseAddr(v); err != nil {
+			if _, err := netip.ParsePrefix(v); err != nil {
+				return "", refuse(l, "src %s: want an address or a CIDR range", v)
+			}
+		}
+		lit, err := celString(v, l.envs)
+		if err != nil {
+			return "", refuseValue(l, "src", v, err)
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(lit)
+	}
+	b.WriteByte(')')
+	return b.String(), nil
+}
+
+// expression is the test of fetch (f's name) against each value, folding
+// case when fold (-i).
+func (f aclFetch) expression(fetch string, values []string, fold bool, l Line) (string, error) {
+	subject := f.subject
 	if fold {
 		subject += ".lowerAscii()"
 	}
 	var alts []string
 	for _, v := range values {
 		switch {
-		case test == "matches" && fold:
+		case f.test == "matches" && fold:
 			v = "(?i)" + v
 		case fold:
 			v = strings.ToLower(v)
 		}
-		if test == "matches" {
+		if f.test == "matches" {
 			if _, err := regexp.Compile(v); err != nil {
 				return "", refuse(l, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
 			}
@@ -98,10 +125,10 @@ func aclExpression(words []string, l Line) (string, error) {
 		if err != nil {
 			return "", refuseValue(l, fetch, v, err)
 		}
-		if test == "==" {
+		if f.test == "==" {
 			alts = append(alts, subject+" == "+lit)
 		} else {
-			alts = append(alts, subject+"."+test+"("+lit+")")
+			alts = append(alts, subject+"."+f.test+"("+lit+")")
 		}
 	}
 	return join(alts, " || "), nil

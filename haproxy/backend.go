@@ -42,6 +42,15 @@ type backend struct {
 	timeoutSrc      []Line
 	log             proxyLog // log global and the like: notes
 	caBase          *Line    // global ca-base
+	// What the servers' options say (readServers): the transport's TLS
+	// and the checks', alike for every server, and each server's notes.
+	tls         tlsOptions
+	checkOpts   leaderOptions
+	serverNotes [][]string
+	// What resolve settled.
+	transport      string // http, or pinned
+	versions       string // the transport's HTTP versions
+	writeSelection func(c *caddyfile, key string)
 }
 
 type server struct {
@@ -96,138 +105,182 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 			return nil, err
 		}
 	}
-	return be, nil
+	if err := be.readServers(); err != nil {
+		return nil, err
+	}
+	return be, be.resolve()
 }
 
-func (be *backend) read(l Line) error {
-	w := l.Words
-	if keywordSide(l) == frontendSide && w[0] != "maxconn" { // a backend's own maxconn: frontendSetting
-		return refuse(l, "a frontend's keyword, which HAProxy ignores in a backend (with a warning): not translated; write it in the frontend or in the defaults")
-	}
-	switch key := w[0]; {
-	case key == "mode":
-		what, err := modeNote(l, be.mode, "reverse_proxy speaks HTTP")
-		if err != nil {
-			return err
-		}
-		be.notes = append(be.notes, note{line: l, what: what})
-	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
-		be.notes = append(be.notes, note{line: l, what: "Caddy keeps upstream connections alive by default"})
-	case key == "option" && connectionModes[arg(l, 1)].what != "" && len(w) == 2:
-		n := connectionModes[arg(l, 1)]
-		n.line = l
-		be.notes = append(be.notes, n)
-	case key == "timeout":
-		if len(w) != 3 {
-			return refuse(l, "takes a name and a duration")
-		}
-		d, err := duration(w[2], l.Pos)
-		if err != nil {
-			return err
-		}
-		switch w[1] {
-		case "connect", "server", "tunnel", "check", "queue":
-			be.timeouts[w[1]] = d
-			be.timeoutSrc = append(be.timeoutSrc, l)
-		case "http-keep-alive":
-			be.keepAlive = d
-			be.timeoutSrc = append(be.timeoutSrc, l)
-		case "http-request":
-			be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
-		default:
-			return refuse(l, "timeout %s is not translated yet", w[1])
-		}
-	case isLogLine(l):
-		if err := be.log.read(l); err != nil {
-			return err
-		}
-		be.notes = append(be.notes, note{line: l, what: be.log.backendNote(l)})
-	case key == "description":
-		be.leader = be.leader || strings.Contains(strings.Join(w[1:], " "), leaderMark)
-		be.notes = append(be.notes, note{line: l, what: ""})
-	case key == "option" && arg(l, 1) == "httpchk":
-		be.check = append(be.check, l)
-		switch len(w) { // option httpchk [<method> <uri> [<version>]]
-		case 2:
-		case 4, 5:
-			be.checkMeth, be.checkURI = w[2], w[3]
-		default:
-			return refuse(l, "takes [<method> <uri> [<version>]]")
-		}
-	case key == "http-check":
-		be.check = append(be.check, l)
-		return be.httpCheck(l)
-	case key == "default-server":
-		be.defaults = append(be.defaults, optionsOf(l, 1)...)
-		be.notes = append(be.notes, note{line: l, what: "in every server below"})
-	case key == "server":
-		if len(w) < 3 {
-			return refuse(l, "takes a name and an address")
-		}
-		addr, err := hostPort(w[2], l.Pos)
-		if err != nil {
-			return err
-		}
-		be.servers = append(be.servers, server{line: l, name: w[1], addr: addr, opts: optionsOf(l, 3)})
-	case key == "http-reuse":
-		switch arg(l, 1) {
-		case "never", "safe", "aggressive", "always":
-			be.reuse = &l
-		default:
-			return refuse(l, "takes never, safe, aggressive or always")
-		}
-	case key == "errorfile":
-		if ownLine(be.section, l) {
-			return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
-		}
-		be.notes = append(be.notes, note{line: l, what: "the site's handle_errors"})
-	case key == "cookie":
-		if len(w) < 3 || w[2] != "insert" {
-			return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
-		}
-		for _, o := range w[3:] {
-			if o != "indirect" && o != "nocache" {
-				return refuse(l, "cookie option %s is not translated yet", o)
-			}
-		}
-		be.cookie = be.replace(be.cookie, l)
-	case key == "retries":
-		if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(w) != 2 {
-			return refuse(l, "takes a whole number")
-		}
-		be.retries = be.replace(be.retries, l)
-	case key == "option" && arg(l, 1) == "redispatch":
-		if len(w) != 2 {
-			return refuse(l, "an interval is not translated")
-		}
-		be.redispatch = &l
-	case key == "option" && arg(l, 1) == "allbackups":
-		if len(w) != 2 {
-			return refuse(l, "takes no argument")
-		}
-		be.allBackups = &l
-	case key == "option" && arg(l, 1) == "forwardfor":
-		if ownLine(be.section, l) {
-			return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
-		}
-		if err := checkForwardFor(l); err != nil {
-			return err
-		}
-		be.forwardFor = &l
-	case key == "http-response":
-		r, err := responseHeader(l)
-		be.responseHeaders = append(be.responseHeaders, r)
+func (be *backend) readMode(l Line) error {
+	what, err := modeNote(l, be.mode, "reverse_proxy speaks HTTP")
+	if err != nil {
 		return err
-	case key == "balance":
-		be.balance = be.replace(be.balance, l)
-	case key == "hash-type":
-		be.hashType = be.replace(be.hashType, l)
-	case key == "stats", key == "maxconn":
-		return be.frontendSetting(l)
+	}
+	be.notes = append(be.notes, note{line: l, what: what})
+	return nil
+}
+
+func (be *backend) readKeywordNote(l Line) error {
+	n, err := keywordNote(l, "Caddy keeps upstream connections alive by default")
+	if err != nil {
+		return err
+	}
+	be.notes = append(be.notes, n)
+	return nil
+}
+
+func (be *backend) readTimeout(l Line) error {
+	w := l.Words
+	if len(w) != 3 {
+		return refuse(l, "takes a name and a duration")
+	}
+	d, err := duration(w[2], l.Pos)
+	if err != nil {
+		return err
+	}
+	switch w[1] {
+	case "http-keep-alive":
+		be.keepAlive = d
+	case "http-request":
+		be.notes = append(be.notes, note{line: l, what: "a frontend's: see the servers option"})
+		return nil
+	default: // connect, server, tunnel, check, queue
+		be.timeouts[w[1]] = d
+	}
+	be.timeoutSrc = append(be.timeoutSrc, l)
+	return nil
+}
+
+func (be *backend) readLog(l Line) error {
+	if err := be.log.read(l); err != nil {
+		return err
+	}
+	be.notes = append(be.notes, note{line: l, what: be.log.backendNote(l)})
+	return nil
+}
+
+func (be *backend) readDescription(l Line) error {
+	be.leader = be.leader || strings.Contains(strings.Join(l.Words[1:], " "), leaderMark)
+	be.notes = append(be.notes, note{line: l, what: ""})
+	return nil
+}
+
+func (be *backend) readHTTPCheck(l Line) error {
+	be.check = append(be.check, l)
+	switch w := l.Words; len(w) { // option httpchk [<method> <uri> [<version>]]
+	case 2:
+	case 4, 5:
+		be.checkMeth, be.checkURI = w[2], w[3]
 	default:
-		return refuse(l, "not translated yet")
+		return refuse(l, "takes [<method> <uri> [<version>]]")
 	}
 	return nil
+}
+
+func (be *backend) readDefaultServer(l Line) error {
+	be.defaults = append(be.defaults, optionsOf(l, 1)...)
+	be.notes = append(be.notes, note{line: l, what: "in every server below"})
+	return nil
+}
+
+func (be *backend) readServer(l Line) error {
+	if len(l.Words) < 3 {
+		return refuse(l, "takes a name and an address")
+	}
+	addr, err := hostPort(l.Words[2], l.Pos)
+	if err != nil {
+		return err
+	}
+	be.servers = append(be.servers, server{line: l, name: l.Words[1], addr: addr, opts: optionsOf(l, 3)})
+	return nil
+}
+
+func (be *backend) readReuse(l Line) error {
+	switch arg(l, 1) {
+	case "never", "safe", "aggressive", "always":
+		be.reuse = &l
+		return nil
+	}
+	return refuse(l, "takes never, safe, aggressive or always")
+}
+
+func (be *backend) readErrorFile(l Line) error {
+	if ownLine(be.section, l) {
+		return refuse(l, "a backend's own errorfile is not translated yet (a frontend's or the defaults' is)")
+	}
+	be.notes = append(be.notes, note{line: l, what: "the site's handle_errors"})
+	return nil
+}
+
+func (be *backend) readCookie(l Line) error {
+	w := l.Words
+	if len(w) < 3 || w[2] != "insert" {
+		return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
+	}
+	for _, o := range w[3:] {
+		if o != "indirect" && o != "nocache" {
+			return refuse(l, "cookie option %s is not translated yet", o)
+		}
+	}
+	be.cookie = be.replace(be.cookie, l)
+	return nil
+}
+
+func (be *backend) readRetries(l Line) error {
+	if n, err := strconv.Atoi(arg(l, 1)); err != nil || n < 0 || len(l.Words) != 2 {
+		return refuse(l, "takes a whole number")
+	}
+	be.retries = be.replace(be.retries, l)
+	return nil
+}
+
+func (be *backend) readRedispatch(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "an interval is not translated")
+	}
+	be.redispatch = &l
+	return nil
+}
+
+func (be *backend) readAllBackups(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes no argument")
+	}
+	be.allBackups = &l
+	return nil
+}
+
+func (be *backend) readForwardFor(l Line) error {
+	if ownLine(be.section, l) {
+		return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
+	}
+	if err := checkForwardFor(l); err != nil {
+		return err
+	}
+	be.forwardFor = &l
+	return nil
+}
+
+func (be *backend) readResponseHeader(l Line) error {
+	r, err := responseHeader(l)
+	be.responseHeaders = append(be.responseHeaders, r)
+	return err
+}
+
+func (be *backend) readBalance(l Line) error {
+	be.balance = be.replace(be.balance, l)
+	return nil
+}
+
+func (be *backend) readHashType(l Line) error {
+	be.hashType = be.replace(be.hashType, l)
+	return nil
+}
+
+// readCheckRule reads an http-check line, a part of the health check.
+func (be *backend) readCheckRule(l Line) error {
+	be.check = append(be.check, l)
+	return be.httpCheck(l)
 }
 
 func (be *backend) httpCheck(l Line) error {
@@ -370,178 +423,12 @@ func (be *backend) lbPolicy() (string, error) {
 	return "", refuse(l, "takes roundrobin, static-rr, leastconn, first, source, uri, random[(<draws>)] or hdr(<name>) without options")
 }
 
-// tlsOptions are a server's TLS settings as the transport takes them.
-type tlsOptions struct {
-	ssl        bool
-	skipVerify bool
-	ca         string
-	serverName string
-	alpn       string
-	maxConn    string // maxconn: the transport's max_conns_per_host
-}
-
-// leaderOptions are the check settings of lb_policy leader.
-type leaderOptions struct{ interval, fails, passes string }
-
-// serverOptions reads a server's options (default-server's first).
-func (be *backend) serverOptions(s server) (tlsOptions, leaderOptions, []string, error) {
-	var t tlsOptions
-	var lo leaderOptions
-	var notes []string
-	var sslAt Line // the line that says ssl
-	opts := append(append([]option{}, be.defaults...), s.opts...)
-	name := func(v string, at Line) error {
-		switch {
-		case t.serverName == "":
-			t.serverName = v
-		case t.serverName != v:
-			return refuse(at, "sni, check-sni and verifyhost name %s and %s: the transport verifies one name", t.serverName, v)
-		}
-		return nil
-	}
-	for i := 0; i < len(opts); i++ {
-		o, at := opts[i].word, opts[i].line
-		value := func() (string, error) {
-			if i+1 >= len(opts) || opts[i+1].line.Pos != at.Pos {
-				return "", refuse(at, "%s needs a value", o)
-			}
-			i++
-			return opts[i].word, nil
-		}
-		var v string
-		var err error
-		switch o {
-		case "check":
-		case "ssl":
-			t.ssl = true
-			sslAt = at
-		case "backup":
-			switch {
-			case be.leader:
-				notes = append(notes, "backup: the leader is whichever node holds the lease")
-			case !be.active:
-				return t, lo, nil, refuse(at, "backup without checks is never used")
-			case be.allBackups != nil:
-				notes = append(notes, "backup: lb_policy backup balances the backups that are up when no other server is")
-			default:
-				notes = append(notes, "backup: lb_policy backup sends to the first backup up when no other server is")
-			}
-		case "inter", "fall", "rise", "verify", "ca-file", "sni", "check-sni", "verifyhost", "alpn", "weight", "cookie", "maxconn":
-			if v, err = value(); err != nil {
-				return t, lo, nil, err
-			}
-			switch o {
-			case "inter":
-				lo.interval, err = duration(v, at.Pos)
-				if d, _ := time.ParseDuration(lo.interval); err == nil && d <= 0 {
-					err = refuse(at, "inter %s: HAProxy wants a check interval above 0", v)
-				}
-			case "fall", "rise":
-				if n, e := strconv.Atoi(v); e != nil || n < 1 {
-					err = refuse(at, "%s %s: HAProxy wants a whole number from 1", o, v)
-				} else if o == "fall" {
-					lo.fails = v
-				} else {
-					lo.passes = v
-				}
-			case "verify":
-				switch v {
-				case "required":
-				case "none":
-					t.skipVerify = true
-				default:
-					err = refuse(at, "verify takes required or none")
-				}
-			case "ca-file":
-				if t.ca = resolve(be.caBase, v); t.ca != v {
-					notes = append(notes, "ca-base: ca-file "+v+" is "+t.ca)
-				}
-			case "sni":
-				if !strings.HasPrefix(v, "str(") || !strings.HasSuffix(v, ")") {
-					err = refuse(at, "only sni str(<name>) is translated")
-				} else {
-					err = name(v[4:len(v)-1], at)
-				}
-			case "check-sni", "verifyhost":
-				err = name(v, at)
-			case "alpn":
-				t.alpn = v
-			case "maxconn":
-				t.maxConn, err = serverMaxconn(v, at)
-			case "cookie":
-				if be.cookie == nil || be.leader {
-					err = refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
-				}
-			case "weight":
-				n, nerr := strconv.Atoi(v)
-				switch {
-				case nerr != nil || n < 0 || n > 256:
-					err = refuse(at, "weight takes a whole number from 0 to 256")
-				case be.leader:
-					notes = append(notes, "weight: the leader gets every request")
-				default:
-					if be.weights == nil {
-						be.weights = map[Position]weighting{}
-					}
-					be.weights[s.line.Pos] = weighting{n, at}
-					if be.balance != nil && arg(*be.balance, 1) == "first" && n > 0 {
-						notes = append(notes, "weight: balance first ignores weights")
-					}
-				}
-			}
-		default:
-			err = refuse(at, "server option %q is not translated yet", o)
-		}
-		if err != nil {
-			return t, lo, nil, err
-		}
-	}
-	// HAProxy verifies a server's certificate by default; without a name
-	// (verifyhost, sni) it checks the chain alone, where the transport
-	// checks a name too: the server's address, which no option turns off.
-	if t.ssl && !t.skipVerify {
-		if t.ca == "" {
-			return t, lo, nil, refuse(sslAt, "ssl with verify required (HAProxy's default) and no ca-file: HAProxy refuses it too (write a ca-file, or verify none)")
-		}
-		if t.serverName == "" {
-			return t, lo, nil, refuse(sslAt, "verify required without verifyhost or sni: HAProxy checks the certificate's chain alone, Caddy's transport its name too, against the server's address %s (it cannot check the chain alone): write verifyhost <the certificate's name>, or verify none", s.addr)
-		}
-	}
-	return t, lo, notes, nil
-}
-
-// write writes the backend's reverse_proxy; fe is the frontend that sends
-// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
-// unless told not to) and its http-response header rules.
-func (be *backend) write(c *caddyfile, fe *frontend) error {
-	c.comment(be.section.line(), "")
-	if l := be.forwardFor; l != nil {
-		// HAProxy adds the header if the frontend or the backend asks
-		// for it (in the backend's header if both do).
-		if fe.forwardFor == nil || !strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
-			return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
-		}
-		c.comment(*l, "the frontend's too: see its forwarded headers")
-	}
-	feResponse := fe.responseHeaders
-	var tls tlsOptions
-	var lo leaderOptions
-	var addrs []string
-	for i, s := range be.servers {
-		t, l, notes, err := be.serverOptions(s)
-		if err != nil {
-			return err
-		}
-		if i > 0 && t.maxConn != tls.maxConn {
-			return refuse(s.line, "maxconn %q, where %s has %q: one transport limits every server alike", t.maxConn, be.servers[0].name, tls.maxConn)
-		}
-		if i > 0 && (t != tls || l != lo) {
-			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
-		}
-		tls, lo = t, l
-		c.comment(s.line, strings.Join(notes, "; "))
-		addrs = append(addrs, c.plainOf(s.line, s.addr))
-	}
+// resolve checks what the backend's lines say together and settles
+// what its reverse_proxy will be, once its lines and servers are read:
+// the notes of balance and hash-type, the leader's check, the transport
+// (pinned for http-reuse never), its versions and maxconn, and the
+// policy.
+func (be *backend) resolve() error {
 	for _, l := range []*Line{be.balance, be.hashType} {
 		switch {
 		case l == nil:
@@ -557,6 +444,57 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	if be.leader && be.expect != "" && be.expect != "200" {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)
 	}
+	be.transport = "http"
+	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
+		be.transport = "pinned" // one upstream connection per client connection
+	}
+	if err := be.checkMaxConns(); err != nil {
+		return err
+	}
+	switch be.tls.alpn {
+	case "", "http/1.1":
+		be.versions = "1.1"
+	case "h2,http/1.1", "http/1.1,h2":
+		be.versions = "1.1 2"
+	default:
+		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	}
+	if be.leader {
+		return nil
+	}
+	p, err := be.lbPolicy()
+	if err != nil {
+		return err
+	}
+	be.writeSelection, err = be.selection(p)
+	return err
+}
+
+// checkFrontend refuses the backend where the frontend fe sends to it
+// with another option forwardfor than the backend's defaults give it:
+// HAProxy adds the header if the frontend or the backend asks for it (in
+// the backend's header if both do).
+func (be *backend) checkFrontend(fe *frontend) error {
+	l := be.forwardFor
+	if l == nil || fe.forwardFor != nil && strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
+		return nil
+	}
+	return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
+}
+
+// write writes the backend's reverse_proxy; fe is the frontend that sends
+// to it: its option forwardfor (reverse_proxy sends X-Forwarded-For
+// unless told not to) and its http-response header rules.
+func (be *backend) write(c *caddyfile, fe *frontend) {
+	c.comment(be.section.line(), "")
+	if l := be.forwardFor; l != nil {
+		c.comment(*l, "the frontend's too: see its forwarded headers")
+	}
+	var addrs []string
+	for i, s := range be.servers {
+		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
+		addrs = append(addrs, c.plainOf(s.line, s.addr))
+	}
 	for _, n := range be.notes {
 		c.note(n)
 	}
@@ -565,6 +503,25 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
 	c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	be.writeHeadersUp(c, fe)
+	// HAProxy runs the backend's http-response rules, then the frontend's.
+	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
+		h.write(c, "header_down")
+	}
+	be.writePolicy(c)
+	be.writeTransport(c)
+	if d := be.timeouts["tunnel"]; d != "" {
+		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
+		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
+		c.line("stream_timeout %s", d)
+	}
+	c.close()
+}
+
+// writeHeadersUp writes what the request's headers become on their way to
+// the server: the forwarded headers as the frontend's option forwardfor
+// asks, the client's Host over TLS, and no Via.
+func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	switch ff := fe.forwardFor; {
 	case ff == nil:
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
@@ -585,29 +542,23 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 		c.line("header_up -X-Forwarded-Proto")
 		c.line("header_up -X-Forwarded-Host")
 	}
-	if tls.ssl {
+	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")
 	}
 	c.line("header_up -Via")
-	// HAProxy runs the backend's http-response rules, then the frontend's.
-	for _, h := range append(append([]headerRule{}, be.responseHeaders...), feResponse...) {
-		h.write(c, "header_down")
-	}
-	if err := be.writePolicy(c, lo); err != nil {
-		return err
-	}
-	transport := "http"
+}
+
+// writeTransport writes the transport: its timeouts, maxconn, TLS and
+// HTTP versions.
+func (be *backend) writeTransport(c *caddyfile) {
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
-		if arg(*be.reuse, 1) == "never" {
-			transport = "pinned" // one upstream connection per client connection
-		}
 	}
 	for _, l := range be.timeoutSrc {
 		c.comment(l, "")
 	}
-	c.open("transport %s", transport)
+	c.open("transport %s", be.transport)
 	if d := be.timeouts["connect"]; d != "" {
 		c.line("dial_timeout %s", d)
 	}
@@ -618,10 +569,12 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 	if be.keepAlive != "" {
 		c.line("keepalive %s", be.keepAlive)
 	}
-	if err := be.writeMaxConns(c, tls, transport); err != nil {
-		return err
+	if be.tls.maxConn != "" {
+		c.line("# maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", be.tls.maxConn)
+		c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
+		c.line("max_conns_per_host %s", be.tls.maxConn)
 	}
-	if tls.ssl {
+	if tls := be.tls; tls.ssl {
 		c.line("tls")
 		if tls.skipVerify {
 			c.line("tls_insecure_skip_verify")
@@ -633,22 +586,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) error {
 			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
 	}
-	switch tls.alpn {
-	case "", "http/1.1":
-		c.line("versions 1.1")
-	case "h2,http/1.1", "http/1.1,h2":
-		c.line("versions 1.1 2")
-	default:
-		return refuse(be.servers[0].line, "alpn %s is not translated yet", tls.alpn)
-	}
+	c.line("versions %s", be.versions)
 	c.close()
-	if d := be.timeouts["tunnel"]; d != "" {
-		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
-		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
-		c.line("stream_timeout %s", d)
-	}
-	c.close()
-	return nil
 }
 
 // writeHealth writes the active health checks of a checked backend other
@@ -811,7 +750,7 @@ func (be *backend) selection(p string) (func(c *caddyfile, key string), error) {
 // writeRetries writes HAProxy's retries (3 by default) as lb_retries:
 // both retry a request whose connection failed; Caddy picks the server
 // again for each retry, as HAProxy does with option redispatch on the last.
-func (be *backend) writeRetries(c *caddyfile) error {
+func (be *backend) writeRetries(c *caddyfile) {
 	n := "3"
 	if be.retries != nil {
 		c.comment(*be.retries, "")
@@ -823,49 +762,46 @@ func (be *backend) writeRetries(c *caddyfile) error {
 	if n != "0" {
 		c.line("lb_retries %s", n)
 	}
-	return nil
 }
 
 // writePolicy writes the backend's lb_policy: the leader's, with its
 // check, or the one of its balance.
-func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
-	if !be.leader {
-		p, err := be.lbPolicy()
-		if err != nil {
-			return err
-		}
-		if be.active {
-			be.writeHealth(c, lo)
-		}
-		if be.balance != nil {
-			c.comment(*be.balance, "")
-		}
-		writeSelection, err := be.selection(p)
-		if err != nil {
-			return err
-		}
-		if be.cookie == nil {
-			writeSelection(c, "lb_policy")
-			return be.writeRetries(c)
-		}
-		// HAProxy's inserted cookie names the server; Caddy's cookie
-		// policy sets one that hashes the server's address, and picks by
-		// the balance policy while a client has none. A cookie naming a
-		// backup that is up sends to it, as in HAProxy.
-		l := *be.cookie
-		c.comment(l, "")
-		name := c.name(l.Words[1])
-		c.open("lb_policy cookie %s", name)
-		writeSelection(c, "fallback")
-		c.close()
-		if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
-			c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
-		}
-		if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
-			c.line("header_down Cache-Control private")
-		}
-		return be.writeRetries(c)
+func (be *backend) writePolicy(c *caddyfile) {
+	if be.leader {
+		be.writeLeaderPolicy(c)
+		return
 	}
+	if be.active {
+		be.writeHealth(c, be.checkOpts)
+	}
+	if be.balance != nil {
+		c.comment(*be.balance, "")
+	}
+	if be.cookie == nil {
+		be.writeSelection(c, "lb_policy")
+		be.writeRetries(c)
+		return
+	}
+	// HAProxy's inserted cookie names the server; Caddy's cookie policy
+	// sets one that hashes the server's address, and picks by the
+	// balance policy while a client has none. A cookie naming a backup
+	// that is up sends to it, as in HAProxy.
+	l := *be.cookie
+	c.comment(l, "")
+	c.open("lb_policy cookie %s", c.name(l.Words[1]))
+	be.writeSelection(c, "fallback")
+	c.close()
+	if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
+		c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
+	}
+	if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
+		c.line("header_down Cache-Control private")
+	}
+	be.writeRetries(c)
+}
+
+// writeLeaderPolicy writes lb_policy leader, with the check's settings.
+func (be *backend) writeLeaderPolicy(c *caddyfile) {
 	for _, l := range []*Line{be.retries, be.redispatch} {
 		if l != nil {
 			c.comment(*l, "ignored: lb_policy leader holds a request and tries the leader until hold")
@@ -883,26 +819,14 @@ func (be *backend) writePolicy(c *caddyfile, lo leaderOptions) error {
 	if be.checkURI != LeaderPath && be.checkURI != "" {
 		c.line("uri %s", c.plain(be.checkURI))
 	}
-	if be.checkHost != "" {
-		c.line("host %s", c.plain(be.checkHost))
-	}
-	if lo.interval != "" {
-		c.line("interval %s", lo.interval)
-	}
-	if lo.fails != "" {
-		c.line("fails %s", lo.fails)
-	}
-	if lo.passes != "" {
-		c.line("passes %s", lo.passes)
-	}
-	if d := be.timeouts["check"]; d != "" {
-		c.line("timeout %s", d)
-	}
-	if d := be.timeouts["queue"]; d != "" {
-		c.line("hold %s", d) // how long a request waits for a server: here, for a leader
+	lo := be.checkOpts
+	for _, setting := range [][2]string{{"host", c.plainIfAny(be.checkHost)}, {"interval", lo.interval}, {"fails", lo.fails}, {"passes", lo.passes},
+		{"timeout", be.timeouts["check"]}, {"hold", be.timeouts["queue"]}} { // hold: how long a request waits for a server: here, for a leader
+		if setting[1] != "" {
+			c.line("%s %s", setting[0], setting[1])
+		}
 	}
 	c.close()
-	return nil
 }
 
 // duration reads an HAProxy time (a number with an optional unit us, ms,

@@ -104,6 +104,14 @@ func (c *caddyfile) plainIn(v string, lines []Line) string {
 	return c.token(tok, err, v, c.at)
 }
 
+// plainIfAny is plain(v), or "" for "".
+func (c *caddyfile) plainIfAny(v string) string {
+	if v == "" {
+		return ""
+	}
+	return c.plain(v)
+}
+
 // name is nameToken(v) (an HTTP field or cookie name).
 func (c *caddyfile) name(v string) string {
 	tok, err := nameToken(v, c.at.envs)

@@ -37,61 +37,97 @@ func parseCondition(words []string, pos Position) (*Condition, error) {
 	if len(words) == 0 {
 		return nil, errAt(pos, "a condition without a term")
 	}
-	// "!{" is "!" before "{" (HAProxy reads "if !{ ssl_fc }", the most
-	// common line of its configurations, so).
-	if slices.Contains(words, "!{") {
-		var split []string
-		for _, w := range words {
-			if w == "!{" {
-				split = append(split, "!", "{")
-			} else {
-				split = append(split, w)
-			}
-		}
-		words = split
-	}
-	c := &Condition{}
-	var terms []Term
-	not := false
+	r := conditionReader{pos: pos, c: &Condition{}}
+	words = splitNegatedBraces(words)
 	for i := 0; i < len(words); i++ {
-		switch w := words[i]; w {
-		case "||", "or":
-			if not || len(terms) == 0 {
-				return nil, errAt(pos, "%q without a term before it", w)
-			}
-			c.Any = append(c.Any, terms)
-			terms = nil
-		case "!":
-			if not {
-				return nil, errAt(pos, `"!" twice`)
-			}
-			not = true
-		case "{":
-			end := indexOf(words[i:], "}")
-			if end < 0 {
-				return nil, errAt(pos, `an anonymous ACL's "{" is not closed`)
-			}
-			anon := words[i+1 : i+end]
-			if len(anon) == 0 {
-				return nil, errAt(pos, "an empty anonymous ACL")
-			}
-			terms = append(terms, Term{Not: not, Anon: anon})
-			not = false
-			i += end
-		case "}", "&&", "and":
-			return nil, errAt(pos, "unexpected %q in a condition", w)
-		default:
-			if len(w) > 1 && w[0] == '!' { // "!name"
-				terms = append(terms, Term{Not: !not, ACL: w[1:]})
-			} else {
-				terms = append(terms, Term{Not: not, ACL: w})
-			}
-			not = false
+		n, err := r.word(words[i:])
+		if err != nil {
+			return nil, err
 		}
+		i += n
 	}
-	if not || len(terms) == 0 {
+	if r.not || len(r.terms) == 0 {
 		return nil, errAt(pos, "a condition ends without a term")
 	}
-	c.Any = append(c.Any, terms)
-	return c, nil
+	r.c.Any = append(r.c.Any, r.terms)
+	return r.c, nil
+}
+
+// splitNegatedBraces reads "!{" as "!" before "{" (HAProxy reads
+// "if !{ ssl_fc }", the most common line of its configurations, so).
+func splitNegatedBraces(words []string) []string {
+	if !slices.Contains(words, "!{") {
+		return words
+	}
+	var split []string
+	for _, w := range words {
+		if w == "!{" {
+			split = append(split, "!", "{")
+		} else {
+			split = append(split, w)
+		}
+	}
+	return split
+}
+
+// conditionReader is parseCondition's state: the condition's alternatives
+// so far, the terms of the one being read, and whether a "!" waits for its
+// term.
+type conditionReader struct {
+	pos   Position
+	c     *Condition
+	terms []Term
+	not   bool
+}
+
+// word reads the first of words, and returns how many words after it it
+// took too.
+func (r *conditionReader) word(words []string) (int, error) {
+	switch w := words[0]; w {
+	case "||", "or":
+		return 0, r.alternative(w)
+	case "!":
+		if r.not {
+			return 0, errAt(r.pos, `"!" twice`)
+		}
+		r.not = true
+	case "{":
+		return r.anonymous(words)
+	case "}", "&&", "and":
+		return 0, errAt(r.pos, "unexpected %q in a condition", w)
+	default:
+		if len(w) > 1 && w[0] == '!' { // "!name"
+			r.terms = append(r.terms, Term{Not: !r.not, ACL: w[1:]})
+		} else {
+			r.terms = append(r.terms, Term{Not: r.not, ACL: w})
+		}
+		r.not = false
+	}
+	return 0, nil
+}
+
+// alternative ends the alternative being read at its "||" or "or" (op).
+func (r *conditionReader) alternative(op string) error {
+	if r.not || len(r.terms) == 0 {
+		return errAt(r.pos, "%q without a term before it", op)
+	}
+	r.c.Any = append(r.c.Any, r.terms)
+	r.terms = nil
+	return nil
+}
+
+// anonymous reads the anonymous ACL that words begin with ("{ … }"), and
+// returns how many words after its "{" it took.
+func (r *conditionReader) anonymous(words []string) (int, error) {
+	end := indexOf(words, "}")
+	if end < 0 {
+		return 0, errAt(r.pos, `an anonymous ACL's "{" is not closed`)
+	}
+	anon := words[1:end]
+	if len(anon) == 0 {
+		return 0, errAt(r.pos, "an empty anonymous ACL")
+	}
+	r.terms = append(r.terms, Term{Not: r.not, Anon: anon})
+	r.not = false
+	return end, nil
 }

@@ -31,7 +31,7 @@ var corpusOutcomes = map[string]struct {
 	"docker-compose.cfg":       {6, "resolvers sections are not translated yet"},
 	"k8s-apiserver.cfg":        {9, "mode tcp: only mode http is translated"},
 	"legacy-1.x.cfg":           {},
-	"lua-auth.cfg":             {15, "http-request lua.auth-request: http-request lua.auth-request is not translated yet"},
+	"lua-auth.cfg":             {5, "lua-load /usr/share/haproxy/auth-request.lua: Lua has no counterpart in Caddy"},
 	"postgres-no-mode.cfg":     {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated"},
 	"mozilla-intermediate.cfg": {6, "ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman"},
 	"redis-sentinel.cfg":       {13, "mode tcp: only mode http is translated"},

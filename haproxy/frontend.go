@@ -186,95 +186,100 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err
 		}
+		if err := be.checkFrontend(fe); err != nil {
+			return nil, err
+		}
 	}
 	return fe, nil
 }
 
-// read takes one line of the frontend or of its defaults.
-func (fe *frontend) read(l Line) error {
-	w := l.Words
-	if keywordSide(l) == backendSide {
-		if fe.section.Kind == "listen" {
-			return refuse(l, "a backend's keyword in a listen section without servers: not translated; give it servers, or write it in a backend")
-		}
-		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
-	}
-	switch key := w[0]; {
-	case key == "mode":
-		what, err := modeNote(l, fe.mode, "Caddy's HTTP server")
-		if err != nil {
-			return err
-		}
-		fe.note(l, what)
-	case key == "option" && arg(l, 1) == "http-keep-alive" && len(w) == 2:
-		fe.note(l, "Caddy keeps client connections alive by default")
-	case key == "option" && connectionModes[arg(l, 1)].what != "" && len(w) == 2:
-		n := connectionModes[arg(l, 1)]
-		n.line = l
-		fe.notes = append(fe.notes, n)
-	case key == "option" && arg(l, 1) == "socket-stats" && len(w) == 2:
-		fe.note(l, "ignored: counters per bind line in HAProxy's stats (Caddy's metrics are per server)")
-	case key == "timeout":
-		return fe.timeout(l)
-	case isLogLine(l):
-		return fe.log.read(l)
-	case key == "bind":
-		return fe.bind(l)
-	case key == "http-request":
-		return fe.httpRequest(l)
-	case key == "errorfile":
-		p, err := readErrorFile(fe.cfg.files(), l)
-		if err != nil {
-			return err
-		}
-		if fe.errorPages == nil {
-			fe.errorPages = map[string]errorPage{}
-		}
-		fe.errorPages[l.Words[1]] = p
-	case key == "stick-table":
-		return fe.readStickTable(l)
-	case key == "http-response":
-		r, err := responseHeader(l)
-		fe.responseHeaders = append(fe.responseHeaders, r)
+func (fe *frontend) readMode(l Line) error {
+	what, err := modeNote(l, fe.mode, "Caddy's HTTP server")
+	if err != nil {
 		return err
-	case key == "option" && arg(l, 1) == "forwardfor":
-		if err := checkForwardFor(l); err != nil {
-			return err
-		}
-		fe.forwardFor = &l
-	case key == "acl":
-		if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
-			return refuse(l, "takes a name, a fetch and at least one value")
-		}
-		if _, err := aclExpression(w[2:], l); err != nil {
-			return err
-		}
-		fe.acls[w[1]] = append(fe.acls[w[1]], l)
-		fe.aclLines = append(fe.aclLines, l)
-	case key == "redirect":
-		words, cond, err := SplitCondition(w, l.Pos)
-		if err != nil {
-			return err
-		}
-		d, err := redirectDirective(words[1:], l)
-		if err != nil {
-			return err
-		}
-		fe.redirects = append(fe.redirects, answerRule{l, cond, d})
-	case key == "stats":
-		// Read as the page by readFrontend (readStats).
-	case key == "maxconn":
-		return fe.frontendMaxconn(l)
-	case key == "use_backend":
-		// Read with its backend by readFrontend.
-	case key == "default_backend":
-		if len(w) != 2 {
-			return refuse(l, "takes one backend's name")
-		}
-		fe.backendLine = l
-	default:
-		return refuse(l, "not translated yet")
 	}
+	fe.note(l, what)
+	return nil
+}
+
+// readKeywordNote notes a line of one word after its keyword as its
+// entry says (an approximation a Warning too); the keyword's other forms
+// are not translated.
+func (fe *frontend) readKeywordNote(l Line) error {
+	n, err := keywordNote(l, "Caddy keeps client connections alive by default")
+	if err != nil {
+		return err
+	}
+	fe.notes = append(fe.notes, n)
+	return nil
+}
+
+func (fe *frontend) readLog(l Line) error { return fe.log.read(l) }
+
+func (fe *frontend) readErrorFile(l Line) error {
+	p, err := readErrorFile(fe.cfg.files(), l)
+	if err != nil {
+		return err
+	}
+	if fe.errorPages == nil {
+		fe.errorPages = map[string]errorPage{}
+	}
+	fe.errorPages[l.Words[1]] = p
+	return nil
+}
+
+func (fe *frontend) readResponseHeader(l Line) error {
+	r, err := responseHeader(l)
+	fe.responseHeaders = append(fe.responseHeaders, r)
+	return err
+}
+
+func (fe *frontend) readForwardFor(l Line) error {
+	if err := checkForwardFor(l); err != nil {
+		return err
+	}
+	fe.forwardFor = &l
+	return nil
+}
+
+func (fe *frontend) readACL(l Line) error {
+	w := l.Words
+	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
+		return refuse(l, "takes a name, a fetch and at least one value")
+	}
+	if _, err := aclExpression(w[2:], l); err != nil {
+		return err
+	}
+	fe.acls[w[1]] = append(fe.acls[w[1]], l)
+	fe.aclLines = append(fe.aclLines, l)
+	return nil
+}
+
+func (fe *frontend) readRedirect(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	d, err := redirectDirective(words[1:], l)
+	if err != nil {
+		return err
+	}
+	fe.redirects = append(fe.redirects, answerRule{l, cond, d})
+	return nil
+}
+
+// readByStatsPage takes a stats line, which readStats reads as the page.
+func readByStatsPage(*frontend, Line) error { return nil }
+
+// readUseBackend takes a use_backend line, which readFrontend reads with
+// its backend.
+func (fe *frontend) readUseBackend(Line) error { return nil }
+
+func (fe *frontend) readDefaultBackend(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes one backend's name")
+	}
+	fe.backendLine = l
 	return nil
 }
 
@@ -367,28 +372,20 @@ func (fe *frontend) bind(l Line) error {
 	}
 	b := bind{line: l}
 	for i := 2; i < len(l.Words); i++ {
-		switch o := l.Words[i]; o {
-		case "ssl":
-			b.isTLS = true
-		case "name":
-			// A label for HAProxy's stats and logs: Caddy's listeners
-			// have none.
+		o := bindOptions[l.Words[i]]
+		if o == nil {
+			return refuse(l, "bind option %q is not translated yet", l.Words[i])
+		}
+		v := ""
+		if o.value {
 			if i+1 >= len(l.Words) {
-				return refuse(l, "name needs a value")
+				return refuse(l, "%s needs a value", o.name)
 			}
 			i++
-		case "crt", "alpn":
-			if i+1 >= len(l.Words) {
-				return refuse(l, "%s needs a value", o)
-			}
-			i++
-			if o == "crt" {
-				b.crts = append(b.crts, l.Words[i])
-			} else {
-				b.alpn = strings.Split(l.Words[i], ",")
-			}
-		default:
-			return refuse(l, "bind option %q is not translated yet", o)
+			v = l.Words[i]
+		}
+		if err := o.read(&b, v, l); err != nil {
+			return err
 		}
 	}
 	if b.isTLS && len(b.crts) == 0 {
@@ -401,11 +398,6 @@ func (fe *frontend) bind(l Line) error {
 		}
 		b.addr = addr
 		fe.binds = append(fe.binds, b)
-	}
-	for _, p := range b.alpn {
-		if p != "http/1.1" && p != "h2" {
-			return refuse(l, "alpn %q: Caddy speaks http/1.1 and h2 over TLS", p)
-		}
 	}
 	return nil
 }
@@ -635,9 +627,7 @@ func (fe *frontend) writeSiteBody(c *caddyfile, crt *bind) error {
 		if len(fe.rules) > 0 {
 			c.open("handle")
 		}
-		if err := fe.backend.write(c, fe); err != nil {
-			return err
-		}
+		fe.backend.write(c, fe)
 		if len(fe.rules) > 0 {
 			c.close()
 		}
@@ -701,9 +691,7 @@ func (fe *frontend) writeRules(c *caddyfile) error {
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
 		c.line("@%s expression `%s`", name, expr)
 		c.open("handle @%s", name)
-		if err := r.backend.write(c, fe); err != nil {
-			return err
-		}
+		r.backend.write(c, fe)
 		c.close()
 	}
 	for _, l := range fe.aclLines {

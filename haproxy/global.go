@@ -16,19 +16,11 @@ type global struct {
 	crtBase, caBase *Line
 	chroot          *Line
 	bindTLS         bindTLS
+	maxconn         *Line  // every frontend's connections together
+	gracePeriod     string // hard-stop-after, as a Caddy duration
 }
 
-const noDHE = "Go's TLS has no finite-field Diffie-Hellman, so nothing takes DH parameters; a DHE suite is refused"
-
-// ignoredSSLGlobal are global TLS keywords with nothing to apply to in
-// Go's TLS, and why.
-var ignoredSSLGlobal = map[string]string{
-	"tune.ssl.default-dh-param": noDHE,
-	"ssl-dh-param-file":         noDHE,
-}
-
-// readGlobal reads the global section's log, log-tag, ca-base, crt-base
-// and ssl-default-bind-* lines (the others are the translate loop's).
+// readGlobal reads the global section's lines through the registry.
 func (t *translator) readGlobal() error {
 	g := &t.global
 	g.tag = "haproxy"
@@ -37,74 +29,101 @@ func (t *translator) readGlobal() error {
 		return nil
 	}
 	for _, l := range s.Lines {
-		switch l.Words[0] {
-		case "log":
-			lt, err := readLogTarget(l)
-			if err != nil {
-				return err
-			}
-			g.loggers = append(g.loggers, lt)
-		case "chroot":
-			g.chroot = &l
-		case "log-tag":
-			if len(l.Words) != 2 || l.Words[1] == "" {
-				return refuse(l, "takes one tag")
-			}
-			g.tag = l.Words[1]
-		case "ca-base", "crt-base":
-			if len(l.Words) != 2 || l.Words[1] == "" {
-				return refuse(l, "takes one directory")
-			}
-			if l.Words[0] == "ca-base" {
-				g.caBase = &l
-			} else {
-				g.crtBase = &l
-			}
-		case "ssl-default-bind-ciphers", "ssl-default-bind-ciphersuites", "ssl-default-bind-options":
-			if err := g.bindTLS.read(l); err != nil {
-				return err
-			}
+		if err := g.read(l); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// globalLine writes a global line readGlobal took (or one of
-// ignoredSSLGlobal), telling whether it was one; frontends are the
-// configuration's, so that a TLS default says whether a site takes it.
-func (t *translator) globalLine(l Line, frontends []*frontend) bool {
-	g := &t.global
-	switch k := l.Words[0]; k {
-	case "log":
-		for i, lt := range g.loggers {
-			if lt.line.Pos == l.Pos {
-				name := ""
-				if i > 0 {
-					name = "haproxy_log_" + strconv.Itoa(l.Pos.Line)
-				}
-				lt.write(&t.out, name, g.tag, g.chroot)
-			}
-		}
-	case "log-tag":
-		t.out.comment(l, "the tag of each format syslog")
-	case "ca-base":
-		t.out.comment(l, "a relative ca-file resolves against it, as in HAProxy")
-	case "crt-base":
-		t.out.comment(l, "a relative crt resolves against it, as in HAProxy")
-	case "ssl-default-bind-ciphers", "ssl-default-bind-ciphersuites", "ssl-default-bind-options":
-		if anyTLS(frontends) {
-			t.out.comment(l, "in the tls block of each TLS site below")
-		} else {
-			t.out.comment(l, "ignored: no bind has ssl, so no site takes it")
-		}
-	default:
-		reason, ok := ignoredSSLGlobal[k]
-		if !ok {
-			return false
-		}
-		t.out.comment(l, "ignored: "+reason)
+func readGlobalLog(g *global, l Line) error {
+	lt, err := readLogTarget(l)
+	if err != nil {
+		return err
 	}
-	return true
+	g.loggers = append(g.loggers, lt)
+	return nil
+}
+
+func readChroot(g *global, l Line) error {
+	g.chroot = &l
+	return nil
+}
+
+func readLogTag(g *global, l Line) error {
+	if len(l.Words) != 2 || l.Words[1] == "" {
+		return refuse(l, "takes one tag")
+	}
+	g.tag = l.Words[1]
+	return nil
+}
+
+func readBaseDir(g *global, l Line) error {
+	if len(l.Words) != 2 || l.Words[1] == "" {
+		return refuse(l, "takes one directory")
+	}
+	if l.Words[0] == "ca-base" {
+		g.caBase = &l
+	} else {
+		g.crtBase = &l
+	}
+	return nil
+}
+
+func readBindTLS(g *global, l Line) error { return g.bindTLS.read(l) }
+
+func readGlobalMaxconn(g *global, l Line) error {
+	if _, err := readMaxconn(l, false); err != nil {
+		return err
+	}
+	g.maxconn = &l
+	return nil
+}
+
+func readHardStopAfter(g *global, l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes a time")
+	}
+	d, err := duration(l.Words[1], l.Pos)
+	g.gracePeriod = d
+	return err
+}
+
+// readNothing takes a global line that is only noted.
+func readNothing(*global, Line) error { return nil }
+
+func (t *translator) emitGlobalLog(l Line, _ []*frontend) {
+	g := &t.global
+	for i, lt := range g.loggers {
+		if lt.line.Pos == l.Pos {
+			name := ""
+			if i > 0 {
+				name = "haproxy_log_" + strconv.Itoa(l.Pos.Line)
+			}
+			lt.write(&t.out, name, g.tag, g.chroot)
+		}
+	}
+}
+
+func (t *translator) emitBindTLS(l Line, frontends []*frontend) {
+	if anyTLS(frontends) {
+		t.out.comment(l, "in the tls block of each TLS site below")
+	} else {
+		t.out.comment(l, "ignored: no bind has ssl, so no site takes it")
+	}
+}
+
+func (t *translator) emitGlobalMaxconn(l Line, _ []*frontend) {
+	t.out.comment(l, "every frontend's connections together: max_connections with group "+globalMaxconnGroup+" in each servers option below")
+}
+
+func (t *translator) emitHardStopAfter(l Line, _ []*frontend) {
+	t.out.comment(l, "how long a reload or a stop waits for connections busy with a request, as HAProxy's soft-stop does")
+	t.out.line("grace_period %s", t.global.gracePeriod)
+}
+
+func (t *translator) emitNotUsed(l Line, _ []*frontend) {
+	t.out.comment(l, "ignored: "+notUsed)
 }
 
 func anyTLS(frontends []*frontend) bool {

@@ -69,88 +69,144 @@ type envUse struct {
 
 // lexWords is splitWords, keeping each word's source.
 func lexWords(line string, pos Position, getenv func(string) (string, bool)) (words, error) {
-	var out words
-	var word strings.Builder
-	inWord, fromEnv, start := false, false, 0
-	end := func(at int) {
-		if inWord {
-			out.text = append(out.text, word.String())
-			out.source = append(out.source, line[start:at])
-			out.env = append(out.env, fromEnv)
-			word.Reset()
-			inWord, fromEnv = false, false
-		}
-	}
-	begin := func(at int) {
-		if !inWord {
-			start, inWord = at, true
-		}
-	}
-	const (
-		unquoted = iota
-		weak
-		strong
-	)
-	quote := unquoted
+	lx := lexer{line: line, pos: pos, getenv: getenv}
 	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote == strong:
-			if c == '\'' {
-				quote = unquoted
-			} else {
-				word.WriteByte(c)
-			}
-		case c == '\\':
-			if i+1 >= len(line) {
-				return out, errAt(pos, "a backslash ends the line with nothing to escape")
-			}
-			n, s, err := escape(line[i+1:], quote == weak)
-			if err != nil {
-				return out, errAt(pos, "%v", err)
-			}
-			begin(i)
-			word.WriteString(s)
-			i += n
-		case quote == weak && c == '"':
-			quote = unquoted
-		case quote == weak && c == '$':
-			n, s, use, err := expand(line[i+1:], getenv)
-			if err != nil {
-				return out, errAt(pos, "%v", err)
-			}
-			word.WriteString(s)
-			if n > 0 {
-				fromEnv = true
-				out.uses = append(out.uses, use)
-			}
-			i += n
-		case quote == weak:
-			word.WriteByte(c)
-		case c == '"':
-			begin(i)
-			quote = weak
-		case c == '\'':
-			begin(i)
-			quote = strong
-		case c == '#':
-			end(i)
-			return out, nil
-		case c == ' ' || c == '\t':
-			end(i)
-		default:
-			begin(i)
-			word.WriteByte(c)
+		n, comment, err := lx.step(i)
+		if err != nil || comment {
+			return lx.out, err
 		}
+		i += n
 	}
-	switch quote {
-	case weak:
-		return out, errAt(pos, "a double quote is not closed")
-	case strong:
-		return out, errAt(pos, "a single quote is not closed")
+	switch lx.quote {
+	case doubleQuoted:
+		return lx.out, errAt(pos, "a double quote is not closed")
+	case singleQuoted:
+		return lx.out, errAt(pos, "a single quote is not closed")
 	}
-	end(len(line))
-	return out, nil
+	lx.end(len(line))
+	return lx.out, nil
+}
+
+// quoting is the kind of quotes the lexer is inside.
+type quoting int
+
+const (
+	unquoted     quoting = iota
+	doubleQuoted         // "…"
+	singleQuoted         // '…'
+)
+
+// lexer is lexWords' state: the words so far, and the one being read.
+type lexer struct {
+	line   string
+	pos    Position
+	getenv func(string) (string, bool)
+	out    words
+
+	word    strings.Builder
+	inWord  bool
+	fromEnv bool // the word took a value from the environment
+	start   int  // where the word begins in line
+	quote   quoting
+}
+
+// end ends the word being read, if any, before line[at].
+func (lx *lexer) end(at int) {
+	if lx.inWord {
+		lx.out.text = append(lx.out.text, lx.word.String())
+		lx.out.source = append(lx.out.source, lx.line[lx.start:at])
+		lx.out.env = append(lx.out.env, lx.fromEnv)
+		lx.word.Reset()
+		lx.inWord, lx.fromEnv = false, false
+	}
+}
+
+// begin begins a word at line[at], unless one is being read.
+func (lx *lexer) begin(at int) {
+	if !lx.inWord {
+		lx.start, lx.inWord = at, true
+	}
+}
+
+// step reads line[i]: how many bytes after it it took too, and whether it
+// begins a comment, which ends the line.
+func (lx *lexer) step(i int) (int, bool, error) {
+	c := lx.line[i]
+	switch {
+	case lx.quote == singleQuoted:
+		if c == '\'' {
+			lx.quote = unquoted
+		} else {
+			lx.word.WriteByte(c)
+		}
+		return 0, false, nil
+	case c == '\\':
+		n, err := lx.escape(i)
+		return n, false, err
+	case lx.quote == doubleQuoted:
+		n, err := lx.doubleQuotedByte(i)
+		return n, false, err
+	}
+	return 0, lx.unquotedByte(i), nil
+}
+
+// escape reads the escape sequence whose backslash is line[i].
+func (lx *lexer) escape(i int) (int, error) {
+	if i+1 >= len(lx.line) {
+		return 0, errAt(lx.pos, "a backslash ends the line with nothing to escape")
+	}
+	n, s, err := escape(lx.line[i+1:], lx.quote == doubleQuoted)
+	if err != nil {
+		return 0, errAt(lx.pos, "%v", err)
+	}
+	lx.begin(i)
+	lx.word.WriteString(s)
+	return n, nil
+}
+
+// doubleQuotedByte reads line[i] inside double quotes, where a '$' begins an
+// environment variable.
+func (lx *lexer) doubleQuotedByte(i int) (int, error) {
+	switch c := lx.line[i]; c {
+	case '"':
+		lx.quote = unquoted
+	case '$':
+		n, s, use, err := expand(lx.line[i+1:], lx.getenv)
+		if err != nil {
+			return 0, errAt(lx.pos, "%v", err)
+		}
+		lx.word.WriteString(s)
+		if n > 0 {
+			lx.fromEnv = true
+			lx.out.uses = append(lx.out.uses, use)
+		}
+		return n, nil
+	default:
+		lx.word.WriteByte(c)
+	}
+	return 0, nil
+}
+
+// unquotedByte reads line[i] outside quotes, and tells whether it begins
+// a comment.
+func (lx *lexer) unquotedByte(i int) bool {
+	switch c := lx.line[i]; c {
+	case '"':
+		lx.begin(i)
+		lx.quote = doubleQuoted
+	case '\'':
+		lx.begin(i)
+		lx.quote = singleQuoted
+	case '#':
+		lx.end(i)
+		return true
+	case ' ', '\t':
+		lx.end(i)
+	default:
+		lx.begin(i)
+		lx.word.WriteByte(c)
+	}
+	return false
 }
 
 // escape reads the escape sequence at the start of s (after its

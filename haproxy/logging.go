@@ -50,61 +50,95 @@ func readLogTarget(l Line) (logTarget, error) {
 	if lt.output, err = logOutput(w[1], l); err != nil {
 		return lt, err
 	}
+	i, err := lt.readOptions(l)
+	if err != nil {
+		return lt, err
+	}
+	return lt, lt.readFacility(l, i)
+}
+
+// logTargetOptions are the options of a log line before its facility,
+// each with its reader of the option's value.
+var logTargetOptions = map[string]func(lt *logTarget, l Line, v string) error{
+	"len":    (*logTarget).readLen,
+	"format": (*logTarget).readFormat,
+	"sample": func(_ *logTarget, l Line, _ string) error {
+		return refuse(l, "sample is not translated (Caddy's sampling keeps the first entries of each interval, not ranges)")
+	},
+}
+
+// readOptions reads the options after the address, and returns where the
+// word after them (the facility) is.
+func (lt *logTarget) readOptions(l Line) (int, error) {
+	w := l.Words
 	i := 2
 	for ; i+1 < len(w); i += 2 {
-		switch v := w[i+1]; w[i] {
-		case "len":
-			if n, err := strconv.Atoi(v); err != nil || n < 80 || n > 65535 {
-				return lt, refuse(l, "len %s: HAProxy takes 80 to 65535", v)
-			}
-			lt.notes = append(lt.notes, "Caddy writes each line whole, where HAProxy cuts it at len "+v)
-			continue
-		case "format":
-			switch v {
-			case "local":
-			case "raw":
-				lt.format = ""
-			case "short":
-				lt.format = "journald"
-			default:
-				return lt, refuse(l, "format %s is not translated yet (local, short and raw are)", v)
-			}
-			continue
-		case "sample":
-			return lt, refuse(l, "sample is not translated (Caddy's sampling keeps the first entries of each interval, not ranges)")
+		read, ok := logTargetOptions[w[i]]
+		if !ok {
+			break
 		}
-		break
+		if err := read(lt, l, w[i+1]); err != nil {
+			return i, err
+		}
 	}
+	return i, nil
+}
+
+func (lt *logTarget) readLen(l Line, v string) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 80 || n > 65535 {
+		return refuse(l, "len %s: HAProxy takes 80 to 65535", v)
+	}
+	lt.notes = append(lt.notes, "Caddy writes each line whole, where HAProxy cuts it at len "+v)
+	return nil
+}
+
+func (lt *logTarget) readFormat(l Line, v string) error {
+	switch v {
+	case "local":
+	case "raw":
+		lt.format = ""
+	case "short":
+		lt.format = "journald"
+	default:
+		return refuse(l, "format %s is not translated yet (local, short and raw are)", v)
+	}
+	return nil
+}
+
+// readFacility reads the facility, the word at i, and the level after it.
+func (lt *logTarget) readFacility(l Line, i int) error {
+	w := l.Words
 	if i >= len(w) || !slices.Contains(syslogFacilities, w[i]) {
-		return lt, refuse(l, "%q is not a facility: want one of %s", arg(l, i), strings.Join(syslogFacilities, " "))
+		return refuse(l, "%q is not a facility: want one of %s", arg(l, i), strings.Join(syslogFacilities, " "))
 	}
 	lt.facility = w[i]
 	if lvl := arg(l, i+1); lvl != "" {
 		if lt.level = syslogLevels[lvl]; lt.level == "" {
 			if lvl == "crit" {
-				return lt, refuse(l, "level crit: Caddy has no level between error and panic")
+				return refuse(l, "level crit: Caddy has no level between error and panic")
 			}
-			return lt, refuse(l, "level %q: want emerg, alert, err, warning, notice, info or debug", lvl)
+			return refuse(l, "level %q: want emerg, alert, err, warning, notice, info or debug", lvl)
 		}
 		lt.notes = append(lt.notes, "level "+lvl+": Caddy's entries of level "+lt.level+" and above (HAProxy logs traffic at info, Caddy the access line of a 5xx answer at error)")
 	}
 	if arg(l, i+2) != "" {
-		return lt, refuse(l, "a minimum level (%s) is not translated yet", arg(l, i+2))
+		return refuse(l, "a minimum level (%s) is not translated yet", arg(l, i+2))
 	}
 	if len(w) > i+3 {
-		return lt, refuse(l, "%q after the levels", w[i+3])
+		return refuse(l, "%q after the levels", w[i+3])
 	}
-	return lt, nil
+	return nil
 }
+
+// logStreams are the log addresses of the standard streams, as Caddy's
+// outputs.
+var logStreams = map[string]string{"stdout": "stdout", "fd@1": "stdout", "stderr": "stderr", "fd@2": "stderr"}
 
 // logOutput is Caddy's log output for an HAProxy log address: the standard
 // streams, a Unix datagram socket (syslog's /dev/log), or UDP syslog.
 func logOutput(a string, l Line) (string, error) {
-	switch a {
-	case "stdout", "fd@1":
-		return "stdout", nil
-	case "stderr", "fd@2":
-		return "stderr", nil
+	if out, ok := logStreams[a]; ok {
+		return out, nil
 	}
 	if p, ok := strings.CutPrefix(a, "unix@"); ok || strings.HasPrefix(a, "/") {
 		if !ok {
@@ -115,7 +149,12 @@ func logOutput(a string, l Line) (string, error) {
 		}
 		return "net unixgram/" + p, nil
 	}
-	// An IPv4 address or a host name, with a port or syslog's.
+	return udpLogOutput(a, l)
+}
+
+// udpLogOutput is the output of a log address of UDP syslog: an IPv4
+// address or a host name, with a port or syslog's.
+func udpLogOutput(a string, l Line) (string, error) {
 	host := a
 	for _, prefix := range []string{"udp@", "udp4@", "ipv4@"} {
 		host = strings.TrimPrefix(host, prefix)
@@ -214,22 +253,54 @@ type proxyLog struct {
 // dontlognull and no option dontlognull; a log line with an address of
 // the proxy's own is refused.
 func (pl *proxyLog) read(l Line) error {
-	w := l.Words
-	switch {
-	case w[0] == "log" && len(w) == 2 && w[1] == "global":
-		pl.logGlobal = &l
-	case w[0] == "log":
-		return refuse(l, "a proxy's own log address is not translated yet (log global is: the global section's log lines)")
-	case w[0] == "no" && len(w) == 2:
-		pl.logGlobal = nil
-	case w[0] == "option" && w[1] == "httplog" && len(w) == 3 && w[2] == "clf":
-		return refuse(l, "clf: the Common Log Format is not translated (Caddy's access log is JSON)")
-	case len(w) != 2 && w[0] == "option" || len(w) != 3 && w[0] == "no":
-		return refuse(l, "takes no argument")
-	case w[0] == "option" && (w[1] == "httplog" || w[1] == "httpslog"):
-		pl.httplog = &l
+	var err error
+	switch l.Words[0] {
+	case "log":
+		err = pl.readLog(l)
+	case "no":
+		err = pl.readNo(l)
+	case "option":
+		err = pl.readOption(l)
+	}
+	if err != nil {
+		return err
 	}
 	pl.lines = append(pl.lines, l)
+	return nil
+}
+
+// readLog takes log global.
+func (pl *proxyLog) readLog(l Line) error {
+	if len(l.Words) != 2 || l.Words[1] != "global" {
+		return refuse(l, "a proxy's own log address is not translated yet (log global is: the global section's log lines)")
+	}
+	pl.logGlobal = &l
+	return nil
+}
+
+// readNo takes no log and no option dontlognull.
+func (pl *proxyLog) readNo(l Line) error {
+	switch len(l.Words) {
+	case 2: // no log
+		pl.logGlobal = nil
+	case 3: // no option dontlognull
+	default:
+		return refuse(l, "takes no argument")
+	}
+	return nil
+}
+
+// readOption takes option httplog, httpslog and dontlognull.
+func (pl *proxyLog) readOption(l Line) error {
+	w := l.Words
+	switch {
+	case w[1] == "httplog" && len(w) == 3 && w[2] == "clf":
+		return refuse(l, "clf: the Common Log Format is not translated (Caddy's access log is JSON)")
+	case len(w) != 2:
+		return refuse(l, "takes no argument")
+	case w[1] == "httplog" || w[1] == "httpslog":
+		pl.httplog = &l
+	}
 	return nil
 }
 

@@ -96,17 +96,18 @@ func serverMaxconn(v string, at Line) (string, error) {
 	return strconv.Itoa(n), nil
 }
 
-// writeMaxConns writes the servers' maxconn as the transport's
-// max_conns_per_host: over HTTP/1.1, one request per connection, so at
-// most that many requests at once to each server, the next waiting for a
-// free connection. Where HAProxy differs: it sends a request to a server
-// with room when the one in turn is full, and answers 503 to one queued
-// past timeout queue; the transport's waits for its server, as long as
-// the client does. transport pinned gives each signed-in client a
-// connection of its own, which no per-server limit bounds; HTTP/2 carries
-// many requests on one connection: both are refused.
-func (be *backend) writeMaxConns(c *caddyfile, t tlsOptions, transport string) error {
-	if t.maxConn == "" {
+// checkMaxConns checks the servers' maxconn, which becomes the
+// transport's max_conns_per_host: over HTTP/1.1, one request per
+// connection, so at most that many requests at once to each server, the
+// next waiting for a free connection. Where HAProxy differs: it sends a
+// request to a server with room when the one in turn is full, and answers
+// 503 to one queued past timeout queue; the transport's waits for its
+// server, as long as the client does. transport pinned gives each
+// signed-in client a connection of its own, which no per-server limit
+// bounds; HTTP/2 carries many requests on one connection: both are
+// refused.
+func (be *backend) checkMaxConns() error {
+	if be.tls.maxConn == "" {
 		return nil
 	}
 	opts := slices.Clone(be.defaults)
@@ -115,14 +116,11 @@ func (be *backend) writeMaxConns(c *caddyfile, t tlsOptions, transport string) e
 	}
 	at := opts[slices.IndexFunc(opts, func(o option) bool { return o.word == "maxconn" })].line
 	switch {
-	case transport == "pinned":
+	case be.transport == "pinned":
 		return refuse(at, "maxconn with http-reuse never is not translated: transport pinned gives each signed-in client a connection of its own, which max_conns_per_host does not bound (max_pinned bounds the pins of the pool, not the requests of a server)")
-	case t.alpn != "" && t.alpn != "http/1.1":
+	case be.tls.alpn != "" && be.tls.alpn != "http/1.1":
 		return refuse(at, "maxconn over HTTP/2 is not translated: max_conns_per_host bounds connections, and one carries many requests")
 	}
-	c.line("# maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", t.maxConn)
-	c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
-	c.line("max_conns_per_host %s", t.maxConn)
 	return nil
 }
 

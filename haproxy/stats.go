@@ -111,91 +111,93 @@ func (t *translator) readStats(s *Section) (*statsPage, []note, error) {
 	return p, replaced, nil
 }
 
-// read takes one stats line of the page of proxy s.
+// read takes one stats line of the page of proxy s, through the
+// registry (its entry's page reader).
 func (p *statsPage) read(l Line, s *Section) error {
-	w := l.Words
-	what := ""
-	one := func() (string, error) {
-		if len(w) != 3 {
-			return "", refuse(l, "takes one argument")
-		}
-		return w[2], nil
+	k := keywordAt(l)
+	if k == nil {
+		return refuse(l, "stats %s is not translated yet", arg(l, 1))
 	}
-	switch key := arg(l, 1); key {
-	case "enable":
-		if len(w) != 2 {
-			return refuse(l, "takes no argument")
-		}
-	case "uri":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(v, "/") {
-			return refuse(l, "a uri that does not begin with / (HAProxy compares it with the absolute URI) is not translated")
-		}
-		if strings.ContainsAny(v, "{}`") || strings.ContainsFunc(v, isControlOrSpace) {
-			return refuse(l, "a uri with braces, a backquote, a space or a control character is not translated")
-		}
-		p.uri = v
-	case "realm":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if v == "" || strings.ContainsAny(v, "\"\\{}") || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return refuse(l, "a realm that is empty or has a quote, a backslash, braces or a control character is not translated")
-		}
-		p.realm = v
-	case "auth":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		user, password, ok := strings.Cut(v, ":")
-		switch {
-		case !ok:
-			return refuse(l, "takes <user>:<password>")
-		case user == "" || password == "":
-			return refuse(l, "an empty user or password is not translated (basic_auth wants both)")
-		case strings.ContainsAny(user, "{}") || strings.ContainsFunc(user, isControlOrSpace):
-			return refuse(l, "a user with braces, a space or a control character is not translated")
-		case len(password) > statsMaxPassword:
-			return refuse(l, "a password longer than %d bytes is not translated: bcrypt reads %d, and would take any password that begins with these", statsMaxPassword, statsMaxPassword)
-		}
-		if i := slices.IndexFunc(p.users, func(u statsUser) bool { return u.name == user }); i >= 0 {
-			what = fmt.Sprintf("ignored, as HAProxy does: user %s is at line %d, whose password counts", user, p.users[i].line.Pos.Line)
-			break
-		}
-		what = "its password as a bcrypt hash in basic_auth below"
-		p.users = append(p.users, statsUser{line: l, name: user, hash: statsPasswordHash(s.Kind+" "+s.Name, user, password)})
-	case "refresh":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if p.refresh, err = statsRefresh(v, l); err != nil {
-			return err
-		}
-		what = "ha_status's refresh " + p.refresh
-		if p.refresh != "off" && p.refresh != v {
-			what += ": whole seconds, rounded up as HAProxy sends them"
-		}
-	case "hide-version":
-		what = "ha_status shows no version"
-	case "show-legends", "show-node", "show-desc", "show-modules":
-		what = "ignored: ha_status shows caddy-ha's view (leader pools, rate-limit zones, stores, pins), not HAProxy's proxies and servers"
-	case "admin":
-		return refuse(l, "ha_status has no admin level (servers set up or down from the page): not translated")
-	case "scope":
-		return refuse(l, "ha_status shows the whole process: a page limited to some proxies is not translated")
-	case "http-request":
-		return refuse(l, "stats http-request rules are not translated yet")
-	default:
-		return refuse(l, "stats %s is not translated yet", key)
+	if k.page == nil {
+		return notTranslated(k, l)
+	}
+	what, err := k.page(p, l, s)
+	if err != nil {
+		return err
 	}
 	p.lines = append(p.lines, note{line: l, what: what})
 	return nil
+}
+
+// statsKeyword reads a stats line of the page of proxy s: what became of
+// the line, or its refusal.
+type statsKeyword func(p *statsPage, l Line, s *Section) (string, error)
+
+// statsArgument reads a keyword of one argument, v, with read.
+func statsArgument(read func(p *statsPage, l Line, v string, s *Section) (string, error)) statsKeyword {
+	return func(p *statsPage, l Line, s *Section) (string, error) {
+		if len(l.Words) != 3 {
+			return "", refuse(l, "takes one argument")
+		}
+		return read(p, l, l.Words[2], s)
+	}
+}
+
+// statsNote takes a keyword, whatever its arguments, as what.
+func statsNote(what string) statsKeyword {
+	return func(*statsPage, Line, *Section) (string, error) { return what, nil }
+}
+
+func (p *statsPage) readURI(l Line, v string, _ *Section) (string, error) {
+	if !strings.HasPrefix(v, "/") {
+		return "", refuse(l, "a uri that does not begin with / (HAProxy compares it with the absolute URI) is not translated")
+	}
+	if strings.ContainsAny(v, "{}`") || strings.ContainsFunc(v, isControlOrSpace) {
+		return "", refuse(l, "a uri with braces, a backquote, a space or a control character is not translated")
+	}
+	p.uri = v
+	return "", nil
+}
+
+func (p *statsPage) readRealm(l Line, v string, _ *Section) (string, error) {
+	if v == "" || strings.ContainsAny(v, "\"\\{}") || strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", refuse(l, "a realm that is empty or has a quote, a backslash, braces or a control character is not translated")
+	}
+	p.realm = v
+	return "", nil
+}
+
+// readAuth adds the user of v (<user>:<password>), unless the page has
+// that user already: HAProxy checks the password of its first line.
+func (p *statsPage) readAuth(l Line, v string, s *Section) (string, error) {
+	user, password, ok := strings.Cut(v, ":")
+	switch {
+	case !ok:
+		return "", refuse(l, "takes <user>:<password>")
+	case user == "" || password == "":
+		return "", refuse(l, "an empty user or password is not translated (basic_auth wants both)")
+	case strings.ContainsAny(user, "{}") || strings.ContainsFunc(user, isControlOrSpace):
+		return "", refuse(l, "a user with braces, a space or a control character is not translated")
+	case len(password) > statsMaxPassword:
+		return "", refuse(l, "a password longer than %d bytes is not translated: bcrypt reads %d, and would take any password that begins with these", statsMaxPassword, statsMaxPassword)
+	}
+	if i := slices.IndexFunc(p.users, func(u statsUser) bool { return u.name == user }); i >= 0 {
+		return fmt.Sprintf("ignored, as HAProxy does: user %s is at line %d, whose password counts", user, p.users[i].line.Pos.Line), nil
+	}
+	p.users = append(p.users, statsUser{line: l, name: user, hash: statsPasswordHash(s.Kind+" "+s.Name, user, password)})
+	return "its password as a bcrypt hash in basic_auth below", nil
+}
+
+func (p *statsPage) readRefresh(l Line, v string, _ *Section) (string, error) {
+	var err error
+	if p.refresh, err = statsRefresh(v, l); err != nil {
+		return "", err
+	}
+	what := "ha_status's refresh " + p.refresh
+	if p.refresh != "off" && p.refresh != v {
+		what += ": whole seconds, rounded up as HAProxy sends them"
+	}
+	return what, nil
 }
 
 func isControlOrSpace(r rune) bool { return r <= ' ' || r == 0x7f }
@@ -285,4 +287,11 @@ func (t *translator) checkBackendStats(fe *frontend, be *backend) error {
 			be.section.Name, fe.section.Kind, fe.section.Name)
 	}
 	return nil
+}
+
+func readStatsEnable(_ *statsPage, l Line, _ *Section) (string, error) {
+	if len(l.Words) != 2 {
+		return "", refuse(l, "takes no argument")
+	}
+	return "", nil
 }

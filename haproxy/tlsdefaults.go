@@ -91,113 +91,226 @@ func tlsRefuse(l Line, why string, args ...any) *Error {
 // tls block, and each global line with what became of it. A value Caddy
 // cannot honour is refused at its line.
 func (b *bindTLS) site() ([]string, []note, error) {
-	var dirs []string
-	notes := map[Position]string{}
-	// HAProxy's versions for a bind: ssl-min-ver TLSv1.2 by default (since
-	// HAProxy 2.2), up to TLS 1.3, without those a no-<version> turns off.
-	lo, hi, forced := tls12, tls13, -1
-	off := map[int]bool{}
-	var tickets *Line
-	var versionLines []Line
+	t := newTLSSite()
 	for _, l := range b.options {
-		var what []string
-		for i := 1; i < len(l.Words); i++ {
-			o := l.Words[i]
-			switch {
-			case o == "ssl-min-ver" || o == "ssl-max-ver":
-				v := slices.Index(tlsVersions, arg(l, i+1))
-				if v < 0 {
-					return nil, nil, tlsRefuse(l, "%s takes one of %s", o, strings.Join(tlsVersions, ", "))
-				}
-				i++
-				if o == "ssl-min-ver" {
-					lo = v
-				} else {
-					hi = v
-				}
-				versionLines = append(versionLines, l)
-			case strings.HasPrefix(o, "no-") && versionOption(o[3:]) >= 0:
-				off[versionOption(o[3:])] = true
-				versionLines = append(versionLines, l)
-			case strings.HasPrefix(o, "force-") && versionOption(o[6:]) >= 0:
-				forced = versionOption(o[6:])
-				versionLines = append(versionLines, l)
-			case o == "no-tls-tickets":
-				tickets = &l
-			case o == "prefer-client-ciphers":
-				what = append(what, "prefer-client-ciphers ignored: Go orders the suites itself, in neither HAProxy's order nor the client's")
-			default:
-				return nil, nil, tlsRefuse(l, "%s is not translated yet", o)
-			}
+		if err := t.readOptions(l); err != nil {
+			return nil, nil, err
 		}
-		notes[l.Pos] = strings.Join(what, "; ")
 	}
-	if forced >= 0 {
-		lo, hi = forced, forced
+	on, err := t.versionsOn()
+	if err != nil {
+		return nil, nil, err
+	}
+	has12, has13 := on[0] == tls12, on[len(on)-1] == tls13
+	t.protocols(has12, has13)
+	t.noTLSTickets(has12)
+	t.ciphers(b.ciphers, has12)
+	t.ciphersuites(b.ciphersuites, has13)
+	if len(t.refusals) > 0 {
+		return nil, nil, slices.MinFunc(t.refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
+	}
+	var out []note
+	for _, l := range b.lines() {
+		out = append(out, note{line: l, what: t.notes[l.Pos]})
+	}
+	return t.dirs, out, nil
+}
+
+// tlsSite is what site makes of the global lines so far.
+type tlsSite struct {
+	// HAProxy's versions for a bind: ssl-min-ver TLSv1.2 by default (since
+	// HAProxy 2.2), up to TLS 1.3, without those a no-<version> turns off;
+	// a force-<version> (forced, -1 if none) overrides the bounds.
+	lo, hi, forced int
+	off            map[int]bool
+	versionLines   []Line   // the options lines that set a version
+	tickets        *Line    // the options line with no-tls-tickets
+	what           []string // what became of the options line being read
+
+	dirs     []string
+	notes    map[Position]string
+	refusals []*Error // each line's refusal: site returns the first line's
+}
+
+func newTLSSite() *tlsSite {
+	return &tlsSite{lo: tls12, hi: tls13, forced: -1, off: map[int]bool{}, notes: map[Position]string{}}
+}
+
+// readOptions reads an ssl-default-bind-options line, each option by its
+// reader in defaultBindOptions.
+func (t *tlsSite) readOptions(l Line) error {
+	t.what = nil
+	for i := 1; i < len(l.Words); i++ {
+		o := l.Words[i]
+		read, ok := defaultBindOptions[o]
+		if !ok {
+			return tlsRefuse(l, "%s is not translated yet", o)
+		}
+		took, err := read(t, l, i)
+		if err != nil {
+			return err
+		}
+		i += took
+	}
+	t.notes[l.Pos] = strings.Join(t.what, "; ")
+	return nil
+}
+
+// defaultBindOption reads the option at l.Words[i] of an
+// ssl-default-bind-options line, and returns how many words after it it
+// took.
+type defaultBindOption func(t *tlsSite, l Line, i int) (int, error)
+
+// defaultBindOptions are the options of ssl-default-bind-options that are
+// translated, each with its reader; any other is refused.
+var defaultBindOptions = func() map[string]defaultBindOption {
+	options := map[string]defaultBindOption{
+		"ssl-min-ver":           (*tlsSite).versionBound,
+		"ssl-max-ver":           (*tlsSite).versionBound,
+		"no-tls-tickets":        (*tlsSite).ticketsOff,
+		"prefer-client-ciphers": (*tlsSite).preferClientCiphers,
+	}
+	for v, name := range versionOptions {
+		options["no-"+name] = versionOff(v)
+		options["force-"+name] = versionForced(v)
+	}
+	return options
+}()
+
+// versionOptions are the suffixes of the no- and force- options, in the
+// order of tlsVersions.
+var versionOptions = []string{"sslv3", "tlsv10", "tlsv11", "tlsv12", "tlsv13"}
+
+// versionOff reads no-<version> of version v.
+func versionOff(v int) defaultBindOption {
+	return func(t *tlsSite, l Line, _ int) (int, error) {
+		t.off[v] = true
+		t.versionLines = append(t.versionLines, l)
+		return 0, nil
+	}
+}
+
+// versionForced reads force-<version> of version v.
+func versionForced(v int) defaultBindOption {
+	return func(t *tlsSite, l Line, _ int) (int, error) {
+		t.forced = v
+		t.versionLines = append(t.versionLines, l)
+		return 0, nil
+	}
+}
+
+// ticketsOff reads no-tls-tickets, which noTLSTickets judges once the
+// versions are known.
+func (t *tlsSite) ticketsOff(l Line, _ int) (int, error) {
+	t.tickets = &l
+	return 0, nil
+}
+
+func (t *tlsSite) preferClientCiphers(Line, int) (int, error) {
+	t.what = append(t.what, "prefer-client-ciphers ignored: Go orders the suites itself, in neither HAProxy's order nor the client's")
+	return 0, nil
+}
+
+// versionBound reads ssl-min-ver or ssl-max-ver, and the version after it.
+func (t *tlsSite) versionBound(l Line, i int) (int, error) {
+	o := l.Words[i]
+	v := slices.Index(tlsVersions, arg(l, i+1))
+	if v < 0 {
+		return 0, tlsRefuse(l, "%s takes one of %s", o, strings.Join(tlsVersions, ", "))
+	}
+	if o == "ssl-min-ver" {
+		t.lo = v
+	} else {
+		t.hi = v
+	}
+	t.versionLines = append(t.versionLines, l)
+	return 1, nil
+}
+
+// versionsOn are the versions HAProxy offers, lowest first; a set Caddy
+// cannot offer is refused at the last line that set a version.
+func (t *tlsSite) versionsOn() ([]int, error) {
+	lo, hi := t.lo, t.hi
+	if t.forced >= 0 {
+		lo, hi = t.forced, t.forced
 	}
 	var on []int
 	for v := lo; v <= hi; v++ {
-		if !off[v] {
+		if !t.off[v] {
 			on = append(on, v)
 		}
 	}
 	var at Line
-	if len(versionLines) > 0 {
-		at = versionLines[len(versionLines)-1]
+	if len(t.versionLines) > 0 {
+		at = t.versionLines[len(t.versionLines)-1]
 	}
 	switch {
 	case len(on) == 0:
-		return nil, nil, tlsRefuse(at, "no TLS version is left on")
+		return nil, tlsRefuse(at, "no TLS version is left on")
 	case on[0] < tls12:
-		return nil, nil, tlsRefuse(at, "%s is on: Caddy speaks TLS 1.2 and 1.3 only (a client HAProxy serves with %s would be refused)", tlsVersions[on[0]], tlsVersions[on[0]])
+		return nil, tlsRefuse(at, "%s is on: Caddy speaks TLS 1.2 and 1.3 only (a client HAProxy serves with %s would be refused)", tlsVersions[on[0]], tlsVersions[on[0]])
 	case on[len(on)-1]-on[0] != len(on)-1:
-		return nil, nil, tlsRefuse(at, "a hole between the versions on is not translated")
+		return nil, tlsRefuse(at, "a hole between the versions on is not translated")
 	}
-	has12, has13 := on[0] == tls12, on[len(on)-1] == tls13
-	if len(versionLines) > 0 {
-		switch {
-		case has12 && has13:
-			dirs = append(dirs, "protocols tls1.2")
-		case has12:
-			dirs = append(dirs, "protocols tls1.2 tls1.2")
-		default:
-			dirs = append(dirs, "protocols tls1.3")
-		}
+	return on, nil
+}
+
+// protocols writes the protocols subdirective, if a line set a version.
+func (t *tlsSite) protocols(has12, has13 bool) {
+	if len(t.versionLines) == 0 {
+		return
 	}
-	// Each line's refusal, the first line's returned.
-	var refusals []*Error
-	if tickets != nil {
-		if has12 {
-			refusals = append(refusals, tlsRefuse(*tickets, "no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets (their keys rotated every 12 hours), and a Caddyfile cannot turn them off"))
-		}
-		notes[tickets.Pos] = joinNote(notes[tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+	switch {
+	case has12 && has13:
+		t.dirs = append(t.dirs, "protocols tls1.2")
+	case has12:
+		t.dirs = append(t.dirs, "protocols tls1.2 tls1.2")
+	default:
+		t.dirs = append(t.dirs, "protocols tls1.3")
 	}
-	if l := b.ciphers; l != nil && !has12 {
-		notes[l.Pos] = "ignored: TLS 1.2 is off, and these are TLS 1.2's suites"
-	} else if l != nil {
+}
+
+// noTLSTickets refuses no-tls-tickets with TLS 1.2 on, and notes it.
+func (t *tlsSite) noTLSTickets(has12 bool) {
+	if t.tickets == nil {
+		return
+	}
+	if has12 {
+		t.refusals = append(t.refusals, tlsRefuse(*t.tickets, "no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets (their keys rotated every 12 hours), and a Caddyfile cannot turn them off"))
+	}
+	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+}
+
+// ciphers writes ssl-default-bind-ciphers (l, if any) as the ciphers
+// subdirective, with TLS 1.2 on.
+func (t *tlsSite) ciphers(l *Line, has12 bool) {
+	switch {
+	case l == nil:
+	case !has12:
+		t.notes[l.Pos] = "ignored: TLS 1.2 is off, and these are TLS 1.2's suites"
+	default:
 		names, err := goCiphers(*l)
 		if err != nil {
-			refusals = append(refusals, err)
+			t.refusals = append(t.refusals, err)
 		}
-		dirs = append(dirs, "ciphers "+strings.Join(names, " "))
-		notes[l.Pos] = "ciphers, by Go's names; Go orders them itself, AES-GCM first where both ends have AES hardware"
+		t.dirs = append(t.dirs, "ciphers "+strings.Join(names, " "))
+		t.notes[l.Pos] = "ciphers, by Go's names; Go orders them itself, AES-GCM first where both ends have AES hardware"
 	}
-	if l := b.ciphersuites; l != nil && !has13 {
-		notes[l.Pos] = "ignored: TLS 1.3 is off"
-	} else if l != nil {
+}
+
+// ciphersuites notes ssl-default-bind-ciphersuites (l, if any), and
+// refuses it with TLS 1.3 on unless it lists Go's three suites.
+func (t *tlsSite) ciphersuites(l *Line, has13 bool) {
+	switch {
+	case l == nil:
+	case !has13:
+		t.notes[l.Pos] = "ignored: TLS 1.3 is off"
+	default:
 		if err := checkTLS13Suites(*l); err != nil {
-			refusals = append(refusals, err)
+			t.refusals = append(t.refusals, err)
 		}
-		notes[l.Pos] = "ignored: Go's TLS 1.3 suites are these three, always on, in Go's order"
+		t.notes[l.Pos] = "ignored: Go's TLS 1.3 suites are these three, always on, in Go's order"
 	}
-	if len(refusals) > 0 {
-		return nil, nil, slices.MinFunc(refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
-	}
-	var out []note
-	for _, l := range b.lines() {
-		out = append(out, note{line: l, what: notes[l.Pos]})
-	}
-	return dirs, out, nil
 }
 
 // goCiphers are Go's names of the suites of ssl-default-bind-ciphers, in
@@ -239,12 +352,6 @@ func checkTLS13Suites(l Line) *Error {
 		}
 	}
 	return nil
-}
-
-// versionOption is the version of a no-/force- option's suffix (sslv3,
-// tlsv10 … tlsv13), -1 if none.
-func versionOption(s string) int {
-	return slices.Index([]string{"sslv3", "tlsv10", "tlsv11", "tlsv12", "tlsv13"}, s)
 }
 
 func joinNote(a, b string) string {

@@ -154,10 +154,9 @@ func namesKeyword(msg, keyword string) bool {
 }
 
 type translator struct {
-	cfg     *Config
-	out     caddyfile
-	maxconn *Line // global maxconn
-	global  global
+	cfg    *Config
+	out    caddyfile
+	global global
 }
 
 // LeaderPath is the path whose health check marks a backend as the
@@ -168,27 +167,6 @@ const LeaderPath = "/healthz/leader"
 // leaderMark in a backend's description makes it a leader pool whatever
 // its check's path.
 const leaderMark = "caddy-ha:leader"
-
-// ignoredGlobal are the process keywords of the global section, which
-// Caddy has its own ways for, with why each is not translated.
-var ignoredGlobal = map[string]string{
-	"daemon":        "Caddy runs in the foreground; its service manager daemonizes it",
-	"master-worker": "Caddy is one process; reloads go through its admin API",
-	"chroot":        "not a Caddy setting: confine the process with its service manager",
-	"user":          "run Caddy as that user from its service manager",
-	"group":         "run Caddy as that group from its service manager",
-	"uid":           "run Caddy as that user from its service manager",
-	"gid":           "run Caddy as that group from its service manager",
-	"nbthread":      "Go schedules Caddy on every CPU (GOMAXPROCS)",
-	"nbproc":        "Caddy is one process",
-	"strict-limits": "Caddy sets no file or memory limit of its own: the service manager's apply",
-	"cpu-map":       "Go schedules Caddy on every CPU (GOMAXPROCS)",
-	"pidfile":       "caddy run --pidfile",
-	"ulimit-n":      "set the open-files limit in the service manager",
-	"stats":         "the runtime API is Caddy's admin API (and caddy ha status)",
-	"node":          "not used by Caddy",
-	"description":   "not used by Caddy",
-}
 
 // translate writes the Caddyfile: the global options (process keywords,
 // the servers' timeouts and protocols), then a site per frontend with the
@@ -246,34 +224,7 @@ func (t *translator) translate() error {
 	if g := t.cfg.Section("global", ""); g != nil {
 		t.out.comment(Line{Pos: g.Pos, Words: []string{"global"}}, "")
 		for _, l := range g.Lines {
-			if l.Words[0] == "maxconn" {
-				if _, err := readMaxconn(l, false); err != nil {
-					return err
-				}
-				t.out.comment(l, "every frontend's connections together: max_connections with group "+globalMaxconnGroup+" in each servers option below")
-				t.maxconn = &l
-				continue
-			}
-			if l.Words[0] == "hard-stop-after" {
-				if len(l.Words) != 2 {
-					return refuse(l, "takes a time")
-				}
-				d, err := duration(l.Words[1], l.Pos)
-				if err != nil {
-					return err
-				}
-				t.out.comment(l, "how long a reload or a stop waits for connections busy with a request, as HAProxy's soft-stop does")
-				t.out.line("grace_period %s", d)
-				continue
-			}
-			if t.globalLine(l, frontends) {
-				continue
-			}
-			reason, ok := ignoredGlobal[l.Words[0]]
-			if !ok {
-				return errAt(l.Pos, "global %s is not translated yet", l.Words[0])
-			}
-			t.out.comment(l, "ignored: "+reason)
+			t.emitGlobal(l, frontends)
 		}
 	}
 	if err := t.writeUnusedDefaults(); err != nil {
@@ -281,7 +232,7 @@ func (t *translator) translate() error {
 	}
 	t.writeDefaultSNI(frontends)
 	for _, fe := range frontends {
-		fe.writeServers(&t.out, t.maxconn)
+		fe.writeServers(&t.out, t.global.maxconn)
 	}
 	t.out.close()
 	for _, fe := range frontends {

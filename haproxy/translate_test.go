@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden Caddyfiles")
+var update = flag.Bool("update", false, "rewrite the golden Caddyfiles and docs/haproxy.md's keyword tables")
 
 // caddyfileOf is the Caddyfile Translate makes of cfg.
 func caddyfileOf(cfg *Config) (string, error) {
@@ -186,7 +186,7 @@ func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
 		{"    stats hide-version", "    stats admin if TRUE", "s.cfg:15: stats admin: HAProxy does not take stats admin in a defaults section"},
 		{"    stats hide-version", "    stats scope .", "s.cfg:15: stats scope: ha_status shows the whole process"},
 		{"    stats hide-version", "    stats http-request deny", "s.cfg:15: stats http-request: HAProxy does not take stats http-request in a defaults section"},
-		{"    stats hide-version", "    stats bind-process all", "s.cfg:15: stats bind-process: stats bind-process is not translated yet"},
+		{"    stats hide-version", "    stats bind-process all", "s.cfg:15: stats bind-process: HAProxy does not take stats bind-process in a defaults section"},
 		{"stats uri /admin?stats", "stats uri admin", "s.cfg:10: stats uri: a uri that does not begin with /"},
 		{"stats uri /admin?stats", "stats uri /{x}", "s.cfg:10: stats uri: a uri with braces"},
 		{"stats auth admin:AdMiN123", "stats auth admin", "s.cfg:12: stats auth: takes <user>:<password>"},

@@ -1,0 +1,299 @@
+package haproxy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The bind and server options' registries: each option of a server (or
+// default-server) line the adapter knows, once, with what it becomes and
+// the code that reads it. An option not in it is refused.
+
+// lineOption is an entry of the bind or server options' registry, whose
+// reader takes T (a bind, or a server's options as they are read).
+type lineOption[T any] struct {
+	name   string
+	value  bool // it takes a value: the next word
+	status status
+	doc    string
+	read   func(into T, v string, at Line) error
+}
+
+type serverOption = lineOption[*serverReading]
+
+var (
+	serverOptions = indexOptions(serverOptionTable)
+	bindOptions   = indexOptions(bindOptionTable)
+)
+
+func indexOptions[T any](table []lineOption[T]) map[string]*lineOption[T] {
+	m := make(map[string]*lineOption[T], len(table))
+	for i := range table {
+		m[table[i].name] = &table[i]
+	}
+	return m
+}
+
+var bindOptionTable = []lineOption[*bind]{
+	{name: "ssl", status: translated, doc: "an `https://` site", read: func(b *bind, _ string, _ Line) error { b.isTLS = true; return nil }},
+	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
+	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
+	// A label for HAProxy's stats and logs: Caddy's listeners have none.
+	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
+}
+
+func readBindALPN(b *bind, v string, l Line) error {
+	b.alpn = strings.Split(v, ",")
+	for _, p := range b.alpn {
+		if p != "http/1.1" && p != "h2" {
+			return refuse(l, "alpn %q: Caddy speaks http/1.1 and h2 over TLS", p)
+		}
+	}
+	return nil
+}
+
+var serverOptionTable = []serverOption{
+	{name: "check", status: translated, doc: "the backend's health check (see `option httpchk`)", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "ssl", status: translated, doc: "the transport's `tls`", read: (*serverReading).ssl},
+	{name: "backup", status: translated, doc: "`lb_policy backup`: used when no other server is up (with checks only)", read: (*serverReading).backup},
+	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
+	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
+	{name: "rise", value: true, status: translated, doc: "passed checks before a server is up", read: (*serverReading).rise},
+	{name: "verify", value: true, status: translated, doc: "`none`: `tls_insecure_skip_verify`; `required` (HAProxy's default) needs a `ca-file` and a name to verify", read: (*serverReading).verify},
+	{name: "ca-file", value: true, status: translated, doc: "`tls_trust_pool file`", read: (*serverReading).caFile},
+	{name: "sni", value: true, status: translated, doc: "`str(<name>)`: `tls_server_name`", read: (*serverReading).sni},
+	{name: "check-sni", value: true, status: translated, doc: "`tls_server_name` (one name with sni and verifyhost)", read: (*serverReading).serverName},
+	{name: "verifyhost", value: true, status: translated, doc: "`tls_server_name` (one name with sni and check-sni)", read: (*serverReading).serverName},
+	{name: "alpn", value: true, status: translated, doc: "the transport's `versions`: `http/1.1`, `h2,http/1.1`", read: (*serverReading).alpn},
+	{name: "weight", value: true, status: translated, doc: "`weighted_round_robin`'s weights (with roundrobin or static-rr)", read: (*serverReading).weight},
+	{name: "cookie", value: true, status: translated, doc: "the server's value of `lb_policy cookie` (Caddy's hashes the address instead)", read: (*serverReading).cookie},
+	{name: "maxconn", value: true, status: translated, doc: "the transport's `max_conns_per_host`", read: (*serverReading).maxconn},
+}
+
+// tlsOptions are a server's TLS settings as the transport takes them.
+type tlsOptions struct {
+	ssl        bool
+	skipVerify bool
+	ca         string
+	serverName string
+	alpn       string
+	maxConn    string // maxconn: the transport's max_conns_per_host
+}
+
+// leaderOptions are the check settings of lb_policy leader.
+type leaderOptions struct{ interval, fails, passes string }
+
+// serverReading is one server's options as they are read.
+type serverReading struct {
+	be    *backend
+	srv   server
+	tls   tlsOptions
+	check leaderOptions
+	notes []string
+	sslAt Line // the line that says ssl
+}
+
+// readServers reads every server's options (default-server's first):
+// one reverse_proxy has one transport and one policy, so they must agree.
+func (be *backend) readServers() error {
+	for i, s := range be.servers {
+		r, err := be.readServerOptions(s)
+		if err != nil {
+			return err
+		}
+		if i > 0 && r.tls.maxConn != be.tls.maxConn {
+			return refuse(s.line, "maxconn %q, where %s has %q: one transport limits every server alike", r.tls.maxConn, be.servers[0].name, be.tls.maxConn)
+		}
+		if i > 0 && (r.tls != be.tls || r.check != be.checkOpts) {
+			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
+		}
+		be.tls, be.checkOpts = r.tls, r.check
+		be.serverNotes = append(be.serverNotes, r.notes)
+	}
+	return nil
+}
+
+// readServerOptions reads a server's options through the registry.
+func (be *backend) readServerOptions(s server) (*serverReading, error) {
+	r := &serverReading{be: be, srv: s}
+	opts := append(append([]option{}, be.defaults...), s.opts...)
+	for i := 0; i < len(opts); i++ {
+		o, at := opts[i].word, opts[i].line
+		so := serverOptions[o]
+		if so == nil {
+			return nil, refuse(at, "server option %q is not translated yet", o)
+		}
+		v := ""
+		if so.value {
+			if i+1 >= len(opts) || opts[i+1].line.Pos != at.Pos {
+				return nil, refuse(at, "%s needs a value", o)
+			}
+			i++
+			v = opts[i].word
+		}
+		if err := so.read(r, v, at); err != nil {
+			return nil, err
+		}
+	}
+	return r, r.checkVerify()
+}
+
+// checkVerify refuses what the transport cannot verify as HAProxy does:
+// HAProxy verifies a server's certificate by default; without a name
+// (verifyhost, sni) it checks the chain alone, where the transport checks
+// a name too: the server's address, which no option turns off.
+func (r *serverReading) checkVerify() error {
+	if !r.tls.ssl || r.tls.skipVerify {
+		return nil
+	}
+	if r.tls.ca == "" {
+		return refuse(r.sslAt, "ssl with verify required (HAProxy's default) and no ca-file: HAProxy refuses it too (write a ca-file, or verify none)")
+	}
+	if r.tls.serverName == "" {
+		return refuse(r.sslAt, "verify required without verifyhost or sni: HAProxy checks the certificate's chain alone, Caddy's transport its name too, against the server's address %s (it cannot check the chain alone): write verifyhost <the certificate's name>, or verify none", r.srv.addr)
+	}
+	return nil
+}
+
+func (r *serverReading) ssl(_ string, at Line) error {
+	r.tls.ssl = true
+	r.sslAt = at
+	return nil
+}
+
+func (r *serverReading) backup(_ string, at Line) error {
+	switch be := r.be; {
+	case be.leader:
+		r.notes = append(r.notes, "backup: the leader is whichever node holds the lease")
+	case !be.active:
+		return refuse(at, "backup without checks is never used")
+	case be.allBackups != nil:
+		r.notes = append(r.notes, "backup: lb_policy backup balances the backups that are up when no other server is")
+	default:
+		r.notes = append(r.notes, "backup: lb_policy backup sends to the first backup up when no other server is")
+	}
+	return nil
+}
+
+func (r *serverReading) inter(v string, at Line) error {
+	var err error
+	r.check.interval, err = duration(v, at.Pos)
+	if d, _ := time.ParseDuration(r.check.interval); err == nil && d <= 0 {
+		return refuse(at, "inter %s: HAProxy wants a check interval above 0", v)
+	}
+	return err
+}
+
+func (r *serverReading) fall(v string, at Line) error {
+	var err error
+	r.check.fails, err = checkCount("fall", v, at)
+	return err
+}
+
+func (r *serverReading) rise(v string, at Line) error {
+	var err error
+	r.check.passes, err = checkCount("rise", v, at)
+	return err
+}
+
+// checkCount reads fall's or rise's count of checks.
+func checkCount(o, v string, at Line) (string, error) {
+	if n, err := strconv.Atoi(v); err != nil || n < 1 {
+		return "", refuse(at, "%s %s: HAProxy wants a whole number from 1", o, v)
+	}
+	return v, nil
+}
+
+func (r *serverReading) verify(v string, at Line) error {
+	switch v {
+	case "required":
+	case "none":
+		r.tls.skipVerify = true
+	default:
+		return refuse(at, "verify takes required or none")
+	}
+	return nil
+}
+
+func (r *serverReading) caFile(v string, _ Line) error {
+	if r.tls.ca = resolve(r.be.caBase, v); r.tls.ca != v {
+		r.notes = append(r.notes, "ca-base: ca-file "+v+" is "+r.tls.ca)
+	}
+	return nil
+}
+
+func (r *serverReading) sni(v string, at Line) error {
+	if !strings.HasPrefix(v, "str(") || !strings.HasSuffix(v, ")") {
+		return refuse(at, "only sni str(<name>) is translated")
+	}
+	return r.serverName(v[4:len(v)-1], at)
+}
+
+// serverName is the one name the transport verifies: sni, check-sni and
+// verifyhost must agree.
+func (r *serverReading) serverName(v string, at Line) error {
+	switch {
+	case r.tls.serverName == "":
+		r.tls.serverName = v
+	case r.tls.serverName != v:
+		return refuse(at, "sni, check-sni and verifyhost name %s and %s: the transport verifies one name", r.tls.serverName, v)
+	}
+	return nil
+}
+
+func (r *serverReading) alpn(v string, _ Line) error {
+	r.tls.alpn = v
+	return nil
+}
+
+func (r *serverReading) maxconn(v string, at Line) error {
+	var err error
+	r.tls.maxConn, err = serverMaxconn(v, at)
+	return err
+}
+
+func (r *serverReading) cookie(_ string, at Line) error {
+	if r.be.cookie == nil || r.be.leader {
+		return refuse(at, "a server's cookie without the backend's cookie <name> insert (outside the leader's pool) is not translated")
+	}
+	return nil
+}
+
+func (r *serverReading) weight(v string, at Line) error {
+	be := r.be
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0 || n > 256:
+		return refuse(at, "weight takes a whole number from 0 to 256")
+	case be.leader:
+		r.notes = append(r.notes, "weight: the leader gets every request")
+		return nil
+	}
+	if be.weights == nil {
+		be.weights = map[Position]weighting{}
+	}
+	be.weights[r.srv.line.Pos] = weighting{n, at}
+	if be.balance != nil && arg(*be.balance, 1) == "first" && n > 0 {
+		r.notes = append(r.notes, "weight: balance first ignores weights")
+	}
+	return nil
+}
+
+// optionsTable is docs/haproxy.md's table of a line's options registry.
+func optionsTable[T any](m map[string]*lineOption[T]) string {
+	var b strings.Builder
+	b.WriteString("| option | status | becomes, or why |\n|---|---|---|\n")
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		o := m[name]
+		shown := name
+		if o.value {
+			shown += " <value>"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", shown, o.status, strings.ReplaceAll(o.doc, "|", `\|`))
+	}
+	return b.String()
+}
