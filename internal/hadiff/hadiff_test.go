@@ -1,7 +1,11 @@
 package hadiff
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -307,5 +311,35 @@ func TestBackendsRecord(t *testing.T) {
 	}
 	if len(b.Seen("")) != 0 {
 		t.Error("a health check was filed")
+	}
+}
+
+// A crt that is not there becomes a test certificate (in a directory of
+// its own for a directory), one that is stays, a bind's ca-file the test
+// CA; each certificate names the requests' hosts.
+func TestTestFiles(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "real.pem")
+	if err := os.WriteFile(existing, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := Layout{Binds: []Bind{{Line: 1, TLS: true, Words: []string{"bind", ":443", "ssl", "crt", "/etc/none.pem", "crt", "/etc/certs/", "ca-file", "/etc/ca.pem"}},
+		{Line: 2, TLS: true, Words: []string{"bind", ":8443", "ssl", "crt", existing}}}}
+	dir := t.TempDir()
+	files, err := TestFiles(l, dir, []string{"www.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[existing] != existing || !strings.HasSuffix(files["/etc/certs/"], "/") || files["/etc/ca.pem"] != filepath.Join(dir, "ca.pem") {
+		t.Fatalf("files %v", files)
+	}
+	for _, pemFile := range []string{files["/etc/none.pem"], filepath.Join(files["/etc/certs/"], "site.pem")} {
+		cert, err := tls.LoadX509KeyPair(pemFile, pemFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil || leaf.VerifyHostname("www.example") != nil || leaf.VerifyHostname("localhost") != nil {
+			t.Errorf("%s: %v, names %v", pemFile, err, leaf.DNSNames)
+		}
 	}
 }
