@@ -31,9 +31,11 @@ const maxSendsPerConfig = 150
 // configuration sets) and what the server saw (which one, the request line
 // and headers) are compared. A difference fails the test unless
 // docs/haproxy.md's "Known differences" lists it with a warning that the
-// translation gave. A file the translation refuses is TestCorpus's; one
-// HAProxy 2.6 refuses, or that the harness cannot move to loopback, is
-// skipped, saying why.
+// translation gave. HAProxy runs a 1.x line the reader takes as its 2.x
+// replacement (reqadd) as that 2.x line, as 2.6 refuses the 1.x one. A
+// file the translation refuses is TestCorpus's; one HAProxy 2.6 refuses,
+// or that the harness cannot move to loopback, is not compared, the test
+// saying why.
 func TestHAProxyCorpusDifferential(t *testing.T) {
 	bin, ok := tools.Find(t, "haproxy", "the corpus is not compared with HAProxy")
 	if !ok {
@@ -107,7 +109,7 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 		hapBinds[b.Line], caddyBinds[b.Line] = loopback.FreeAddr(), loopback.FreeAddr()
 		hapAddrs = append(hapAddrs, hapBinds[b.Line])
 	}
-	hapText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: hapBinds, Server: servers, File: testFiles})
+	hapText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: hapBinds, Server: servers, File: testFiles, Lines: hadiff.Modern(text, cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}

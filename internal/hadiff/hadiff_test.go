@@ -343,3 +343,14 @@ func TestTestFiles(t *testing.T) {
 		}
 	}
 }
+
+// A 1.x line the reader takes as its 2.x replacement is given as read,
+// for HAProxy 2.6, which refuses the 1.x one; other lines are not.
+func TestModern(t *testing.T) {
+	text := "defaults\n    mode http\n    contimeout 5000\nfrontend f\n    bind :80\n    reqadd X-Forwarded-Proto:\\ http\n    default_backend b\n"
+	got := Modern([]byte(text), parse(t, text))
+	want := map[int][]string{3: {"timeout", "connect", "5000"}, 6: {"http-request", "add-header", "X-Forwarded-Proto", "http"}}
+	if len(got) != len(want) || !slices.Equal(got[3], want[3]) || !slices.Equal(got[6], want[6]) {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

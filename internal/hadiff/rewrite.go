@@ -149,6 +149,30 @@ type Addresses struct {
 	Bind   map[int]string
 	Server map[int]string
 	File   map[string]string
+	// Lines are other lines written anew, by number: for HAProxy's copy,
+	// the 1.x lines the reader takes as their 2.x replacements (Modern),
+	// which HAProxy 2.6 refuses.
+	Lines map[int][]string
+}
+
+// Modern are the lines of text that cfg's reader took as other words
+// than written (HAProxy 1.x keywords, read as the 2.x lines that
+// replaced them: reqadd as http-request add-header), by number, as read.
+// HAProxy 2.6 runs those where the file has the 1.x lines, so that a
+// configuration caddy-ha translates with them is compared too.
+func Modern(text []byte, cfg *haproxy.Config) map[int][]string {
+	lines := strings.Split(string(text), "\n")
+	out := map[int][]string{}
+	for _, s := range cfg.Sections {
+		for _, l := range s.Lines {
+			if n := l.Pos.Line; n <= len(lines) {
+				if f := strings.Fields(lines[n-1]); len(f) > 0 && f[0] != l.Words[0] && !strings.ContainsAny(f[0], "\"'$\\") {
+					out[n] = l.Words
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Rewrite is text (the configuration cfg was parsed from) with each bind
@@ -182,6 +206,11 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 	}
 	for _, n := range l.Commented {
 		lines[n-1] = "# hadiff: " + lines[n-1]
+	}
+	for n, words := range a.Lines {
+		if err := replace(n, words); err != nil {
+			return nil, err
+		}
 	}
 	for n, words := range l.Outbound {
 		if err := replace(n, words); err != nil {
