@@ -351,6 +351,6 @@ func TestModern(t *testing.T) {
 	got := Modern([]byte(text), parse(t, text))
 	want := map[int][]string{3: {"timeout", "connect", "5000"}, 6: {"http-request", "add-header", "X-Forwarded-Proto", "http"}}
 	if len(got) != len(want) || !slices.Equal(got[3], want[3]) || !slices.Equal(got[6], want[6]) {
-		t.Errorf("%q, want %q", got, want)
+		t.Errorf("%v, want %v", got, want)
 	}
 }
