@@ -20,7 +20,7 @@ import (
 // configuration (each derived request through one plain and one TLS bind
 // of each frontend, in the order derived), so that the corpus stays within
 // make test's time.
-const maxSendsPerConfig = 150
+const maxSendsPerConfig = 100
 
 // Every configuration of the corpus (haproxy/testdata/corpus) that
 // translates is run by HAProxy 2.6 and, adapted, by caddy-ha, side by
