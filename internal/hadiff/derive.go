@@ -109,10 +109,10 @@ func Derive(cfg *haproxy.Config) Derivation {
 				acls[w[1]].in = append(acls[w[1]].in, t.in...)
 				acls[w[1]].out = append(acls[w[1]].out, t.out...)
 				for i, c := range t.in {
-					d.change(c, fmt.Sprintf("%s: acl %s (value %d, in)", at, w[1], i+1))
+					d.derive(fmt.Sprintf("%s: acl %s (value %d, in)", at, w[1], i+1), c)
 				}
 				for i, c := range t.out {
-					d.change(c, fmt.Sprintf("%s: acl %s (near miss %d, out)", at, w[1], i+1))
+					d.derive(fmt.Sprintf("%s: acl %s (near miss %d, out)", at, w[1], i+1), c)
 				}
 				continue
 			case (w[0] == "http-request" || w[0] == "http-response" || w[0] == "http-after-response") && len(w) >= 3 &&
@@ -180,17 +180,13 @@ func (d *deriver) add(r Request, why string) {
 	d.reqs = append(d.reqs, r)
 }
 
-func (d *deriver) change(changes ...any) {
+// derive adds the default request with changes made, in order (a nil
+// one: nothing to change).
+func (d *deriver) derive(why string, changes ...change) {
 	var r Request
-	why := ""
 	for _, c := range changes {
-		switch c := c.(type) {
-		case change:
-			if c != nil {
-				c(&r)
-			}
-		case string:
-			why = c
+		if c != nil {
+			c(&r)
 		}
 	}
 	d.add(r, why)
@@ -268,17 +264,17 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 			}
 			return cs[0]
 		}
-		var all []any
+		var all []change
 		for _, t := range alt {
 			all = append(all, pick(t, true))
 		}
-		d.change(append(all, fmt.Sprintf("%s (alternative %d, every test true)", why, ai+1))...)
+		d.derive(fmt.Sprintf("%s (alternative %d, every test true)", why, ai+1), all...)
 		for ti := range alt {
-			var one []any
+			var one []change
 			for tj, t := range alt {
 				one = append(one, pick(t, ti != tj))
 			}
-			d.change(append(one, fmt.Sprintf("%s (alternative %d, test %d false)", why, ai+1, ti+1))...)
+			d.derive(fmt.Sprintf("%s (alternative %d, test %d false)", why, ai+1, ti+1), one...)
 		}
 	}
 }
