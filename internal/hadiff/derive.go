@@ -146,17 +146,12 @@ func Derive(cfg *haproxy.Config) Derivation {
 		}
 	}
 	d.add(Request{Method: http.MethodGet, Target: "/", Header: forged}, "the request headers the configuration sets, removes or forwards, sent by the client")
-	for h := range respHeaders {
-		d.resp = append(d.resp, h)
-	}
-	slices.Sort(d.resp)
-	return Derivation{Requests: d.reqs, ResponseHeaders: d.resp, Notes: d.notes}
+	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(respHeaders)), Notes: d.notes}
 }
 
 type deriver struct {
 	reqs  []Request
-	seen  map[string]int
-	resp  []string
+	seen  map[string]int // the index of each request, by Key
 	notes []string
 }
 
