@@ -57,23 +57,75 @@ func TestHAProxyCorpusDifferential(t *testing.T) {
 	for _, file := range files {
 		name := filepath.Base(file)
 		t.Run(name, func(t *testing.T) {
-			line := compareCorpusFile(t, bin, file, known)
-			summary = append(summary, name+": "+line)
+			r := compareCorpusFile(t, bin, file, known, nil)
+			for _, g := range r.unknown {
+				t.Errorf("HAProxy and caddy-ha differ, not a known difference: %s", g)
+			}
+			summary = append(summary, name+": "+r.summary)
 		})
 	}
 	t.Logf("per file:\n%s", strings.Join(summary, "\n"))
 }
 
-// compareCorpusFile runs one file through both proxies and returns what
-// it compared, for the summary.
-func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (summary string) {
+// The harness finds a difference where there is one: microservices.cfg
+// with caddy-ha's copy routing /api/userz instead of /api/users (its
+// line 15) gives the requests of that ACL another backend, and only those.
+func TestHAProxyCorpusDifferentialFindsADifference(t *testing.T) {
+	bin, ok := tools.Find(t, "haproxy", "the corpus is not compared with HAProxy")
+	if !ok {
+		t.SkipNow()
+	}
+	r := compareCorpusFile(t, bin, "../haproxy/testdata/corpus/microservices.cfg", nil, func(text []byte) []byte {
+		return bytes.Replace(text, []byte("path_beg /api/users"), []byte("path_beg /api/userz"), 1)
+	})
+	var backend []*diffGroup
+	for _, g := range r.unknown {
+		if g.d.Field == "backend" {
+			backend = append(backend, g)
+		}
+	}
+	if len(backend) != 1 || backend[0].d.HAProxy != "users" || backend[0].d.Caddy != "frontend_ui" || len(backend[0].reqs) != 2 ||
+		!strings.HasPrefix(backend[0].reqs[0], "GET /api/users ") || !strings.HasPrefix(backend[0].reqs[1], "GET /api/users/x ") {
+		t.Errorf("backend differences %v, want /api/users and /api/users/x to users through HAProxy, frontend_ui through caddy-ha", backend)
+	}
+}
+
+// corpusResult is what compareCorpusFile found: a line for the summary,
+// and the differences no known one excuses.
+type corpusResult struct {
+	summary string
+	unknown []*diffGroup
+}
+
+// diffGroup is one difference (the same field and values through the same
+// frontend's bind) and the requests that showed it.
+type diffGroup struct {
+	bind hadiff.Bind
+	d    hadiff.Difference
+	reqs []string
+}
+
+func (g *diffGroup) String() string {
+	shown := g.reqs[:min(3, len(g.reqs))]
+	more := ""
+	if len(g.reqs) > len(shown) {
+		more = fmt.Sprintf("\n    and %d more", len(g.reqs)-len(shown))
+	}
+	return fmt.Sprintf("frontend %s (bind line %d, TLS %t): %s, for %d requests:\n    %s%s",
+		g.bind.Section, g.bind.Line, g.bind.TLS, g.d, len(g.reqs), strings.Join(shown, "\n    "), more)
+}
+
+// compareCorpusFile runs one file through both proxies (caddy-ha's copy
+// through editCaddy first, if given: for a test of the harness) and
+// returns what it compared and found.
+func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known, editCaddy func([]byte) []byte) corpusResult {
 	text, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	skip := func(why string) string {
+	skip := func(why string) corpusResult {
 		t.Log("not compared: " + why)
-		return "not compared: " + why
+		return corpusResult{summary: "not compared: " + why}
 	}
 	cfg, err := haproxy.Parse(bytes.NewReader(text), file, os.LookupEnv)
 	if err != nil {
@@ -125,6 +177,9 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 		return skip(fmt.Sprintf("HAProxy 2.6 refuses it (%v): %s", err, firstAlert(out)))
 	}
 	startHAProxy(t, string(hapText), hapAddrs...)
+	if editCaddy != nil {
+		caddyText = editCaddy(caddyText)
+	}
 	runHAProxyConfigWarned(t, string(caddyText))
 
 	// One plain and one TLS bind of each frontend, in the file's order.
@@ -138,14 +193,8 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 			targets = append(targets, target{b, hadiff.Target{Addr: hapBinds[b.Line], TLS: b.TLS}, hadiff.Target{Addr: caddyBinds[b.Line], TLS: b.TLS}})
 		}
 	}
-	// Differences alike (the frontend, field and both values) are one,
-	// with the requests that showed it.
-	type group struct {
-		what string
-		reqs []string
-	}
-	var unknown []*group
-	byWhat := map[string]*group{}
+	var unknown []*diffGroup
+	byWhat := map[string]*diffGroup{}
 	sends, differences, excused := 0, 0, 0
 	for i, req := range der.Requests {
 		for _, tg := range targets {
@@ -161,15 +210,15 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 			ch.Seen = backends.Seen(n + "-caddy-ha")
 			for _, d := range hadiff.Compare(hap, ch, layout.Balanced) {
 				differences++
-				what := fmt.Sprintf("frontend %s (bind line %d, TLS %t): %s", tg.bind.Section, tg.bind.Line, tg.bind.TLS, d)
 				sent := fmt.Sprintf("%s (derived from: %s)", req, strings.Join(req.Why, "; "))
 				if k, w, ok := hadiff.Excuse(d, known, tr.Warnings); ok {
 					excused++
-					t.Logf("known difference: %s, for %s: %s; warning at line %d: %s", what, sent, k.Why, w.Pos.Line, w.Msg)
+					t.Logf("known difference: frontend %s (bind line %d): %s, for %s: %s; warning at line %d: %s", tg.bind.Section, tg.bind.Line, d, sent, k.Why, w.Pos.Line, w.Msg)
 					continue
 				}
+				what := fmt.Sprintf("%d\n%s", tg.bind.Line, d)
 				if byWhat[what] == nil {
-					byWhat[what] = &group{what: what}
+					byWhat[what] = &diffGroup{bind: tg.bind, d: d}
 					unknown = append(unknown, byWhat[what])
 				}
 				byWhat[what].reqs = append(byWhat[what].reqs, sent)
@@ -177,15 +226,10 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known) (su
 		}
 	}
 done:
-	for _, g := range unknown {
-		shown := g.reqs[:min(3, len(g.reqs))]
-		more := ""
-		if len(g.reqs) > len(shown) {
-			more = fmt.Sprintf("\n    and %d more", len(g.reqs)-len(shown))
-		}
-		t.Errorf("HAProxy and caddy-ha differ, not a known difference: %s, for %d requests:\n    %s%s", g.what, len(g.reqs), strings.Join(shown, "\n    "), more)
+	return corpusResult{
+		summary: fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known), %d unknown kinds", len(der.Requests), sends, differences, excused, len(unknown)),
+		unknown: unknown,
 	}
-	return fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known), %d unknown kinds", len(der.Requests), sends, differences, excused, len(unknown))
 }
 
 // firstAlert is the first line of HAProxy's output that says why it
