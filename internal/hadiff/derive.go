@@ -71,7 +71,7 @@ type Derivation struct {
 // Derive makes requests from cfg: a GET, HEAD and POST of /; for each
 // ACL (named, or anonymous in a condition), requests its values match and
 // near misses that they do not (a prefix one byte short, the other case
-// without -i); for each rule's condition, one request that makes every
+// without -i, a path's letter percent-encoded); for each rule's condition, one request that makes every
 // test of an alternative true and one per test made false; a request with
 // every request header the configuration sets, removes or forwards sent
 // by the client (forged); the stats and monitor URIs. Requests that
@@ -393,6 +393,11 @@ func aclTest(w []string) (test, string) {
 					out = append(out, strings.Replace(in[0], v, other, 1))
 				}
 			}
+			// HAProxy matches a path as sent, percent-encoding and all: a
+			// letter of the value encoded is a near miss.
+			if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
+				out = append(out, encoded)
+			}
 		}
 		for _, s := range in {
 			t.in = append(t.in, set(s))
@@ -411,6 +416,16 @@ func (r *Request) setHeader(name, value string) {
 		r.Header = http.Header{}
 	}
 	r.Header.Set(name, value)
+}
+
+// encodeLetter is v with its first ASCII letter percent-encoded.
+func encodeLetter(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x80 && unicode.IsLetter(rune(c)) {
+			return fmt.Sprintf("%s%%%02X%s", v[:i], c, v[i+1:])
+		}
+	}
+	return v
 }
 
 // shorter is v less its last byte: a prefix one byte short.
