@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,13 +99,25 @@ var (
 	caFileWord = regexp.MustCompile(`(\sca-file\s+)(\S+)`)
 )
 
-// withLoopbackServers moves each server's IPv4 address to 127.0.0.1, its
-// port kept, so that validating (which starts the active health checks and
-// the leader policy's probes) sends nothing off the machine.
+// withLoopbackServers moves each server's IPv4 address to a loopback one
+// of its own (127.1.0.<n>, an address of 127.* kept), its port kept, so
+// that validating (which starts the active health checks and the leader
+// policy's probes) sends nothing off the machine, and two servers stay two.
 func withLoopbackServers(body []byte) []byte {
+	moved := map[string]string{}
 	for prev := []byte(nil); string(prev) != string(body); {
 		prev = body
-		body = serverIPv4.ReplaceAll(body, []byte("${1}127.0.0.1${2}"))
+		body = serverIPv4.ReplaceAllFunc(body, func(m []byte) []byte {
+			sub := serverIPv4.FindSubmatch(m)
+			ip := strings.TrimSuffix(strings.TrimPrefix(string(m), string(sub[1])), string(sub[2]))
+			if strings.HasPrefix(ip, "127.") {
+				return m
+			}
+			if moved[ip] == "" {
+				moved[ip] = fmt.Sprintf("127.1.0.%d", len(moved)+1)
+			}
+			return []byte(string(sub[1]) + moved[ip] + string(sub[2]))
+		})
 	}
 	return body
 }

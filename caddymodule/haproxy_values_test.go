@@ -165,7 +165,7 @@ func FuzzHAProxyAdapt(f *testing.F) {
 // well as a comment in the Caddyfile.
 func TestHAProxyApproximationsAreWarnings(t *testing.T) {
 	cfg := "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n" +
-		"frontend web\n    bind 127.0.0.1:8080\n    option http-server-close\n    default_backend app\n" +
+		"frontend web\n    bind 127.0.0.1:8080\n    option http-server-close\n    option forwardfor\n    http-request del-header X-Forwarded-Proto\n    http-request del-header X-Forwarded-Host\n    default_backend app\n" +
 		"backend app\n    option http-pretend-keepalive\n    server a 127.0.0.1:9000\n"
 	_, warnings, err := HAProxyAdapter{}.Adapt([]byte(cfg), map[string]any{"filename": "w.cfg"})
 	if err != nil {

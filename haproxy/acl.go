@@ -14,17 +14,22 @@ type aclFetch struct {
 }
 
 // aclFetches are the fetches an ACL may test against values (src aside):
-// HAProxy's path is the path without the query, hdr(host) the Host header
-// as sent, with its port.
+// HAProxy's path is the path as sent without the query, hdr(host) the
+// Host header as sent, with its port.
 var aclFetches = map[string]aclFetch{
-	"path":          {"{http.request.uri.path}", "=="},
-	"path_beg":      {"{http.request.uri.path}", "startsWith"},
-	"path_end":      {"{http.request.uri.path}", "endsWith"},
-	"path_reg":      {"{http.request.uri.path}", "matches"},
+	"path":          {rawPath, "=="},
+	"path_beg":      {rawPath, "startsWith"},
+	"path_end":      {rawPath, "endsWith"},
+	"path_reg":      {rawPath, "matches"},
 	"method":        {"{http.request.method}", "=="},
 	"hdr(host)":     {"{http.request.hostport}", "=="},
 	"hdr_beg(host)": {"{http.request.hostport}", "startsWith"},
 }
+
+// rawPath is the request's path as sent (its escapes kept), without the
+// query: HAProxy's path. Caddy's {http.request.uri.path} is decoded, so
+// that /%61pi would match path_beg /api, which HAProxy's does not.
+const rawPath = `{http.request.uri}.split("?")[0]`
 
 // boolFetches are the fetches that are true or false themselves, tested
 // without a value ("{ ssl_fc }"), as the CEL term each is: ssl_fc is true

@@ -46,7 +46,7 @@ func denyAnswer(words []string, l Line) (answer, error) {
 	default:
 		return answer{}, refuse(l, "only [deny_status <code>] is translated")
 	}
-	return answer{kind: errorAnswer, status: status}, checkStatus(status, 400, 599, l)
+	return answer{kind: errorAnswer, status: status}, checkPageStatus(status, l)
 }
 
 // returnAnswer is http-request return's [status <code>] [content-type

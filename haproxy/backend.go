@@ -458,6 +458,9 @@ func randomPolicy(draws string, l Line) (string, error) {
 // policy.
 func (be *backend) resolve() error {
 	be.noteBalance()
+	if err := be.checkCheckedAddrs(); err != nil {
+		return err
+	}
 	if be.checked == "tcp" && be.tls.ssl {
 		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
 			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
@@ -489,6 +492,22 @@ func (be *backend) resolve() error {
 	}
 	be.selection, err = be.readSelection(p)
 	return err
+}
+
+// checkCheckedAddrs refuses two servers of one address among dynamic
+// checked's, which checks each address once (HAProxy checks each server).
+func (be *backend) checkCheckedAddrs() error {
+	if be.checked == "" {
+		return nil
+	}
+	seen := map[string]server{}
+	for _, s := range be.servers {
+		if first, ok := seen[s.addr]; ok {
+			return refuse(s.line, "%s is server %s's address too (line %d): dynamic checked checks each address once, as one upstream", s.addr, first.name, first.line.Pos.Line)
+		}
+		seen[s.addr] = s
+	}
+	return nil
 }
 
 // noteBalance notes balance and hash-type: ignored in the leader's pool,

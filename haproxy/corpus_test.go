@@ -363,8 +363,36 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 		{"\toption httpchk\n\tserver s1 10.0.0.1:443 check ssl verify none\n", "k.cfg:8: server s1: ssl with option httpchk and no http-check expect", nil},
 		{"\tserver s1 10.0.0.1:443 check ssl verify none\n", "", []string{"dynamic checked's TCP check only connects"}},
 		{"\toption httpchk\n\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check fastinter 1s\n", "k.cfg:9: server s1: fastinter is translated for dynamic checked's checks only", nil},
+		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.1:80 check\n", "k.cfg:8: server s2: 10.0.0.1:80 is server s1's address too (line 7)", nil},
 	} {
 		out, err := translateK(t, fe+tt.backend)
 		checkOutcome(t, tt.backend, out, err, tt.want, tt.has...)
+	}
+}
+
+// What HAProxy answers itself without an errorfile (a deny, no
+// default_backend) is answered with HAProxy's own page; an errorfile for
+// the status replaces it; deny_status takes the statuses HAProxy has a
+// page for, as HAProxy does (issue 28.3: the differential found caddy-ha
+// answering a deny with no body).
+func TestOwnPages(t *testing.T) {
+	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
+	page403 := "handle_errors 403 {\n\t\theader Content-Type text/html\n\t\theader Cache-Control no-cache\n\t\trespond \"<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n\" 403\n"
+	for _, tt := range []struct {
+		text, want string
+		has, hasNot []string
+	}{
+		{fe + "\thttp-request deny if { path /x }\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n", "", []string{page403}, []string{"handle_errors 503"}},
+		{fe + "\thttp-request deny deny_status 429 if { path /x }\n", "", []string{"You have sent too many requests in a given amount of time.", "No server is available to handle this request."}, nil},
+		{fe + "\terrorfile 403 testdata/403.http\n\thttp-request deny\n", "", []string{"Forbidden here"}, []string{"Request forbidden by administrative rules."}},
+		{fe + "\thttp-request deny deny_status 418\n", "k.cfg:5: http-request deny: status 418: HAProxy answers only the statuses it has a page for", nil, nil},
+	} {
+		out, err := translateK(t, tt.text)
+		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
+		for _, h := range tt.hasNot {
+			if strings.Contains(out, h) {
+				t.Errorf("%q: the translation holds %q", tt.text, h)
+			}
+		}
 	}
 }

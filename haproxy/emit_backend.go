@@ -59,20 +59,24 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
 	case !sendsXFF(ff):
 		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", forwardForHeader(*ff))
+	case fe.plainForwardFor:
+		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain)")
+		c.line("trusted_proxies 0.0.0.0/0 ::/0")
 	}
-	if !sendsXFF(fe.forwardFor) {
-		c.line("header_up -X-Forwarded-For")
-		c.line("header_up -X-Forwarded-Proto")
-		c.line("header_up -X-Forwarded-Host")
+	f := fe.forwarding
+	for _, name := range forwardingHeaders {
+		switch {
+		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
+			// the forwarded handler's set, or reverse_proxy's after the
+			// client's chain
+		case f.ruled[name]:
+			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
+		default:
+			c.line("header_up -%s", name)
+		}
 	}
 	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
 		c.line("header_up +%s {remote_host}", c.name(forwardForHeader(*ff)))
-	}
-	if fe.plainForwardFor {
-		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain); X-Forwarded-Proto and X-Forwarded-Host are not sent (HAProxy sends neither)")
-		c.line("trusted_proxies 0.0.0.0/0 ::/0")
-		c.line("header_up -X-Forwarded-Proto")
-		c.line("header_up -X-Forwarded-Host")
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

@@ -131,6 +131,9 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
 		fe.errorPages[code].write(c)
 	}
+	for _, status := range fe.ownPages {
+		writeOwnPage(c, status)
+	}
 	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil
 	if routed {
 		// In the order written, as HAProxy runs its rules: the header
@@ -266,27 +269,44 @@ func (fe *frontend) writeRules(c *caddyfile) {
 func (fe *frontend) writeHeaders(c *caddyfile) {
 	f := fe.forwarding
 	switch ff := fe.forwardFor; {
-	case ff != nil && !sendsXFF(ff):
+	case ff == nil:
+		if len(f.removed) > 0 && len(fe.backends()) > 0 {
+			c.note(note{line: fe.section.line(), what: removedClaims(f.removed), approximated: true})
+		}
+	case !sendsXFF(ff):
 		h := forwardForHeader(*ff)
-		c.comment(*ff, "the client's address in "+h+", after any the client sent, as HAProxy adds it: header_up +"+h+" {remote_host} in each reverse_proxy below, which sends no X-Forwarded-For")
+		what := "the client's address in " + h + ", after any the client sent, as HAProxy adds it: header_up +" + h + " {remote_host} in each reverse_proxy below, which sends no X-Forwarded-For"
+		if len(f.removed) > 0 {
+			what += "; " + removedClaims(f.removed)
+		}
+		c.note(note{line: *ff, what: what, approximated: len(f.removed) > 0})
 	case f.handler:
 		// A client's chain deleted, then the client appended: the
 		// forwarded handler's chain, which starts afresh at the client.
 		for _, l := range f.used {
 			c.comment(l, "")
 		}
-		c.comment(*ff, "")
+		c.note(note{line: *ff, what: "the forwarded handler writes one consistent set, X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host (the request's Host, which HAProxy does not add); it removes the other forwarding headers a client sends (X-Real-IP, Forwarded, a client's X-Forwarded-Host and the rest of docs/forwarded.md's list), where HAProxy passes what these rules do not delete", approximated: true})
 		c.open("forwarded")
 		if f.proto != "" {
 			c.line("proto %s", f.proto)
 		}
 		c.close()
 	case fe.plainForwardFor:
-		c.comment(*ff, "X-Forwarded-For as HAProxy sends it: what the client sent, which it can forge, then its address (see the reverse_proxy); http-request del-header X-Forwarded-For would make it the forwarded handler's")
+		what := "X-Forwarded-For as HAProxy sends it: what the client sent, which it can forge, then its address (see the reverse_proxy); http-request del-header X-Forwarded-For would make it the forwarded handler's"
+		if len(f.removed) > 0 {
+			what += "; " + removedClaims(f.removed)
+		}
+		c.note(note{line: *ff, what: what, approximated: len(f.removed) > 0})
 	}
 	for _, h := range f.rest {
 		h.write(c, "request_header")
 	}
+}
+
+// removedClaims says which forwarding headers a client sends are removed.
+func removedClaims(removed []string) string {
+	return "the " + strings.Join(removed, ", ") + " a client sends are removed before its requests reach the servers, where HAProxy passes them as sent (caddy-ha passes no client's forwarding claims the rules do not make)"
 }
 
 // write writes the page as the site's handle_errors for its status.
@@ -405,4 +425,15 @@ func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
 		c.line("# log global: the site's access log, which the global section's loggers write")
 		c.line("log")
 	}
+}
+
+// writeOwnPage writes HAProxy's own page for status as the site's
+// handle_errors: what HAProxy sends without an errorfile.
+func writeOwnPage(c *caddyfile, status string) {
+	c.line("# HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
+	c.open("handle_errors %s", status)
+	c.line("header Content-Type text/html")
+	c.line("header Cache-Control no-cache")
+	c.line("respond %s %s", c.literal(haproxyPages[status].body(status)), status)
+	c.close()
 }

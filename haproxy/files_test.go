@@ -69,7 +69,7 @@ func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"# l.cfg:3: contimeout 5s", "dial_timeout 5s", "read_body 30s", `# l.cfg:8: reqadd X-Forwarded-Proto:\ http`,
-		"request_header +X-Forwarded-Proto http", "# l.cfg:9: rspdel ^Server:.*", "header_down -Server"} {
+		"request_header +X-Forwarded-Proto http", "header_up X-Forwarded-Proto {http.request.header.X-Forwarded-Proto}", "# l.cfg:9: rspdel ^Server:.*", "header_down -Server"} {
 		if !strings.Contains(tr.Caddyfile, want) {
 			t.Errorf("the translation lacks %q:\n%s", want, tr.Caddyfile)
 		}
@@ -78,8 +78,10 @@ func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
 	for _, w := range tr.Warnings {
 		lines = append(lines, w.Pos.Line)
 	}
-	if len(lines) != 5 || lines[0] != 3 || lines[3] != 8 || lines[4] != 9 || !strings.HasPrefix(tr.Warnings[3].Msg, "reqadd: read as http-request add-header X-Forwarded-Proto") {
-		t.Errorf("warnings %+v, want lines 3, 4, 5, 8 and 9", tr.Warnings)
+	// Line 6: the frontend's forwarding headers as a client sends them
+	// (no option forwardfor) are removed.
+	if len(lines) != 6 || lines[0] != 3 || lines[3] != 6 || lines[4] != 8 || lines[5] != 9 || !strings.HasPrefix(tr.Warnings[4].Msg, "reqadd: read as http-request add-header X-Forwarded-Proto") {
+		t.Errorf("warnings %+v, want lines 3, 4, 5, 6, 8 and 9", tr.Warnings)
 	}
 	cfg, _ = Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "rspdel ^Set-Cookie:\\ id=.*", 1)), "l.cfg", lookup)
 	if _, err := Translate(cfg); err == nil || !strings.HasPrefix(err.Error(), "l.cfg:9: rspdel") {

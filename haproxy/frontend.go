@@ -49,6 +49,7 @@ type frontend struct {
 	// What resolve settled.
 	certs      siteCerts
 	forwarding forwarding
+	ownPages   []string // the statuses answered with HAProxy's own page (errorpages.go)
 }
 
 // answerRule is a rule that answers the client itself: its directive, when

@@ -108,7 +108,7 @@ func TestForwardForHeader(t *testing.T) {
 		line, want string
 		has        []string
 	}{
-		{"option forwardfor header X-Client-IP", "", []string{"# k.cfg:5: option forwardfor header X-Client-IP  (the client's address in X-Client-IP, after any the client sent",
+		{"option forwardfor header X-Client-IP", "", []string{"# k.cfg:5: option forwardfor header X-Client-IP  (approximated: the client's address in X-Client-IP, after any the client sent",
 			"\theader_up -X-Forwarded-For\n\t\theader_up -X-Forwarded-Proto\n\t\theader_up -X-Forwarded-Host\n\t\theader_up +X-Client-IP {remote_host}\n"}},
 		{"option forwardfor header x-forwarded-for", "", []string{"X-Forwarded-For as HAProxy sends it: what the client sent", "\t\ttrusted_proxies 0.0.0.0/0 ::/0\n\t\theader_up -X-Forwarded-Proto\n\t\theader_up -X-Forwarded-Host\n"}},
 		{"option forwardfor header X-Forwarded-Proto", "k.cfg:5: option forwardfor: header X-Forwarded-Proto: not translated", nil},

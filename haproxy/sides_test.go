@@ -54,7 +54,7 @@ func TestDefaultsApplyToTheirSide(t *testing.T) {
 		{"defaults d\n\tmode http\n\tacl api path_beg /api\nfrontend f from d\n\tbind :80\n\thttp-request deny if api\n\tdefault_backend b\ndefaults\n\tmode http\nbackend b\n\tserver s 10.0.0.1:80\n",
 			"k.cfg:6: http-request deny: ACL api is defined in defaults d, whose ACLs only its own rules see", nil},
 		{"defaults d\n\tmode http\n\tacl api path_beg /api\n\thttp-request deny if api\nfrontend f from d\n\tbind :80\n\tdefault_backend b\ndefaults\n\tmode http\nbackend b\n\tserver s 10.0.0.1:80\n", "",
-			[]string{"# k.cfg:3: acl api path_beg /api", "@answer_4 expression `{http.request.uri.path}.startsWith(\"/api\")`"}},
+			[]string{"# k.cfg:3: acl api path_beg /api", "@answer_4 expression `{http.request.uri}.split(\"?\")[0].startsWith(\"/api\")`"}},
 		{"defaults d\n\tmode http\n\thttp-response set-header X-A 1\nfrontend f from d\n\tbind :80\n\tdefault_backend b\nbackend b from d\n\tserver s 10.0.0.1:80\n",
 			"k.cfg:7: backend b: frontends and backends cannot take one defaults section with rules", nil},
 		// option forwardfor, for both sides: a backend's from its defaults

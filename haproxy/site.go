@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"net"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -27,6 +28,10 @@ type forwarding struct {
 	proto   string // the forwarded handler's proto, set by a set-header
 	used    []Line // the header rules the forwarded handler does
 	rest    []headerRule
+	// What the rest make of each forwarding header no handler writes:
+	// ruled, their value sent; removed, as the client sent it.
+	ruled   map[string]bool
+	removed []string
 }
 
 // resolve checks what the frontend's lines say together and settles its
@@ -42,6 +47,8 @@ func (fe *frontend) resolve() error {
 		return err
 	}
 	fe.resolveForwarding()
+	fe.resolveForwardingRules()
+	fe.resolvePages()
 	return fe.resolveCerts()
 }
 
@@ -131,9 +138,37 @@ func (fe *frontend) resolveForwarding() {
 	if deleted {
 		f.handler = true
 		fe.forwarding = f
-		return
+	} else {
+		fe.plainForwardFor = true
 	}
-	fe.plainForwardFor = true
+}
+
+// forwardingHeaders are the headers reverse_proxy writes itself, which
+// the translation sends as the header rules make them, or removes.
+var forwardingHeaders = []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+
+// resolveForwardingRules settles, for each forwarding header that no
+// forwarded handler or option forwardfor writes, what the header rules
+// (in order) leave of it: set or added (ruled: their value reaches the
+// servers), deleted, or as the client sent it (removed: caddy-ha does
+// not pass a client's forwarding claims).
+func (fe *frontend) resolveForwardingRules() {
+	f := &fe.forwarding
+	f.ruled = map[string]bool{}
+	deleted := map[string]bool{}
+	for _, h := range f.rest {
+		name := http.CanonicalHeaderKey(h.name)
+		f.ruled[name] = h.op != "del-header"
+		deleted[name] = h.op == "del-header"
+	}
+	for _, name := range forwardingHeaders {
+		switch {
+		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
+			// the forwarded handler's set, or reverse_proxy's after the client's
+		case !f.ruled[name] && !deleted[name]:
+			f.removed = append(f.removed, name)
+		}
+	}
 }
 
 // resolveCerts settles the TLS site's certificates: files, or

@@ -1,0 +1,266 @@
+package hadiff
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/haproxy"
+)
+
+// IgnoredRequestHeaders are the headers a server sees that are not
+// compared, and why: the hop-by-hop ones (RFC 9110, 7.6.1), which each
+// proxy writes for its own connection to the server; Via, which caddy-ha
+// removes and HAProxy never adds (docs/haproxy.md: the backend's
+// header_up -Via); and the harness's request number, which differs by
+// proxy. Every other header is compared, its lines joined with ", "
+// (RFC 9110, 5.3: one X-Forwarded-For line of two values is two lines of
+// one).
+var IgnoredRequestHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Via", RequestHeader,
+}
+
+// Response headers are compared only where the configuration sets or
+// removes them (Derivation.ResponseHeaders): Date, Server, Content-Length
+// and the like are each proxy's own.
+
+// Target is one of a proxy's binds, as the harness reaches it.
+type Target struct {
+	Addr string
+	TLS  bool
+}
+
+// Outcome is what one proxy did with one request.
+type Outcome struct {
+	Err      string // the request failed: no answer
+	Status   int
+	Location string
+	Header   map[string]string // the compared response headers, lines joined
+	Server   string            // the ServerHeader of the answer
+	Seen     []Seen            // what the backends saw of it
+}
+
+// Timeout bounds each request the harness sends.
+const Timeout = 5 * time.Second
+
+// Send sends r to t, numbered n (RequestHeader), over HTTP/1.1 on a
+// connection of its own (from r.From), following no redirect, and returns
+// what came back; Seen is the caller's to fill from the backends.
+func Send(t Target, r Request, n string, respHeaders []string) Outcome {
+	local := &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}
+	if r.From != "" {
+		local.IP = net.ParseIP(r.From)
+	}
+	dialer := &net.Dialer{LocalAddr: local, Timeout: Timeout}
+	sni := strings.ToLower(r.Host)
+	if net.ParseIP(sni) != nil {
+		sni = ""
+	}
+	// Certificates are not what is compared here (the bind's own tests
+	// are TestHAProxyDifferentialBindCertificates'): both get the same
+	// test certificate, which is not verified.
+	transport := &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{ServerName: sni, InsecureSkipVerify: true}} //nolint:gosec // see above
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	scheme := "http"
+	if t.TLS {
+		scheme = "https"
+	}
+	u, err := url.Parse(r.Target)
+	if err != nil {
+		return Outcome{Err: "the target does not parse: " + err.Error()}
+	}
+	u.Scheme, u.Host = scheme, t.Addr
+	var body io.Reader
+	if r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+		body = strings.NewReader("hadiff")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), body)
+	if err != nil {
+		return Outcome{Err: err.Error()}
+	}
+	for name, v := range r.Header {
+		req.Header[name] = slices.Clone(v)
+	}
+	req.Host = r.Host
+	req.Header.Set(RequestHeader, n)
+	resp, err := client.Do(req)
+	if err != nil {
+		return Outcome{Err: err.Error()}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	o := Outcome{Status: resp.StatusCode, Location: resp.Header.Get("Location"), Server: resp.Header.Get(ServerHeader), Header: map[string]string{}}
+	for _, h := range respHeaders {
+		if v := resp.Header.Values(h); v != nil {
+			o.Header[h] = strings.Join(v, ", ")
+		}
+	}
+	return o
+}
+
+// Difference is one field in which HAProxy and caddy-ha differ for one
+// request.
+type Difference struct {
+	Field          string // status, Location, response header <name>, backend, server, requests to servers, request line, request header <name>, error
+	HAProxy, Caddy string
+}
+
+func (d Difference) String() string {
+	return fmt.Sprintf("%s: HAProxy %q, caddy-ha %q", d.Field, d.HAProxy, d.Caddy)
+}
+
+// Compare lists how b (caddy-ha's) differs from a (HAProxy's): whether
+// each was answered, the status, Location, the compared response headers,
+// the backend that answered (and the server, unless balanced picks among
+// several: Layout.Balanced), how many requests reached a server, and the
+// request line and headers the first one saw (IgnoredRequestHeaders
+// aside).
+func Compare(a, b Outcome, balanced map[string]bool) []Difference {
+	var out []Difference
+	diff := func(field, x, y string) {
+		if x != y {
+			out = append(out, Difference{field, x, y})
+		}
+	}
+	if (a.Err == "") != (b.Err == "") {
+		return []Difference{{"error", a.Err, b.Err}}
+	}
+	if a.Err != "" {
+		return nil
+	}
+	diff("status", strconv.Itoa(a.Status), strconv.Itoa(b.Status))
+	diff("Location", a.Location, b.Location)
+	for _, h := range sortedUnion(a.Header, b.Header) {
+		diff("response header "+h, a.Header[h], b.Header[h])
+	}
+	backendOf := func(id string) string { s, _, _ := strings.Cut(id, "/"); return s }
+	diff("backend", backendOf(a.Server), backendOf(b.Server))
+	if backendOf(a.Server) == backendOf(b.Server) && !balanced[backendOf(a.Server)] {
+		diff("server", a.Server, b.Server)
+	}
+	diff("requests to servers", strconv.Itoa(len(a.Seen)), strconv.Itoa(len(b.Seen)))
+	if len(a.Seen) == 0 || len(b.Seen) == 0 {
+		return out
+	}
+	diff("request line", a.Seen[0].Line, b.Seen[0].Line)
+	ha, hb := joined(a.Seen[0].Header), joined(b.Seen[0].Header)
+	for _, h := range sortedUnion(ha, hb) {
+		diff("request header "+h, ha[h], hb[h])
+	}
+	return out
+}
+
+func joined(h http.Header) map[string]string {
+	out := map[string]string{}
+	for name, v := range h {
+		if !slices.Contains(IgnoredRequestHeaders, http.CanonicalHeaderKey(name)) {
+			out[http.CanonicalHeaderKey(name)] = strings.Join(v, ", ")
+		}
+	}
+	return out
+}
+
+func sortedUnion(a, b map[string]string) []string {
+	var out []string
+	for k := range a {
+		out = append(out, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Known is a known difference: a row of docs/haproxy.md's "Known
+// differences" table. A difference in Field (a trailing * matches any
+// rest) is known where the translation warned with a message holding
+// Warning.
+type Known struct {
+	Field, Warning, Why string
+}
+
+// KnownHeading is the heading of the section ParseKnown reads.
+const KnownHeading = "## Known differences"
+
+// ParseKnown reads the table of the section headed KnownHeading in a
+// markdown document: each row's first cell the field, its second the
+// warning, each in backticks, its third why.
+func ParseKnown(markdown []byte) ([]Known, error) {
+	sc := bufio.NewScanner(bytes.NewReader(markdown))
+	in, rows := false, 0
+	var out []Known
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "#") {
+			if in {
+				break
+			}
+			in = line == KnownHeading
+			continue
+		}
+		if !in || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		if rows++; rows <= 2 { // the header and its rule
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 3 {
+			return nil, fmt.Errorf("known differences: a row of %d cells: %s", len(cells), line)
+		}
+		field, ok1 := backticked(cells[0])
+		warning, ok2 := backticked(cells[1])
+		if !ok1 || !ok2 || field == "" || warning == "" {
+			return nil, fmt.Errorf("known differences: the field and the warning must be in backticks: %s", line)
+		}
+		out = append(out, Known{Field: field, Warning: warning, Why: strings.TrimSpace(strings.Join(cells[2:], "|"))})
+	}
+	if !in {
+		return nil, fmt.Errorf("no %q section", KnownHeading)
+	}
+	return out, sc.Err()
+}
+
+func backticked(cell string) (string, bool) {
+	cell = strings.TrimSpace(cell)
+	if len(cell) < 2 || cell[0] != '`' || cell[len(cell)-1] != '`' {
+		return "", false
+	}
+	return cell[1 : len(cell)-1], true
+}
+
+// Excuse is the warning that makes d a known difference, if any: of a
+// row of known whose field matches d's, the first warning of the
+// translation that holds the row's warning text.
+func Excuse(d Difference, known []Known, warnings []haproxy.Warning) (Known, haproxy.Warning, bool) {
+	for _, k := range known {
+		if k.Field != d.Field && !(strings.HasSuffix(k.Field, "*") && strings.HasPrefix(d.Field, strings.TrimSuffix(k.Field, "*"))) {
+			continue
+		}
+		for _, w := range warnings {
+			if strings.Contains(w.Msg, k.Warning) {
+				return k, w, true
+			}
+		}
+	}
+	return Known{}, haproxy.Warning{}, false
+}

@@ -1,0 +1,562 @@
+package hadiff
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/caddy-ha/caddy-ha/haproxy"
+)
+
+// DefaultHost is the Host of a derived request that no ACL gives one.
+const DefaultHost = "hadiff.example"
+
+// Request is one request the harness sends to both proxies.
+type Request struct {
+	Method string
+	Host   string
+	Target string      // the path and query as sent
+	Header http.Header // besides Host and the harness's own
+	From   string      // the client's address; "" for 127.0.0.1
+	Why    []string    // what in the configuration it exercises
+}
+
+// Key identifies what is sent, whatever the request was derived for.
+func (r Request) Key() string {
+	var h []string
+	for name, v := range r.Header {
+		h = append(h, name+": "+strings.Join(v, ", "))
+	}
+	slices.Sort(h)
+	return strings.Join(append([]string{r.Method, r.Host, r.Target, r.From}, h...), "\n")
+}
+
+func (r Request) String() string {
+	s := r.Method + " " + r.Target + " Host: " + r.Host
+	for _, name := range slices.Sorted(maps.Keys(r.Header)) {
+		s += ", " + name + ": " + strings.Join(r.Header[name], ", ")
+	}
+	if r.From != "" {
+		s += " from " + r.From
+	}
+	return s
+}
+
+// change is what one ACL value makes of a request to match (or not).
+type change func(*Request)
+
+// test is one ACL test of a condition: the changes that make it true
+// (in) and false (out), a named ACL's lines together.
+type test struct {
+	in, out []change
+}
+
+// Derivation is what Derive makes of a configuration.
+type Derivation struct {
+	Requests []Request
+	// ResponseHeaders are the response headers the configuration sets or
+	// removes: those compared.
+	ResponseHeaders []string
+	// Notes say what could not be derived, with the line.
+	Notes []string
+}
+
+// Derive makes requests from cfg: a GET, HEAD and POST of /; for each
+// ACL (named, or anonymous in a condition), requests its values match and
+// near misses that they do not (a prefix one byte short, the other case
+// without -i, a path's letter percent-encoded); for each rule's condition, one request that makes every
+// test of an alternative true and one per test made false; a request with
+// every request header the configuration sets, removes or forwards sent
+// by the client (forged); the stats and monitor URIs. Requests that
+// send the same are one, with each reason kept.
+func Derive(cfg *haproxy.Config) Derivation {
+	d := &deriver{seen: map[string]int{}}
+	d.add(Request{Method: http.MethodGet, Target: "/"}, "a plain GET")
+	d.add(Request{Method: http.MethodHead, Target: "/"}, "a plain HEAD")
+	d.add(Request{Method: http.MethodPost, Target: "/"}, "a plain POST")
+	forged := http.Header{
+		"X-Forwarded-For":   {"203.0.113.9"},
+		"X-Forwarded-Proto": {"http"},
+		"X-Forwarded-Host":  {"forged.example"},
+		"X-Real-Ip":         {"203.0.113.9"},
+		"Forwarded":         {"for=203.0.113.9"},
+	}
+	respHeaders := map[string]bool{}
+	for _, s := range cfg.Sections {
+		if s.Kind != "frontend" && s.Kind != "backend" && s.Kind != "listen" && s.Kind != "defaults" {
+			continue
+		}
+		acls := map[string]*test{}
+		for _, line := range s.Lines {
+			w := line.Words
+			at := fmt.Sprintf("line %d", line.Pos.Line)
+			switch {
+			case w[0] == "acl" && len(w) >= 3:
+				t, note := aclTest(w[2:])
+				if note != "" {
+					d.notes = append(d.notes, at+": "+note)
+				}
+				if acls[w[1]] == nil {
+					acls[w[1]] = &test{}
+				}
+				acls[w[1]].in = append(acls[w[1]].in, t.in...)
+				acls[w[1]].out = append(acls[w[1]].out, t.out...)
+				for i, c := range t.in {
+					d.derive(fmt.Sprintf("%s: acl %s (value %d, in)", at, w[1], i+1), c)
+				}
+				for i, c := range t.out {
+					d.derive(fmt.Sprintf("%s: acl %s (near miss %d, out)", at, w[1], i+1), c)
+				}
+				continue
+			case (w[0] == "http-request" || w[0] == "http-response" || w[0] == "http-after-response") && len(w) >= 3 &&
+				slices.Contains([]string{"set-header", "add-header", "del-header", "replace-header", "replace-value"}, w[1]):
+				if w[0] == "http-request" {
+					forged.Set(w[2], "client-value")
+				} else {
+					respHeaders[http.CanonicalHeaderKey(w[2])] = true
+				}
+			case w[0] == "http-request" && len(w) >= 2 && w[1] == "return":
+				for i := 2; i+1 < len(w); i++ {
+					switch w[i] {
+					case "content-type":
+						respHeaders["Content-Type"] = true
+					case "hdr":
+						respHeaders[http.CanonicalHeaderKey(w[i+1])] = true
+					}
+				}
+			case w[0] == "option" && len(w) >= 2 && w[1] == "forwardfor":
+				if i := slices.Index(w, "header"); i > 0 && i+1 < len(w) {
+					forged.Set(w[i+1], "203.0.113.9")
+				}
+			case (w[0] == "stats" || w[0] == "monitor-uri") && len(w) >= 2:
+				if uri := w[len(w)-1]; (w[0] == "monitor-uri" || w[1] == "uri") && strings.HasPrefix(uri, "/") {
+					d.add(Request{Method: http.MethodGet, Target: uri}, at+": "+strings.Join(w, " "))
+				}
+			}
+			if i := condition(w); i > 0 {
+				d.condition(w[i+1:], acls, at+": "+strings.Join(w[:i], " "))
+			}
+		}
+	}
+	d.add(Request{Method: http.MethodGet, Target: "/", Header: forged}, "the request headers the configuration sets, removes or forwards, sent by the client")
+	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(respHeaders)), Notes: d.notes}
+}
+
+type deriver struct {
+	reqs  []Request
+	seen  map[string]int // the index of each request, by Key
+	notes []string
+}
+
+func (d *deriver) add(r Request, why string) {
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	if r.Host == "" {
+		r.Host = DefaultHost
+	}
+	if r.Target == "" {
+		r.Target = "/"
+	}
+	k := r.Key()
+	if i, ok := d.seen[k]; ok {
+		d.reqs[i].Why = append(d.reqs[i].Why, why)
+		return
+	}
+	r.Why = []string{why}
+	d.seen[k] = len(d.reqs)
+	d.reqs = append(d.reqs, r)
+}
+
+// derive adds the default request with changes made, in order (a nil
+// one: nothing to change).
+func (d *deriver) derive(why string, changes ...change) {
+	var r Request
+	for _, c := range changes {
+		if c != nil {
+			c(&r)
+		}
+	}
+	d.add(r, why)
+}
+
+// condition is the index of a line's if or unless, 0 if none.
+func condition(w []string) int {
+	if w[0] == "acl" {
+		return 0
+	}
+	for i := 1; i < len(w); i++ {
+		if w[i] == "if" || w[i] == "unless" {
+			return i
+		}
+	}
+	return 0
+}
+
+// condTerm is one test of a condition, negated or not.
+type condTerm struct {
+	neg bool
+	t   *test
+}
+
+// condition derives requests from a rule's condition: per alternative
+// (|| or or), every test true, then each made false in turn.
+func (d *deriver) condition(words []string, acls map[string]*test, why string) {
+	var alts [][]condTerm
+	var cur []condTerm
+	for i := 0; i < len(words); i++ {
+		w, neg := words[i], false
+		if w == "||" || w == "or" {
+			alts, cur = append(alts, cur), nil
+			continue
+		}
+		if w == "!" {
+			neg = true
+			if i++; i >= len(words) {
+				break
+			}
+			w = words[i]
+		} else if strings.HasPrefix(w, "!") {
+			neg, w = true, w[1:]
+		}
+		if w == "{" {
+			end := slices.Index(words[i:], "}")
+			if end < 0 {
+				break
+			}
+			t, note := aclTest(words[i+1 : i+end])
+			if note != "" {
+				d.notes = append(d.notes, why+": "+note)
+			}
+			cur = append(cur, condTerm{neg, &t})
+			i += end
+			continue
+		}
+		if t, ok := acls[w]; ok {
+			cur = append(cur, condTerm{neg, t})
+		} else {
+			// An ACL of the defaults or a predefined one (TRUE, HTTP, …):
+			// nothing to derive.
+			cur = append(cur, condTerm{neg, &test{}})
+		}
+	}
+	alts = append(alts, cur)
+	for ai, alt := range alts {
+		pick := func(t condTerm, truth bool) change {
+			cs := t.t.in
+			if truth == t.neg {
+				cs = t.t.out
+			}
+			if len(cs) == 0 {
+				return nil
+			}
+			return cs[0]
+		}
+		var all []change
+		for _, t := range alt {
+			all = append(all, pick(t, true))
+		}
+		d.derive(fmt.Sprintf("%s (alternative %d, every test true)", why, ai+1), all...)
+		for ti := range alt {
+			var one []change
+			for tj, t := range alt {
+				one = append(one, pick(t, ti != tj))
+			}
+			d.derive(fmt.Sprintf("%s (alternative %d, test %d false)", why, ai+1, ti+1), one...)
+		}
+	}
+}
+
+// aclTest is what an ACL's fetch, flags and values (the words after its
+// name, or inside { }) derive: its values' requests (in) and near misses
+// (out). A fetch it cannot derive a request for gives a note.
+func aclTest(w []string) (test, string) {
+	fetch := w[0]
+	insensitive, match := false, ""
+	var values []string
+	for i := 1; i < len(w); i++ {
+		switch {
+		case w[i] == "-i":
+			insensitive = true
+		case w[i] == "-m" && i+1 < len(w):
+			match = w[i+1]
+			i++
+		case w[i] == "-f" || w[i] == "-M":
+			return test{}, fmt.Sprintf("%s with pattern files: not derived", fetch)
+		case w[i] == "-n" || w[i] == "--":
+		default:
+			values = append(values, w[i:]...)
+			i = len(w)
+		}
+	}
+	// The fetch's subject and how it matches: path_beg is path, -m beg.
+	subject, arg := fetch, ""
+	if open := strings.Index(fetch, "("); open > 0 && strings.HasSuffix(fetch, ")") {
+		subject, arg = fetch[:open], fetch[open+1:len(fetch)-1]
+		if c := strings.IndexByte(arg, ','); c >= 0 {
+			arg = arg[:c]
+		}
+	}
+	subject = strings.TrimPrefix(subject, "req.")
+	if base, suffix, ok := strings.Cut(subject, "_"); ok && match == "" && slices.Contains([]string{"beg", "end", "sub", "reg", "dom", "dir", "str", "len", "cnt", "ip", "val", "found"}, suffix) {
+		subject, match = base, suffix
+	}
+	if subject == "fhdr" {
+		subject = "hdr"
+	}
+	if match == "" {
+		match = "str"
+	}
+	var t test
+	switch subject {
+	case "ssl_fc", "ssl_fc_sni", "ssl_sni":
+		return t, "" // the request is sent with and without TLS where a bind has it
+	case "method":
+		for _, m := range values {
+			t.in = append(t.in, func(r *Request) { r.Method = m })
+		}
+		return t, ""
+	case "src":
+		for _, v := range values {
+			if from, ok := loopbackIn(v); ok {
+				t.in = append(t.in, func(r *Request) { r.From = from })
+			}
+		}
+		if len(t.in) == 0 {
+			return t, fmt.Sprintf("%s %s: no loopback address matches, only the out side sent", fetch, strings.Join(values, " "))
+		}
+		return t, ""
+	case "path", "url", "hdr", "urlp", "cook":
+	default:
+		return t, fmt.Sprintf("fetch %s: not derived", fetch)
+	}
+	if (subject == "hdr" || subject == "urlp" || subject == "cook") && arg == "" {
+		return t, fmt.Sprintf("fetch %s without a name: not derived", fetch)
+	}
+	set := func(v string) change {
+		switch subject {
+		case "path", "url":
+			if !strings.HasPrefix(v, "/") {
+				v = "/" + v
+			}
+			return func(r *Request) { r.Target = v }
+		case "urlp":
+			return func(r *Request) { r.Target = "/?" + arg + "=" + v }
+		case "cook":
+			return func(r *Request) { r.setHeader("Cookie", arg+"="+v) }
+		}
+		if strings.EqualFold(arg, "host") {
+			return func(r *Request) { r.Host = v }
+		}
+		return func(r *Request) { r.setHeader(arg, v) }
+	}
+	sep := ""
+	if subject == "path" || subject == "url" {
+		sep = "/"
+	}
+	for _, v := range values {
+		var in, out []string
+		switch match {
+		case "str":
+			in, out = []string{v}, []string{v + "x"}
+		case "beg":
+			in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
+		case "end":
+			in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
+		case "sub":
+			in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
+		case "dir":
+			in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
+		case "dom":
+			in, out = []string{v, "www." + v}, []string{"x" + v}
+		case "reg":
+			s, ok := Generate(v, insensitive)
+			if !ok {
+				return t, fmt.Sprintf("%s %s: no match generated", fetch, v)
+			}
+			in = []string{s}
+		default:
+			return t, fmt.Sprintf("%s -m %s: not derived", fetch, match)
+		}
+		if match != "reg" {
+			if other := swapCase(v); other != v {
+				if insensitive {
+					in = append(in, strings.Replace(in[0], v, other, 1))
+				} else {
+					out = append(out, strings.Replace(in[0], v, other, 1))
+				}
+			}
+			// HAProxy matches a path as sent, percent-encoding and all: a
+			// letter of the value encoded is a near miss.
+			if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
+				out = append(out, encoded)
+			}
+		}
+		for _, s := range in {
+			t.in = append(t.in, set(s))
+		}
+		for _, s := range out {
+			if s != "" {
+				t.out = append(t.out, set(s))
+			}
+		}
+	}
+	return t, ""
+}
+
+func (r *Request) setHeader(name, value string) {
+	if r.Header == nil {
+		r.Header = http.Header{}
+	}
+	r.Header.Set(name, value)
+}
+
+// encodeLetter is v with its first ASCII letter percent-encoded.
+func encodeLetter(v string) string {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x80 && unicode.IsLetter(rune(c)) {
+			return fmt.Sprintf("%s%%%02X%s", v[:i], c, v[i+1:])
+		}
+	}
+	return v
+}
+
+// shorter is v less its last byte: a prefix one byte short.
+func shorter(v string) string {
+	if len(v) <= 1 {
+		return v + "x"
+	}
+	return v[:len(v)-1]
+}
+
+// swapCase is v with each letter's case swapped.
+func swapCase(v string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsUpper(r) {
+			return unicode.ToLower(r)
+		}
+		return unicode.ToUpper(r)
+	}, v)
+}
+
+// loopbackIn is a client address of 127.0.0.0/8 that the src value v
+// matches, if any: "" for 127.0.0.1, the default client's.
+func loopbackIn(v string) (string, bool) {
+	if !strings.Contains(v, "/") {
+		v += "/32"
+	}
+	p, err := netip.ParsePrefix(v)
+	switch {
+	case err != nil || !p.Addr().Is4():
+		return "", false
+	case p.Contains(netip.MustParseAddr("127.0.0.2")):
+		return "127.0.0.2", true
+	case p.Contains(netip.MustParseAddr("127.0.0.1")):
+		return "", true
+	case netip.MustParsePrefix("127.0.0.0/8").Contains(p.Masked().Addr()):
+		return p.Masked().Addr().Next().String(), true
+	}
+	return "", false
+}
+
+// Generate makes a string that the regular expression expr matches (a
+// simple one: literals, classes, repetitions, alternations), checked
+// with Go's regexp (RE2; HAProxy's is PCRE, which agrees on these). It
+// reports false if it cannot.
+func Generate(expr string, insensitive bool) (string, bool) {
+	flags := syntax.Perl
+	if insensitive {
+		flags |= syntax.FoldCase
+	}
+	re, err := syntax.Parse(expr, flags)
+	if err != nil {
+		return "", false
+	}
+	var b strings.Builder
+	if !generate(re.Simplify(), &b) {
+		return "", false
+	}
+	s := b.String()
+	if !strings.HasPrefix(s, "/") && regexp.MustCompile(expr).MatchString("/"+s) {
+		s = "/" + s // a path begins with a slash
+	}
+	if prefix := "(?i)"; insensitive {
+		expr = prefix + expr
+	}
+	if !regexp.MustCompile(expr).MatchString(s) {
+		return "", false
+	}
+	return s, true
+}
+
+func generate(re *syntax.Regexp, b *strings.Builder) bool {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	case syntax.OpLiteral:
+		b.WriteString(string(re.Rune))
+		return true
+	case syntax.OpCharClass:
+		if len(re.Rune) < 2 {
+			return false
+		}
+		// The class's first printable ASCII letter, digit or '-', else its first.
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			for r := re.Rune[i]; r <= re.Rune[i+1] && r < 0x7f; r++ {
+				if unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '.' {
+					b.WriteRune(r)
+					return true
+				}
+			}
+		}
+		b.WriteRune(re.Rune[0])
+		return true
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		b.WriteByte('a')
+		return true
+	case syntax.OpCapture:
+		return generate(re.Sub[0], b)
+	case syntax.OpStar, syntax.OpQuest:
+		return true
+	case syntax.OpPlus:
+		return generate(re.Sub[0], b)
+	case syntax.OpRepeat:
+		for range re.Min {
+			if !generate(re.Sub[0], b) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpConcat:
+		for _, s := range re.Sub {
+			if !generate(s, b) {
+				return false
+			}
+		}
+		return true
+	case syntax.OpAlternate:
+		return generate(re.Sub[0], b)
+	}
+	return false
+}
+
+// Hosts are the host names the requests send, for a certificate that
+// names them all.
+func Hosts(reqs []Request) []string {
+	var out []string
+	for _, r := range reqs {
+		h := strings.ToLower(r.Host)
+		if net.ParseIP(h) == nil && h != "" && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}

@@ -1,0 +1,356 @@
+package hadiff
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/caddy-ha/caddy-ha/haproxy"
+)
+
+const sample = `global
+    chroot /var/lib/haproxy
+    stats socket /run/haproxy/admin.sock mode 660
+    log 10.0.0.5:514 local0
+
+defaults
+    mode http
+    timeout client 5s
+
+frontend web
+    bind :::80 v4v6
+    bind *:443 ssl crt /etc/ssl/site.pem alpn h2,http/1.1 \
+        name tls
+    acl api path_beg -i /api
+    acl admin hdr(host) admin.example
+    acl write method POST PUT
+    acl lan src 127.0.0.0/8
+    acl img path_reg ^/img/[0-9]+\.png$
+    http-request deny if admin write !lan
+    http-request set-header X-Proxy "a b#c"
+    http-response set-header X-Frame-Options DENY
+    use_backend api if api || { path_end .json }
+    default_backend app
+
+backend api
+    server api1 10.0.0.1:8080 check port 8081
+    server api2 10.0.0.2:8080 check
+
+backend app
+    balance first
+    server app1 10.0.0.3:80 weight 2
+    server app2 10.0.0.4:80
+`
+
+func parse(t *testing.T, text string) *haproxy.Config {
+	t.Helper()
+	cfg, err := haproxy.Parse(strings.NewReader(text), "sample.cfg", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Each bind and server line is written anew at its line, on its new
+// address, its other words kept (a crt mapped; the old address family's
+// and the check's own address dropped); a continued line's other lines
+// emptied; the process's global lines commented out; a log server on
+// loopback's discard port; the rest as it was,
+// every line at its number.
+func TestRewriteByLine(t *testing.T) {
+	cfg := parse(t, sample)
+	l, err := Inspect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Binds) != 2 || !l.Binds[1].TLS || l.Binds[0].TLS || len(l.Servers) != 4 {
+		t.Fatalf("layout %+v", l)
+	}
+	if !l.Balanced["api"] || l.Balanced["app"] {
+		t.Errorf("balanced %v, want api (two servers, round robin) and not app (balance first)", l.Balanced)
+	}
+	out, err := Rewrite([]byte(sample), l, Addresses{
+		Bind:   map[int]string{11: "127.0.0.1:1001", 12: "127.0.0.1:1002"},
+		Server: map[int]string{26: "127.0.0.1:2001", 27: "127.0.0.1:2002", 31: "127.0.0.1:2003", 32: "127.0.0.1:2004"},
+		File:   map[string]string{"/etc/ssl/site.pem": "/tmp/my cert.pem"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, want := strings.Split(string(out), "\n"), strings.Split(sample, "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out)
+	}
+	changed := map[int]string{
+		2:  "# hadiff:     chroot /var/lib/haproxy",
+		3:  "# hadiff:     stats socket /run/haproxy/admin.sock mode 660",
+		4:  "    log 127.0.0.1:9 local0",
+		11: "    bind 127.0.0.1:1001",
+		12: "    bind 127.0.0.1:1002 ssl crt '/tmp/my cert.pem' alpn h2,http/1.1 name tls",
+		13: "",
+		26: "    server api1 127.0.0.1:2001 check",
+		27: "    server api2 127.0.0.1:2002 check",
+		31: "    server app1 127.0.0.1:2003 weight 2",
+		32: "    server app2 127.0.0.1:2004",
+	}
+	for i := range got {
+		w, ok := changed[i+1]
+		if !ok {
+			w = want[i]
+		}
+		if got[i] != w {
+			t.Errorf("line %d: %q, want %q", i+1, got[i], w)
+		}
+	}
+	// HAProxy's reader takes it back: the crt as mapped, the header
+	// value's quoting as it was.
+	again := parse(t, string(out))
+	for _, s := range again.Sections {
+		for _, line := range s.Lines {
+			if line.Words[0] == "bind" && line.Pos.Line == 12 && line.Words[4] != "/tmp/my cert.pem" {
+				t.Errorf("crt read back as %q", line.Words[4])
+			}
+			if line.Words[0] == "http-request" && line.Words[1] == "set-header" && line.Words[3] != "a b#c" {
+				t.Errorf("set-header value read back as %q", line.Words[3])
+			}
+		}
+	}
+}
+
+// What the harness cannot move to loopback is refused with its line.
+func TestInspectRefusesWhatItCannotMove(t *testing.T) {
+	for _, tt := range []struct{ line, want string }{
+		{"    server-template app 1-3 app:80 check", "line 8: server-template"},
+		{"    server s1 10.0.0.1:443 ssl verify none", "line 8: server s1 with ssl"},
+		{"    default-server ssl verify none", "line 8: default-server with ssl"},
+		{"    server s1 10.0.0.1:80 check check-ssl", "line 8: server s1 with ssl, check-ssl"},
+		{"    server s1 10.0.0.1:80 agent-check agent-port 9999", "line 8: server s1"},
+	} {
+		text := "defaults\n    mode http\nfrontend f\n    bind :80\n    default_backend b\n\nbackend b\n" + tt.line + "\n"
+		if _, err := Inspect(parse(t, text)); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.line, err, tt.want)
+		}
+	}
+}
+
+func TestIsNetworkAddress(t *testing.T) {
+	for w, want := range map[string]bool{"10.0.0.5:514": true, "127.0.0.1": true, "logs.example:514": true, "udp@10.0.0.5:514": true,
+		"/dev/log": false, "unix@/dev/log": false, "stdout": false, "fd@1": false, "ring@buf": false, "global": false, "localhost": false} {
+		if got := isNetworkAddress(w); got != want {
+			t.Errorf("%s: %v", w, got)
+		}
+	}
+}
+
+func TestQuoteReadsBack(t *testing.T) {
+	for _, w := range []string{"plain", "", "a b", "it's", `say "hi" $HOME`, "#x", `back\slash`, "new\nline", "it's $x"} {
+		cfg := parse(t, "global\n    description "+Quote(w)+"\n")
+		if got := cfg.Sections[0].Lines[0].Words; len(got) != 2 || got[1] != w {
+			t.Errorf("%q written %s, read back as %q", w, Quote(w), got)
+		}
+	}
+}
+
+// The sample's ACLs and rules give requests that each value matches and
+// near misses that it does not, the conditions' alternatives each true
+// and each test made false, and the headers the configuration sets sent by
+// the client.
+func TestDeriveFromACLsAndRules(t *testing.T) {
+	d := Derive(parse(t, sample))
+	has := func(want Request) *Request {
+		for i, r := range d.Requests {
+			if r.Method == want.Method && r.Host == want.Host && r.Target == want.Target && r.From == want.From &&
+				(want.Header == nil || r.Header.Get("X-Proxy") == want.Header.Get("X-Proxy")) {
+				return &d.Requests[i]
+			}
+		}
+		t.Errorf("no request %s among\n%s", want, d.Requests)
+		return nil
+	}
+	get := func(host, target string) Request {
+		return Request{Method: http.MethodGet, Host: host, Target: target}
+	}
+	for _, r := range []Request{
+		get(DefaultHost, "/"), {Method: http.MethodHead, Host: DefaultHost, Target: "/"}, {Method: http.MethodPost, Host: DefaultHost, Target: "/"},
+		get(DefaultHost, "/api"), get(DefaultHost, "/api/x"), get(DefaultHost, "/API"), // -i: the other case is in
+		get(DefaultHost, "/ap"),                                                          // a prefix one short: out
+		get("admin.example", "/"), get("admin.examplex", "/"), get("ADMIN.EXAMPLE", "/"), // no -i: the other case is out
+		{Method: http.MethodPut, Host: DefaultHost, Target: "/"},
+		{Method: http.MethodGet, Host: DefaultHost, Target: "/", From: "127.0.0.2"},
+		get(DefaultHost, "/img/0.png"),
+		get(DefaultHost, "/x.json"), get(DefaultHost, "/x.jso"), // the anonymous ACL of use_backend's second alternative
+	} {
+		has(r)
+	}
+	// The deny's condition: all three true (admin, write, not lan), then
+	// each false in turn.
+	for _, r := range []Request{
+		{Method: http.MethodPost, Host: "admin.example", Target: "/"},
+		{Method: http.MethodPost, Host: "admin.examplex", Target: "/"},
+		{Method: http.MethodPost, Host: "admin.example", Target: "/", From: "127.0.0.2"},
+	} {
+		if got := has(r); got != nil && !slices.ContainsFunc(got.Why, func(w string) bool { return strings.HasPrefix(w, "line 19: http-request deny") }) {
+			t.Errorf("%s: derived for %q, want the deny's condition among", r, got.Why)
+		}
+	}
+	has(Request{Method: http.MethodGet, Host: DefaultHost, Target: "/", Header: http.Header{"X-Proxy": {"client-value"}}})
+	if !slices.Equal(d.ResponseHeaders, []string{"X-Frame-Options"}) {
+		t.Errorf("response headers %v", d.ResponseHeaders)
+	}
+	if hosts := Hosts(d.Requests); !slices.Contains(hosts, "admin.example") || !slices.Contains(hosts, DefaultHost) {
+		t.Errorf("hosts %v", hosts)
+	}
+}
+
+func TestGenerateMatchesSimpleExpressions(t *testing.T) {
+	for _, expr := range []string{`^/img/[0-9]+\.png$`, `\.(css|js)$`, `^/api/v[12]/`, `/reports/\d{2,4}`, `^/(foo|bar)?x*$`} {
+		s, ok := Generate(expr, false)
+		if !ok || !regexp.MustCompile(expr).MatchString(s) || !strings.HasPrefix(s, "/") {
+			t.Errorf("%s: %q %v", expr, s, ok)
+		}
+	}
+	if s, ok := Generate(`(?<=a)b`, false); ok {
+		t.Errorf("a lookbehind (not RE2) generated %q", s)
+	}
+}
+
+// Each field that differs is one difference; hop-by-hop headers, Via and
+// the request's number are not compared; a header's lines are compared
+// joined; the server only where the backend does not balance.
+func TestCompare(t *testing.T) {
+	seen := func(server, line string, h http.Header) []Seen {
+		return []Seen{{Server: server, Line: line, Header: h}}
+	}
+	a := Outcome{Status: 200, Header: map[string]string{"X-Frame-Options": "DENY"}, Server: "app/app1",
+		Seen: seen("app/app1", "GET / HTTP/1.1", http.Header{"X-Forwarded-For": {"1.2.3.4", "127.0.0.1"}, "Connection": {"close"}, "Via": {"1.1 x"}, RequestHeader: {"1"}})}
+	b := Outcome{Status: 200, Header: map[string]string{"X-Frame-Options": "DENY"}, Server: "app/app1",
+		Seen: seen("app/app1", "GET / HTTP/1.1", http.Header{"X-Forwarded-For": {"1.2.3.4, 127.0.0.1"}, RequestHeader: {"2"}})}
+	if d := Compare(a, b, nil); len(d) != 0 {
+		t.Errorf("alike: %v", d)
+	}
+	b.Status, b.Location, b.Header = 301, "https://x/", map[string]string{}
+	b.Server, b.Seen = "app/app2", seen("app/app2", "GET /x HTTP/1.1", http.Header{"X-Extra": {"1"}})
+	var fields []string
+	for _, d := range Compare(a, b, nil) {
+		fields = append(fields, d.Field)
+	}
+	want := []string{"status", "Location", "response header X-Frame-Options", "server", "request line", "request header X-Extra", "request header X-Forwarded-For"}
+	if !slices.Equal(fields, want) {
+		t.Errorf("fields %v, want %v", fields, want)
+	}
+	if d := Compare(a, Outcome{Status: 200, Header: a.Header, Server: "app/app2", Seen: seen("app/app2", a.Seen[0].Line, a.Seen[0].Header)}, map[string]bool{"app": true}); len(d) != 0 {
+		t.Errorf("another server of a balanced backend: %v", d)
+	}
+	if d := Compare(a, Outcome{Err: "connection refused"}, nil); len(d) != 1 || d[0].Field != "error" {
+		t.Errorf("one side unanswered: %v", d)
+	}
+}
+
+const knownDoc = "# Doc\n\n## Known differences\n\ntext\n\n| field | warning | why |\n|---|---|---|\n" +
+	"| `request header X-Forwarded-Host` | `sends X-Forwarded-Host` | the forwarded handler |\n" +
+	"| `response header *` | `httpclose` | any response header |\n\n## Next\n\n| `status` | `x` | not read |\n"
+
+// Known differences are the rows of their section alone; a difference is
+// excused only by a row of its field whose warning the translation gave.
+func TestKnownDifferences(t *testing.T) {
+	known, err := ParseKnown([]byte(knownDoc))
+	if err != nil || len(known) != 2 || known[0].Field != "request header X-Forwarded-Host" || known[1].Why != "any response header" {
+		t.Fatalf("%+v %v", known, err)
+	}
+	warnings := []haproxy.Warning{{Pos: haproxy.Position{File: "f", Line: 7}, Msg: "option httpclose: connections kept alive"}}
+	if _, w, ok := Excuse(Difference{Field: "response header X-A"}, known, warnings); !ok || w.Pos.Line != 7 {
+		t.Errorf("a row with * and its warning: %v %v", w, ok)
+	}
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Host"}, known, warnings); ok {
+		t.Error("excused without the row's warning")
+	}
+	if _, _, ok := Excuse(Difference{Field: "status"}, known, warnings); ok {
+		t.Error("excused by a row of another section")
+	}
+	for _, bad := range []string{"# x\n", "## Known differences\n| a | b | c |\n|---|---|---|\n| status | `w` | why |\n"} {
+		if _, err := ParseKnown([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// A backend answers every request with its ID, health checks too, and
+// files each numbered request's line and headers, Host among them.
+func TestBackendsRecord(t *testing.T) {
+	b := NewBackends()
+	defer b.Close()
+	addr, err := b.Start("app/app1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: Timeout}
+	for _, n := range []string{"", "7"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/health?x=1", nil)
+		req.Host = "site.example"
+		if n != "" {
+			req.Header.Set(RequestHeader, n)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(ServerHeader) != "app/app1" {
+			t.Errorf("%d %q", resp.StatusCode, resp.Header.Get(ServerHeader))
+		}
+	}
+	seen := b.Seen("7")
+	if len(seen) != 1 || seen[0].Line != "GET /health?x=1 HTTP/1.1" || seen[0].Header.Get("Host") != "site.example" || seen[0].Server != "app/app1" {
+		t.Errorf("seen %+v", seen)
+	}
+	if len(b.Seen("")) != 0 {
+		t.Error("a health check was filed")
+	}
+}
+
+// A crt that is not there becomes a test certificate (in a directory of
+// its own for a directory), one that is stays, a bind's ca-file the test
+// CA; each certificate names the requests' hosts.
+func TestTestFiles(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "real.pem")
+	if err := os.WriteFile(existing, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := Layout{Binds: []Bind{{Line: 1, TLS: true, Words: []string{"bind", ":443", "ssl", "crt", "/etc/none.pem", "crt", "/etc/certs/", "ca-file", "/etc/ca.pem"}},
+		{Line: 2, TLS: true, Words: []string{"bind", ":8443", "ssl", "crt", existing}}}}
+	dir := t.TempDir()
+	files, err := TestFiles(l, dir, []string{"www.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files[existing] != existing || !strings.HasSuffix(files["/etc/certs/"], "/") || files["/etc/ca.pem"] != filepath.Join(dir, "ca.pem") {
+		t.Fatalf("files %v", files)
+	}
+	for _, pemFile := range []string{files["/etc/none.pem"], filepath.Join(files["/etc/certs/"], "site.pem")} {
+		cert, err := tls.LoadX509KeyPair(pemFile, pemFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil || leaf.VerifyHostname("www.example") != nil || leaf.VerifyHostname("localhost") != nil {
+			t.Errorf("%s: %v, names %v", pemFile, err, leaf.DNSNames)
+		}
+	}
+}
+
+// A 1.x line the reader takes as its 2.x replacement is given as read,
+// for HAProxy 2.6, which refuses the 1.x one; other lines are not.
+func TestModern(t *testing.T) {
+	text := "defaults\n    mode http\n    contimeout 5000\nfrontend f\n    bind :80\n    reqadd X-Forwarded-Proto:\\ http\n    default_backend b\n"
+	got := Modern([]byte(text), parse(t, text))
+	want := map[int][]string{3: {"timeout", "connect", "5000"}, 6: {"http-request", "add-header", "X-Forwarded-Proto", "http"}}
+	if len(got) != len(want) || !slices.Equal(got[3], want[3]) || !slices.Equal(got[6], want[6]) {
+		t.Errorf("%v, want %v", got, want)
+	}
+}

@@ -1,0 +1,291 @@
+// Package hadiff runs one HAProxy configuration through HAProxy and
+// through caddy-ha's adaptation of it side by side, and compares what each
+// does with the same requests (issue 28, "prove the meaning"): it moves
+// the configuration's binds to loopback ports and its servers to recording
+// backends (Inspect, Rewrite, Backends), derives requests from the
+// configuration itself (Derive), and compares what the client got and what
+// the server saw (Compare), each difference checked against the known ones
+// that docs/haproxy.md lists (ParseKnown).
+package hadiff
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/caddy-ha/caddy-ha/haproxy"
+)
+
+// Bind is a bind line of a frontend or listen section.
+type Bind struct {
+	Line    int    // its line in the file (the first, if continued)
+	Section string // the frontend or listen it is in
+	TLS     bool   // it has ssl
+	Words   []string
+}
+
+// Server is a server line of a backend or listen section.
+type Server struct {
+	Line    int
+	Section string // the backend or listen it is in
+	Name    string
+	Words   []string
+}
+
+// ID is how the server names itself to the harness: section/name.
+func (s Server) ID() string { return s.Section + "/" + s.Name }
+
+// Layout is what the rewrite changes in a configuration: its binds, its
+// servers, and the process-level lines of its global section that would
+// stop HAProxy from running in a test (a chroot, a user, a stats socket
+// under /run); those are left as comments, which the translation ignores
+// anyway (docs/haproxy.md, "Ignored, with why").
+type Layout struct {
+	Binds     []Bind
+	Servers   []Server
+	Commented []int // lines written as comments
+	// Outbound are the lines of a log server's, resolver's, peer's or
+	// mailer's network address, by number, their words as written anew:
+	// that address Elsewhere.
+	Outbound map[int][]string
+	// Balanced are the backends whose server for a request depends on
+	// the balance's state (several servers, a balance other than first):
+	// which of their servers answered is not compared, only the backend.
+	Balanced map[string]bool
+}
+
+// processOnly are global keywords about HAProxy's process, not about what
+// it does with a request; the test's HAProxy runs without them.
+var processOnly = map[string]bool{
+	"chroot": true, "user": true, "group": true, "uid": true, "gid": true, "daemon": true,
+	"master-worker": true, "pidfile": true, "stats": true, "nbproc": true, "cpu-map": true,
+	"ulimit-n": true,
+}
+
+// Elsewhere is where the lines that would send off the machine send
+// instead (a log server, a resolver's or a peer's address): the discard
+// port of loopback, where nothing answers. What they send is not compared.
+const Elsewhere = "127.0.0.1:9"
+
+// outbound are the keywords whose address argument (by index) is another
+// machine's, when it is a network address.
+var outbound = map[string]int{"log": 1, "nameserver": 2, "peer": 2, "mailer": 2}
+
+// Inspect finds what Rewrite changes in cfg. It refuses, with the line, what
+// the harness cannot move to loopback faithfully.
+func Inspect(cfg *haproxy.Config) (Layout, error) {
+	l := Layout{Balanced: map[string]bool{}, Outbound: map[int][]string{}}
+	for _, s := range cfg.Sections {
+		servers, first := 0, false
+		for _, line := range s.Lines {
+			w := line.Words
+			if i, ok := outbound[w[0]]; ok && i < len(w) && isNetworkAddress(w[i]) {
+				l.Outbound[line.Pos.Line] = slices.Concat(w[:i], []string{Elsewhere}, w[i+1:])
+			}
+			switch {
+			case s.Kind == "global" && processOnly[w[0]]:
+				l.Commented = append(l.Commented, line.Pos.Line)
+			case w[0] == "bind" && (s.Kind == "frontend" || s.Kind == "listen"):
+				if len(w) < 2 {
+					return l, fmt.Errorf("line %d: bind without an address", line.Pos.Line)
+				}
+				for _, unsupported := range []string{"crt-list", "crl-file", "accept-proxy", "quic"} {
+					if slices.Contains(w, unsupported) {
+						return l, fmt.Errorf("line %d: bind … %s: not moved to loopback by the harness", line.Pos.Line, unsupported)
+					}
+				}
+				l.Binds = append(l.Binds, Bind{Line: line.Pos.Line, Section: s.Name, TLS: slices.Contains(w, "ssl"), Words: w})
+			case w[0] == "server" && (s.Kind == "backend" || s.Kind == "listen"):
+				if len(w) < 3 {
+					return l, fmt.Errorf("line %d: server without an address", line.Pos.Line)
+				}
+				if slices.ContainsFunc(w, notPlainHTTP) {
+					return l, fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line, w[1])
+				}
+				servers++
+				l.Servers = append(l.Servers, Server{Line: line.Pos.Line, Section: s.Name, Name: w[1], Words: w})
+			case w[0] == "default-server" && slices.ContainsFunc(w, notPlainHTTP):
+				return l, fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
+			case w[0] == "server-template":
+				return l, fmt.Errorf("line %d: server-template: the harness moves server lines only", line.Pos.Line)
+			case w[0] == "balance" && len(w) > 1 && w[1] == "first":
+				first = true
+			}
+		}
+		l.Balanced[s.Name] = servers > 1 && !first
+	}
+	return l, nil
+}
+
+// notPlainHTTP are the server keywords that ask a server for more than
+// plain HTTP and its checks.
+func notPlainHTTP(w string) bool {
+	switch w {
+	case "ssl", "check-ssl", "send-proxy", "send-proxy-v2", "check-send-proxy", "agent-check":
+		return true
+	}
+	return false
+}
+
+// isNetworkAddress reports whether an address word names a host and a
+// port (or an IP address) rather than a socket path, a file descriptor
+// or a keyword.
+func isNetworkAddress(w string) bool {
+	if strings.HasPrefix(w, "/") || strings.HasPrefix(w, "unix@") || strings.HasPrefix(w, "fd@") ||
+		strings.HasPrefix(w, "stdout") || strings.HasPrefix(w, "stderr") || strings.HasPrefix(w, "ring@") || w == "global" {
+		return false
+	}
+	if _, after, ok := strings.Cut(w, "@"); ok {
+		w = after
+	}
+	return strings.Contains(w, ":") || strings.Count(w, ".") == 3
+}
+
+// Addresses are what one proxy's copy of the configuration listens on and
+// sends to: a loopback address for each bind line and each server line
+// (by line), and the file each crt (and a bind's ca-file) names, by the
+// path written.
+type Addresses struct {
+	Bind   map[int]string
+	Server map[int]string
+	File   map[string]string
+	// Lines are other lines written anew, by number: for HAProxy's copy,
+	// the 1.x lines the reader takes as their 2.x replacements (Modern),
+	// which HAProxy 2.6 refuses.
+	Lines map[int][]string
+}
+
+// Modern are the lines of text that cfg's reader took as other words
+// than written (HAProxy 1.x keywords, read as the 2.x lines that
+// replaced them: reqadd as http-request add-header), by number, as read.
+// HAProxy 2.6 runs those where the file has the 1.x lines, so that a
+// configuration caddy-ha translates with them is compared too.
+func Modern(text []byte, cfg *haproxy.Config) map[int][]string {
+	lines := strings.Split(string(text), "\n")
+	out := map[int][]string{}
+	for _, s := range cfg.Sections {
+		for _, l := range s.Lines {
+			if n := l.Pos.Line; n <= len(lines) {
+				if f := strings.Fields(lines[n-1]); len(f) > 0 && f[0] != l.Words[0] && !strings.ContainsAny(f[0], "\"'$\\") {
+					out[n] = l.Words
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Rewrite is text (the configuration cfg was parsed from) with each bind
+// and server line of l written anew by its line number: the bind on its
+// loopback address (its v4v6, v6only, interface and namespace dropped,
+// which name the old address's family and device; its crt and ca-file
+// mapped), the server on its backend's (port and addr, the check's own
+// address, dropped: the check goes to the backend); the process-only
+// global lines are comments. Every other line is kept as written, and
+// every line keeps its number (a log server's, resolver's, peer's or
+// mailer's network address is Elsewhere), so that the translation's warnings name
+// the file's lines.
+func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
+	lines := strings.Split(string(text), "\n")
+	orig := slices.Clone(lines)
+	replace := func(n int, words []string) error {
+		if n < 1 || n > len(lines) {
+			return fmt.Errorf("line %d is not in the file", n)
+		}
+		indent := lines[n-1][:len(lines[n-1])-len(strings.TrimLeft(lines[n-1], " \t"))]
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = Quote(w)
+		}
+		lines[n-1] = indent + strings.Join(quoted, " ")
+		// A line continued by a final backslash: its other lines emptied.
+		for i := n - 1; i+1 < len(lines) && continued(strings.TrimSuffix(orig[i], "\r")); i++ {
+			lines[i+1] = ""
+		}
+		return nil
+	}
+	for _, n := range l.Commented {
+		lines[n-1] = "# hadiff: " + lines[n-1]
+	}
+	for n, words := range a.Lines {
+		if err := replace(n, words); err != nil {
+			return nil, err
+		}
+	}
+	for n, words := range l.Outbound {
+		if err := replace(n, words); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range l.Binds {
+		addr, ok := a.Bind[b.Line]
+		if !ok {
+			return nil, fmt.Errorf("line %d: no address for the bind", b.Line)
+		}
+		words := []string{"bind", addr}
+		for i := 2; i < len(b.Words); i++ {
+			switch w := b.Words[i]; w {
+			case "v4v6", "v6only":
+			case "interface", "namespace":
+				i++
+			case "crt", "ca-file":
+				words = append(words, w)
+				if i+1 < len(b.Words) {
+					i++
+					to, ok := a.File[b.Words[i]]
+					if !ok {
+						return nil, fmt.Errorf("line %d: no file for %s %s", b.Line, w, b.Words[i])
+					}
+					words = append(words, to)
+				}
+			default:
+				words = append(words, w)
+			}
+		}
+		if err := replace(b.Line, words); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range l.Servers {
+		addr, ok := a.Server[s.Line]
+		if !ok {
+			return nil, fmt.Errorf("line %d: no address for server %s", s.Line, s.Name)
+		}
+		words := []string{"server", s.Name, addr}
+		for i := 3; i < len(s.Words); i++ {
+			switch w := s.Words[i]; w {
+			case "port", "addr":
+				i++
+			default:
+				words = append(words, w)
+			}
+		}
+		if err := replace(s.Line, words); err != nil {
+			return nil, err
+		}
+	}
+	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// continued reports whether a physical line ends in an unescaped
+// backslash, which continues it on the next, as HAProxy reads it.
+func continued(line string) bool {
+	n := 0
+	for i := len(line) - 1; i >= 0 && line[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+// Quote writes a word so that HAProxy reads it back as it is: bare where
+// nothing in it is syntax, else in single quotes (nothing inside is
+// interpreted), else in double quotes with escapes.
+func Quote(w string) string {
+	if w != "" && !strings.ContainsAny(w, " \t#\\'\"$\r\n") {
+		return w
+	}
+	if !strings.ContainsAny(w, "'\r\n") {
+		return "'" + w + "'"
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, `$`, `\$`, "\n", `\n`, "\r", `\r`).Replace(w) + `"`
+}
