@@ -612,7 +612,7 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 		want                     result
 	}{
 		{"127.0.0.2", "GET", "www.example", "/", result{status: 403, body: "<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n"}}, // HAProxy's own page
-		{"127.0.0.1", "GET", "www.example", "/flood/x", result{status: 429, body: "Slow down, please.\n"}}, // its errorfile
+		{"127.0.0.1", "GET", "www.example", "/flood/x", result{status: 429, body: "Slow down, please.\n"}},                                                                      // its errorfile
 		{"127.0.0.1", "GET", "www.example", "/health", result{status: 200, body: "ok, healthy"}},
 		{"127.0.0.1", "GET", "www.example", "/empty", result{status: 204}},
 		{"127.0.0.1", "GET", "www.example", "/old", result{status: 301, location: "/new/place"}},

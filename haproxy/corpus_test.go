@@ -379,7 +379,7 @@ func TestOwnPages(t *testing.T) {
 	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
 	page403 := "handle_errors 403 {\n\t\theader Content-Type text/html\n\t\theader Cache-Control no-cache\n\t\trespond \"<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n\" 403\n"
 	for _, tt := range []struct {
-		text, want string
+		text, want  string
 		has, hasNot []string
 	}{
 		{fe + "\thttp-request deny if { path /x }\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n", "", []string{page403}, []string{"handle_errors 503"}},
