@@ -144,23 +144,7 @@ func TestCorpus(t *testing.T) {
 		}
 	}
 	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			want, ok := corpusOutcomes[filepath.Base(file)]
-			if !ok {
-				t.Fatalf("%s has no outcome in corpusOutcomes", file)
-			}
-			_, err := translateFile(t, file)
-			checkOutcomeShape(t, file, err)
-			switch {
-			case want.line == 0 && err != nil:
-				t.Fatalf("refused, want it translated: %v", err)
-			case want.line == 0:
-			case err == nil:
-				t.Fatalf("translated, want refused at line %d: %s", want.line, want.want)
-			case !strings.HasPrefix(err.Error(), file+":"+strconv.Itoa(want.line)+": ") || !strings.Contains(err.Error(), want.want):
-				t.Fatalf("refused with %v, want %s:%d: …%s", err, file, want.line, want.want)
-			}
-		})
+		t.Run(filepath.Base(file), func(t *testing.T) { checkCorpusOutcome(t, file) })
 	}
 	for _, file := range systemConfigs(t) {
 		t.Run(strings.ReplaceAll(strings.TrimPrefix(file, "/"), "/", "_"), func(t *testing.T) {
@@ -175,6 +159,25 @@ func TestCorpus(t *testing.T) {
 				t.Logf("translated")
 			}
 		})
+	}
+}
+
+// checkCorpusOutcome checks that a corpus file has its table's outcome.
+func checkCorpusOutcome(t *testing.T, file string) {
+	want, ok := corpusOutcomes[filepath.Base(file)]
+	if !ok {
+		t.Fatalf("%s has no outcome in corpusOutcomes", file)
+	}
+	_, err := translateFile(t, file)
+	checkOutcomeShape(t, file, err)
+	switch {
+	case want.line == 0 && err != nil:
+		t.Fatalf("refused, want it translated: %v", err)
+	case want.line == 0:
+	case err == nil:
+		t.Fatalf("translated, want refused at line %d: %s", want.line, want.want)
+	case !strings.HasPrefix(err.Error(), file+":"+strconv.Itoa(want.line)+": ") || !strings.Contains(err.Error(), want.want):
+		t.Fatalf("refused with %v, want %s:%d: …%s", err, file, want.line, want.want)
 	}
 }
 
@@ -205,6 +208,18 @@ func checkOutcomeShape(t *testing.T, file string, err error) {
 	for _, e := range r {
 		checkRefusalShape(t, file, e)
 	}
+}
+
+// keywordWords is how many of a refusal's first words name keyword: 1 for
+// the keyword itself, 2 for "global <keyword>", 0 if they do not.
+func keywordWords(words []string, keyword string) int {
+	switch first := strings.Trim(words[0], `":`); {
+	case first == keyword:
+		return 1
+	case first == "global" && len(words) > 1 && strings.TrimSuffix(words[1], ":") == keyword:
+		return 2
+	}
+	return 0
 }
 
 // checkRefusalShape checks that a refusal (err not nil) begins with
@@ -238,19 +253,13 @@ func checkRefusalShape(t *testing.T, file string, err error) {
 	if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 		t.Fatalf("refusal at line %d, which has no keyword (%q): %v", n, lines[n-1], err)
 	}
-	keyword := fields[0]
 	words := strings.Fields(why)
 	if len(words) == 0 {
 		t.Fatalf("refusal without a text: %v", err)
 	}
-	named := 0
-	switch first := strings.Trim(words[0], `":`); {
-	case first == keyword:
-		named = 1
-	case first == "global" && len(words) > 1 && strings.TrimSuffix(words[1], ":") == keyword:
-		named = 2
-	default:
-		t.Fatalf("refusal that does not name line %d's keyword %s: %v", n, keyword, err)
+	named := keywordWords(words, fields[0])
+	if named == 0 {
+		t.Fatalf("refusal that does not name line %d's keyword %s: %v", n, fields[0], err)
 	}
 	if len(words) <= named+1 {
 		t.Fatalf("refusal that does not say why: %v", err)

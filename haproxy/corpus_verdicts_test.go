@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,53 +63,73 @@ func readCorpusVerdicts(t *testing.T) (version string, rows map[string]corpusVer
 // defaults section above it, else HAProxy's default, tcp. It is
 // verdicts.sh's reading, written again so that each checks the other.
 func corpusClass(text string) string {
-	http, tcp := 0, 0
-	inDefaults, inProxy := false, false
-	defMode, mode := "tcp", ""
-	done := func() {
-		switch {
-		case !inProxy:
-		case mode == "http":
-			http++
-		default:
-			tcp++
-		}
-	}
+	var c modeCounter
 	for line := range strings.SplitSeq(text, "\n") {
-		if i := strings.Index(line, "#"); i == 0 || i > 0 && (line[i-1] == ' ' || line[i-1] == '\t') {
-			line = line[:i]
-		}
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "defaults":
-			done()
-			inDefaults, inProxy, defMode = true, false, "tcp"
-		case "frontend", "backend", "listen":
-			done()
-			inDefaults, inProxy, mode = false, true, defMode
-		case "global", "resolvers", "userlist", "peers", "cache", "fcgi-app", "mailers", "program", "http-errors", "ring", "crt-store", "traces":
-			done()
-			inDefaults, inProxy = false, false
-		case "mode":
-			if len(f) > 1 && inDefaults {
-				defMode = f[1]
-			}
-			if len(f) > 1 && inProxy {
-				mode = f[1]
-			}
+		if f := strings.Fields(withoutComment(line)); len(f) > 0 {
+			c.take(f)
 		}
 	}
-	done()
+	c.endProxy()
 	switch {
-	case tcp == 0:
+	case c.tcp == 0:
 		return "http-only"
-	case http == 0:
+	case c.http == 0:
 		return "tcp"
 	}
 	return "mixed"
+}
+
+// withoutComment is a line without its comment (a '#' at its start or
+// after white space).
+func withoutComment(line string) string {
+	if i := strings.Index(line, "#"); i == 0 || i > 0 && (line[i-1] == ' ' || line[i-1] == '\t') {
+		return line[:i]
+	}
+	return line
+}
+
+// modeCounter counts the proxies in mode http and in mode tcp, a line's
+// words at a time.
+type modeCounter struct {
+	http, tcp           int
+	inDefaults, inProxy bool
+	defaultsMode, mode  string
+}
+
+func (c *modeCounter) take(f []string) {
+	switch f[0] {
+	case "defaults":
+		c.endProxy()
+		c.inDefaults, c.inProxy, c.defaultsMode = true, false, "tcp"
+	case "frontend", "backend", "listen":
+		c.endProxy()
+		c.inDefaults, c.inProxy, c.mode = false, true, cmp.Or(c.defaultsMode, "tcp")
+	case "global", "resolvers", "userlist", "peers", "cache", "fcgi-app", "mailers", "program", "http-errors", "ring", "crt-store", "traces":
+		c.endProxy()
+		c.inDefaults, c.inProxy = false, false
+	case "mode":
+		c.setMode(f)
+	}
+}
+
+func (c *modeCounter) setMode(f []string) {
+	if len(f) > 1 && c.inDefaults {
+		c.defaultsMode = f[1]
+	}
+	if len(f) > 1 && c.inProxy {
+		c.mode = f[1]
+	}
+}
+
+// endProxy counts the proxy whose lines end here, if one does.
+func (c *modeCounter) endProxy() {
+	switch {
+	case !c.inProxy:
+	case c.mode == "http":
+		c.http++
+	default:
+		c.tcp++
+	}
 }
 
 // Every configuration of the corpus has one row in VERDICTS.tsv and
