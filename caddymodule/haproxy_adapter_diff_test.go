@@ -1000,3 +1000,54 @@ func TestHAProxyDifferentialWeights(t *testing.T) {
 		}
 	}
 }
+
+// A rate limit per API key (haproxy/testdata/ratelimit-key.cfg: a string
+// stick-table, track-sc1 req.hdr(X-API-Key) for /api, a deny over counter
+// 1), beside HAProxy 2.6: each key gets its limit, requests without the
+// key or off /api are never counted nor denied (issue 28).
+func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/ratelimit-key.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		for _, tt := range []struct {
+			key, path string
+			want      []int
+		}{
+			{"alpha", "/api/items", []int{200, 200, 200, 429, 429}},
+			{"beta", "/api/items", []int{200, 200, 200, 429, 429}},
+			{"alpha", "/other", []int{200, 200, 200, 200, 200}}, // not tracked here
+			{"", "/api/items", []int{200, 200, 200, 200, 200}},  // no key: nothing tracked
+		} {
+			var statuses []int
+			for range len(tt.want) {
+				req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+tt.path, nil)
+				if tt.key != "" {
+					req.Header.Set("X-API-Key", tt.key)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				statuses = append(statuses, resp.StatusCode)
+			}
+			if !slices.Equal(statuses, tt.want) {
+				t.Errorf("%s: key %q to %s: %v, want %v", p.name, tt.key, tt.path, statuses, tt.want)
+			}
+		}
+	}
+}

@@ -82,7 +82,7 @@ var corpusOutcomes = map[string]struct {
 	"proxy-protocol-behind-nlb.cfg":  {18, "monitor-uri /lb-health: not translated yet"},
 	"rabbitmq-management.cfg":        {10, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"ratelimit-api.cfg":              {},
-	"ratelimit-login-path.cfg":       {17, "stick-table type: type string: only ip and ipv6 tables (of client addresses) are translate"},
+	"ratelimit-login-path.cfg":       {20, "http-request set-var(txn.limit): http-request set-var(txn.limit) is not translated yet"},
 	"redis-sentinel.cfg":             {13, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
 	"security-headers-after.cfg":     {17, "http-after-response set-header: not translated yet"},
 	"sni-passthrough-plus-http.cfg":  {16, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module)"},
@@ -404,4 +404,28 @@ func TestOwnPages(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A counter of a string table tracks a header or a cookie (issue 28):
+// what a zone cannot count as HAProxy does is refused at its line.
+func TestRateLimitByKey(t *testing.T) {
+	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tstick-table type string len 32 store http_req_rate(10s)\n"
+	deny := "\thttp-request deny deny_status 429 if { sc_http_req_rate(0) gt 5 }\n"
+	for _, tt := range []struct {
+		rules, want string
+		has        []string
+	}{
+		{"\thttp-request track-sc0 req.cook(session)\n" + deny, "", []string{"key {http.request.cookie.session}", "expression `{http.request.cookie.session} != \"\"`"}},
+		{"\thttp-request track-sc0 src\n" + deny, "", []string{"key {remote_host}"}},
+		{"\thttp-request track-sc0 req.hdr(X-Key,-1)\n" + deny, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key,-1): only src, req.hdr(<name>) and req.cook(<name>)", nil},
+		{"\thttp-request track-sc0 src table other\n" + deny, "k.cfg:6: http-request track-sc0: only track-sc<n> <sample> is translated", nil},
+		{"\thttp-request track-sc0 src\n" + deny + deny, "k.cfg:8: http-request deny: a second deny over counter 0", nil},
+		{"\thttp-request track-sc1 src\n" + deny, "k.cfg:7: http-request deny: sc_http_req_rate(0) without http-request track-sc0 before it", nil},
+	} {
+		out, err := translateK(t, fe+tt.rules)
+		checkOutcome(t, tt.rules, out, err, tt.want, tt.has...)
+	}
+	ipTable := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tstick-table type ip store http_req_rate(10s)\n\thttp-request track-sc0 req.hdr(X-Key)\n"
+	_, err := translateK(t, ipTable)
+	checkOutcome(t, ipTable, "", err, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key): a table of type ip keeps addresses")
 }

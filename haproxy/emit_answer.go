@@ -21,11 +21,41 @@ func (a answer) write(c *caddyfile, matcher string) {
 	case rateLimitAnswer:
 		c.open("edge_rate_limit%s", matcher)
 		c.open("zone %s", a.zone.name) // letters, digits, _ and - only (rateLimitAnswer)
-		c.line("key {remote_host}")    // HAProxy's src: the connection's peer
+		a.zone.writeKey(c)
 		c.line("events %s", strconv.Itoa(a.zone.events))
 		c.line("window %s", a.zone.window)
 		c.line("sliding") // as HAProxy's rate, over the last period
 		c.close()
 		c.close()
 	}
+}
+
+// writeKey writes the zone's key and, for a header or a cookie, or a
+// track rule with a condition, the requests it counts: those that have the
+// key and that the condition takes, as HAProxy tracks them.
+func (z rateZone) writeKey(c *caddyfile) {
+	tr := z.track
+	if tr.key.kind == "src" {
+		if tr.cond != nil {
+			c.comment(tr.line, "")
+			c.open("match")
+			c.line("expression `%s`", tr.when.expression(c))
+			c.close()
+		}
+		c.line("key {remote_host}") // HAProxy's src: the connection's peer
+		return
+	}
+	key := "{http.request.header." + c.nameOf(tr.line, tr.key.name) + "}"
+	if tr.key.kind == "cookie" {
+		key = "{http.request.cookie." + c.nameOf(tr.line, tr.key.name) + "}"
+	}
+	has := key + ` != ""`
+	if tr.cond != nil {
+		has += " && " + parenthesized(tr.when.expression(c))
+	}
+	c.comment(tr.line, "")
+	c.open("match")
+	c.line("expression `%s`", has)
+	c.close()
+	c.line("key %s", key)
 }

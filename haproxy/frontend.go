@@ -37,10 +37,9 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
-	stickTable         *Line                // stick-table type ip … store http_req_rate(<period>)
-	ratePeriod         string               // that period, as a Caddy duration
-	track              *Line                // http-request track-sc0 src
-	rateLimited        *Line                // the deny over the tracked rate
+	stickTable         *stickTable          // stick-table … store http_req_rate(<period>)
+	trackers           [3]*tracker          // http-request track-sc0, -sc1, -sc2
+	rateLimited        *Line                // a deny over a tracked rate
 	errorPages         map[string]errorPage // by status: a later errorfile wins
 	stats              *statsPage           // HAProxy's stats page, as ha_status
 	maxconn            *Line                // maxconn <n>: max_connections
@@ -437,24 +436,12 @@ func (fe *frontend) httpRequest(l Line) error {
 	return a.read(fe, l, words[2:], cond)
 }
 
-func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
-	if len(args) != 1 || args[0] != "src" || cond != nil {
-		return refuse(l, "only http-request track-sc0 src (without a table or a condition) is translated")
-	}
-	if fe.stickTable == nil {
-		return refuse(l, "no stick-table in this frontend before it")
-	}
-	fe.track = &l
-	fe.note(l, "the edge_rate_limit below counts each client address")
-	return nil
-}
-
 // readAnswer reads a rule that answers the client itself (deny, return,
 // redirect), or a deny over the tracked rate: an edge_rate_limit.
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	op := arg(l, 1)
-	if limit, ok := rateLimit(cond); ok && op == "deny" {
-		a, err := fe.rateLimitAnswer(args, limit, l)
+	if counter, limit, ok := rateLimit(cond); ok && op == "deny" {
+		a, err := fe.rateLimitAnswer(args, counter, limit, l)
 		if err != nil {
 			return err
 		}

@@ -13,7 +13,38 @@ import (
 //	http-request deny deny_status 429 if { sc_http_req_rate(0) gt 100 }
 //
 // becomes an edge_rate_limit zone keyed on the connection's address, of
-// 100 requests in a sliding 10s window, counted in the ha store.
+// 100 requests in a sliding 10s window, counted in the ha store. A table
+// of type string tracks a header or a cookie (track-sc1
+// req.hdr(X-API-Key)): the zone is keyed on it, and counts the requests
+// that have it (and that the track rule's condition takes).
+
+// stickTable is a frontend's stick-table of request rates.
+type stickTable struct {
+	line    Line
+	keyType string // ip, ipv6 or string
+	period  string // http_req_rate's, as a Caddy duration
+}
+
+// tracker is an http-request track-sc<n> rule: what a counter counts the
+// requests of (their key), and when.
+type tracker struct {
+	line Line
+	key  trackKey
+	cond *Condition
+	when matcher // cond, resolved (nil cond: always)
+	used bool    // a deny reads its rate
+}
+
+// trackKey is a tracked sample: the connection's address, or a header's
+// or a cookie's value.
+type trackKey struct {
+	kind string // src, header or cookie
+	name string // the header's or the cookie's
+}
+
+// trackSamples are the samples a counter tracks, by fetch, as the key's
+// kind.
+var trackSamples = map[string]string{"req.hdr": "header", "hdr": "header", "req.cook": "cookie", "cook": "cookie"}
 
 // readStickTable reads a frontend's stick-table: of type ip or ipv6,
 // storing http_req_rate only. Its size and expiry are the store's to
@@ -22,6 +53,7 @@ func (fe *frontend) readStickTable(l Line) error {
 	if fe.stickTable != nil {
 		return refuse(l, "a second stick-table in one frontend is not translated")
 	}
+	t := &stickTable{line: l}
 	w := l.Words
 	for i := 1; i < len(w); i += 2 {
 		if i+1 >= len(w) {
@@ -29,25 +61,87 @@ func (fe *frontend) readStickTable(l Line) error {
 		}
 		switch v := w[i+1]; w[i] {
 		case "type":
-			if v != "ip" && v != "ipv6" {
-				return refuse(l, "type %s: only ip and ipv6 tables (of client addresses) are translated", v)
+			if v != "ip" && v != "ipv6" && v != "string" {
+				return refuse(l, "type %s: only ip and ipv6 tables (of client addresses) and string tables (of a header or a cookie) are translated", v)
 			}
-		case "size", "expire":
+			t.keyType = v
+		case "size", "expire", "len":
 		case "store":
 			d, err := storedRatePeriod(v, l)
 			if err != nil {
 				return err
 			}
-			fe.ratePeriod = d
+			t.period = d
 		default:
 			return refuse(l, "stick-table %s is not translated", w[i])
 		}
 	}
-	if fe.ratePeriod == "" {
+	if t.period == "" {
 		return refuse(l, "without store http_req_rate(<period>) there is nothing to translate")
 	}
-	fe.stickTable = &l
+	fe.stickTable = t
 	fe.note(l, "the edge_rate_limit below; the store bounds its keys")
+	return nil
+}
+
+// readTrack reads http-request track-sc<n> <sample> [if|unless …]: the
+// sample a counter of the frontend's stick-table counts.
+func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
+	n, _ := strconv.Atoi(strings.TrimPrefix(arg(l, 1), "track-sc"))
+	switch {
+	case fe.stickTable == nil:
+		return refuse(l, "no stick-table in this frontend before it")
+	case len(args) != 1:
+		return refuse(l, "only track-sc<n> <sample> is translated (not another table's)")
+	case fe.trackers[n] != nil:
+		return refuse(l, "counter %d is tracked at line %d too: one track rule a counter is translated", n, fe.trackers[n].line.Pos.Line)
+	}
+	key, err := readTrackKey(args[0], fe.stickTable.keyType, l)
+	if err != nil {
+		return err
+	}
+	fe.trackers[n] = &tracker{line: l, key: key, cond: cond}
+	switch key.kind {
+	case "src":
+		fe.note(l, "the edge_rate_limit below counts each client address")
+	case "header":
+		fe.notes = append(fe.notes, note{line: l, approximated: true,
+			what: "the edge_rate_limit below counts each value of the header, of the requests that have one; of a header with several values (sent more than once, or with commas) HAProxy tracks the last, Caddy's key is all of them"})
+	default:
+		fe.note(l, "the edge_rate_limit below counts each value of the cookie, of the requests that have one")
+	}
+	return nil
+}
+
+// readTrackKey reads a tracked sample: src, or a header's (req.hdr, hdr)
+// or a cookie's (req.cook, cook) value without converters, as a table of
+// keyType keys.
+func readTrackKey(sample, keyType string, l Line) (trackKey, error) {
+	if sample == "src" {
+		return trackKey{kind: "src"}, nil
+	}
+	fetch, name, ok := strings.Cut(strings.TrimSuffix(sample, ")"), "(")
+	kind := trackSamples[fetch]
+	switch {
+	case !ok || !strings.HasSuffix(sample, ")") || kind == "" || name == "" || strings.ContainsAny(name, ",()"):
+		return trackKey{}, refuse(l, "track %s: only src, req.hdr(<name>) and req.cook(<name>), without an occurrence or converters, are translated", sample)
+	case keyType != "string":
+		return trackKey{}, refuse(l, "track %s: a table of type %s keeps addresses: track src, or keep the %s in a table of type string", sample, keyType, kind)
+	}
+	return trackKey{kind: kind, name: name}, nil
+}
+
+// resolveTrackers settles each used counter's condition.
+func (fe *frontend) resolveTrackers() error {
+	for _, tr := range fe.trackers {
+		if tr == nil || tr.cond == nil {
+			continue
+		}
+		var err error
+		if tr.when, err = fe.conditionMatcher(tr.cond, tr.line); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -68,43 +162,62 @@ func storedRatePeriod(v string, l Line) (string, error) {
 	return d, nil
 }
 
-// rateLimit tells whether a condition is { sc_http_req_rate(0) gt|ge N }
-// (or sc0_http_req_rate), and the requests it lets through in a period.
-func rateLimit(c *Condition) (int, bool) {
+// rateLimit tells whether a condition is { sc_http_req_rate(<n>) gt|ge N }
+// (or sc<n>_http_req_rate), the counter it reads, and the requests it lets
+// through in a period.
+func rateLimit(c *Condition) (counter, limit int, ok bool) {
 	if c == nil || c.Unless || len(c.Any) != 1 || len(c.Any[0]) != 1 {
-		return 0, false
+		return 0, 0, false
 	}
 	t := c.Any[0][0]
-	if t.Not || len(t.Anon) != 3 || (t.Anon[0] != "sc_http_req_rate(0)" && t.Anon[0] != "sc0_http_req_rate") {
-		return 0, false
+	if t.Not || len(t.Anon) != 3 {
+		return 0, 0, false
 	}
+	counter = rateCounter(t.Anon[0])
 	n, err := strconv.Atoi(t.Anon[2])
 	switch {
-	case err != nil || n < 0:
-		return 0, false
+	case counter < 0 || err != nil || n < 0:
+		return 0, 0, false
 	case t.Anon[1] == "gt": // the rate counts this request: N pass
-		return n, true
+		return counter, n, true
 	case t.Anon[1] == "ge" && n > 0:
-		return n - 1, true
+		return counter, n - 1, true
 	}
-	return 0, false
+	return 0, 0, false
+}
+
+// rateCounter is the counter a fetch reads the request rate of
+// (sc_http_req_rate(<n>) or sc<n>_http_req_rate, n from 0 to 2), -1 for
+// another fetch.
+func rateCounter(fetch string) int {
+	for n := range 3 {
+		if fetch == "sc_http_req_rate("+strconv.Itoa(n)+")" || fetch == "sc"+strconv.Itoa(n)+"_http_req_rate" {
+			return n
+		}
+	}
+	return -1
 }
 
 // rateZone is an edge_rate_limit zone: events a window (sliding, as
-// HAProxy's rate), keyed on the connection's address.
+// HAProxy's rate), keyed on a counter's tracked sample, counting the
+// requests its track rule takes.
 type rateZone struct {
-	name   string // the frontend's: letters, digits, '_' and '-' only
+	name   string // the frontend's (and the counter's): letters, digits, '_' and '-' only
 	events int
 	window string // a Caddy duration
+	track  *tracker
 }
 
-// rateLimitAnswer is the edge_rate_limit of a deny over the tracked rate:
+// rateLimitAnswer is the edge_rate_limit of a deny over a tracked rate:
 // HAProxy's deny_status must be 429, which edge_rate_limit answers (with
-// Retry-After).
-func (fe *frontend) rateLimitAnswer(words []string, limit int, l Line) (answer, error) {
+// Retry-After). One deny reads a counter: each edge_rate_limit counts.
+func (fe *frontend) rateLimitAnswer(words []string, counter, limit int, l Line) (answer, error) {
+	tr := fe.trackers[counter]
 	switch {
-	case fe.track == nil:
-		return answer{}, refuse(l, "sc_http_req_rate(0) without http-request track-sc0 src before it")
+	case tr == nil:
+		return answer{}, refuse(l, "sc_http_req_rate(%d) without http-request track-sc%d before it", counter, counter)
+	case tr.used:
+		return answer{}, refuse(l, "a second deny over counter %d: each edge_rate_limit counts, so one deny a counter is translated", counter)
 	case len(words) != 2 || words[0] != "deny_status" || words[1] != "429":
 		return answer{}, refuse(l, "a rate limit's deny must be deny_status 429, which edge_rate_limit answers")
 	case limit == 0:
@@ -112,5 +225,10 @@ func (fe *frontend) rateLimitAnswer(words []string, limit int, l Line) (answer, 
 	case strings.Trim(fe.section.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
 		return answer{}, refuse(l, "the edge_rate_limit zone is named after the frontend, %q, and a zone's name takes letters, digits, '_' and '-' only", fe.section.Name)
 	}
-	return answer{kind: rateLimitAnswer, zone: rateZone{name: fe.section.Name, events: limit, window: fe.ratePeriod}}, nil
+	tr.used = true
+	name := fe.section.Name
+	if counter > 0 {
+		name += "_sc" + strconv.Itoa(counter)
+	}
+	return answer{kind: rateLimitAnswer, zone: rateZone{name: name, events: limit, window: fe.stickTable.period, track: tr}}, nil
 }

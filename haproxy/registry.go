@@ -86,11 +86,11 @@ var proxyKeywords = []keyword{
 		frontend: (*frontend).readKeywordNote, backend: (*backend).readKeywordNote},
 	{name: "timeout http-request", in: proxies, status: translated, doc: "`servers { timeouts { read_header } }`", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "timeout http-keep-alive", in: proxies, status: translated, doc: "`servers { timeouts { idle } }`, and the transport's `keepalive` for idle server connections", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
-	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`; `deny`, `return`, `redirect` as `error`, `respond`, `redir` with the condition's `expression` matcher; `track-sc0 src` with a rate-limit deny as `edge_rate_limit`; other actions, and header rules with a condition, are refused", frontend: (*frontend).httpRequest},
+	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`; `deny`, `return`, `redirect` as `error`, `respond`, `redir` with the condition's `expression` matcher; `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; other actions, and header rules with a condition, are refused", frontend: (*frontend).httpRequest},
 	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` without a condition as `header_down` (the backend's, then the frontend's)", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
 	{name: "http-after-response", in: proxies, rules: true, status: refused},
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
-	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip` or `ipv6` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
+	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
 	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers); a backend's own is refused", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
 	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); in a backend refused", frontend: (*frontend).readACL},
 	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher", frontend: (*frontend).readRedirect},
@@ -264,7 +264,9 @@ var requestActions = indexActions([]action{
 	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit`", read: (*frontend).readAnswer},
 	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer},
 	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect)", read: (*frontend).readAnswer},
-	{name: "track-sc0", status: translated, conditional: true, doc: "`src` only: the key of `edge_rate_limit` (see Rate limits)", read: (*frontend).readTrack},
+	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
+	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
+	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
 })
 
 func indexActions(table []action) map[string]*action {

@@ -46,6 +46,9 @@ func (fe *frontend) resolve() error {
 	if err := fe.resolveConditions(); err != nil {
 		return err
 	}
+	if err := fe.resolveTrackers(); err != nil {
+		return err
+	}
 	fe.resolveForwarding()
 	fe.resolveForwardingRules()
 	fe.resolvePages()
