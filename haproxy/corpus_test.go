@@ -413,7 +413,7 @@ func TestRateLimitByKey(t *testing.T) {
 	deny := "\thttp-request deny deny_status 429 if { sc_http_req_rate(0) gt 5 }\n"
 	for _, tt := range []struct {
 		rules, want string
-		has        []string
+		has         []string
 	}{
 		{"\thttp-request track-sc0 req.cook(session)\n" + deny, "", []string{"key {http.request.cookie.session}", "expression `{http.request.cookie.session} != \"\"`"}},
 		{"\thttp-request track-sc0 src\n" + deny, "", []string{"key {remote_host}"}},
