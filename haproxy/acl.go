@@ -6,25 +6,50 @@ import (
 	"strings"
 )
 
-// aclFetch is a fetch an ACL may test against its values: the Caddy
-// placeholder it reads, and the CEL test of a value ("==", or a string
-// method: startsWith, endsWith, matches).
+// aclFetch is a fetch an ACL may test against its values: what it reads
+// (subject), and the match method its name implies (path_beg: beg).
 type aclFetch struct {
-	subject, test string
+	subject fetchSubject
+	method  string
 }
 
-// aclFetches are the fetches an ACL may test against values (src aside):
-// HAProxy's path is the path as sent without the query, hdr(host) the
-// Host header as sent, with its port.
-var aclFetches = map[string]aclFetch{
-	"path":          {rawPath, "=="},
-	"path_beg":      {rawPath, "startsWith"},
-	"path_end":      {rawPath, "endsWith"},
-	"path_reg":      {rawPath, "matches"},
-	"method":        {"{http.request.method}", "=="},
-	"hdr(host)":     {"{http.request.hostport}", "=="},
-	"hdr_beg(host)": {"{http.request.hostport}", "startsWith"},
-}
+// fetchSubject is what a fetch reads, as Caddy has it.
+type fetchSubject int
+
+const (
+	pathSubject   fetchSubject = iota // the path as sent, without the query
+	urlSubject                        // the URI as sent, with the query
+	querySubject                      // the query as sent
+	methodSubject                     // the method
+	hostSubject                       // the Host header as sent, with its port
+	headerSubject                     // a header's values, split at commas (hdr(<name>))
+	cookieSubject                     // a cookie's value (cook(<name>))
+	sniSubject                        // the TLS client's server name
+)
+
+// aclFetches are the fetches an ACL may test against values (src aside),
+// by name (a fetch of a header or a cookie without its argument), each
+// with the match method its name implies, as HAProxy's manual (7.3)
+// derives them: path_beg is path -m beg.
+var aclFetches = func() map[string]aclFetch {
+	m := map[string]aclFetch{"method": {methodSubject, "str"}, "query": {querySubject, "str"}, "ssl_fc_sni": {sniSubject, "str"}}
+	for base, subject := range map[string]fetchSubject{"path": pathSubject, "url": urlSubject, "hdr": headerSubject, "req.hdr": headerSubject, "cook": cookieSubject, "req.cook": cookieSubject} {
+		m[base] = aclFetch{subject, "str"}
+		if subject == headerSubject && base != "hdr" || subject == cookieSubject {
+			continue // req.hdr_beg and the like are not HAProxy's
+		}
+		for _, method := range []string{"beg", "end", "sub", "reg", "dir", "dom"} {
+			m[base+"_"+method] = aclFetch{subject, method}
+		}
+	}
+	return m
+}()
+
+// aclMethods are the match methods (-m) the adapter translates: str
+// (equal), beg, end, sub, reg, dir (a part between slashes), dom (a part
+// between dots, slashes, colons or question marks) and found (the
+// sample exists: no value).
+var aclMethods = map[string]bool{"str": true, "beg": true, "end": true, "sub": true, "reg": true, "dir": true, "dom": true, "found": true}
 
 // rawPath is the request's path as sent (its escapes kept), without the
 // query: HAProxy's path. Caddy's {http.request.uri.path} is decoded, so
@@ -42,15 +67,17 @@ var boolFetches = map[string]string{"ssl_fc": `{http.request.scheme} == "https"`
 type acl struct {
 	line   Line
 	fetch  string   // as written
-	test   aclFetch // the values' test ("" subject for src and boolean fetches)
+	test   aclFetch // what the values are tested against, and how (-m)
+	arg    string   // the header's or the cookie's name
 	fold   bool     // -i: the subject lowered (the values are already)
 	values []string // as the test compares them: lowered for -i, (?i) before a regular expression
 	term   string   // a boolean fetch's CEL term (ssl_fc)
 	src    bool     // the connection's peer against addresses and ranges
 }
 
-// readACL reads an ACL's words: a fetch, its flags, its values. Only the
-// -i flag is translated.
+// readACL reads an ACL's words: a fetch, its flags, its values. The flags
+// translated are -i, -m with the methods of aclMethods, -n (no DNS lookup:
+// Caddy does none) and --.
 func readACL(words []string, l Line) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
 	values := words[1:]
@@ -61,43 +88,71 @@ func readACL(words []string, l Line) (acl, error) {
 		a.term = term
 		return a, nil
 	}
-	var err error
-	if a.fold, values, err = aclFlags(values, l); err != nil {
+	name, arg := a.fetch, ""
+	if base, rest, ok := strings.Cut(a.fetch, "("); ok && strings.HasSuffix(rest, ")") {
+		name, arg = base, strings.TrimSuffix(rest, ")")
+	}
+	flags, values, err := aclFlags(values, l)
+	if err != nil {
 		return a, err
 	}
-	if len(values) == 0 {
-		return a, refuse(l, "an ACL without a value")
-	}
-	if a.fetch == "src" {
+	a.fold = flags.fold
+	if name == "src" && arg == "" {
 		a.src, a.values = true, values
-		return a, a.checkSrc()
+		return a, a.checkSrc(flags, len(values))
 	}
-	f, ok := aclFetches[a.fetch]
-	if !ok {
+	f, ok := aclFetches[name]
+	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
 		return a, refuse(l, "ACL fetch %s is not translated yet", a.fetch)
 	}
-	a.test = f
+	if flags.method != "" {
+		f.method = flags.method
+	}
+	if f.subject == headerSubject && strings.EqualFold(arg, "host") {
+		f.subject = hostSubject // not among Go's headers: the request's Host
+	}
+	a.test, a.arg = f, arg
 	return a, a.readValues(values)
 }
 
-// aclFlags reads the flags before an ACL's values: whether -i (fold case)
-// is among them, and the values after them.
-func aclFlags(values []string, l Line) (bool, []string, error) {
-	fold := false
-	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
-		if values[0] != "-i" {
-			return false, nil, refuse(l, "ACL flag %s is not translated yet", values[0])
-		}
-		fold = true
-		values = values[1:]
-	}
-	return fold, values, nil
+// aclFlagSet is what an ACL's flags ask for.
+type aclFlagSet struct {
+	fold   bool   // -i
+	method string // -m
 }
 
-// checkSrc checks src's values: addresses or CIDR ranges, without -i.
-func (a acl) checkSrc() error {
-	if a.fold {
-		return refuse(a.line, "src takes no -i")
+// aclFlags reads the flags before an ACL's values, and the values after
+// them.
+func aclFlags(values []string, l Line) (aclFlagSet, []string, error) {
+	var f aclFlagSet
+	for len(values) > 0 && strings.HasPrefix(values[0], "-") {
+		switch flag := values[0]; {
+		case flag == "--":
+			return f, values[1:], nil
+		case flag == "-i":
+			f.fold = true
+		case flag == "-n":
+		case flag == "-m" && len(values) > 1 && aclMethods[values[1]]:
+			f.method = values[1]
+			values = values[1:]
+		case flag == "-m":
+			return f, nil, refuse(l, "ACL match method %s is not translated (str, beg, end, sub, reg, dir, dom and found are)", arg(Line{Words: values}, 1))
+		default:
+			return f, nil, refuse(l, "ACL flag %s is not translated yet", flag)
+		}
+		values = values[1:]
+	}
+	return f, values, nil
+}
+
+// checkSrc checks src's values: addresses or CIDR ranges, without -i
+// or -m.
+func (a acl) checkSrc(flags aclFlagSet, n int) error {
+	if a.fold || flags.method != "" {
+		return refuse(a.line, "src takes no -i or -m")
+	}
+	if n == 0 {
+		return refuse(a.line, "an ACL without a value")
 	}
 	for _, v := range a.values {
 		if _, err := netip.ParseAddr(v); err != nil {
@@ -110,18 +165,25 @@ func (a acl) checkSrc() error {
 }
 
 // readValues reads the values as the test compares them: lowered for -i
-// (a regular expression told to fold case), a regular expression checked.
+// (a regular expression told to fold case), a regular expression checked;
+// found takes none, the others at least one.
 func (a *acl) readValues(values []string) error {
+	switch {
+	case a.test.method == "found" && len(values) > 0:
+		return refuse(a.line, "-m found takes no value")
+	case a.test.method != "found" && len(values) == 0:
+		return refuse(a.line, "an ACL without a value")
+	}
 	for _, v := range values {
 		switch {
-		case a.test.test == "matches" && a.fold:
+		case a.test.method == "reg" && a.fold:
 			v = "(?i)" + v
 		case a.fold:
 			v = strings.ToLower(v)
 		}
-		if a.test.test == "matches" {
+		if a.test.method == "reg" {
 			if _, err := regexp.Compile(v); err != nil {
-				return refuse(a.line, "path_reg %s: not a regular expression RE2 reads: %v", v, err)
+				return refuse(a.line, "%s %s: not a regular expression RE2 reads: %v", a.fetch, v, err)
 			}
 		}
 		a.values = append(a.values, v)

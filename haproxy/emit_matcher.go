@@ -1,6 +1,9 @@
 package haproxy
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // expression is the matcher as a CEL expression of Caddy's expression
 // matcher, its values through the token writer.
@@ -45,19 +48,80 @@ func (a acl) expression(c *caddyfile) string {
 		}
 		return "remote_ip(" + strings.Join(lits, ", ") + ")"
 	}
-	subject := a.test.subject
+	subject := a.subject(c)
+	if a.test.method == "found" {
+		return subject + ` != ""`
+	}
+	if a.test.subject == headerSubject {
+		// HAProxy tests each of a header's values (its lines, and the
+		// parts between commas), trimmed.
+		return subject + `.split(",").exists(v, ` + a.valuesTest(c, "v.trim()") + ")"
+	}
+	return a.valuesTest(c, subject)
+}
+
+// valuesTest is the test of subject against each value: true if any
+// matches, by the ACL's method.
+func (a acl) valuesTest(c *caddyfile, subject string) string {
 	if a.fold {
 		subject += ".lowerAscii()"
 	}
 	alts := make([]string, len(a.values))
 	for i, v := range a.values {
-		if lit := c.celOf(a.line, v); a.test.test == "==" {
-			alts[i] = subject + " == " + lit
-		} else {
-			alts[i] = subject + "." + a.test.test + "(" + lit + ")"
-		}
+		alts[i] = matchTest(subject, a.test.method, c.celOf(a.line, matchPattern(a.test.method, v)))
 	}
 	return join(alts, " || ")
+}
+
+// matchTest is subject tested against the CEL string lit by method.
+func matchTest(subject, method, lit string) string {
+	switch method {
+	case "str":
+		return subject + " == " + lit
+	case "beg":
+		return subject + ".startsWith(" + lit + ")"
+	case "end":
+		return subject + ".endsWith(" + lit + ")"
+	case "sub":
+		return subject + ".contains(" + lit + ")"
+	}
+	return subject + ".matches(" + lit + ")" // reg, dir, dom: a regular expression
+}
+
+// matchPattern is a value as its method's test takes it: dir and dom as
+// the regular expressions of HAProxy's definitions (the value between
+// slashes or question marks; between dots, slashes, colons or question
+// marks; or at an end), as HAProxy matches a word between delimiters.
+func matchPattern(method, v string) string {
+	switch method {
+	case "dir":
+		return `(^|[/?])` + regexp.QuoteMeta(v) + `($|[/?])`
+	case "dom":
+		return `(^|[./?:])` + regexp.QuoteMeta(v) + `($|[./?:])`
+	}
+	return v
+}
+
+// subject is the CEL expression of what the ACL's fetch reads; a header's
+// or a cookie's name through the token writer.
+func (a acl) subject(c *caddyfile) string {
+	switch a.test.subject {
+	case pathSubject:
+		return rawPath
+	case urlSubject:
+		return "{http.request.uri}"
+	case querySubject:
+		return "{http.request.uri.query}"
+	case methodSubject:
+		return "{http.request.method}"
+	case hostSubject:
+		return "{http.request.hostport}"
+	case sniSubject:
+		return "{http.request.tls.server_name}"
+	case cookieSubject:
+		return "{http.request.cookie." + c.nameOf(a.line, a.arg) + "}"
+	}
+	return "{http.request.header." + c.nameOf(a.line, a.arg) + "}"
 }
 
 // join joins alternatives, in parentheses when there are several.

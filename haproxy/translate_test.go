@@ -121,8 +121,8 @@ func TestTranslateRefusesRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ from, to, want string }{
-		{"acl health path /health", "acl health url /health", "a.cfg:13: acl health: ACL fetch url is not translated yet"},
-		{"acl health path /health", "acl health path -m beg /health", "a.cfg:13: acl health: ACL flag -m is not translated yet"},
+		{"acl health path /health", "acl health base /health", "a.cfg:13: acl health: ACL fetch base is not translated yet"},
+		{"acl health path /health", "acl health path -m len 5", "a.cfg:13: acl health: ACL match method len is not translated"},
 		{"if health", "if healthy", "a.cfg:16: http-request return: ACL healthy is not defined before this line"},
 		{"deny_status 429", "deny_status 99", "a.cfg:15: http-request deny: status 99"},
 		{"code 301", "code 305", "a.cfg:18: http-request redirect: code 305"},

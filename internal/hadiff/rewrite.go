@@ -55,11 +55,14 @@ type Layout struct {
 }
 
 // processOnly are global keywords about HAProxy's process, not about what
-// it does with a request; the test's HAProxy runs without them.
+// it does with a request; the test's HAProxy runs without them. The global
+// maxconn is one: HAProxy raises its open-files limit to twice it, which a
+// test machine's limit can refuse ("Cannot raise FD limit"), and the
+// harness's requests never reach it.
 var processOnly = map[string]bool{
 	"chroot": true, "user": true, "group": true, "uid": true, "gid": true, "daemon": true,
 	"master-worker": true, "pidfile": true, "stats": true, "nbproc": true, "cpu-map": true,
-	"ulimit-n": true,
+	"ulimit-n": true, "maxconn": true,
 }
 
 // Elsewhere is where the lines that would send off the machine send
