@@ -34,11 +34,12 @@ func checkOutcome(t *testing.T, text, out string, err error, want string, has ..
 }
 
 // The binds' TLS defaults of the global section become each TLS site's
-// tls block where Go honours them, and are refused at their line where it
-// cannot: a DHE suite, a suite Go has only among its insecure ones, an
-// OpenSSL keyword, TLS below 1.2, session tickets off with TLS 1.2 on, TLS
-// 1.3 suites other than Go's three. Without a bind with ssl they are
-// ignored, whatever they say.
+// tls block where Go honours them. Cipher lists become Go's nearest secure
+// set, with a warning naming each suite left out (a DHE suite, a suite Go
+// has only among its insecure ones, an OpenSSL keyword) or TLS 1.3 suite
+// Go offers anyway; TLS below 1.2 and session tickets off with TLS 1.2 on
+// are refused at their line. Without a bind with ssl they are ignored,
+// whatever they say.
 func TestTLSDefaults(t *testing.T) {
 	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	plain := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
@@ -62,22 +63,21 @@ func TestTLSDefaults(t *testing.T) {
 		{"tune.ssl.default-dh-param 2048\n", site, "", []string{"ignored: Go's TLS has no finite-field Diffie-Hellman"}},
 		{"ssl-default-bind-ciphers DHE-RSA-AES128-GCM-SHA256\n\tssl-default-bind-options ssl-min-ver TLSv1.0 no-tls-tickets\n", plain, "",
 			[]string{"ignored: no bind has ssl, so no site takes it"}},
-		{"ssl-default-bind-ciphers ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256\n", site,
-			"k.cfg:2: ssl-default-bind-ciphers: DHE-RSA-AES128-GCM-SHA256: Go's TLS has no finite-field Diffie-Hellman", nil},
-		{"ssl-default-bind-ciphers AES128-GCM-SHA256\n", site, "k.cfg:2: ssl-default-bind-ciphers: AES128-GCM-SHA256: Go has it only among its insecure suites", nil},
-		{"ssl-default-bind-ciphers HIGH:!aNULL:!MD5\n", site, "k.cfg:2: ssl-default-bind-ciphers: HIGH: OpenSSL's cipher string keywords", nil},
-		{"ssl-default-bind-ciphers ECDHE-ECDSA-AES256-SHA384\n", site, "k.cfg:2: ssl-default-bind-ciphers: ECDHE-ECDSA-AES256-SHA384: no suite of Go's TLS 1.2", nil},
-		{"ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n", site,
-			"k.cfg:2: ssl-default-bind-ciphersuites: TLS_CHACHA20_POLY1305_SHA256 is left out, but Go's TLS 1.3 always offers it", nil},
-		{"ssl-default-bind-ciphersuites " + suites13 + ":TLS_AES_128_CCM_SHA256\n", site, "k.cfg:2: ssl-default-bind-ciphersuites: TLS_AES_128_CCM_SHA256: Go's TLS 1.3 has no such suite", nil},
+		// Go's nearest secure set, each left out suite named in a warning
+		// (issue 28).
+		{"ssl-default-bind-ciphers ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256\n", site, "",
+			[]string{"\t\tciphers TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n", "approximated: ciphers, by Go's names; Go orders them itself, AES-GCM first where both ends have AES hardware; Go's nearest secure set, without DHE-RSA-AES128-GCM-SHA256 (Go's TLS has no finite-field Diffie-Hellman"}},
+		{"ssl-default-bind-ciphers AES128-GCM-SHA256\n", site, "", []string{"\ttls /etc/site.pem /etc/site.pem\n", "without AES128-GCM-SHA256 (Go has it only among its insecure suites)"}},
+		{"ssl-default-bind-ciphers HIGH:!aNULL:!MD5\n", site, "", []string{"approximated: Go's own secure TLS 1.2 suites (no ciphers line)", "without HIGH (an OpenSSL keyword or operator); !aNULL (an OpenSSL keyword or operator)"}},
+		{"ssl-default-bind-ciphers ECDHE-ECDSA-AES256-SHA384\n", site, "", []string{"without ECDHE-ECDSA-AES256-SHA384 (no suite of Go's TLS 1.2 has that OpenSSL name)"}},
+		{"ssl-default-bind-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384\n", site, "",
+			[]string{"approximated: Go's TLS 1.3 suites, always all three in Go's order: TLS_CHACHA20_POLY1305_SHA256, left out, is offered"}},
+		{"ssl-default-bind-ciphersuites " + suites13 + ":TLS_AES_128_CCM_SHA256\n", site, "", []string{"TLS_AES_128_CCM_SHA256 is not one of Go's"}},
 		{"ssl-default-bind-options ssl-min-ver TLSv1.1\n", site, "k.cfg:2: ssl-default-bind-options: TLSv1.1 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
 		{"ssl-default-bind-options ssl-min-ver TLSv1.4\n", site, "k.cfg:2: ssl-default-bind-options: ssl-min-ver takes one of", nil},
 		{"ssl-default-bind-options no-tlsv12 no-tlsv13\n", site, "k.cfg:2: ssl-default-bind-options: no TLS version is left on", nil},
 		{"ssl-default-bind-options no-tls-tickets\n", site, "k.cfg:2: ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets", nil},
 		{"ssl-default-bind-options strict-sni\n", site, "k.cfg:2: ssl-default-bind-options: strict-sni is not translated yet", nil},
-		// The first line's refusal, whichever is read first.
-		{"ssl-default-bind-options no-tls-tickets\n\tssl-default-bind-ciphers DHE-RSA-AES128-GCM-SHA256\n", site,
-			"k.cfg:2: ssl-default-bind-options: no-tls-tickets", nil},
 	} {
 		text := "global\n\t" + tt.global + tt.rest
 		out, err := translateK(t, text)

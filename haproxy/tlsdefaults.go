@@ -111,7 +111,7 @@ func (b *bindTLS) site() ([]string, []note, error) {
 	}
 	var out []note
 	for _, l := range b.lines() {
-		out = append(out, note{line: l, what: t.notes[l.Pos]})
+		out = append(out, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
 	}
 	return t.dirs, out, nil
 }
@@ -127,13 +127,14 @@ type tlsSite struct {
 	tickets        *Line    // the options line with no-tls-tickets
 	what           []string // what became of the options line being read
 
-	dirs     []string
-	notes    map[Position]string
-	refusals []*Error // each line's refusal: site returns the first line's
+	dirs         []string
+	notes        map[Position]string
+	approximated map[Position]bool // the lines whose note is a Warning's
+	refusals     []*Error          // each line's refusal: site returns the first line's
 }
 
 func newTLSSite() *tlsSite {
-	return &tlsSite{lo: tls12, hi: tls13, forced: -1, off: map[int]bool{}, notes: map[Position]string{}}
+	return &tlsSite{lo: tls12, hi: tls13, forced: -1, off: map[int]bool{}, notes: map[Position]string{}, approximated: map[Position]bool{}}
 }
 
 // readOptions reads an ssl-default-bind-options line, each option by its
@@ -289,12 +290,18 @@ func (t *tlsSite) ciphers(l *Line, has12 bool) {
 	case !has12:
 		t.notes[l.Pos] = "ignored: TLS 1.2 is off, and these are TLS 1.2's suites"
 	default:
-		names, err := goCiphers(*l)
-		if err != nil {
-			t.refusals = append(t.refusals, err)
+		names, left := goCiphers(*l)
+		what := "ciphers, by Go's names; Go orders them itself, AES-GCM first where both ends have AES hardware"
+		if len(names) > 0 {
+			t.dirs = append(t.dirs, "ciphers "+strings.Join(names, " "))
+		} else {
+			what = "Go's own secure TLS 1.2 suites (no ciphers line): the list names none of them by its OpenSSL name"
 		}
-		t.dirs = append(t.dirs, "ciphers "+strings.Join(names, " "))
-		t.notes[l.Pos] = "ciphers, by Go's names; Go orders them itself, AES-GCM first where both ends have AES hardware"
+		if len(left) > 0 {
+			t.approximated[l.Pos] = true
+			what += "; Go's nearest secure set, without " + strings.Join(left, "; ")
+		}
+		t.notes[l.Pos] = what
 	}
 }
 
@@ -306,17 +313,17 @@ func (t *tlsSite) ciphersuites(l *Line, has13 bool) {
 	case !has13:
 		t.notes[l.Pos] = "ignored: TLS 1.3 is off"
 	default:
-		if err := checkTLS13Suites(*l); err != nil {
-			t.refusals = append(t.refusals, err)
-		}
 		t.notes[l.Pos] = "ignored: Go's TLS 1.3 suites are these three, always on, in Go's order"
+		if differs := tls13Differences(*l); differs != "" {
+			t.notes[l.Pos] = "Go's TLS 1.3 suites, always all three in Go's order: " + differs
+			t.approximated[l.Pos] = true
+		}
 	}
 }
 
 // goCiphers are Go's names of the suites of ssl-default-bind-ciphers, in
 // its order; a name Caddy's ciphers cannot take is refused.
-func goCiphers(l Line) ([]string, *Error) {
-	var names []string
+func goCiphers(l Line) (names, left []string) {
 	for _, n := range strings.FieldsFunc(l.Words[1], func(r rune) bool { return r == ':' || r == ',' || r == ' ' }) {
 		goName, ok := goCipherSuites[n]
 		switch {
@@ -325,33 +332,35 @@ func goCiphers(l Line) ([]string, *Error) {
 				names = append(names, goName)
 			}
 		case goInsecureSuites[n]:
-			return nil, tlsRefuse(l, "%s: Go has it only among its insecure suites, which Caddy's ciphers does not take", n)
+			left = append(left, n+" (Go has it only among its insecure suites)")
 		case strings.HasPrefix(n, "DHE-") || strings.HasPrefix(n, "EDH-"):
-			return nil, tlsRefuse(l, "%s: Go's TLS has no finite-field Diffie-Hellman (a client offering only DHE suites, which HAProxy serves, would be refused)", n)
+			left = append(left, n+" (Go's TLS has no finite-field Diffie-Hellman: a client offering only DHE suites is refused)")
 		case !strings.Contains(n, "-") || strings.ContainsAny(n, "!+@") || n[0] == '-':
-			return nil, tlsRefuse(l, "%s: OpenSSL's cipher string keywords and operators are not translated (list the suites by name)", n)
+			left = append(left, n+" (an OpenSSL keyword or operator)")
 		default:
-			return nil, tlsRefuse(l, "%s: no suite of Go's TLS 1.2 has that OpenSSL name", n)
+			left = append(left, n+" (no suite of Go's TLS 1.2 has that OpenSSL name)")
 		}
 	}
-	return names, nil
+	return names, left
 }
 
-// checkTLS13Suites refuses ssl-default-bind-ciphersuites unless it lists
-// Go's three TLS 1.3 suites, which Go always offers.
-func checkTLS13Suites(l Line) *Error {
+// tls13Differences says how ssl-default-bind-ciphersuites differs from
+// Go's three TLS 1.3 suites, which Go always offers ("" if it lists
+// them).
+func tls13Differences(l Line) string {
+	var d []string
 	listed := strings.Split(l.Words[1], ":")
 	for _, n := range listed {
 		if !slices.Contains(goTLS13Suites, n) {
-			return tlsRefuse(l, "%s: Go's TLS 1.3 has no such suite (it has %s)", n, strings.Join(goTLS13Suites, ", "))
+			d = append(d, n+" is not one of Go's")
 		}
 	}
 	for _, n := range goTLS13Suites {
 		if !slices.Contains(listed, n) {
-			return tlsRefuse(l, "%s is left out, but Go's TLS 1.3 always offers it (its TLS 1.3 suites are not configurable)", n)
+			d = append(d, n+", left out, is offered")
 		}
 	}
-	return nil
+	return strings.Join(d, "; ")
 }
 
 func joinNote(a, b string) string {
