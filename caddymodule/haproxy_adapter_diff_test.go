@@ -640,6 +640,9 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 				t.Errorf("%s: deny's page with Content-Type %q and Cache-Control %q, want text/html and no-cache (HAProxy's own page)",
 					p.name, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
 			}
+			if server := resp.Header.Get("Server"); server != "" {
+				t.Errorf("%s: %s %s: Server %q: HAProxy adds none, nor should caddy-ha", p.name, tt.method, tt.path, server)
+			}
 			if (tt.path == "/health" || tt.path == "/flood/x") && resp.Header.Get("Content-Type") != "text/plain" {
 				t.Errorf("%s: return's Content-Type %q, want text/plain", p.name, resp.Header.Get("Content-Type"))
 			}

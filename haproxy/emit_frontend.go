@@ -128,6 +128,7 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	if withTLS {
 		fe.writeTLS(c)
 	}
+	writeNoServerHeader(c)
 	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
 		fe.errorPages[code].write(c)
 	}
@@ -313,6 +314,7 @@ func removedClaims(removed []string) string {
 func (p errorPage) write(c *caddyfile) {
 	c.comment(p.line, "")
 	c.open("handle_errors %s", p.line.Words[1])
+	writeNoServerHeader(c)
 	for _, h := range p.headers {
 		c.line("header %s %s", c.name(h[0]), c.literal(h[1]))
 	}
@@ -432,8 +434,23 @@ func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
 func writeOwnPage(c *caddyfile, status string) {
 	c.line("# HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
 	c.open("handle_errors %s", status)
+	writeNoServerHeader(c)
 	c.line("header Content-Type text/html")
 	c.line("header Cache-Control no-cache")
 	c.line("respond %s %s", c.literal(haproxyPages[status].body(status)), status)
+	c.close()
+}
+
+// writeNoServerHeader removes Caddy's own Server header from the site's
+// answers (Caddy sets Server: Caddy on every one; HAProxy adds none, and a
+// configuration that deletes a server's Server header means to send none),
+// leaving a server's own (one that says Caddy aside).
+func writeNoServerHeader(c *caddyfile) {
+	c.line("# HAProxy adds no Server header (Caddy would say Server: Caddy)")
+	c.open("header")
+	c.line("-Server")
+	c.open("match")
+	c.line("header Server Caddy")
+	c.close()
 	c.close()
 }
