@@ -124,6 +124,7 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	}
 	refused := t.refused.count()
 	for _, l := range t.settingsOf(s) {
+		t.reach(l.Pos)
 		t.refused.add(t.readFrontendSetting(fe, l))
 	}
 	if hasServers(s) {

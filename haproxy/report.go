@@ -1,0 +1,136 @@
+package haproxy
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// LineOutcome is what became of one line of a configuration (a section's
+// first line or a setting): the rows of caddy ha migrate --report.
+type LineOutcome struct {
+	Pos Position `json:"pos"`
+	// Source is the line as written, passwords redacted (as its comment
+	// in the Caddyfile shows it).
+	Source string `json:"source"`
+	// Status is translated, approximated, ignored, refused, or not read
+	// (NotRead).
+	Status string `json:"status"`
+	// Why says how (translated), what differs (approximated), why
+	// (ignored, refused, not read).
+	Why string `json:"why,omitempty"`
+	// Instead is, for a refused line, what the registry says is
+	// translated instead, or why the keyword has no counterpart.
+	Instead string `json:"instead,omitempty"`
+	// Foreseen: no Caddyfile was written (lines were refused), and
+	// Status and Why are what the registry's entry for the line's keyword
+	// says it becomes; the line was read, and not refused.
+	Foreseen bool `json:"foreseen,omitempty"`
+}
+
+// NotRead is the status of a line the translation did not read: its
+// section, or what would use it, was refused.
+const NotRead = "not read"
+
+// lineOutcomes is what became of each line of c, in the order written:
+// refused with why (refusals: the error of the translation, nil if
+// none); else as the writer commented it (written); else, in a refused
+// configuration, of which no Caddyfile is written, what its keyword's
+// entry says it becomes if it was read (reached), or not read.
+func (c *Config) lineOutcomes(written map[Position]outcome, reached map[Position]bool, refusals error) []LineOutcome {
+	refusedAt := refusalsAt(refusals)
+	var out []LineOutcome
+	for _, s := range c.Sections {
+		lines := append([]Line{s.line()}, s.Lines...)
+		sectionRead := slices.ContainsFunc(s.Lines, func(l Line) bool { return reached[l.Pos] })
+		for i, l := range lines {
+			o := LineOutcome{Pos: l.Pos, Source: l.source()}
+			w, isWritten := written[l.Pos]
+			switch msg, isRefused := refusedAt[l.Pos]; {
+			case isRefused:
+				o.Status, o.Why, o.Instead = refused.String(), msg, insteadOf(l, msg)
+			case isWritten:
+				o.Status, o.Why = w.status.String(), w.why
+			case refusals == nil:
+				o.Status, o.Why = NotRead, "not written (a caddy-ha bug: every line is kept as a comment)"
+			case reached[l.Pos] || i == 0 && sectionRead:
+				o.Status, o.Why, o.Foreseen = foreseen(l)
+			default:
+				o.Status, o.Why = NotRead, notReadWhy(s, refusedAt)
+			}
+			out = append(out, o)
+		}
+	}
+	return append(out, unplaced(refusedAt)...)
+}
+
+// refusalsAt are the refusals of err (nil: none), each message by its
+// position, without it.
+func refusalsAt(err error) map[Position]string {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if r, ok := err.(Refusals); ok {
+		errs = r
+	}
+	at := map[Position]string{}
+	for _, e := range errs {
+		var located *Error
+		if errors.As(e, &located) {
+			at[located.Pos] = located.Msg
+		} else {
+			at[Position{}] = e.Error()
+		}
+	}
+	return at
+}
+
+// unplaced is a refusal that names no line, as a row of its own.
+func unplaced(refusedAt map[Position]string) []LineOutcome {
+	if msg, ok := refusedAt[Position{}]; ok {
+		return []LineOutcome{{Status: refused.String(), Why: msg}}
+	}
+	return nil
+}
+
+// insteadOf is the hint of a refused line: its keyword's entry, a
+// refused keyword's why or what of it is translated, unless the refusal
+// says it already.
+func insteadOf(l Line, msg string) string {
+	k := keywordAt(l)
+	switch {
+	case k == nil || k.doc == "" || strings.Contains(msg, k.doc):
+		return ""
+	case k.status == refused:
+		return k.doc
+	}
+	return "what is translated: " + k.doc
+}
+
+// foreseen is what the registry says a line read and not refused
+// becomes.
+func foreseen(l Line) (string, string, bool) {
+	k := keywordAt(l)
+	if k == nil {
+		return translated.String(), "", true
+	}
+	return k.status.String(), k.doc, true
+}
+
+// notReadWhy says why a line of s was not read: its section was refused
+// (the first refused line in it), or what would read it (a frontend that
+// sends to its backend, a proxy that takes its defaults) was.
+func notReadWhy(s *Section, refusedAt map[Position]string) string {
+	var first int
+	for pos := range refusedAt {
+		if pos.File == s.Pos.File && (pos == s.Pos || s.cfg != nil && s.cfg.sectionOf[pos] == s) && (first == 0 || pos.Line < first) {
+			first = pos.Line
+		}
+	}
+	if first > 0 {
+		return "its section was refused at line " + strconv.Itoa(first)
+	}
+	return "what would read it (a frontend that sends to it, a proxy that takes it) was refused"
+}
