@@ -178,7 +178,7 @@ func (t *translator) readUnusedDefaults() {
 		if s.Kind != "defaults" || len(t.takers[s]) > 0 {
 			continue
 		}
-			for _, l := range s.Lines {
+		for _, l := range s.Lines {
 			t.reach(l.Pos)
 			t.refused.add(t.readUnusedDefault(s, l))
 		}

@@ -110,10 +110,11 @@ func insteadOf(l Line, msg string) string {
 }
 
 // foreseen is what the registry says a line read and not refused
-// becomes.
+// becomes: its keyword's status, and why for an approximated or ignored
+// one (a translated keyword's doc names every form, not this line's).
 func foreseen(l Line) (string, string, bool) {
 	k := keywordAt(l)
-	if k == nil {
+	if k == nil || k.status == translated {
 		return translated.String(), "", true
 	}
 	return k.status.String(), k.doc, true
@@ -133,4 +134,31 @@ func notReadWhy(s *Section, refusedAt map[Position]string) string {
 		return "its section was refused at line " + strconv.Itoa(first)
 	}
 	return "what would read it (a frontend that sends to it, a proxy that takes it) was refused"
+}
+
+// KeptInHAProxy is the status of a line of a split configuration's TCP
+// part only (see SplitTCP): HAProxy keeps serving it, from the residual
+// configuration.
+const KeptInHAProxy = "kept in HAProxy"
+
+// Report is what became of each line of the configuration sp was split
+// from, in the order written: the lines of its HTTP part as tr (its
+// translation) says, those of its TCP part only kept in HAProxy, in the
+// file residual.
+func (sp Split) Report(tr Translation, residual string) []LineOutcome {
+	lines := slices.Clone(tr.Lines)
+	for _, s := range sp.TCP.Sections {
+		if slices.Contains(sp.HTTP.Sections, s) {
+			continue
+		}
+		why := "in " + residual + ": a mode tcp proxy"
+		if s.Kind == "defaults" {
+			why = "in " + residual + ": defaults only mode tcp proxies take"
+		}
+		for _, l := range append([]Line{s.line()}, s.Lines...) {
+			lines = append(lines, LineOutcome{Pos: l.Pos, Source: l.source(), Status: KeptInHAProxy, Why: why})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b LineOutcome) int { return comparePos(a.Pos, b.Pos) })
+	return lines
 }

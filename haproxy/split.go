@@ -18,8 +18,9 @@ type Split struct {
 	// global section (HAProxy's process settings) and the other sections
 	// (resolvers, peers, userlist …), each part keeping what it may name.
 	TCP *Config
-	// TCPProxies are the tcp proxies, as "frontend ssh_in".
-	TCPProxies []string
+	// HTTPProxies and TCPProxies are the proxies of each part, as
+	// "frontend ssh_in".
+	HTTPProxies, TCPProxies []string
 }
 
 // SplitTCP divides c into its HTTP part and its TCP part. A proxy's mode
@@ -37,6 +38,8 @@ func (c *Config) SplitTCP() Split {
 		tcp[s] = c.modeOf(s) != "http"
 		if tcp[s] {
 			out.TCPProxies = append(out.TCPProxies, s.Kind+" "+s.Name)
+		} else {
+			out.HTTPProxies = append(out.HTTPProxies, s.Kind+" "+s.Name)
 		}
 		for _, d := range c.defaultsChain(s) {
 			if takenBy[d] == nil {
