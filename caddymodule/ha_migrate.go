@@ -41,26 +41,18 @@ func runMigrate(stdout, stderr io.Writer, file string, o migrateOptions) error {
 		if split, err = splitTCP(cfg, file, o.splitTCP, stderr); err != nil {
 			return err
 		}
-		if split != nil {
-			cfg = split.HTTP
-		}
+	}
+	if split != nil {
+		cfg = split.HTTP
 	}
 	tr, err := haproxy.Translate(cfg)
 	if err == nil && split != nil {
-		err = writeResidual(*split, file, o.splitTCP)
+		if err := writeResidual(*split, file, o.splitTCP); err != nil {
+			return err
+		}
 	}
 	if o.report {
-		lines := tr.Lines
-		if split != nil {
-			lines = split.Report(tr, o.splitTCP)
-		}
-		if werr := writeReport(stdout, lines, o.reportFormat); werr != nil {
-			return werr
-		}
-		if err != nil {
-			return fmt.Errorf("%s does not translate: %s", file, refusedCount(lines))
-		}
-		return nil
+		return printReport(stdout, file, tr, split, o, err)
 	}
 	if err != nil {
 		return err
@@ -75,6 +67,23 @@ func runMigrate(stdout, stderr io.Writer, file string, o migrateOptions) error {
 	}
 	_, err = io.WriteString(stdout, tr.Caddyfile)
 	return err
+}
+
+// printReport prints what became of each line of file (tr: the
+// translation of it, or of split's HTTP part), then, if it was refused
+// (refusal), fails saying how many lines.
+func printReport(stdout io.Writer, file string, tr haproxy.Translation, split *haproxy.Split, o migrateOptions, refusal error) error {
+	lines := tr.Lines
+	if split != nil {
+		lines = split.Report(tr, o.splitTCP)
+	}
+	if err := writeReport(stdout, lines, o.reportFormat); err != nil {
+		return err
+	}
+	if refusal != nil {
+		return fmt.Errorf("%s does not translate: %s", file, refusedCount(lines))
+	}
+	return nil
 }
 
 // splitTCP splits cfg into the proxies Caddy takes and those HAProxy

@@ -59,6 +59,10 @@ func (c *Config) lineOutcomes(written map[Position]outcome, reached map[Position
 			default:
 				o.Status, o.Why = NotRead, notReadWhy(s, refusedAt)
 			}
+			if l.modernized != "" && o.Status != refused.String() && o.Status != NotRead {
+				// A 1.x line read as its 2.x replacement: a Warning.
+				o.Status, o.Why = approximated.String(), strings.TrimSuffix(l.modernized+"; "+o.Why, "; ")
+			}
 			out = append(out, o)
 		}
 	}
