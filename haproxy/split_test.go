@@ -73,7 +73,9 @@ func sectionNames(cfg *Config) []string {
 // written with each position in a comment, reads back as the same lines
 // and HAProxy accepts it, as it does the HTTP part's.
 func TestSplitTCP(t *testing.T) {
-	getenv := func(name string) (string, bool) { return map[string]string{"CLIENT_TIMEOUT": "30s"}[name], name == "CLIENT_TIMEOUT" }
+	getenv := func(name string) (string, bool) {
+		return map[string]string{"CLIENT_TIMEOUT": "30s"}[name], name == "CLIENT_TIMEOUT"
+	}
 	cfg, err := Parse(strings.NewReader(mixedConfig), "mixed.cfg", getenv)
 	if err != nil {
 		t.Fatal(err)
