@@ -88,8 +88,17 @@ func TestMigrateReport(t *testing.T) {
 // written, for HAProxy (which accepts them), and prints the Caddyfile of
 // the rest, each saying so at its top; --report then says which lines
 // HAProxy keeps. A file of tcp proxies only is refused, writing nothing;
-// one without them is translated as it is.
+// one without them is translated as it is. caddy adapt still refuses the
+// mixed file, at its first tcp proxy, pointing to --split-tcp.
 func TestMigrateSplitTCP(t *testing.T) {
+	body, err := os.ReadFile(giteaMixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = HAProxyAdapter{}.Adapt(body, map[string]any{"filename": "gitea.cfg"})
+	if err == nil || !strings.HasPrefix(err.Error(), "gitea.cfg:34: mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): frontend ssh_in stays with HAProxy (caddy ha migrate --split-tcp") {
+		t.Fatalf("caddy adapt of the mixed file: %v, want it refused at the first tcp proxy's mode line", err)
+	}
 	residual := filepath.Join(t.TempDir(), "residual.cfg")
 	out, _, err := runHA(t, "migrate", "--split-tcp", residual, giteaMixed)
 	if err != nil {
