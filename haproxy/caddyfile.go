@@ -46,6 +46,9 @@ func (c *caddyfile) comment(l Line, note string) {
 	c.record(l.Pos, l.redactEnv(note))
 }
 
+// outcomeRank orders the outcomes of a line commented in several places.
+var outcomeRank = map[status]int{ignored: 0, translated: 1, approximated: 2}
+
 // record keeps what became of the line at pos, from its note: ignored or
 // approximated as the note begins, else translated. A line commented in
 // several places (a defaults line in each proxy that takes it) keeps the
@@ -57,8 +60,7 @@ func (c *caddyfile) record(pos Position, note string) {
 			o = outcome{status: st, why: why}
 		}
 	}
-	rank := map[status]int{ignored: 0, translated: 1, approximated: 2}
-	if had, ok := c.outcomes[pos]; ok && (rank[had.status] > rank[o.status] || had.status == o.status && had.why != "") {
+	if had, ok := c.outcomes[pos]; ok && (outcomeRank[had.status] > outcomeRank[o.status] || had.status == o.status && had.why != "") {
 		return
 	}
 	if c.outcomes == nil {

@@ -44,6 +44,7 @@ func (c *Config) lineOutcomes(written map[Position]outcome, reached map[Position
 	for _, s := range c.Sections {
 		lines := append([]Line{s.line()}, s.Lines...)
 		sectionRead := slices.ContainsFunc(s.Lines, func(l Line) bool { return reached[l.Pos] })
+		notRead := notReadWhy(lines, refusedAt)
 		for i, l := range lines {
 			o := LineOutcome{Pos: l.Pos, Source: l.source()}
 			w, isWritten := written[l.Pos]
@@ -57,7 +58,7 @@ func (c *Config) lineOutcomes(written map[Position]outcome, reached map[Position
 			case reached[l.Pos] || i == 0 && sectionRead:
 				o.Status, o.Why, o.Foreseen = foreseen(l)
 			default:
-				o.Status, o.Why = NotRead, notReadWhy(s, refusedAt)
+				o.Status, o.Why = NotRead, notRead
 			}
 			if l.modernized != "" && o.Status != refused.String() && o.Status != NotRead {
 				// A 1.x line read as its 2.x replacement: a Warning.
@@ -124,18 +125,15 @@ func foreseen(l Line) (string, string, bool) {
 	return k.status.String(), k.doc, true
 }
 
-// notReadWhy says why a line of s was not read: its section was refused
-// (the first refused line in it), or what would read it (a frontend that
-// sends to its backend, a proxy that takes its defaults) was.
-func notReadWhy(s *Section, refusedAt map[Position]string) string {
-	var first int
-	for pos := range refusedAt {
-		if pos.File == s.Pos.File && (pos == s.Pos || s.cfg != nil && s.cfg.sectionOf[pos] == s) && (first == 0 || pos.Line < first) {
-			first = pos.Line
+// notReadWhy says why a line of a section (its lines) was not read: the
+// section was refused (at its first refused line), or what would read it
+// (a frontend that sends to its backend, a proxy that takes its
+// defaults) was.
+func notReadWhy(lines []Line, refusedAt map[Position]string) string {
+	for _, l := range lines {
+		if _, ok := refusedAt[l.Pos]; ok {
+			return "its section was refused at line " + strconv.Itoa(l.Pos.Line)
 		}
-	}
-	if first > 0 {
-		return "its section was refused at line " + strconv.Itoa(first)
 	}
 	return "what would read it (a frontend that sends to it, a proxy that takes it) was refused"
 }
