@@ -154,9 +154,14 @@ func haproxyAccepts(t *testing.T, cfgs map[string]string, env ...string) {
 	}
 }
 
+// splitTranslates are the mixed corpus files whose HTTP part translates
+// (docs/haproxy.md's Corpus section names them).
+var splitTranslates = map[string]bool{"ansible-galera-web.cfg": true, "gitea-ssh-mixed.cfg": true, "k8s-lb-apiserver-ingress.cfg": true, "patroni-postgres-stats.cfg": true}
+
 // SplitTCP sorts the corpus's proxies as verdicts.sh does (VERDICTS.tsv's
-// class: http-only, tcp or mixed), and HAProxy accepts the TCP part of
-// each mixed or tcp configuration it accepts.
+// class: http-only, tcp or mixed), HAProxy accepts the TCP part of each
+// mixed or tcp configuration it accepts, and the HTTP part of the mixed
+// files splitTranslates names translates.
 func TestSplitTCPCorpus(t *testing.T) {
 	_, verdicts := readCorpusVerdicts(t)
 	residuals := map[string]string{}
@@ -178,6 +183,9 @@ func TestSplitTCPCorpus(t *testing.T) {
 		}
 		if class != "http-only" && v.status == 0 {
 			residuals[name] = sp.TCP.HAProxyText("")
+		}
+		if _, err := Translate(sp.HTTP); splitTranslates[name] && err != nil {
+			t.Errorf("%s: the HTTP part is refused: %v", name, err)
 		}
 	}
 	if len(residuals) < 8 {
