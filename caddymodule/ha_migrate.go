@@ -101,8 +101,14 @@ func splitTCP(cfg *haproxy.Config, file, residual string, stderr io.Writer) (*ha
 	return &sp, nil
 }
 
-// writeResidual writes the TCP part of sp, split from file, to residual.
+// writeResidual writes the TCP part of sp, split from file, to residual
+// (not over file itself).
 func writeResidual(sp haproxy.Split, file, residual string) error {
+	if in, err := os.Stat(file); err == nil {
+		if out, err := os.Stat(residual); err == nil && os.SameFile(in, out) {
+			return fmt.Errorf("--split-tcp %s is %s itself: name another file for the residual", residual, file)
+		}
+	}
 	header := fmt.Sprintf(`# Written by caddy ha migrate --split-tcp from %s: its mode tcp proxies
 # (%s), for HAProxy to keep serving while Caddy serves
 # the HTTP ones from the Caddyfile caddy ha migrate printed. Each line is as

@@ -138,6 +138,17 @@ func TestMigrateSplitTCP(t *testing.T) {
 		t.Fatalf("--report --split-tcp: error %v, report:\n%s", err, out)
 	}
 
+	own := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(own, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runHA(t, "migrate", "--split-tcp", own, own); err == nil || !strings.Contains(err.Error(), "name another file for the residual") {
+		t.Errorf("--split-tcp over the configuration itself: error %v", err)
+	}
+	if after, _ := os.ReadFile(own); !bytes.Equal(after, body) {
+		t.Errorf("--split-tcp over the configuration itself wrote over it")
+	}
+
 	none := filepath.Join(t.TempDir(), "none.cfg")
 	if _, _, err := runHA(t, "migrate", "--split-tcp", none, mariadbTCP); err == nil || !strings.Contains(err.Error(), "every proxy of "+mariadbTCP+" is mode tcp (frontend mysql_write, frontend mysql_read, backend db_writer, backend db_readers)") {
 		t.Errorf("a file of tcp proxies only: error %v", err)
