@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ func runMigrate(stdout, stderr io.Writer, file string, o migrateOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := haproxy.Parse(bytes.NewReader(body), file, os.LookupEnv)
+	cfg, err := parseHAProxy(body, file)
 	if err != nil {
 		return err
 	}
