@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -17,7 +16,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "ha",
-		Usage: "status [--json] [--address <interface>] [--config <path> [--adapter <name>]] | migrate <haproxy.cfg>",
+		Usage: "status [--json] [--address <interface>] [--config <path> [--adapter <name>]] | migrate [--report [--report-format text|json]] [--split-tcp <residual.cfg>] <haproxy.cfg>",
 		Short: "Shows the state of caddy-ha in a running Caddy; migrates an HAProxy configuration",
 		Long: `
 The ha command reads caddy-ha's operator's view from a running Caddy's admin
@@ -31,6 +30,13 @@ API (GET /ha/status).
                           prints the HAProxy configuration as a Caddyfile to
                           keep, each HAProxy line as a comment above what it
                           became; caddy run --adapter haproxy runs the same.
+  caddy ha migrate --report <haproxy.cfg>
+                          prints a row per line instead: translated,
+                          approximated, ignored or refused, and why (also
+                          when lines are refused; then it exits non-zero).
+  caddy ha migrate --split-tcp <residual.cfg> <haproxy.cfg>
+                          translates the mode http proxies and writes the
+                          mode tcp ones to residual.cfg, for HAProxy.
 
 The admin API's address comes from --address, else from the admin listener
 of --config (with --adapter), else the default localhost:2019.
@@ -55,29 +61,24 @@ of --config (with --adapter), else the default localhost:2019.
 			statusCmd.Flags().StringP("config", "c", "", "Config file to read the admin API's address from, if --address is not used")
 			statusCmd.Flags().StringP("adapter", "a", "", "Name of the config adapter to apply (when --config is used)")
 			cmd.AddCommand(statusCmd)
-			cmd.AddCommand(&cobra.Command{
-				Use:   "migrate <haproxy.cfg>",
+			migrateCmd := &cobra.Command{
+				Use:   "migrate [--report [--report-format text|json]] [--split-tcp <residual.cfg>] <haproxy.cfg>",
 				Short: "Prints an HAProxy configuration as a Caddyfile, each HAProxy line kept as a comment above what it became",
 				Args:  cobra.ExactArgs(1),
 				RunE: func(c *cobra.Command, args []string) error {
+					fl := c.Flags()
+					var o migrateOptions
+					o.report, _ = fl.GetBool("report")
+					o.reportFormat, _ = fl.GetString("report-format")
+					o.splitTCP, _ = fl.GetString("split-tcp")
 					c.SilenceUsage = true
-					body, err := os.ReadFile(args[0])
-					if err != nil {
-						return err
-					}
-					tr, err := migrate(body, args[0])
-					if err != nil {
-						return err
-					}
-					// The approximations, each with its line, on stderr:
-					// the Caddyfile's comments say them too.
-					for _, w := range tr.Warnings {
-						fmt.Fprintf(c.ErrOrStderr(), "warning: %s: %s\n", w.Pos, w.Msg)
-					}
-					_, err = io.WriteString(c.OutOrStdout(), tr.Caddyfile)
-					return err
+					return runMigrate(c.OutOrStdout(), c.ErrOrStderr(), args[0], o)
 				},
-			})
+			}
+			migrateCmd.Flags().Bool("report", false, "Print what became of each line (translated, approximated, ignored, refused: why, and what to do instead) instead of the Caddyfile; exits non-zero if lines are refused")
+			migrateCmd.Flags().String("report-format", "text", "The report's format: text or json")
+			migrateCmd.Flags().String("split-tcp", "", "Write the mode tcp proxies to this file, for HAProxy to keep serving, and translate the rest")
+			cmd.AddCommand(migrateCmd)
 		},
 	})
 }

@@ -57,11 +57,17 @@ func (HAProxyAdapter) Adapt(body []byte, options map[string]any) ([]byte, []cadd
 // migrate is the translation of the HAProxy configuration body, read
 // from file, with the process's environment.
 func migrate(body []byte, file string) (haproxy.Translation, error) {
-	cfg, err := haproxy.Parse(bytes.NewReader(body), file, os.LookupEnv)
+	cfg, err := parseHAProxy(body, file)
 	if err != nil {
 		return haproxy.Translation{}, err
 	}
 	return haproxy.Translate(cfg)
+}
+
+// parseHAProxy reads the HAProxy configuration body, read from file, with
+// the process's environment.
+func parseHAProxy(body []byte, file string) (*haproxy.Config, error) {
+	return haproxy.Parse(bytes.NewReader(body), file, os.LookupEnv)
 }
 
 // Interface guards

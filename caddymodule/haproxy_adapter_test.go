@@ -113,6 +113,14 @@ func runHAProxyConfigWarned(t *testing.T, cfgText string) (adapted []byte, caddy
 	if string(adapted) != string(viaCaddyfile) {
 		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
 	}
+	loadAdapted(t, adapted, text)
+	return adapted, text, warnings
+}
+
+// loadAdapted runs Caddy on adapted (the JSON of the Caddyfile text),
+// its admin API on a free loopback port, until the test ends.
+func loadAdapted(t *testing.T, adapted []byte, text string) {
+	t.Helper()
 	var cfg map[string]any
 	if err := json.Unmarshal(adapted, &cfg); err != nil {
 		t.Fatal(err)
@@ -123,7 +131,6 @@ func runHAProxyConfigWarned(t *testing.T, cfgText string) (adapted []byte, caddy
 		t.Fatalf("loading: %v\n%s", err, text)
 	}
 	t.Cleanup(func() { caddy.Stop() })
-	return adapted, text, warnings
 }
 
 // What is not translated is refused with the file, the line and the

@@ -89,6 +89,7 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	}
 	refused := t.refused.count()
 	for _, l := range t.settingsOf(s) {
+		t.reach(l.Pos)
 		t.refused.add(be.readSetting(l))
 	}
 	if t.refused.count() > refused {

@@ -17,6 +17,15 @@ type caddyfile struct {
 	at       Line      // the HAProxy line being written
 	err      error     // the first value that no token carries
 	warnings []Warning // the approximations written (see note)
+	// outcomes are what became of each line commented, by its position
+	// (the report of Translation.Lines).
+	outcomes map[Position]outcome
+}
+
+// outcome is what became of a line: its status, and why or how.
+type outcome struct {
+	status status
+	why    string
 }
 
 func (c *caddyfile) line(format string, args ...any) {
@@ -34,6 +43,30 @@ func (c *caddyfile) comment(l Line, note string) {
 		text += "  (" + l.redactEnv(note) + ")"
 	}
 	c.line("%s", commentText(text))
+	c.record(l.Pos, l.redactEnv(note))
+}
+
+// outcomeRank orders the outcomes of a line commented in several places.
+var outcomeRank = map[status]int{ignored: 0, translated: 1, approximated: 2}
+
+// record keeps what became of the line at pos, from its note: ignored or
+// approximated as the note begins, else translated. A line commented in
+// several places (a defaults line in each proxy that takes it) keeps the
+// outcome that says most: approximated over translated over ignored.
+func (c *caddyfile) record(pos Position, note string) {
+	o := outcome{status: translated, why: note}
+	for _, st := range []status{ignored, approximated} {
+		if why, ok := strings.CutPrefix(note, st.String()+": "); ok {
+			o = outcome{status: st, why: why}
+		}
+	}
+	if had, ok := c.outcomes[pos]; ok && (outcomeRank[had.status] > outcomeRank[o.status] || had.status == o.status && had.why != "") {
+		return
+	}
+	if c.outcomes == nil {
+		c.outcomes = map[Position]outcome{}
+	}
+	c.outcomes[pos] = o
 }
 
 // note writes n as its line's comment; an approximation is a Warning too.

@@ -55,7 +55,7 @@ func writeDefaults(c *caddyfile, defaults []defaultsUse) {
 		}
 		c.comment(d.section.line(), "no frontend or backend takes these defaults: HAProxy applies them to none")
 		for _, l := range d.section.Lines {
-			c.comment(l, "read, and applied to no proxy")
+			c.comment(l, "ignored: read, and applied to no proxy")
 		}
 	}
 }

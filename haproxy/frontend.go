@@ -123,6 +123,7 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	}
 	refused := t.refused.count()
 	for _, l := range t.settingsOf(s) {
+		t.reach(l.Pos)
 		t.refused.add(t.readFrontendSetting(fe, l))
 	}
 	if hasServers(s) {
@@ -312,14 +313,17 @@ func proxyMode(s *Section, st settings) (*Line, error) {
 	}
 	switch {
 	case mode == nil:
-		return nil, refuse(s.line(), "no mode line: HAProxy's default is mode tcp, which is not translated (write mode http in it or in its defaults)")
+		return nil, refuse(s.line(), "no mode line: HAProxy's default is mode tcp, which is not translated (write mode http in it or in its defaults; "+splitHint+")")
 	case len(mode.Words) != 2:
 		return nil, refuse(*mode, "takes one mode")
 	case mode.Words[1] != "http":
-		return nil, refuse(*mode, "only mode http is translated (Caddy's layer-4 proxying is another module)")
+		return nil, refuse(*mode, "only mode http is translated (Caddy's layer-4 proxying is another module): %s %s stays with HAProxy (%s)", s.Kind, s.Name, splitHint)
 	}
 	return mode, nil
 }
+
+// splitHint is what to do with a mode tcp proxy.
+const splitHint = "caddy ha migrate --split-tcp writes the mode tcp proxies out for HAProxy to keep serving"
 
 // modeNote is what becomes of a mode line: what the one that holds
 // becomes, or replaced by it; in a defaults section no proxy takes

@@ -35,6 +35,7 @@ func (t *translator) readGlobal() {
 		return
 	}
 	for _, l := range s.Lines {
+		t.reach(l.Pos)
 		t.refused.add(g.read(l))
 	}
 }
@@ -178,6 +179,7 @@ func (t *translator) readUnusedDefaults() {
 			continue
 		}
 		for _, l := range s.Lines {
+			t.reach(l.Pos)
 			t.refused.add(t.readUnusedDefault(s, l))
 		}
 	}

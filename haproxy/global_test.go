@@ -164,7 +164,7 @@ func TestProxyLogLines(t *testing.T) {
 // reads is refused at its line.
 func TestUnusedDefaults(t *testing.T) {
 	out, err := translateK(t, "global\n\tdaemon\ndefaults\n\tmode http\n\tbalance roundrobin\n\ttimeout connect 5000\n")
-	checkOutcome(t, "", out, err, "", "# k.cfg:3: defaults  (no frontend or backend takes these defaults", "# k.cfg:5: balance roundrobin  (read, and applied to no proxy)")
+	checkOutcome(t, "", out, err, "", "# k.cfg:3: defaults  (no frontend or backend takes these defaults", "# k.cfg:5: balance roundrobin  (ignored: read, and applied to no proxy)")
 	_, err = translateK(t, "defaults\n\tmode http\n\ttimeout connect 5x\n")
 	checkOutcome(t, "", "", err, `k.cfg:3: timeout connect: "5x": unit "x"`)
 	_, err = translateK(t, "defaults\n\tmode http\n\tfrobnicate 1\n")

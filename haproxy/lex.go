@@ -14,8 +14,8 @@ import (
 
 // Position is where a line of a configuration begins.
 type Position struct {
-	File string
-	Line int
+	File string `json:"file"`
+	Line int    `json:"line"`
 }
 
 func (p Position) String() string { return p.File + ":" + strconv.Itoa(p.Line) }

@@ -28,6 +28,17 @@ type translator struct {
 	refused refusals
 	// takers are the proxies that take each defaults section's settings.
 	takers map[*Section][]string
+	// reached are the lines read (a refused configuration's report says
+	// which were not).
+	reached map[Position]bool
+}
+
+// reach records that the line at pos is read.
+func (t *translator) reach(pos Position) {
+	if t.reached == nil {
+		t.reached = map[Position]bool{}
+	}
+	t.reached[pos] = true
 }
 
 // read reads every section into the model, recording each refused line

@@ -75,7 +75,7 @@ const runtimeAPI = "the runtime API is Caddy's admin API (and caddy ha status)"
 
 // proxyKeywords are those of both sides (and defaults).
 var proxyKeywords = []keyword{
-	{name: "mode", in: proxies, status: translated, doc: "`mode http` is Caddy's HTTP server; `mode tcp`, HAProxy's default without a mode line, is refused (Caddy's layer-4 proxying is another module): `caddy ha migrate` writes the tcp sections of a mixed file out for HAProxy",
+	{name: "mode", in: proxies, status: translated, doc: "`mode http` is Caddy's HTTP server; `mode tcp`, HAProxy's default without a mode line, is refused (Caddy's layer-4 proxying is another module): `caddy ha migrate --split-tcp` writes the tcp proxies of a mixed file out for HAProxy",
 		frontend: (*frontend).readMode, backend: (*backend).readMode},
 	{name: "option http-keep-alive", in: proxies, status: translated, doc: "Caddy's default", frontend: (*frontend).readKeywordNote, backend: (*backend).readKeywordNote},
 	{name: "option http-server-close", in: proxies, status: approximated, doc: "Caddy keeps its connections to the servers alive and reuses them, where HAProxy closes each after its answer; client connections are kept alive in both",

@@ -99,7 +99,7 @@ func TestDefaultModeIsTCP(t *testing.T) {
 		{"defaults\n\tmode tcp\nfrontend f\n\tmode http\n\tbind :80\n\tdefault_backend b\n" + be + "\tmode http\n", "",
 			[]string{"# k.cfg:2: mode tcp  (replaced by the mode at line 4)", "# k.cfg:2: mode tcp  (replaced by the mode at line 9)", "# k.cfg:4: mode http  (Caddy's HTTP server)"}},
 		{"defaults\n\tmode http\nfrontend f\n\tmode htttp\n\tbind :80\n\tdefault_backend b\n" + be, "k.cfg:4: mode htttp: only mode http is translated", nil},
-		{"defaults\n\tmode tcp\n", "", []string{"# k.cfg:2: mode tcp  (read, and applied to no proxy)"}},
+		{"defaults\n\tmode tcp\n", "", []string{"# k.cfg:2: mode tcp  (ignored: read, and applied to no proxy)"}},
 	} {
 		out, err := translateK(t, tt.text)
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)

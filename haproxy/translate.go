@@ -8,7 +8,7 @@ import (
 )
 
 // Translate turns cfg into a Caddyfile for the custom Caddy with caddy-ha's
-// modules. Every line is translated, or ignored for a stated reason, or
+// modules, and says what became of each line (Lines, also on refusal). Every line is translated, or ignored for a stated reason, or
 // refused: the refusals are the error (Refusals if there are several),
 // each naming the file, the line, the keyword and why, so that nothing
 // the configuration asked for is lost without a word. Each line is kept as a comment above what it became.
@@ -18,19 +18,25 @@ func Translate(cfg *Config) (Translation, error) {
 	t := &translator{cfg: cfg}
 	m, err := t.read()
 	if err != nil {
-		return Translation{}, cfg.shown(err)
+		err = cfg.shown(err)
+		return Translation{Lines: cfg.lineOutcomes(nil, t.reached, err)}, err
 	}
 	c := emit(m)
-	if c.err != nil {
-		return Translation{}, cfg.redacted(cfg.named(c.err))
+	err = c.err
+	if err != nil {
+		err = cfg.redacted(cfg.named(err))
 	}
 	out := c.b.String()
-	if err := cfg.checkNoEnvValue(out); err != nil {
-		return Translation{}, err
+	if err == nil {
+		err = cfg.checkNoEnvValue(out)
+	}
+	lines := cfg.lineOutcomes(c.outcomes, t.reached, err)
+	if err != nil {
+		return Translation{Lines: lines}, err
 	}
 	warnings := append(cfg.modernizedLines(), c.warnings...)
 	slices.SortStableFunc(warnings, func(a, b Warning) int { return comparePos(a.Pos, b.Pos) })
-	return Translation{Caddyfile: out, Warnings: warnings}, nil
+	return Translation{Caddyfile: out, Warnings: warnings, Lines: lines}, nil
 }
 
 // modernizedLines are the warnings of the 1.x lines read as their 2.x
@@ -54,6 +60,10 @@ type Translation struct {
 	// Warnings are the lines translated close to, but not exactly as,
 	// HAProxy runs them, in the order written.
 	Warnings []Warning
+	// Lines are what became of each line, in the order written; also
+	// when the configuration is refused (then with the refused lines, and
+	// what the others would become or why they were not read).
+	Lines []LineOutcome
 }
 
 // shown is a refusal, or each of several, as a message shows it (named,
