@@ -386,12 +386,12 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 // answering a deny with no body).
 func TestOwnPages(t *testing.T) {
 	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
-	page403 := "handle_errors 403 {\n\t\theader Content-Type text/html\n\t\theader Cache-Control no-cache\n\t\trespond \"<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n\" 403\n"
+	page403 := "\t\theader Content-Type text/html\n\t\theader Cache-Control no-cache\n\t\trespond \"<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n\" 403\n"
 	for _, tt := range []struct {
 		text, want  string
 		has, hasNot []string
 	}{
-		{fe + "\thttp-request deny if { path /x }\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n", "", []string{page403}, []string{"handle_errors 503"}},
+		{fe + "\thttp-request deny if { path /x }\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n", "", []string{"handle_errors 403 {", page403}, []string{"handle_errors 503"}},
 		{fe + "\thttp-request deny deny_status 429 if { path /x }\n", "", []string{"You have sent too many requests in a given amount of time.", "No server is available to handle this request."}, nil},
 		{fe + "\terrorfile 403 testdata/403.http\n\thttp-request deny\n", "", []string{"Forbidden here"}, []string{"Request forbidden by administrative rules."}},
 		{fe + "\thttp-request deny deny_status 418\n", "k.cfg:5: http-request deny: status 418: HAProxy answers only the statuses it has a page for", nil, nil},
