@@ -64,8 +64,21 @@ type EdgeRateLimit struct {
 	HideHeaders bool `json:"hide_headers,omitempty"`
 
 	// How many keys over the limit each zone remembers, so a flood from
-	// them is answered here without asking the store. Default: 100000.
+	// them is answered here without asking the store; as many keys may
+	// hold a lease (see lease_parts). Default: 100000.
 	RememberLimited int `json:"remember_limited,omitempty"`
+
+	// Count every request in a shared store (Redis, PostgreSQL) rather
+	// than leasing quota from it (see lease_parts).
+	NoLeases bool `json:"no_leases,omitempty"`
+
+	// A key's request that finds no lease here takes, in one store call,
+	// a part of what is left of the key's limit in its window, at most
+	// 1/lease_parts of it, and this instance spends it on the key's next
+	// requests without asking the store. Parts never add up to more than
+	// the limit; none is taken below 2, so a limit under 2*lease_parts is
+	// counted request by request. At least 2. Default: 16.
+	LeaseParts int `json:"lease_parts,omitempty"`
 
 	// Whose clock numbers the windows: "store" (the store's own, Redis
 	// TIME or the database's now(), measured as an offset at every health
@@ -132,6 +145,7 @@ const (
 	clockStore          = "store"
 	clockLocal          = "local"
 	defaultRemembered   = 100_000
+	defaultLeaseParts   = 16
 )
 
 // CaddyModule returns the Caddy module information.
@@ -142,6 +156,7 @@ func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
 func (h *EdgeRateLimit) setDefaults() {
 	h.OnStoreError = cmp.Or(h.OnStoreError, onStoreErrorLocal)
 	h.RememberLimited = cmp.Or(h.RememberLimited, defaultRemembered)
+	h.LeaseParts = cmp.Or(h.LeaseParts, defaultLeaseParts)
 	h.StoreTimeout = cmp.Or(h.StoreTimeout, caddy.Duration(defaultStoreTimeout))
 }
 
@@ -191,7 +206,7 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 			return fmt.Errorf("zone %s: %v", zc.Name, err)
 		}
 		z.limiter, err = ratelimit.NewLimiter(ratelimit.Zone{Name: zc.Name, Events: zc.Events,
-			Window: time.Duration(zc.Window), Sliding: zc.Sliding}, h.RememberLimited)
+			Window: time.Duration(zc.Window), Sliding: zc.Sliding}, h.RememberLimited, h.leasing())
 		if err != nil {
 			return fmt.Errorf("zone %d: %v", i, err)
 		}
@@ -207,6 +222,16 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 }
 
 const rateLimitModule = "edge_rate_limit"
+
+// leasing is how the zones lease from the store: not at all with
+// leases off. The limiter leases only from a shared store, never from the
+// memory store or the local fallback.
+func (h *EdgeRateLimit) leasing() ratelimit.Leasing {
+	if h.NoLeases {
+		return ratelimit.Leasing{}
+	}
+	return ratelimit.Leasing{Parts: int64(h.LeaseParts), MaxKeys: h.RememberLimited}
+}
 
 // Validate checks the settings, unset ones at their defaults: Caddy calls
 // it after Provision, the Caddyfile adapter after the block.
@@ -247,6 +272,8 @@ func (h *EdgeRateLimit) Validate() error {
 		return badSetting(rateLimitModule, "store_timeout", "must not be negative")
 	case v.RememberLimited < 0:
 		return badSetting(rateLimitModule, "remember_limited", "must not be negative")
+	case v.LeaseParts < 2:
+		return badSetting(rateLimitModule, "lease_parts", "must be at least 2 (leases off turns leasing off), got %d", v.LeaseParts)
 	}
 	return nil
 }
@@ -374,7 +401,9 @@ func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone
 	start := time.Now()
 	d, err := z.limiter.Count(ctx, h.store, key, now)
 	if err == nil {
-		z.metrics.latency.Observe(time.Since(start).Seconds())
+		if !d.Leased {
+			z.metrics.latency.Observe(time.Since(start).Seconds())
+		}
 		return zoneDecision{zone: z, key: key, Decision: d}
 	}
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -545,6 +574,8 @@ func newZoneMetrics(zone string) zoneMetrics {
 //		store_timeout    <duration>
 //		headers          on|off
 //		remember_limited <n>
+//		leases           on|off
+//		lease_parts      <n>
 //		clock            store|local
 //	}
 func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -555,7 +586,7 @@ func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 // UnmarshalCaddyfile sets up the handler; see parseEdgeRateLimit for the
 // syntax.
 func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers"}, func(opt string) error {
+	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers", "no_leases": "leases"}, func(opt string) error {
 		var err error
 		switch opt {
 		case "zone":
@@ -572,6 +603,12 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.HideHeaders = !on
 		case "remember_limited":
 			err = countArg(d, opt, &h.RememberLimited)
+		case "leases":
+			var on bool
+			on, err = onOffArg(d, opt)
+			h.NoLeases = !on
+		case "lease_parts":
+			err = countArg(d, opt, &h.LeaseParts)
 		case "clock":
 			err = stringArg(d, &h.Clock)
 		default:

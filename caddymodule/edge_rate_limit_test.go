@@ -85,63 +85,91 @@ func awayFromWindowEnd(t testing.TB, w, margin time.Duration) {
 
 // Two Caddy instances (this process and another) sharing one Redis let
 // exactly events requests of one key through per window, in total: with
-// Redis as the ha app's store, and as the handler's own.
+// Redis as the ha app's store, and as the handler's own; 10 of 400 counted
+// one request at a time, and 1000 of 2000 in leases.
 func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	site := exactSite
 	t.Run("ha store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
+		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), "")
 	})
 	t.Run("own store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
+		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", redisStore(srv, "own:"))
 	})
 }
 
-// exactSite is the site of the two-instance exactness tests; %s is the
-// handler's own store, if any.
-const exactSite = `edge_rate_limit {
+// exactSite is the site of the two-instance exactness tests: its zone's
+// events, and the handler's own store, if any.
+func exactSite(events int, ownStore string) string {
+	return fmt.Sprintf(`edge_rate_limit {
 		zone api {
 			key {http.request.header.X-Client}
-			events 7
+			events %d
 			window 1h
 		}
 		on_store_error deny
 		store_timeout 5s # exactness is tested here, not timeouts: a slow -race run must not fall back
 		%s
 	}
-	respond "ok"`
+	respond "ok"`, events, ownStore)
+}
 
-func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, site string) {
-	a := startCaddy(t, nil, globalOpts, site)
-	b := startCaddyProcess(t, globalOpts, site)
-	awayFromWindowEnd(t, time.Hour, 30*time.Second)
+// testExactAcrossTwoInstances sends 20 clients' requests of one key to two
+// instances in turn, under a small limit (one store call per allowed
+// request) and a large one (a store call per lease): exactly the limit
+// passes, and the instance in this process asked the store as said.
+func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, ownStore string) {
+	for _, tt := range []struct {
+		events, each int
+		leases       bool
+	}{{10, 20, false}, {1000, 100, true}} {
+		site := exactSite(tt.events, ownStore)
+		key := fmt.Sprintf("key-%d", tt.events)
+		a := startCaddy(t, nil, globalOpts, site)
+		b := startCaddyProcess(t, globalOpts, site)
+		awayFromWindowEnd(t, time.Hour, 30*time.Second)
+		callsBefore := counterValue(a, `caddy_ha_rate_limit_store_duration_seconds_count{zone="api"}`)
 
-	const clients, each = 20, 10
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				url := a.url("/")
-				if (c+i)%2 == 1 {
-					url = b.url("/")
+		const clients = 20
+		var mu sync.Mutex
+		statuses, allowedAtA := map[int]int{}, 0
+		var wg sync.WaitGroup
+		for c := 0; c < clients; c++ {
+			wg.Go(func() {
+				for i := 0; i < tt.each; i++ {
+					url, atA := a.url("/"), (c+i)%2 == 0
+					if !atA {
+						url = b.url("/")
+					}
+					ans, err := trySend("GET", url, "X-Client", key)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					statuses[ans.status]++
+					if atA && ans.status == 200 {
+						allowedAtA++
+					}
+					mu.Unlock()
 				}
-				ans := send(t, "GET", url, "X-Client", "one-key")
-				mu.Lock()
-				statuses[ans.status]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if statuses[200] != 7 || statuses[429] != clients*each-7 {
-		t.Fatalf("answers by status: %v; want exactly 7 allowed and the rest 429", statuses)
-	}
-	if n := value(prefix + "rl:{api:one-key}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)); n == "" {
-		t.Fatalf("no counter in the store under the prefix %q", prefix)
+			})
+		}
+		wg.Wait()
+		sent := clients * tt.each
+		if statuses[200] != tt.events || statuses[429] != sent-tt.events {
+			t.Fatalf("events %d: answers by status: %v; want exactly %d allowed and the rest 429", tt.events, statuses, tt.events)
+		}
+		calls := int(counterValue(a, `caddy_ha_rate_limit_store_duration_seconds_count{zone="api"}`) - callsBefore)
+		switch {
+		case !tt.leases && calls < allowedAtA:
+			t.Fatalf("events %d: %d requests allowed here after %d store calls: a small limit leased", tt.events, allowedAtA, calls)
+		case tt.leases && calls > sent/2/4:
+			t.Fatalf("events %d: %d store calls for the %d requests here: no leasing", tt.events, calls, sent/2)
+		}
+		t.Logf("events %d: %d store calls for %d requests here, %d allowed here", tt.events, calls, sent/2, allowedAtA)
+		if n := value(prefix + "rl:{api:" + key + "}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)); n == "" {
+			t.Fatalf("no counter in the store under the prefix %q", prefix)
+		}
 	}
 }
 
@@ -605,8 +633,10 @@ func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	if statuses[200] != 3 || statuses[429] != 197 {
 		t.Fatalf("answers by status: %v", statuses)
 	}
-	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=8,") {
-		t.Fatalf("Redis counted other than 8 increments (3 allowed and 1 refused, in each zone, then remembered):\n%s", stats)
+	// Zone flood (3, under 2*lease_parts) counts one request at a time;
+	// zone all (1000) takes one lease of 1000/16 for the same 4 requests.
+	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=5,") {
+		t.Fatalf("Redis counted other than 5 increments (in zone flood 3 allowed and 1 refused, then remembered; in zone all one lease):\n%s", stats)
 	}
 	if v := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`) - observedBefore; v != 4 {
 		t.Fatalf("store latency observations rose by %v, want 4", v)
