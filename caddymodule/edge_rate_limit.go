@@ -223,11 +223,11 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 
 const rateLimitModule = "edge_rate_limit"
 
-// leasing is how the zones lease from the store: not at all with
-// leases off. The limiter leases only from a shared store, never from the
-// memory store or the local fallback.
+// leasing is how the zones lease from the store: from a shared one
+// unless leases are off; never from the memory store, nor from the local
+// fallback (the limiter leases from no local store).
 func (h *EdgeRateLimit) leasing() ratelimit.Leasing {
-	if h.NoLeases {
+	if h.NoLeases || store.IsLocal(h.store) {
 		return ratelimit.Leasing{}
 	}
 	return ratelimit.Leasing{Parts: int64(h.LeaseParts), MaxKeys: h.RememberLimited}
@@ -362,13 +362,23 @@ func refuseRemembered(decisions []zoneDecision) []zoneDecision {
 
 // count counts the request in every zone of decisions, all within one
 // store_timeout however many zones there are, and reports whether a zone
-// is over its limit or on_store_error deny refused it.
+// is over its limit or on_store_error deny refused it. A zone that holds a
+// lease for the key decides without the store; the deadline is made only
+// for the zones that ask it.
 func (h *EdgeRateLimit) count(r *http.Request, decisions []zoneDecision, now time.Time) (limited, denied bool) {
-	ctx, cancel := withStoreTimeout(r.Context(), h.callTimeout)
-	defer cancel()
+	var ctx context.Context
 	for i := range decisions {
 		d := &decisions[i]
-		*d = h.decide(ctx, r, d.zone, d.key, now)
+		if leased, ok := d.zone.limiter.Leased(d.key, now); ok {
+			d.Decision = leased
+		} else {
+			if ctx == nil {
+				var cancel context.CancelFunc
+				ctx, cancel = withStoreTimeout(r.Context(), h.callTimeout)
+				defer cancel()
+			}
+			*d = h.decide(ctx, r, d.zone, d.key, now)
+		}
 		switch {
 		case d.unknown && !d.Allowed:
 			denied = true
@@ -422,7 +432,10 @@ func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone
 // setFields sets the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) of the zones with a count.
 func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
-	var policy, state []byte
+	// Built on the stack: one string each, and one slice for both fields'
+	// values (each capped, so that an append to one copies it).
+	var policyBuf, stateBuf [128]byte
+	policy, state := policyBuf[:0], stateBuf[:0]
 	for _, d := range decisions {
 		if d.unknown {
 			continue
@@ -438,8 +451,9 @@ func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
 		state = strconv.AppendInt(state, ceilSeconds(d.Reset), 10)
 	}
 	if len(policy) > 0 {
-		hdr["Ratelimit-Policy"] = []string{string(policy)}
-		hdr["Ratelimit"] = []string{string(state)}
+		values := []string{string(policy), string(state)}
+		hdr["Ratelimit-Policy"] = values[0:1:1]
+		hdr["Ratelimit"] = values[1:2:2]
 	}
 }
 

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
@@ -704,14 +707,20 @@ func BenchmarkRateLimitKey(b *testing.B) {
 
 // benchRateLimit provisions a handler on the memory store, as Caddy would.
 func benchRateLimit(b *testing.B, zone RateLimitZone) (*EdgeRateLimit, *http.Request) {
+	return benchRateLimitOn(b, nil, &EdgeRateLimit{Zones: []*RateLimitZone{&zone}})
+}
+
+// benchRateLimitOn provisions h, as Caddy would, on the ha app's store
+// (storeJSON, the memory store when nil).
+func benchRateLimitOn(b *testing.B, storeJSON json.RawMessage, h *EdgeRateLimit) (*EdgeRateLimit, *http.Request) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
-	app := new(HAApp) // the default: the memory store
+	app := &HAApp{StoreRaw: storeJSON}
 	if err := app.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { app.Cleanup() })
-	h := &EdgeRateLimit{Zones: []*RateLimitZone{&zone}}
+	h.setDefaults()
 	if err := h.provisionZones(ctx, app.ref.shared); err != nil {
 		b.Fatal(err)
 	}
@@ -756,6 +765,43 @@ func BenchmarkRateLimitMemoryRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRateLimitRedisRequest is the whole handler on a Redis store
+// (a real redis-server on loopback) under a limit far above the load, from
+// concurrent requests of one client: leased (the default: a store call per
+// lease, reported as store-calls/op) against counted (leases off: a store
+// call per request, batched with the concurrent ones).
+func BenchmarkRateLimitRedisRequest(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, leases := range []bool{true, false} {
+		b.Run(map[bool]string{true: "leased", false: "counted"}[leases], func(b *testing.B) {
+			zone := &RateLimitZone{Name: "z", Key: "{http.request.remote.host}", Events: 1 << 40, Window: caddy.Duration(time.Minute)}
+			h, r := benchRateLimitOn(b, json.RawMessage(`{"backend":"redis","addresses":["`+srv.Addr+`"]}`),
+				&EdgeRateLimit{Zones: []*RateLimitZone{zone}, NoLeases: !leases, StoreTimeout: caddy.Duration(5 * time.Second)})
+			next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+			callsBefore := observations(b, h.zones[0].metrics.latency)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &nopWriter{h: http.Header{}}
+				for pb.Next() {
+					if err := h.ServeHTTP(w, r, next); err != nil || w.h.Get("Retry-After") != "" {
+						b.Fatal("refused or failed:", err)
+					}
+				}
+			})
+			b.ReportMetric(float64(observations(b, h.zones[0].metrics.latency)-callsBefore)/float64(b.N), "store-calls/op")
+		})
+	}
+}
+
+// observations is how many values the histogram o has observed.
+func observations(t testing.TB, o prometheus.Observer) float64 {
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return float64(m.GetHistogram().GetSampleCount())
 }
 
 // The Redis store works on Redis Cluster (a sliding zone reads its slots in

@@ -102,14 +102,13 @@ func newLeaseTable(l Leasing) *leaseTable {
 func (t *leaseTable) spend(ctx context.Context, l *Limiter, s store.Store, key string, now time.Time) (Decision, error) {
 	nowNs := now.UnixNano()
 	cur := floorDiv(nowNs, int64(l.slot))
-	sh := &t.shards[maphash.String(t.seed, key)%leaseShards]
+	sh := t.shard(key)
 	for range maxLeaseWaits {
 		sh.mu.Lock()
 		e := sh.m[key]
 		switch {
 		case e != nil && e.slot == cur && e.left > 0:
-			e.left--
-			d := Decision{Allowed: true, Remaining: e.free + e.left, Reset: time.Duration(e.resetAt - nowNs), Leased: true}
+			d := e.spendOne(nowNs)
 			sh.mu.Unlock()
 			return d, nil
 		case e != nil && e.taking != nil:
@@ -168,6 +167,29 @@ func (t *leaseTable) spend(ctx context.Context, l *Limiter, s store.Store, key s
 	}
 	d, _, err := l.take(ctx, s, key, now, 1)
 	return d, err
+}
+
+// held spends one of key's lease of the slot at now, if there is one left.
+func (t *leaseTable) held(l *Limiter, key string, now time.Time) (Decision, bool) {
+	nowNs := now.UnixNano()
+	sh := t.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[key]; e != nil && e.slot == floorDiv(nowNs, int64(l.slot)) && e.left > 0 {
+		return e.spendOne(nowNs), true
+	}
+	return Decision{}, false
+}
+
+// spendOne spends one of e, which has some left; the caller holds its
+// shard's lock.
+func (e *lease) spendOne(nowNs int64) Decision {
+	e.left--
+	return Decision{Allowed: true, Remaining: e.free + e.left, Reset: time.Duration(e.resetAt - nowNs), Leased: true}
+}
+
+func (t *leaseTable) shard(key string) *leaseShard {
+	return &t.shards[maphash.String(t.seed, key)%leaseShards]
 }
 
 // size is how much a new lease of the key takes: 1/parts of what the store

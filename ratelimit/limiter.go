@@ -146,6 +146,16 @@ func (l *Limiter) Count(ctx context.Context, s store.Store, key string, now time
 	return d, err
 }
 
+// Leased spends one of a lease held here for key at now, if there is one
+// with some left: the request's decision, allowed without the store (so a
+// caller needs no deadline for it). Count does the same first.
+func (l *Limiter) Leased(key string, now time.Time) (Decision, bool) {
+	if l.leases == nil {
+		return Decision{}, false
+	}
+	return l.leases.held(l, BoundedKey(key), now)
+}
+
 // take counts amount requests of key at now in s in one call and returns
 // how many of them the limit grants (a part of amount when the limit is
 // reached on the way, none over it) and the decision for the request

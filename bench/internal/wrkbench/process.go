@@ -70,11 +70,19 @@ func ExitWithParent() {
 	}()
 }
 
-// serveBackend answers every request with 200 and a 2-byte body.
+// serveBackend answers every request with 200 and a 2-byte body, but
+// GET /healthz/leader, which it answers as the cluster's leader does, so
+// that lb_policy leader routes to it.
 func serveBackend(addr string) {
 	ExitWithParent()
 	body := []byte("ok")
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	leader := []byte(`{"status":"leader","nodeId":"backend","leaseEpoch":1}`)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz/leader" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(leader)
+			return
+		}
 		w.Header().Set("Content-Length", "2")
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write(body)
