@@ -144,30 +144,48 @@ func (t *leaseTable) spend(ctx context.Context, l *Limiter, s store.Store, key s
 			e = &lease{}
 			sh.m[strings.Clone(key)] = e
 		}
-		tk := &taking{done: make(chan struct{})}
-		e.taking = tk
-		oldSlot, unspent := e.slot, e.left
-		e.left = 0
-		sh.mu.Unlock()
-
-		if unspent > 0 && l.slots > 0 && cur-oldSlot <= int64(l.slots) {
-			l.giveBack(ctx, s, key, oldSlot, unspent, nowNs)
-		}
-		d, granted, err := l.take(ctx, s, key, now, amount)
-		sh.mu.Lock()
-		e.taking = nil
-		if err == nil {
-			e.slot, e.left, e.resetAt = cur, max(granted-1, 0), nowNs+int64(d.Reset)
-			e.free = d.Remaining - e.left
-		}
-		sh.mu.Unlock()
-		tk.err = err
-		close(tk.done)
-		return d, err
+		return t.renew(ctx, l, s, sh, e, key, now, cur, amount)
 	}
 	d, _, err := l.take(ctx, s, key, now, 1)
 	return d, err
 }
+
+// renew takes a new lease of amount for key's entry e, giving back first
+// what a sliding lease of a past slot left unspent; the caller holds the
+// shard's lock, which renew lets go of. The key's other requests wait for
+// it; a panic on the way (a store's) fails them and leaves e as it was,
+// so that the key's next request takes a lease again.
+func (t *leaseTable) renew(ctx context.Context, l *Limiter, s store.Store, sh *leaseShard, e *lease, key string, now time.Time, cur, amount int64) (d Decision, err error) {
+	tk := &taking{done: make(chan struct{}), err: errLeasePanicked}
+	e.taking = tk
+	oldSlot, unspent := e.slot, e.left
+	e.left = 0
+	sh.mu.Unlock()
+	defer func() {
+		sh.mu.Lock()
+		e.taking = nil
+		sh.mu.Unlock()
+		close(tk.done)
+	}()
+
+	nowNs := now.UnixNano()
+	if unspent > 0 && l.slots > 0 && cur-oldSlot <= int64(l.slots) {
+		l.giveBack(ctx, s, key, oldSlot, unspent, nowNs)
+	}
+	d, granted, err := l.take(ctx, s, key, now, amount)
+	sh.mu.Lock()
+	if err == nil {
+		e.slot, e.left, e.resetAt = cur, max(granted-1, 0), nowNs+int64(d.Reset)
+		e.free = d.Remaining - e.left
+	}
+	sh.mu.Unlock()
+	tk.err = err
+	return d, err
+}
+
+// errLeasePanicked is what the requests waiting for a lease get when
+// taking it panicked.
+var errLeasePanicked = errors.New("ratelimit: taking a lease panicked")
 
 // held spends one of key's lease of the slot at now, if there is one left.
 func (t *leaseTable) held(l *Limiter, key string, now time.Time) (Decision, bool) {

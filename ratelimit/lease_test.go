@@ -188,17 +188,45 @@ func TestLeaseOutlivesAStoreThatFails(t *testing.T) {
 
 var errStoreDown = errors.New("the store is down")
 
-// failingStore fails every increment while failing is set.
+// failingStore fails every increment while failing is set, and panics
+// while panicking is.
 type failingStore struct {
 	store.Store
-	failing atomic.Bool
+	failing, panicking atomic.Bool
 }
 
 func (f *failingStore) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
+	if f.panicking.Load() {
+		panic("the store panicked")
+	}
 	if f.failing.Load() {
 		return 0, errStoreDown
 	}
 	return f.Store.IncrementAndCount(ctx, key, amount, lifetime, others, counts)
+}
+
+// A request whose taking of a lease panics (its store's call) leaves the
+// key as it was: its next request takes a lease, rather than waiting for
+// one that never comes.
+func TestLeaseTakingThatPanicsLeavesTheKeyFree(t *testing.T) {
+	z := Zone{Name: "z", Events: 1600, Window: time.Minute}
+	s := &failingStore{Store: newMemory(t)}
+	l := leasingLimiters(t, z, 16, 1)[0]
+	s.panicking.Store(true)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the store's panic did not reach the caller")
+			}
+		}()
+		_, _ = decide(context.Background(), l, s, "k", base)
+	}()
+	s.panicking.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if d, err := decide(ctx, l, s, "k", base); err != nil || !d.Allowed {
+		t.Fatalf("the request after the panic: %+v, %v", d, err)
+	}
 }
 
 // Leases are held for at most MaxKeys keys: beyond, a key is counted one

@@ -46,7 +46,7 @@ func (p *RateLimitProbe) Measure(wrk func() (Run, error)) (Run, []string, error)
 		return after[i] - before[i]
 	}
 	if calls := delta(1); calls >= 0 && r.Requests > 0 {
-		notes = append(notes, fmt.Sprintf("%.4f store calls/req", float64(calls)/float64(r.Requests)))
+		notes = append(notes, perRequestText(calls, r.Requests)+" store calls/req")
 		p.storeCalls += calls
 		p.requests += r.Requests
 	}
@@ -73,8 +73,18 @@ func (p *RateLimitProbe) PrintReport() {
 	if p.requests == 0 {
 		return
 	}
-	fmt.Printf("\n%s, all rounds: %d requests, %d store calls: %.4f store calls/req (edge_rate_limit's decisions that asked the store)\n",
-		p.Contender.Name, p.requests, p.storeCalls, float64(p.storeCalls)/float64(p.requests))
+	fmt.Printf("\n%s, all rounds: %d requests, %d store calls: %s store calls/req (edge_rate_limit's decisions that asked the store)\n",
+		p.Contender.Name, p.requests, p.storeCalls, perRequestText(p.storeCalls, p.requests))
+}
+
+// perRequestText is n/requests with four decimals, or, under 0.001 (a call
+// per lease), in scientific notation: 1.2e-05.
+func perRequestText(n, requests int64) string {
+	v := float64(n) / float64(requests)
+	if v > 0 && v < 0.001 {
+		return fmt.Sprintf("%.1e", v)
+	}
+	return fmt.Sprintf("%.4f", v)
 }
 
 // metricSums sums each of names' series at metricsURL (a Prometheus text
