@@ -131,10 +131,12 @@ type rateZone struct {
 	matchers caddyhttp.MatcherSets
 	key      keyTemplate
 	limiter  *ratelimit.Limiter
-	policy   string // its RateLimit-Policy item
-	metrics  zoneMetrics
-	settings status.RateLimitZone // for the status view, without counts
-	series   *seriesHold[*rateZone]
+	// limiterKey is its limiter's in limiterPools, "" until held.
+	limiterKey string
+	policy     string // its RateLimit-Policy item
+	metrics    zoneMetrics
+	settings   status.RateLimitZone // for the status view, without counts
+	series     *seriesHold[*rateZone]
 }
 
 const (
@@ -174,10 +176,14 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	return h.provisionZones(ctx, shared)
 }
 
-// Cleanup lets go of the handler's own store, if it has one.
+// Cleanup lets go of the zones' limiters and the handler's own store, if
+// it has one.
 func (h *EdgeRateLimit) Cleanup() error {
 	for _, z := range h.zones {
 		z.series.release()
+		if z.limiterKey != "" {
+			_, _ = limiterPools.Delete(z.limiterKey)
+		}
 	}
 	return h.storeRef.release()
 }
@@ -205,9 +211,8 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 		if err := z.matchers.FromInterface(matchers); err != nil {
 			return fmt.Errorf("zone %s: %v", zc.Name, err)
 		}
-		z.limiter, err = ratelimit.NewLimiter(ratelimit.Zone{Name: zc.Name, Events: zc.Events,
-			Window: time.Duration(zc.Window), Sliding: zc.Sliding}, h.RememberLimited, h.leasing())
-		if err != nil {
+		if err := h.holdLimiter(z, shared, ratelimit.Zone{Name: zc.Name, Events: zc.Events,
+			Window: time.Duration(zc.Window), Sliding: zc.Sliding}); err != nil {
 			return fmt.Errorf("zone %d: %v", i, err)
 		}
 		z.policy = fmt.Sprintf("%q;q=%d;w=%d", zc.Name, zc.Events, ceilSeconds(time.Duration(zc.Window)))
@@ -222,6 +227,34 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 }
 
 const rateLimitModule = "edge_rate_limit"
+
+// limiterPools shares each zone's limiter, with its leases and the keys it
+// remembers over the limit, across config reloads and among the handlers
+// that count the same zone alike in the same store: a reload strands no
+// lease, and a flood stays off the store through it. The store is an open
+// store of storePools, itself shared across reloads by its settings.
+var limiterPools = caddy.NewUsagePool()
+
+// pooledLimiter is a limiter in limiterPools.
+type pooledLimiter struct{ *ratelimit.Limiter }
+
+func (pooledLimiter) Destruct() error { return nil }
+
+// holdLimiter gives z the limiter of zone in shared's store with the
+// handler's settings, the one already held if any (Cleanup lets go of it).
+func (h *EdgeRateLimit) holdLimiter(z *rateZone, shared *sharedStore, zone ratelimit.Zone) error {
+	leasing := h.leasing()
+	key := fmt.Sprintf("%p %+v %d %+v", shared, zone, h.RememberLimited, leasing)
+	val, _, err := limiterPools.LoadOrNew(key, func() (caddy.Destructor, error) {
+		l, err := ratelimit.NewLimiter(zone, h.RememberLimited, leasing)
+		return pooledLimiter{l}, err
+	})
+	if err != nil {
+		return err
+	}
+	z.limiter, z.limiterKey = val.(pooledLimiter).Limiter, key
+	return nil
+}
 
 // leasing is how the zones lease from the store: from a shared one
 // unless leases are off; never from the memory store, nor from the local

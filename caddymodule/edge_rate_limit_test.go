@@ -446,6 +446,45 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 	}
 }
 
+// A reload keeps a zone's leases: a key that spent part of a lease before
+// a reload spends the rest after it, so exactly its limit passes in the
+// window (980 of 1000 when the reload stranded the lease's 20 unspent).
+func TestRateLimitLeasesOutliveAReload(t *testing.T) {
+	srv := redistest.Start(t)
+	site := func(status string) string {
+		return `edge_rate_limit {
+		zone z {
+			key {http.request.remote.host}
+			events 1000
+			window 1h
+		}
+		store_timeout 5s
+	}
+	respond "` + status + `"`
+	}
+	awayFromWindowEnd(t, time.Hour, 30*time.Second)
+	tc := startCaddy(t, nil, redisOption(srv, "lease-reload:"), site("before"))
+	allowed := 0
+	for range 100 { // a lease of 62, then one of 58, 20 of it unspent
+		if send(t, "GET", tc.url("/")).status == 200 {
+			allowed++
+		}
+	}
+	tc.load(nil, redisOption(srv, "lease-reload:"), site("after"))
+	for range 1000 {
+		ans := sendAfterReload(t, "GET", tc.url("/"))
+		if ans.status == 200 {
+			allowed++
+			if ans.body != "after" {
+				t.Fatalf("a request answered %q after the reload", ans.body)
+			}
+		}
+	}
+	if allowed != 1000 {
+		t.Fatalf("%d of 1100 requests allowed across a reload, want exactly 1000", allowed)
+	}
+}
+
 // storeUnderTest is a shared store a test can fail and inspect: Redis or
 // PostgreSQL, each started by the test.
 type storeUnderTest struct {
@@ -724,6 +763,7 @@ func benchRateLimitOn(b *testing.B, storeJSON json.RawMessage, h *EdgeRateLimit)
 	}
 	b.Cleanup(func() { app.Cleanup() })
 	h.setDefaults()
+	b.Cleanup(func() { h.Cleanup() })
 	if err := h.provisionZones(ctx, app.ref.shared); err != nil {
 		b.Fatal(err)
 	}
