@@ -29,9 +29,8 @@ import (
 //
 // The zero value leases none.
 type Leasing struct {
-	// Parts is the least number of parts what is left of a key's limit is
-	// leased in: a lease takes at most 1/Parts of it. 0 leases none; else
-	// at least 2.
+	// Parts: a lease takes at most 1/Parts of what is left of a key's
+	// limit. 0 leases none; else at least 2.
 	Parts int64
 	// MaxKeys bounds the keys holding a lease at once; a new key beyond it
 	// is counted one request at a time. At least 1 when Parts is set.
