@@ -77,6 +77,7 @@ bench: build bench-deps
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./bench/failover
 	$(GO) run ./bench/ratelimit
+	$(GO) run ./bench/seed
 	$(GO) run ./bench/forwarded
 	$(GO) run ./bench/affinity
 	$(GO) run ./bench/pinned

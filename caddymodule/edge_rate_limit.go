@@ -64,8 +64,21 @@ type EdgeRateLimit struct {
 	HideHeaders bool `json:"hide_headers,omitempty"`
 
 	// How many keys over the limit each zone remembers, so a flood from
-	// them is answered here without asking the store. Default: 100000.
+	// them is answered here without asking the store; as many keys may
+	// hold a lease (see lease_parts). Default: 100000.
 	RememberLimited int `json:"remember_limited,omitempty"`
+
+	// Count every request in a shared store (Redis, PostgreSQL) rather
+	// than leasing quota from it (see lease_parts).
+	NoLeases bool `json:"no_leases,omitempty"`
+
+	// A key's request that finds no lease here takes, in one store call,
+	// a part of what is left of the key's limit in its window, at most
+	// 1/lease_parts of it, and this instance spends it on the key's next
+	// requests without asking the store. Parts never add up to more than
+	// the limit; none is taken below 2, so a limit under 2*lease_parts is
+	// counted request by request. At least 2. Default: 16.
+	LeaseParts int `json:"lease_parts,omitempty"`
 
 	// Whose clock numbers the windows: "store" (the store's own, Redis
 	// TIME or the database's now(), measured as an offset at every health
@@ -118,10 +131,12 @@ type rateZone struct {
 	matchers caddyhttp.MatcherSets
 	key      keyTemplate
 	limiter  *ratelimit.Limiter
-	policy   string // its RateLimit-Policy item
-	metrics  zoneMetrics
-	settings status.RateLimitZone // for the status view, without counts
-	series   *seriesHold[*rateZone]
+	// limiterKey is its limiter's in limiterPools, "" until held.
+	limiterKey string
+	policy     string // its RateLimit-Policy item
+	metrics    zoneMetrics
+	settings   status.RateLimitZone // for the status view, without counts
+	series     *seriesHold[*rateZone]
 }
 
 const (
@@ -132,6 +147,7 @@ const (
 	clockStore          = "store"
 	clockLocal          = "local"
 	defaultRemembered   = 100_000
+	defaultLeaseParts   = 16
 )
 
 // CaddyModule returns the Caddy module information.
@@ -142,6 +158,7 @@ func (EdgeRateLimit) CaddyModule() caddy.ModuleInfo {
 func (h *EdgeRateLimit) setDefaults() {
 	h.OnStoreError = cmp.Or(h.OnStoreError, onStoreErrorLocal)
 	h.RememberLimited = cmp.Or(h.RememberLimited, defaultRemembered)
+	h.LeaseParts = cmp.Or(h.LeaseParts, defaultLeaseParts)
 	h.StoreTimeout = cmp.Or(h.StoreTimeout, caddy.Duration(defaultStoreTimeout))
 }
 
@@ -159,10 +176,14 @@ func (h *EdgeRateLimit) Provision(ctx caddy.Context) error {
 	return h.provisionZones(ctx, shared)
 }
 
-// Cleanup lets go of the handler's own store, if it has one.
+// Cleanup lets go of the zones' limiters and the handler's own store, if
+// it has one.
 func (h *EdgeRateLimit) Cleanup() error {
 	for _, z := range h.zones {
 		z.series.release()
+		if z.limiterKey != "" {
+			_, _ = limiterPools.Delete(z.limiterKey)
+		}
 	}
 	return h.storeRef.release()
 }
@@ -190,9 +211,8 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 		if err := z.matchers.FromInterface(matchers); err != nil {
 			return fmt.Errorf("zone %s: %v", zc.Name, err)
 		}
-		z.limiter, err = ratelimit.NewLimiter(ratelimit.Zone{Name: zc.Name, Events: zc.Events,
-			Window: time.Duration(zc.Window), Sliding: zc.Sliding}, h.RememberLimited)
-		if err != nil {
+		if err := h.holdLimiter(z, shared, ratelimit.Zone{Name: zc.Name, Events: zc.Events,
+			Window: time.Duration(zc.Window), Sliding: zc.Sliding}); err != nil {
 			return fmt.Errorf("zone %d: %v", i, err)
 		}
 		z.policy = fmt.Sprintf("%q;q=%d;w=%d", zc.Name, zc.Events, ceilSeconds(time.Duration(zc.Window)))
@@ -207,6 +227,44 @@ func (h *EdgeRateLimit) provisionZones(ctx caddy.Context, shared *sharedStore) e
 }
 
 const rateLimitModule = "edge_rate_limit"
+
+// limiterPools shares each zone's limiter, with its leases and the keys it
+// remembers over the limit, across config reloads and among the handlers
+// that count the same zone alike in the same store: a reload strands no
+// lease, and a flood stays off the store through it. The store is an open
+// store of storePools, itself shared across reloads by its settings.
+var limiterPools = caddy.NewUsagePool()
+
+// pooledLimiter is a limiter in limiterPools.
+type pooledLimiter struct{ *ratelimit.Limiter }
+
+func (pooledLimiter) Destruct() error { return nil }
+
+// holdLimiter gives z the limiter of zone in shared's store with the
+// handler's settings, the one already held if any (Cleanup lets go of it).
+func (h *EdgeRateLimit) holdLimiter(z *rateZone, shared *sharedStore, zone ratelimit.Zone) error {
+	leasing := h.leasing()
+	key := fmt.Sprintf("%p %+v %d %+v", shared, zone, h.RememberLimited, leasing)
+	val, _, err := limiterPools.LoadOrNew(key, func() (caddy.Destructor, error) {
+		l, err := ratelimit.NewLimiter(zone, h.RememberLimited, leasing)
+		return pooledLimiter{l}, err
+	})
+	if err != nil {
+		return err
+	}
+	z.limiter, z.limiterKey = val.(pooledLimiter).Limiter, key
+	return nil
+}
+
+// leasing is how the zones lease from the store: from a shared one
+// unless leases are off; never from the memory store, nor from the local
+// fallback (the limiter leases from no local store).
+func (h *EdgeRateLimit) leasing() ratelimit.Leasing {
+	if h.NoLeases || store.IsLocal(h.store) {
+		return ratelimit.Leasing{}
+	}
+	return ratelimit.Leasing{Parts: int64(h.LeaseParts), MaxKeys: h.RememberLimited}
+}
 
 // Validate checks the settings, unset ones at their defaults: Caddy calls
 // it after Provision, the Caddyfile adapter after the block.
@@ -247,6 +305,8 @@ func (h *EdgeRateLimit) Validate() error {
 		return badSetting(rateLimitModule, "store_timeout", "must not be negative")
 	case v.RememberLimited < 0:
 		return badSetting(rateLimitModule, "remember_limited", "must not be negative")
+	case v.LeaseParts < 2:
+		return badSetting(rateLimitModule, "lease_parts", "must be at least 2 (leases off turns leasing off), got %d", v.LeaseParts)
 	}
 	return nil
 }
@@ -335,13 +395,23 @@ func refuseRemembered(decisions []zoneDecision) []zoneDecision {
 
 // count counts the request in every zone of decisions, all within one
 // store_timeout however many zones there are, and reports whether a zone
-// is over its limit or on_store_error deny refused it.
+// is over its limit or on_store_error deny refused it. A zone that holds a
+// lease for the key decides without the store; the deadline is made only
+// for the zones that ask it.
 func (h *EdgeRateLimit) count(r *http.Request, decisions []zoneDecision, now time.Time) (limited, denied bool) {
-	ctx, cancel := withStoreTimeout(r.Context(), h.callTimeout)
-	defer cancel()
+	var ctx context.Context
 	for i := range decisions {
 		d := &decisions[i]
-		*d = h.decide(ctx, r, d.zone, d.key, now)
+		if leased, ok := d.zone.limiter.Leased(d.key, now); ok {
+			d.Decision = leased
+		} else {
+			if ctx == nil {
+				var cancel context.CancelFunc
+				ctx, cancel = withStoreTimeout(r.Context(), h.callTimeout)
+				defer cancel()
+			}
+			*d = h.decide(ctx, r, d.zone, d.key, now)
+		}
 		switch {
 		case d.unknown && !d.Allowed:
 			denied = true
@@ -374,7 +444,9 @@ func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone
 	start := time.Now()
 	d, err := z.limiter.Count(ctx, h.store, key, now)
 	if err == nil {
-		z.metrics.latency.Observe(time.Since(start).Seconds())
+		if !d.Leased {
+			z.metrics.latency.Observe(time.Since(start).Seconds())
+		}
 		return zoneDecision{zone: z, key: key, Decision: d}
 	}
 	if !errors.Is(err, store.ErrUnavailable) {
@@ -393,7 +465,10 @@ func (h *EdgeRateLimit) decide(ctx context.Context, r *http.Request, z *rateZone
 // setFields sets the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) of the zones with a count.
 func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
-	var policy, state []byte
+	// Built on the stack: one string each, and one slice for both fields'
+	// values (each capped, so that an append to one copies it).
+	var policyBuf, stateBuf [128]byte
+	policy, state := policyBuf[:0], stateBuf[:0]
 	for _, d := range decisions {
 		if d.unknown {
 			continue
@@ -409,8 +484,9 @@ func (h *EdgeRateLimit) setFields(hdr http.Header, decisions []zoneDecision) {
 		state = strconv.AppendInt(state, ceilSeconds(d.Reset), 10)
 	}
 	if len(policy) > 0 {
-		hdr["Ratelimit-Policy"] = []string{string(policy)}
-		hdr["Ratelimit"] = []string{string(state)}
+		values := []string{string(policy), string(state)}
+		hdr["Ratelimit-Policy"] = values[0:1:1]
+		hdr["Ratelimit"] = values[1:2:2]
 	}
 }
 
@@ -545,6 +621,8 @@ func newZoneMetrics(zone string) zoneMetrics {
 //		store_timeout    <duration>
 //		headers          on|off
 //		remember_limited <n>
+//		leases           on|off
+//		lease_parts      <n>
 //		clock            store|local
 //	}
 func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
@@ -555,7 +633,7 @@ func parseEdgeRateLimit(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 // UnmarshalCaddyfile sets up the handler; see parseEdgeRateLimit for the
 // syntax.
 func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers"}, func(opt string) error {
+	return parseValidated(d, h, map[string]string{"zones": "zone", "hide_headers": "headers", "no_leases": "leases"}, func(opt string) error {
 		var err error
 		switch opt {
 		case "zone":
@@ -572,6 +650,12 @@ func (h *EdgeRateLimit) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.HideHeaders = !on
 		case "remember_limited":
 			err = countArg(d, opt, &h.RememberLimited)
+		case "leases":
+			var on bool
+			on, err = onOffArg(d, opt)
+			h.NoLeases = !on
+		case "lease_parts":
+			err = countArg(d, opt, &h.LeaseParts)
 		case "clock":
 			err = stringArg(d, &h.Clock)
 		default:

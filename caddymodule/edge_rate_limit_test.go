@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/redistest"
@@ -85,63 +88,91 @@ func awayFromWindowEnd(t testing.TB, w, margin time.Duration) {
 
 // Two Caddy instances (this process and another) sharing one Redis let
 // exactly events requests of one key through per window, in total: with
-// Redis as the ha app's store, and as the handler's own.
+// Redis as the ha app's store, and as the handler's own; 10 of 400 counted
+// one request at a time, and 1000 of 2000 in leases.
 func TestRateLimitExactAcrossTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
-	site := exactSite
 	t.Run("ha store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), fmt.Sprintf(site, ""))
+		testExactAcrossTwoInstances(t, redisValue(srv), "ha:", redisOption(srv, "ha:"), "")
 	})
 	t.Run("own store", func(t *testing.T) {
-		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", fmt.Sprintf(site, redisStore(srv, "own:")))
+		testExactAcrossTwoInstances(t, redisValue(srv), "own:", "", redisStore(srv, "own:"))
 	})
 }
 
-// exactSite is the site of the two-instance exactness tests; %s is the
-// handler's own store, if any.
-const exactSite = `edge_rate_limit {
+// exactSite is the site of the two-instance exactness tests: its zone's
+// events, and the handler's own store, if any.
+func exactSite(events int, ownStore string) string {
+	return fmt.Sprintf(`edge_rate_limit {
 		zone api {
 			key {http.request.header.X-Client}
-			events 7
+			events %d
 			window 1h
 		}
 		on_store_error deny
 		store_timeout 5s # exactness is tested here, not timeouts: a slow -race run must not fall back
 		%s
 	}
-	respond "ok"`
+	respond "ok"`, events, ownStore)
+}
 
-func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, site string) {
-	a := startCaddy(t, nil, globalOpts, site)
-	b := startCaddyProcess(t, globalOpts, site)
-	awayFromWindowEnd(t, time.Hour, 30*time.Second)
+// testExactAcrossTwoInstances sends 20 clients' requests of one key to two
+// instances in turn, under a small limit (one store call per allowed
+// request) and a large one (a store call per lease): exactly the limit
+// passes, and the instance in this process asked the store as said.
+func testExactAcrossTwoInstances(t *testing.T, value func(fullKey string) string, prefix, globalOpts, ownStore string) {
+	for _, tt := range []struct {
+		events, each int
+		leases       bool
+	}{{10, 20, false}, {1000, 100, true}} {
+		site := exactSite(tt.events, ownStore)
+		key := fmt.Sprintf("key-%d", tt.events)
+		a := startCaddy(t, nil, globalOpts, site)
+		b := startCaddyProcess(t, globalOpts, site)
+		awayFromWindowEnd(t, time.Hour, 30*time.Second)
+		callsBefore := counterValue(a, `caddy_ha_rate_limit_store_duration_seconds_count{zone="api"}`)
 
-	const clients, each = 20, 10
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	for c := 0; c < clients; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				url := a.url("/")
-				if (c+i)%2 == 1 {
-					url = b.url("/")
+		const clients = 20
+		var mu sync.Mutex
+		statuses, allowedAtA := map[int]int{}, 0
+		var wg sync.WaitGroup
+		for c := 0; c < clients; c++ {
+			wg.Go(func() {
+				for i := 0; i < tt.each; i++ {
+					url, atA := a.url("/"), (c+i)%2 == 0
+					if !atA {
+						url = b.url("/")
+					}
+					ans, err := trySend("GET", url, "X-Client", key)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					statuses[ans.status]++
+					if atA && ans.status == 200 {
+						allowedAtA++
+					}
+					mu.Unlock()
 				}
-				ans := send(t, "GET", url, "X-Client", "one-key")
-				mu.Lock()
-				statuses[ans.status]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if statuses[200] != 7 || statuses[429] != clients*each-7 {
-		t.Fatalf("answers by status: %v; want exactly 7 allowed and the rest 429", statuses)
-	}
-	if n := value(prefix + "rl:{api:one-key}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)); n == "" {
-		t.Fatalf("no counter in the store under the prefix %q", prefix)
+			})
+		}
+		wg.Wait()
+		sent := clients * tt.each
+		if statuses[200] != tt.events || statuses[429] != sent-tt.events {
+			t.Fatalf("events %d: answers by status: %v; want exactly %d allowed and the rest 429", tt.events, statuses, tt.events)
+		}
+		calls := int(counterValue(a, `caddy_ha_rate_limit_store_duration_seconds_count{zone="api"}`) - callsBefore)
+		switch {
+		case !tt.leases && calls < allowedAtA:
+			t.Fatalf("events %d: %d requests allowed here after %d store calls: a small limit leased", tt.events, allowedAtA, calls)
+		case tt.leases && calls > sent/2/4:
+			t.Fatalf("events %d: %d store calls for the %d requests here: no leasing", tt.events, calls, sent/2)
+		}
+		t.Logf("events %d: %d store calls for %d requests here, %d allowed here", tt.events, calls, sent/2, allowedAtA)
+		if n := value(prefix + "rl:{api:" + key + "}:" + strconv.FormatInt(time.Now().Unix()/3600, 10)); n == "" {
+			t.Fatalf("no counter in the store under the prefix %q", prefix)
+		}
 	}
 }
 
@@ -415,6 +446,45 @@ func TestRateLimitStoreSharedAcrossReloads(t *testing.T) {
 	}
 }
 
+// A reload keeps a zone's leases: a key that spent part of a lease before
+// a reload spends the rest after it, so exactly its limit passes in the
+// window (980 of 1000 when the reload stranded the lease's 20 unspent).
+func TestRateLimitLeasesOutliveAReload(t *testing.T) {
+	srv := redistest.Start(t)
+	site := func(status string) string {
+		return `edge_rate_limit {
+		zone z {
+			key {http.request.remote.host}
+			events 1000
+			window 1h
+		}
+		store_timeout 5s
+	}
+	respond "` + status + `"`
+	}
+	awayFromWindowEnd(t, time.Hour, 30*time.Second)
+	tc := startCaddy(t, nil, redisOption(srv, "lease-reload:"), site("before"))
+	allowed := 0
+	for range 100 { // a lease of 62, then one of 58, 20 of it unspent
+		if send(t, "GET", tc.url("/")).status == 200 {
+			allowed++
+		}
+	}
+	tc.load(nil, redisOption(srv, "lease-reload:"), site("after"))
+	for range 1000 {
+		ans := sendAfterReload(t, "GET", tc.url("/"))
+		if ans.status == 200 {
+			allowed++
+			if ans.body != "after" {
+				t.Fatalf("a request answered %q after the reload", ans.body)
+			}
+		}
+	}
+	if allowed != 1000 {
+		t.Fatalf("%d of 1100 requests allowed across a reload, want exactly 1000", allowed)
+	}
+}
+
 // storeUnderTest is a shared store a test can fail and inspect: Redis or
 // PostgreSQL, each started by the test.
 type storeUnderTest struct {
@@ -605,8 +675,10 @@ func TestRateLimitFloodStaysOffRedis(t *testing.T) {
 	if statuses[200] != 3 || statuses[429] != 197 {
 		t.Fatalf("answers by status: %v", statuses)
 	}
-	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=8,") {
-		t.Fatalf("Redis counted other than 8 increments (3 allowed and 1 refused, in each zone, then remembered):\n%s", stats)
+	// Zone flood (3, under 2*lease_parts) counts one request at a time;
+	// zone all (1000) takes one lease of 1000/16 for the same 4 requests.
+	if stats := srv.Client().Info(context.Background(), "commandstats").Val(); !strings.Contains(stats, "cmdstat_incrby:calls=5,") {
+		t.Fatalf("Redis counted other than 5 increments (in zone flood 3 allowed and 1 refused, then remembered; in zone all one lease):\n%s", stats)
 	}
 	if v := counterValue(tc, `caddy_ha_rate_limit_store_duration_seconds_count{zone="flood"}`) - observedBefore; v != 4 {
 		t.Fatalf("store latency observations rose by %v, want 4", v)
@@ -625,6 +697,8 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n}", "defined twice"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\ton_store_error maybe\n}", "on_store_error must be"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t\tburst 3\n\t}\n}", "unrecognized zone option 'burst'"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tlease_parts 1\n}", "lease_parts must be at least 2"},
+		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tleases maybe\n}", "leases"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore memory\n\tstore memory\n}", "duplicate store option"},
 		{"", "edge_rate_limit {\n\tzone a {\n\t\tkey k\n\t\tevents 1\n\t\twindow 1m\n\t}\n\tstore redis\n}", "at least one address"},
 		{"ha {\n\tstore redis {\n\t}\n}", "respond ok", "at least one address"},
@@ -647,6 +721,7 @@ func TestRateLimitConfigErrors(t *testing.T) {
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit"}]}]}}}`, "at least one zone"},
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","on_store_error":"maybe","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "on_store_error must be"},
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","zones":[{"name":"a b","key":"k","events":1,"window":1000000000}]}]}]}}}`, "zone name"},
+		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","lease_parts":-3,"zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "lease_parts must be at least 2"},
 		{`"ha":{"store":{"backend":"redis"}}`, "at least one address"},
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","clock":"sundial","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, `clock must be store or local, got "sundial"`},
 		{`"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[{"handle":[{"handler":"edge_rate_limit","clock":"store","zones":[{"name":"a","key":"k","events":1,"window":1000000000}]}]}]}}}`, "clock store: the memory store has no clock of its own"},
@@ -674,14 +749,21 @@ func BenchmarkRateLimitKey(b *testing.B) {
 
 // benchRateLimit provisions a handler on the memory store, as Caddy would.
 func benchRateLimit(b *testing.B, zone RateLimitZone) (*EdgeRateLimit, *http.Request) {
+	return benchRateLimitOn(b, nil, &EdgeRateLimit{Zones: []*RateLimitZone{&zone}})
+}
+
+// benchRateLimitOn provisions h, as Caddy would, on the ha app's store
+// (storeJSON, the memory store when nil).
+func benchRateLimitOn(b *testing.B, storeJSON json.RawMessage, h *EdgeRateLimit) (*EdgeRateLimit, *http.Request) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	b.Cleanup(cancel)
-	app := new(HAApp) // the default: the memory store
+	app := &HAApp{StoreRaw: storeJSON}
 	if err := app.Provision(ctx); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { app.Cleanup() })
-	h := &EdgeRateLimit{Zones: []*RateLimitZone{&zone}}
+	h.setDefaults()
+	b.Cleanup(func() { h.Cleanup() })
 	if err := h.provisionZones(ctx, app.ref.shared); err != nil {
 		b.Fatal(err)
 	}
@@ -726,6 +808,43 @@ func BenchmarkRateLimitMemoryRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkRateLimitRedisRequest is the whole handler on a Redis store
+// (a real redis-server on loopback) under a limit far above the load, from
+// concurrent requests of one client: leased (the default: a store call per
+// lease, reported as store-calls/op) against counted (leases off: a store
+// call per request, batched with the concurrent ones).
+func BenchmarkRateLimitRedisRequest(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, leases := range []bool{true, false} {
+		b.Run(map[bool]string{true: "leased", false: "counted"}[leases], func(b *testing.B) {
+			zone := &RateLimitZone{Name: "z", Key: "{http.request.remote.host}", Events: 1 << 40, Window: caddy.Duration(time.Minute)}
+			h, r := benchRateLimitOn(b, json.RawMessage(`{"backend":"redis","addresses":["`+srv.Addr+`"]}`),
+				&EdgeRateLimit{Zones: []*RateLimitZone{zone}, NoLeases: !leases, StoreTimeout: caddy.Duration(5 * time.Second)})
+			next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+			callsBefore := observations(b, h.zones[0].metrics.latency)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &nopWriter{h: http.Header{}}
+				for pb.Next() {
+					if err := h.ServeHTTP(w, r, next); err != nil || w.h.Get("Retry-After") != "" {
+						b.Fatal("refused or failed:", err)
+					}
+				}
+			})
+			b.ReportMetric(float64(observations(b, h.zones[0].metrics.latency)-callsBefore)/float64(b.N), "store-calls/op")
+		})
+	}
+}
+
+// observations is how many values the histogram o has observed.
+func observations(t testing.TB, o prometheus.Observer) float64 {
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return float64(m.GetHistogram().GetSampleCount())
 }
 
 // The Redis store works on Redis Cluster (a sliding zone reads its slots in

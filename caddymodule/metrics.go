@@ -98,7 +98,7 @@ var rateLimitMetrics = struct {
 	fallback: newCounterVec("rate_limit_fallback_decisions_total",
 		"Decisions taken by on_store_error because the store failed or was known to be down.", "zone"),
 	latency: newHistogramVec("rate_limit_store_duration_seconds",
-		"Time a decision waited for a store that answered; failures count in rate_limit_store_errors_total.",
+		"Time a decision waited for a store that answered (one observation per decision that asked it: decisions out of a lease held here ask none); failures count in rate_limit_store_errors_total.",
 		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1}, "zone"),
 }
 

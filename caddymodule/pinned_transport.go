@@ -155,6 +155,13 @@ func (t *PinnedTransport) setDefaults() {
 	if t.KeepAlive.IdleConnTimeout == 0 {
 		t.KeepAlive.IdleConnTimeout = caddy.Duration(defaultPinIdle)
 	}
+	if t.KeepAlive.MaxIdleConnsPerHost == 0 {
+		// The shared connections of clients without credentials: an idle
+		// one for as many clients as may be pinned, as HAProxy's
+		// http-reuse never keeps one per client. The http transport's 32
+		// would close and dial again the rest of a steady load.
+		t.KeepAlive.MaxIdleConnsPerHost = t.MaxPinned
+	}
 	if len(t.Versions) == 0 {
 		t.Versions = []string{"1.1"}
 	}

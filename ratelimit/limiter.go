@@ -76,6 +76,9 @@ type Decision struct {
 	// Cached is set when the decision came from the local memory of keys
 	// over the limit, without asking the store.
 	Cached bool
+	// Leased is set when the request was allowed out of a lease this
+	// limiter holds (see Leasing), without asking the store.
+	Leased bool
 }
 
 // Limiter decides for one zone.
@@ -84,20 +87,27 @@ type Limiter struct {
 	slot    time.Duration // the window, or a tenth of it when sliding
 	slots   int           // slots a decision reads besides the current one
 	over    overLimit
+	leases  *leaseTable // nil: every request is counted in the store
 	buffers sync.Pool
 }
 
 // NewLimiter returns a limiter for z, remembering at most maxOver keys over
-// the limit (see overLimit).
-func NewLimiter(z Zone, maxOver int) (*Limiter, error) {
+// the limit (see overLimit), leasing as leasing says.
+func NewLimiter(z Zone, maxOver int, leasing Leasing) (*Limiter, error) {
 	if err := z.Validate(); err != nil {
 		return nil, err
+	}
+	if err := leasing.Validate(); err != nil {
+		return nil, fmt.Errorf("zone %s: %v", z.Name, err)
 	}
 	l := &Limiter{zone: z, slot: z.Window}
 	if z.Sliding {
 		l.slot, l.slots = z.Window/SlidingSlots, SlidingSlots
 	}
 	l.over.init(maxOver)
+	if leasing.Parts > 0 {
+		l.leases = newLeaseTable(leasing)
+	}
 	l.buffers.New = func() any { return newScratch(l.slots) }
 	return l, nil
 }
@@ -124,42 +134,73 @@ func newScratch(slots int) *scratch {
 // a refusal is remembered (see Remembered). An error means the store did
 // not answer: nothing was decided. A caller asks Remembered first, for
 // every zone a request counts in, so that a key remembered over the limit
-// anywhere never reaches the store.
+// anywhere never reaches the store. A limiter that leases (see Leasing)
+// spends a lease it holds for the key, or takes one, unless s is local
+// (store.IsLocal), where every count is as cheap as a lease.
 func (l *Limiter) Count(ctx context.Context, s store.Store, key string, now time.Time) (Decision, error) {
 	key = BoundedKey(key)
+	if l.leases != nil && !store.IsLocal(s) {
+		return l.leases.spend(ctx, l, s, key, now)
+	}
+	d, _, err := l.take(ctx, s, key, now, 1)
+	return d, err
+}
+
+// Leased spends one of a lease held here for key at now, if there is one
+// with some left: the request's decision, allowed without the store (so a
+// caller needs no deadline for it). Count does the same first.
+func (l *Limiter) Leased(key string, now time.Time) (Decision, bool) {
+	if l.leases == nil {
+		return Decision{}, false
+	}
+	return l.leases.held(l, BoundedKey(key), now)
+}
+
+// take counts amount requests of key at now in s in one call and returns
+// how many of them the limit grants (a part of amount when the limit is
+// reached on the way, none over it) and the decision for the request
+// that asked, which spends one of them. The store's count keeps what was
+// not granted in a fixed window (the window is full, whatever it holds);
+// a sliding window's count gives it back at once.
+func (l *Limiter) take(ctx context.Context, s store.Store, key string, now time.Time, amount int64) (_ Decision, granted int64, _ error) {
 	sc := l.buffers.Get().(*scratch)
 	defer l.buffers.Put(sc)
 	nowNs := now.UnixNano()
-	slotNs := int64(l.slot)
-	cur := floorDiv(nowNs, slotNs)
+	cur := floorDiv(nowNs, int64(l.slot))
 
 	current := l.keys(sc, key, cur)
-	slotEnd := (cur + 1) * slotNs
-	// A counter lives until its slot has left every window that reads it.
-	lifetime := time.Duration(slotEnd-nowNs) + time.Duration(l.slots)*l.slot + clockSkew
-	n, err := s.IncrementAndCount(ctx, current, 1, lifetime, sc.others, sc.counts)
+	lifetime := l.lifetime(cur, nowNs)
+	n, err := s.IncrementAndCount(ctx, current, amount, lifetime, sc.others, sc.counts)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, 0, err
 	}
-	total := n
+	before := n - amount // the count of the requests before these
 	for _, c := range sc.counts {
-		total += c
+		before += c
 	}
-	if total <= l.zone.Events {
-		d := Decision{Allowed: true, Remaining: l.zone.Events - total}
-		d.Reset = l.freeAfter(sc.counts, n, 0, cur, nowNs)
-		return d, nil
-	}
-	if l.slots > 0 {
+	granted = min(max(l.zone.Events-before, 0), amount)
+	if granted < amount && l.slots > 0 {
 		// A sliding count must hold only allowed requests, or a client
 		// that keeps knocking would never get back in. A failed undo
 		// leaves the count high: stricter, never looser.
-		_, _ = s.Increment(ctx, current, -1, lifetime)
-		n--
+		_, _ = s.Increment(ctx, current, granted-amount, lifetime)
+		n -= amount - granted
 	}
-	wait := l.freeAfter(sc.counts, n, total-l.zone.Events, cur, nowNs)
+	if granted > 0 {
+		d := Decision{Allowed: true, Remaining: l.zone.Events - before - 1}
+		d.Reset = l.freeAfter(sc.counts, n, 0, cur, nowNs)
+		return d, granted, nil
+	}
+	wait := l.freeAfter(sc.counts, n, before+1-l.zone.Events, cur, nowNs)
 	l.over.add(key, now.Add(wait), now)
-	return Decision{Reset: wait, RetryAfter: wait}, nil
+	return Decision{Reset: wait, RetryAfter: wait}, 0, nil
+}
+
+// lifetime is how long the counter of slot cur is to live from nowNs:
+// until its slot has left every window that reads it.
+func (l *Limiter) lifetime(cur, nowNs int64) time.Duration {
+	slotEnd := (cur + 1) * int64(l.slot)
+	return time.Duration(slotEnd-nowNs) + time.Duration(l.slots)*l.slot + clockSkew
 }
 
 // Remembered returns the refusal of a key known here to be over the limit,

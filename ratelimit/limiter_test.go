@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ func newMemory(t testing.TB) *store.Memory {
 
 func mustLimiter(t testing.TB, z Zone) *Limiter {
 	t.Helper()
-	l, err := NewLimiter(z, 1000)
+	l, err := NewLimiter(z, 1000, Leasing{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,15 +146,21 @@ func TestRetryAfterIsWhenARequestPasses(t *testing.T) {
 	}
 }
 
-// countingStore counts the calls that reach the store.
+// countingStore counts the calls that reach the store. It is not local
+// (store.IsLocal), as a shared store is not: a limiter leases from it.
 type countingStore struct {
 	store.Store
-	calls int
+	calls atomic.Int64
 }
 
 func (c *countingStore) IncrementAndCount(ctx context.Context, key string, amount int64, lifetime time.Duration, others []string, counts []int64) (int64, error) {
-	c.calls++
+	c.calls.Add(1)
 	return c.Store.IncrementAndCount(ctx, key, amount, lifetime, others, counts)
+}
+
+func (c *countingStore) Increment(ctx context.Context, key string, amount int64, lifetime time.Duration) (int64, error) {
+	c.calls.Add(1)
+	return c.Store.Increment(ctx, key, amount, lifetime)
 }
 
 func TestKeysOverTheLimitDoNotReachTheStore(t *testing.T) {
@@ -164,12 +171,12 @@ func TestKeysOverTheLimitDoNotReachTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s.calls != 3 {
-		t.Fatalf("the store got %d calls for 1000 requests of a key over its limit of 2, want 3", s.calls)
+	if n := s.calls.Load(); n != 3 {
+		t.Fatalf("the store got %d calls for 1000 requests of a key over its limit of 2, want 3", n)
 	}
 	d, _ := decide(context.Background(), l, s, "flood", base.Add(time.Minute))
-	if !d.Allowed || s.calls != 4 {
-		t.Fatalf("the next window: %+v after %d store calls", d, s.calls)
+	if n := s.calls.Load(); !d.Allowed || n != 4 {
+		t.Fatalf("the next window: %+v after %d store calls", d, n)
 	}
 }
 
@@ -215,7 +222,7 @@ func TestZoneValidate(t *testing.T) {
 		{Name: "a", Events: 1},
 		{Name: "a", Events: 1, Window: 15 * time.Millisecond, Sliding: true},
 	} {
-		if _, err := NewLimiter(z, 10); err == nil {
+		if _, err := NewLimiter(z, 10, Leasing{}); err == nil {
 			t.Errorf("zone %+v was accepted", z)
 		}
 	}

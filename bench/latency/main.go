@@ -112,12 +112,11 @@ func main() {
 // nodes, after the baseline (the leader itself).
 func startContenders(dir string, nodes []string, redisAddr string) ([]*contender, error) {
 	upstreams := strings.Join(nodes, " ")
+	seedGlobals, seedSite := wrkbench.SeedDeployment(redisAddr, upstreams, "")
 	proxies := []struct{ name, file, globals, site string }{
 		{"stock", "Caddyfile", "",
 			"\treverse_proxy " + upstreams + " {\n\t\tlb_policy first\n\t\thealth_uri /healthz/leader\n\t\thealth_interval 1s\n\t\thealth_fails 2\n\t\thealth_passes 1\n\t}\n"},
-		{"caddy-ha", "Caddyfile", "\tservers {\n\t\tprotocols h1\n\t\tlistener_wrappers {\n\t\t\treload_handoff\n\t\t}\n\t}\n\tha {\n\t\tstore redis {\n\t\t\taddress " + redisAddr + "\n\t\t}\n\t}\n",
-			"\tforwarded\n\tedge_rate_limit {\n\t\tzone api {\n\t\t\tkey {client_ip}\n\t\t\tevents 1000000000\n\t\t\twindow 1m\n\t\t}\n\t}\n" +
-				"\treverse_proxy " + upstreams + " {\n\t\tlb_policy leader\n\t\ttransport pinned\n\t}\n"},
+		{"caddy-ha", "Caddyfile", seedGlobals, seedSite},
 		{"haproxy", "haproxy.cfg", "", ""},
 	}
 	if _, err := exec.LookPath(*haproxyBin); err != nil {

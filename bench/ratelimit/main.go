@@ -4,7 +4,9 @@
 //	(i)   none: plain reverse_proxy, no limit
 //	(ii)  memory: edge_rate_limit with its memory store (no ha global option)
 //	(iii) redis: edge_rate_limit with the Redis store, on a redis-server this
-//	      program starts on a free loopback port
+//	      program starts on a free loopback port; it leases (the default)
+//	(iii') redis-counted: the same with leases off, a store call per
+//	      request, on a redis-server of its own
 //	(iv)  postgres: edge_rate_limit with the PostgreSQL store (its defaults,
 //	      the zone of (ii) and (iii)), on a throwaway PostgreSQL this
 //	      program starts on a free loopback port (internal/pgtest: Debian's
@@ -22,7 +24,7 @@
 // req/s as a share of (i)'s in the same round, next to the goals (memory
 // >= 95%, Redis >= 80%, PostgreSQL >= 70%).
 //
-// For Redis it also reads INFO commandstats around each run: commands,
+// For each Redis it also reads INFO commandstats around each run: commands,
 // transactions (EXEC) and round trips (Redis's read events) per request.
 //
 // For PostgreSQL it reads, around each run:
@@ -52,10 +54,14 @@
 //     machine whose cores PostgreSQL shares with Caddy and wrk, it is
 //     what the database takes from them.
 //
-// For (ii), (iii) and (iv) it reads edge_rate_limit's fallback decisions
-// from /metrics on a per-instance admin port: requests decided without the
-// store (store_timeout missed) would make the store look cheaper than it
-// is, so they are flagged.
+// For (ii), (iii) and (iv) it reads edge_rate_limit's metrics from
+// /metrics on a per-instance admin port (wrkbench.RateLimitProbe): its
+// store calls per request (the decisions that asked the store: one per
+// lease on Redis and PostgreSQL, whose leases spend the limit far above
+// the load in a store call per 1/16 of what is left; one per request on
+// the memory store, which never leases), and its fallback decisions:
+// requests decided without the store (store_timeout missed) would make the
+// store look cheaper than it is, so they are flagged.
 //
 // caddy-ratelimit keeps one timestamp (24 bytes) per allowed event of a
 // window in a ring, so its zone allows 1,000,000 events per 1s (24 MB)
@@ -66,15 +72,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -87,8 +90,8 @@ var (
 )
 
 func main() {
-	var redisAddr string   // set once redis-server runs
-	var postgresURL string // set once PostgreSQL runs
+	var redisAddrs [2]string // set once redis-server runs: for redis, redis-counted
+	var postgresURL string   // set once PostgreSQL runs
 	b := &wrkbench.Bench{
 		Name: "ratelimit",
 		Title: []string{
@@ -97,9 +100,9 @@ func main() {
 			"so that nothing is refused. Contenders run interleaved within each round.",
 		},
 		CostOf:     "counting",
-		Contenders: contenders(&redisAddr, &postgresURL),
+		Contenders: contenders(&redisAddrs, &postgresURL),
 		Prepare: func(dir string, selected []*wrkbench.Contender) ([]string, error) {
-			return prepare(dir, selected, &redisAddr, &postgresURL)
+			return prepare(dir, selected, &redisAddrs, &postgresURL)
 		},
 	}
 	b.DefineFlags()
@@ -113,34 +116,51 @@ const (
 	postgresGoal = 0.70
 )
 
-func contenders(redisAddr, postgresURL *string) []*wrkbench.Contender {
+func contenders(redisAddrs *[2]string, postgresURL *string) []*wrkbench.Contender {
 	return []*wrkbench.Contender{
-		{Name: "none", Label: "(i) plain reverse_proxy", Config: ourConfig("", false)},
-		{Name: "memory", Label: "(ii) edge_rate_limit, memory store", Config: ourConfig("", true),
+		{Name: "none", Label: "(i) plain reverse_proxy", Config: ourConfig("", noLimit)},
+		{Name: "memory", Label: "(ii) edge_rate_limit, memory store", Config: ourConfig("", leased),
 			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: memoryGoal},
-		{Name: "redis", Label: "(iii) edge_rate_limit, Redis store",
+		{Name: "redis", Label: "(iii) edge_rate_limit, Redis store (leases, the default)",
 			Config: func(listen, admin, backend string) string {
-				return ourConfig(wrkbench.HARedis(*redisAddr), true)(listen, admin, backend)
+				return ourConfig(wrkbench.HARedis(redisAddrs[0]), leased)(listen, admin, backend)
+			},
+			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: redisGoal},
+		{Name: "redis-counted", Label: "(iii') the same with leases off: a store call per request, on a Redis of its own",
+			Config: func(listen, admin, backend string) string {
+				return ourConfig(wrkbench.HARedis(redisAddrs[1]), counted)(listen, admin, backend)
 			},
 			Handler: "edge_rate_limit", AdminEndpoint: true, Goal: redisGoal},
 		// The same zone as (ii) and (iii). A Caddy with the PostgreSQL store
 		// has edge_rate_limit too.
-		{Name: "postgres", Label: "(iv) edge_rate_limit, PostgreSQL store",
+		{Name: "postgres", Label: "(iv) edge_rate_limit, PostgreSQL store (leases, the default)",
 			Config: func(listen, admin, backend string) string {
-				return ourConfig(haPostgres(*postgresURL), true)(listen, admin, backend)
+				return ourConfig(haPostgres(*postgresURL), leased)(listen, admin, backend)
 			},
 			Handler: "ha.stores.postgres", AdminEndpoint: true, Goal: postgresGoal},
 		{Name: "caddy-ratelimit", Label: "(v) mholt/caddy-ratelimit", Bin: func() string { return *rlBin }, Config: caddyRatelimitConfig},
 	}
 }
 
+// How a contender limits: not at all, with edge_rate_limit's defaults
+// (leases from a shared store), or with leases off.
+const (
+	noLimit = iota
+	leased
+	counted
+)
+
 // ourConfig is the custom Caddy's Caddyfile; ha is the ha global option's
 // block ("" for the memory store, the default).
-func ourConfig(ha string, limit bool) func(listen, admin, backend string) string {
+func ourConfig(ha string, limit int) func(listen, admin, backend string) string {
 	return func(listen, admin, backend string) string {
 		site := fmt.Sprintf("\treverse_proxy %s\n", backend)
-		if limit {
-			site = "\tedge_rate_limit {\n\t\tzone all {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100000000\n\t\t\twindow 1m\n\t\t}\n\t}\n" + site
+		leases := ""
+		if limit == counted {
+			leases = "\t\tleases off\n"
+		}
+		if limit != noLimit {
+			site = "\tedge_rate_limit {\n\t\tzone all {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 100000000\n\t\t\twindow 1m\n\t\t}\n" + leases + "\t}\n" + site
 		}
 		return wrkbench.Caddyfile(listen, admin, ha, site)
 	}
@@ -184,9 +204,14 @@ var redisReport = wrkbench.RedisReport{
 // cannot serve, and gives the edge_rate_limit contenders their probes:
 // fallback decisions, for the Redis store Redis's commands too, and for
 // the PostgreSQL store its statements and round trips.
-func prepare(dir string, selected []*wrkbench.Contender, redisAddr, postgresURL *string) ([]string, error) {
-	var notes, pgNotes []string
-	*redisAddr, notes = wrkbench.PrepareRedis(dir, *redisBin, "redis", selected, redisReport)
+func prepare(dir string, selected []*wrkbench.Contender, redisAddrs *[2]string, postgresURL *string) ([]string, error) {
+	var notes []string
+	for i, name := range []string{"redis", "redis-counted"} {
+		var n []string
+		redisAddrs[i], n = wrkbench.PrepareRedis(dir, *redisBin, name, selected, redisReport)
+		notes = append(notes, n...)
+	}
+	var pgNotes []string
 	*postgresURL, pgNotes = preparePostgres("postgres", selected)
 	notes = append(notes, pgNotes...)
 	for _, c := range selected {
@@ -195,10 +220,10 @@ func prepare(dir string, selected []*wrkbench.Contender, redisAddr, postgresURL 
 		}
 		switch c.Name {
 		case "memory":
-			c.Probe = &fallbackProbe{contender: c}
-		case "redis", "postgres":
+			c.Probe = &wrkbench.RateLimitProbe{Contender: c}
+		case "redis", "redis-counted", "postgres":
 			// The store's probe first: its reads after a run may fail it.
-			c.Probe = wrkbench.Probes{c.Probe, &fallbackProbe{contender: c}}
+			c.Probe = wrkbench.Probes{c.Probe, &wrkbench.RateLimitProbe{Contender: c}}
 		case "caddy-ratelimit":
 			if err := ensureCaddyRatelimit(); err != nil {
 				c.Skipped = err.Error()
@@ -206,81 +231,6 @@ func prepare(dir string, selected []*wrkbench.Contender, redisAddr, postgresURL 
 		}
 	}
 	return notes, nil
-}
-
-// fallbackProbe reads, around each run of an edge_rate_limit contender, the
-// handler's fallback decisions from /metrics on the contender's admin
-// endpoint: requests decided without the store (store_timeout missed)
-// would make the store look cheaper than it is.
-type fallbackProbe struct {
-	contender *wrkbench.Contender
-	fallbacks int64 // decisions on_store_error took, over the successful runs
-}
-
-func (p *fallbackProbe) Measure(wrk func() (wrkbench.Run, error)) (wrkbench.Run, []string, error) {
-	metricsURL := "http://" + p.contender.AdminAddr + "/metrics"
-	fallbacksBefore := fallbackDecisions(metricsURL)
-	r, err := wrk()
-	if err != nil {
-		return wrkbench.Run{}, nil, err
-	}
-	// The decisions on_store_error took because the store missed
-	// store_timeout or was known to be down: requests not counted in the
-	// store. -1 when unknown.
-	fallbacks := int64(-1)
-	if fallbacksBefore >= 0 {
-		if after := fallbackDecisions(metricsURL); after >= 0 {
-			fallbacks = after - fallbacksBefore
-		}
-	}
-	var notes []string
-	if fallbacks > 0 {
-		notes = append(notes, fmt.Sprintf("!! %d fallback decisions (not counted in the store)", fallbacks))
-	}
-	p.fallbacks += max(0, fallbacks)
-	return r, notes, nil
-}
-
-func (p *fallbackProbe) Problems() (column, warning string) {
-	if p.fallbacks == 0 {
-		return "", ""
-	}
-	return fmt.Sprintf("!! fallbacks %d", p.fallbacks),
-		fmt.Sprintf("%s: %d requests were decided by on_store_error (the store missed store_timeout or was down), not counted in the store", p.contender.Name, p.fallbacks)
-}
-
-func (p *fallbackProbe) PrintReport() {}
-
-// fallbackDecisions sums edge_rate_limit's fallback decisions counter at
-// metricsURL; -1 when it does not answer or has no such counter.
-func fallbackDecisions(metricsURL string) int64 {
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(metricsURL)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	const name = "caddy_ha_rate_limit_fallback_decisions_total"
-	var total float64
-	found := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			total += v
-			found = true
-		}
-	}
-	if !found {
-		return -1
-	}
-	return int64(total)
 }
 
 // ensureCaddyRatelimit builds Caddy v2.11.9 with mholt/caddy-ratelimit

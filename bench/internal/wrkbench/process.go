@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/caddy-ha/caddy-ha/internal/httpcheck"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/testproc"
 )
 
 // backendEnv, when set in the environment, makes the program the trivial
@@ -70,11 +72,19 @@ func ExitWithParent() {
 	}()
 }
 
-// serveBackend answers every request with 200 and a 2-byte body.
+// serveBackend answers every request with 200 and a 2-byte body, but
+// GET /healthz/leader, which it answers as the cluster's leader does, so
+// that lb_policy leader routes to it.
 func serveBackend(addr string) {
 	ExitWithParent()
 	body := []byte("ok")
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	leader := []byte(`{"status":"leader","nodeId":"backend","leaseEpoch":1}`)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz/leader" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(leader)
+			return
+		}
 		w.Header().Set("Content-Length", "2")
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write(body)
@@ -136,6 +146,29 @@ func StartProcessWith(name, logPath string, setup func(*exec.Cmd), bin string, a
 	}()
 	AddCleanup(p.Stop)
 	return p, nil
+}
+
+// CPUTime is the processor time (user and system) the process has used so
+// far, in Linux's clock ticks of 10 ms.
+func (p *Process) CPUTime() (time.Duration, error) {
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime …
+	fields, err := testproc.StatFields(p.cmd.Process.Pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("%s: /proc stat has %d fields", p.name, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: /proc stat: %v", p.name, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // Exited reports whether the process has ended.

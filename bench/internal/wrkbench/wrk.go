@@ -21,6 +21,19 @@ type Run struct {
 	Non2xx       int64
 	SocketErrors string // wrk's "Socket errors:" line, if any
 	Socket       SocketCounts
+	// CPU is the processor time the contender's Caddy used during the
+	// run (0 when unknown): per request, its cost whatever share of the
+	// machine's cores the run got.
+	CPU time.Duration
+}
+
+// CPUPerRequest is the contender's processor time per request, 0 when
+// unknown.
+func (r Run) CPUPerRequest() time.Duration {
+	if r.Requests == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests)
 }
 
 // SocketCounts are the counts of wrk's "Socket errors:" line.

@@ -109,6 +109,7 @@ type Contender struct {
 
 	// Skipped says why it does not run, if it does not.
 	Skipped   string
+	proc      *Process // its Caddy
 	URL       string
 	AdminAddr string
 	Runs      []Run // one per round that succeeded
@@ -347,8 +348,8 @@ func (b *Bench) run() error {
 			}
 			r.Round = round
 			c.Runs = append(c.Runs, r)
-			fmt.Printf("round %d/%d  %-*s %9.0f req/s  p99 %9v  %9d requests%s\n",
-				round, b.Rounds, nameWidth, c.Name, r.ReqPerSec, r.P99, r.Requests, runNotes(notes, r))
+			fmt.Printf("round %d/%d  %-*s %9.0f req/s  p99 %9v  %9d requests  CPU %5.1f µs/req%s\n",
+				round, b.Rounds, nameWidth, c.Name, r.ReqPerSec, r.P99, r.Requests, micros(r.CPUPerRequest()), runNotes(notes, r))
 		}
 	}
 	fmt.Println()
@@ -428,6 +429,7 @@ func (b *Bench) start(c *Contender, dir, backend string) {
 		c.Skipped = err.Error()
 		return
 	}
+	c.proc = p
 	c.URL = "http://" + listen + "/"
 	ready := "http://" + listen + cmp.Or(b.ReadyPath, "/")
 	if err := WaitHTTP(ready, p, 15*time.Second); err != nil {
@@ -443,9 +445,17 @@ func (b *Bench) start(c *Contender, dir, backend string) {
 	}
 }
 
-// measure runs wrk once against c, through its probe if it has one.
+// measure runs wrk once against c, through its probe if it has one, and
+// reads the processor time c's Caddy used meanwhile.
 func (b *Bench) measure(c *Contender) (Run, []string, error) {
-	wrk := func() (Run, error) { return b.runWrk(c.URL, b.Duration) }
+	wrk := func() (Run, error) {
+		before, cpuErr := c.proc.CPUTime()
+		r, err := b.runWrk(c.URL, b.Duration)
+		if after, err := c.proc.CPUTime(); err == nil && cpuErr == nil {
+			r.CPU = after - before
+		}
+		return r, err
+	}
 	if c.Probe == nil {
 		r, err := wrk()
 		return r, nil, err
@@ -516,7 +526,8 @@ func (b *Bench) printSummary(selected, active []*Contender) {
 		}
 	}
 	w := b.nameWidth()
-	fmt.Printf("%-*s %12s %10s %9s %8s %7s %s\n", w, "contender", "req/s (med)", "p99 (med)", "vs "+Baseline, "goal", "", "errors (all rounds)")
+	fmt.Printf("%-*s %12s %10s %9s %8s %7s %13s %9s %s\n", w, "contender", "req/s (med)", "p99 (med)", "vs "+Baseline, "goal", "",
+		"CPU/req (med)", "CPU vs "+Baseline, "errors (all rounds)")
 	var warnings []string
 	for _, c := range selected {
 		if c.Skipped != "" {
@@ -527,19 +538,23 @@ func (b *Bench) printSummary(selected, active []*Contender) {
 			fmt.Printf("%-*s no successful run\n", w, c.Name)
 			continue
 		}
-		var rps, p99s []float64
+		var rps, p99s, cpus []float64
 		var non2xx int64
 		var socket []string
 		for _, r := range c.Runs {
 			rps = append(rps, r.ReqPerSec)
 			p99s = append(p99s, float64(r.P99))
+			cpus = append(cpus, float64(r.CPUPerRequest()))
 			non2xx += r.Non2xx
 			if r.SocketErrors != "" {
 				socket = append(socket, r.SocketErrors)
 			}
 		}
-		ratioCol, goalCol, verdict := "-", "", ""
+		ratioCol, goalCol, verdict, cpuRatioCol := "-", "", "", "-"
 		if base != nil && c != base {
+			if ratio, ok := pairedRatioOf(c, base, func(r Run) float64 { return float64(r.CPUPerRequest()) }); ok {
+				cpuRatioCol = fmt.Sprintf("%.1f%%", 100*ratio)
+			}
 			if ratio, ok := pairedRatio(c, base); ok {
 				ratioCol = fmt.Sprintf("%.1f%%", 100*ratio)
 				if c.Goal > 0 {
@@ -566,12 +581,14 @@ func (b *Bench) printSummary(selected, active []*Contender) {
 		if len(problems) > 0 {
 			errCol = strings.Join(problems, ", ")
 		}
-		fmt.Printf("%-*s %12.0f %10v %9s %8s %7s %s\n", w, c.Name, median(rps), time.Duration(median(p99s)).Round(time.Microsecond), ratioCol, goalCol, verdict, errCol)
+		fmt.Printf("%-*s %12.0f %10v %9s %8s %7s %10.1f µs %9s %s\n", w, c.Name, median(rps), time.Duration(median(p99s)).Round(time.Microsecond),
+			ratioCol, goalCol, verdict, micros(time.Duration(median(cpus))), cpuRatioCol, errCol)
 	}
 	if base == nil {
 		fmt.Printf("(no ratios: contender %s did not run)\n", Baseline)
 	} else {
-		fmt.Printf("vs %s: median over rounds of req/s / %s's req/s in the same round\n", Baseline, Baseline)
+		fmt.Printf("vs %s: median over rounds of req/s / %s's req/s in the same round; CPU/req: the Caddy process's processor time per request,\n", Baseline, Baseline)
+		fmt.Printf("which a busy machine changes less than req/s; CPU vs %s: the median over rounds of its ratio to %s's in the same round\n", Baseline, Baseline)
 	}
 	for _, c := range active {
 		if c.Probe != nil {
@@ -590,11 +607,17 @@ func PairedRatio(c, base *Contender) (float64, bool) { return pairedRatio(c, bas
 // pairedRatio is the median over rounds of c's req/s over base's in the
 // same round: rounds are close in time, so machine drift cancels out.
 func pairedRatio(c, base *Contender) (float64, bool) {
+	return pairedRatioOf(c, base, func(r Run) float64 { return r.ReqPerSec })
+}
+
+// pairedRatioOf is pairedRatio of another figure of a run, of the rounds
+// in which base's is not 0.
+func pairedRatioOf(c, base *Contender, figure func(Run) float64) (float64, bool) {
 	var ratios []float64
 	for _, r := range c.Runs {
 		for _, b := range base.Runs {
-			if b.Round == r.Round && b.ReqPerSec > 0 {
-				ratios = append(ratios, r.ReqPerSec/b.ReqPerSec)
+			if b.Round == r.Round && figure(b) > 0 && figure(r) > 0 {
+				ratios = append(ratios, figure(r)/figure(b))
 			}
 		}
 	}
@@ -603,6 +626,9 @@ func pairedRatio(c, base *Contender) (float64, bool) {
 	}
 	return median(ratios), true
 }
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // Median is the median of xs, which is not empty.
 func Median(xs []float64) float64 { return median(xs) }
