@@ -35,28 +35,7 @@ func TestReportSaysWhatBecameOfEveryLine(t *testing.T) {
 			continue
 		}
 		translatedFiles++
-		lines := configLines(cfg)
-		if len(tr.Lines) != len(lines) {
-			t.Errorf("%s: %d rows for %d lines", file, len(tr.Lines), len(lines))
-			continue
-		}
-		for i, row := range tr.Lines {
-			l := lines[i]
-			if row.Pos != l.Pos || row.Source != l.source() || row.Foreseen {
-				t.Errorf("%s: row %+v, want the line at %s as %q, as written", file, row, l.Pos, l.source())
-			}
-			if !slices.Contains([]string{"translated", "approximated", "ignored"}, row.Status) {
-				t.Errorf("%s: %s %q: status %q (%s), want translated, approximated or ignored", file, row.Pos, row.Source, row.Status, row.Why)
-			}
-			if row.Status != "translated" && row.Why == "" {
-				t.Errorf("%s: %s %q: %s without why", file, row.Pos, row.Source, row.Status)
-			}
-		}
-		for _, w := range tr.Warnings {
-			if i := slices.IndexFunc(tr.Lines, func(r LineOutcome) bool { return r.Pos == w.Pos }); i < 0 || tr.Lines[i].Status != "approximated" {
-				t.Errorf("%s: the warning %s: %s is not an approximated row", file, w.Pos, w.Msg)
-			}
-		}
+		checkReportRows(t, file, cfg, tr)
 	}
 	if translatedFiles < 20 {
 		t.Fatalf("%d configurations translate: want the goldens and the corpus's", translatedFiles)
@@ -67,6 +46,52 @@ func TestReportSaysWhatBecameOfEveryLine(t *testing.T) {
 // with why and what is translated instead, the others read what their
 // keyword's entry says they become (foreseen, as no Caddyfile is
 // written), and those no reader reached not read, saying why.
+// checkReportRows checks a translated configuration's report: a row per
+// line, as written, each translated, approximated (a warning's line) or
+// ignored, and why where it is not translated.
+func checkReportRows(t *testing.T, file string, cfg *Config, tr Translation) {
+	lines := configLines(cfg)
+	if len(tr.Lines) != len(lines) {
+		t.Errorf("%s: %d rows for %d lines", file, len(tr.Lines), len(lines))
+		return
+	}
+	for i, row := range tr.Lines {
+		l := lines[i]
+		if row.Pos != l.Pos || row.Source != l.source() || row.Foreseen {
+			t.Errorf("%s: row %+v, want the line at %s as %q, as written", file, row, l.Pos, l.source())
+		}
+		if !slices.Contains([]string{"translated", "approximated", "ignored"}, row.Status) {
+			t.Errorf("%s: %s %q: status %q (%s), want translated, approximated or ignored", file, row.Pos, row.Source, row.Status, row.Why)
+		}
+		if row.Status != "translated" && row.Why == "" {
+			t.Errorf("%s: %s %q: %s without why", file, row.Pos, row.Source, row.Status)
+		}
+	}
+	for _, w := range tr.Warnings {
+		if i := slices.IndexFunc(tr.Lines, func(r LineOutcome) bool { return r.Pos == w.Pos }); i < 0 || tr.Lines[i].Status != "approximated" {
+			t.Errorf("%s: the warning %s: %s is not an approximated row", file, w.Pos, w.Msg)
+		}
+	}
+}
+
+// reportRow is a row a report should hold.
+type reportRow struct {
+	line        int
+	status, why string
+	instead     string
+	foreseen    bool
+	source      string
+}
+
+// holds tells whether r is the row c wants: its status and source, why
+// holding c.why (none for ""), instead beginning with c.instead (none for
+// "").
+func (c reportRow) holds(r LineOutcome) bool {
+	whyOK := strings.Contains(r.Why, c.why) && (c.why != "" || r.Why == "")
+	insteadOK := strings.HasPrefix(r.Instead, c.instead) && (c.instead != "" || r.Instead == "")
+	return r.Status == c.status && whyOK && insteadOK && r.Foreseen == c.foreseen && r.Source == c.source
+}
+
 func TestReportOfARefusedConfiguration(t *testing.T) {
 	cfg, err := ParseFile("testdata/corpus/gitea-ssh-mixed.cfg")
 	if err != nil {
@@ -88,13 +113,7 @@ func TestReportOfARefusedConfiguration(t *testing.T) {
 		t.Fatalf("no row for line %d", line)
 		return LineOutcome{}
 	}
-	for _, c := range []struct {
-		line        int
-		status, why string
-		instead     string
-		foreseen    bool
-		source      string
-	}{
+	for _, c := range []reportRow{
 		{34, "refused", "frontend ssh_in stays with HAProxy (caddy ha migrate --split-tcp", "what is translated: `mode http` is Caddy's HTTP server", false, "mode tcp"},
 		{6, "ignored", "Caddy runs in the foreground", "", true, "daemon"},
 		{16, "translated", "", "", true, "mode http"},
@@ -105,7 +124,7 @@ func TestReportOfARefusedConfiguration(t *testing.T) {
 		{42, NotRead, "what would read it", "", false, "server gitea 127.0.0.1:2222 check"},
 	} {
 		r := at(c.line)
-		if r.Status != c.status || !strings.Contains(r.Why, c.why) || c.why == "" && r.Why != "" || !strings.HasPrefix(r.Instead, c.instead) || c.instead == "" && r.Instead != "" || r.Foreseen != c.foreseen || r.Source != c.source {
+		if !c.holds(r) {
 			t.Errorf("line %d: %+v, want %s %q (why …%s…, instead %s…, foreseen %v)", c.line, r, c.status, c.source, c.why, c.instead, c.foreseen)
 		}
 	}

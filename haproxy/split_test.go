@@ -96,13 +96,7 @@ func TestSplitTCP(t *testing.T) {
 		t.Errorf("HTTPProxies %q, want %q", sp.HTTPProxies, want)
 	}
 	for _, part := range []*Config{sp.HTTP, sp.TCP} {
-		for _, s := range part.Sections {
-			if s.Kind == "frontend" || s.Kind == "backend" {
-				if d, want := part.DefaultsOf(s), cfg.DefaultsOf(s); d != want {
-					t.Errorf("%s %s takes other defaults in its part", s.Kind, s.Name)
-				}
-			}
-		}
+		checkTakesItsDefaults(t, part, cfg)
 	}
 
 	text := sp.TCP.HAProxyText("# the TCP part\n")
@@ -111,15 +105,32 @@ func TestSplitTCP(t *testing.T) {
 			t.Errorf("the TCP part's text lacks %q:\n%s", want, text)
 		}
 	}
+	checkReadsBack(t, text, sp.TCP, getenv)
+	haproxyAccepts(t, map[string]string{"mixed.cfg": mixedConfig, "tcp.cfg": text, "http.cfg": sp.HTTP.HAProxyText("")}, "CLIENT_TIMEOUT=30s")
+}
+
+// checkTakesItsDefaults checks that each proxy of part takes the defaults
+// it takes in the whole configuration.
+func checkTakesItsDefaults(t *testing.T, part, whole *Config) {
+	for _, s := range part.Sections {
+		if (s.Kind == "frontend" || s.Kind == "backend") && part.DefaultsOf(s) != whole.DefaultsOf(s) {
+			t.Errorf("%s %s takes other defaults in its part", s.Kind, s.Name)
+		}
+	}
+}
+
+// checkReadsBack checks that part's text parses back to part's sections
+// and lines.
+func checkReadsBack(t *testing.T, text string, part *Config, getenv func(string) (string, bool)) {
 	back, err := Parse(strings.NewReader(text), "residual.cfg", getenv)
 	if err != nil {
-		t.Fatalf("the TCP part's text does not parse: %v\n%s", err, text)
+		t.Fatalf("the part's text does not parse: %v\n%s", err, text)
 	}
-	if len(back.Sections) != len(sp.TCP.Sections) {
-		t.Fatalf("the TCP part's text has %d sections, want %d", len(back.Sections), len(sp.TCP.Sections))
+	if len(back.Sections) != len(part.Sections) {
+		t.Fatalf("the part's text has %d sections, want %d", len(back.Sections), len(part.Sections))
 	}
 	for i, s := range back.Sections {
-		orig := sp.TCP.Sections[i]
+		orig := part.Sections[i]
 		if !slices.Equal(s.line().Words, orig.line().Words) || len(s.Lines) != len(orig.Lines) {
 			t.Fatalf("section %d reads back as %q with %d lines, want %q with %d", i, s.line().Words, len(s.Lines), orig.line().Words, len(orig.Lines))
 		}
@@ -129,7 +140,6 @@ func TestSplitTCP(t *testing.T) {
 			}
 		}
 	}
-	haproxyAccepts(t, map[string]string{"mixed.cfg": mixedConfig, "tcp.cfg": text, "http.cfg": sp.HTTP.HAProxyText("")}, "CLIENT_TIMEOUT=30s")
 }
 
 // haproxyAccepts checks each configuration with haproxy -c (skipped
