@@ -42,7 +42,8 @@ type backend struct {
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
 	timeoutSrc      []Line
 	log             proxyLog // log global and the like: notes
-	caBase          *Line    // global ca-base
+	compression     compression
+	caBase          *Line // global ca-base
 	// What the servers' options say (readServers): the transport's TLS
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions

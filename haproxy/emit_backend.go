@@ -27,6 +27,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 	// Caddy's own Via goes on the answer after header_down: a deferred
 	// header removes it.
+	comp := effectiveCompression(fe, be)
+	comp.write(c)
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
 	if be.checked != "" {
@@ -36,6 +38,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.open("reverse_proxy %s", strings.Join(addrs, " "))
 	}
 	be.writeHeadersUp(c, fe)
+	if comp.offload {
+		c.line("# compression offload: the server is not asked to compress")
+		c.line("header_up -Accept-Encoding")
+	}
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
 		h.write(c, "header_down")
@@ -310,5 +316,30 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 			c.line("%s %s", s[0], s[1])
 		}
 	}
+	c.close()
+}
+
+// write writes the compression of a backend's answers, its lines as
+// notes: encode gzip for what HAProxy compresses (statuses 200 to 203,
+// the types, if any, as prefixes of Content-Type); nothing without gzip.
+func (comp compression) write(c *caddyfile) {
+	for _, l := range comp.lines {
+		c.note(note{line: l, what: keywordAt(l).doc, approximated: true})
+	}
+	if !comp.gzip() {
+		if len(comp.lines) > 0 {
+			c.line("# no gzip among the algorithms: nothing is compressed")
+		}
+		return
+	}
+	c.open("encode gzip")
+	c.line("# HAProxy compresses any length")
+	c.line("minimum_length 1")
+	c.open("match")
+	c.line("status 200 201 202 203")
+	for _, t := range comp.types {
+		c.line("header Content-Type %s", c.plain(t+"*"))
+	}
+	c.close()
 	c.close()
 }

@@ -44,6 +44,7 @@ type frontend struct {
 	errorPages         map[string]errorPage // by status: a later errorfile wins
 	stats              *statsPage           // HAProxy's stats page, as ha_status
 	maxconn            *Line                // maxconn <n>: max_connections
+	compression        compression          // compression algo, type, offload
 	log                proxyLog             // log global, option httplog and the like
 	global             *global              // the global section's logs and TLS defaults
 	// What resolve settled.

@@ -117,7 +117,7 @@ func indexKeywords(tables ...[]keyword) map[string]*keyword {
 // twoWordKeywords are the keywords whose second word names the setting.
 var twoWordKeywords = map[string]bool{"option": true, "timeout": true, "stats": true, "capture": true,
 	"tcp-request": true, "tcp-response": true, "monitor": true, "external-check": true, "persist": true,
-	"rate-limit": true, "stick": true, "email-alert": true, "declare": true}
+	"rate-limit": true, "stick": true, "email-alert": true, "declare": true, "compression": true}
 
 // keywordOf is a line's keyword as HAProxy's matrix names it: "balance",
 // "option httpchk", "timeout server" (a "no" or "default" prefix dropped).

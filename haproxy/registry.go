@@ -109,13 +109,16 @@ var proxyKeywords = []keyword{
 	{name: "stats http-request", in: inFrontend | inListen | inBackend, status: refused, doc: "stats http-request rules are not translated yet"},
 	{name: "filter", in: inFrontend | inListen | inBackend, status: refused, doc: "HAProxy's filters (SPOE, compression, cache, trace) are not translated: SPOE has no counterpart in Caddy (port the agent's logic to a Caddy module)"},
 	{name: "id", in: inFrontend | inListen | inBackend, status: refused},
-	{name: "compression algo", in: proxies, status: refused},
-	{name: "compression type", in: proxies, status: refused},
+	{name: "compression algo", in: proxies, status: approximated, doc: compressionDoc, frontend: (*frontend).readCompression, backend: (*backend).readCompression},
+	{name: "compression type", in: proxies, status: approximated, doc: "`encode`'s `match { header Content-Type <type>* }`: HAProxy matches each type as a prefix, without case; Caddy with case", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
+	{name: "compression offload", in: inFrontend | inListen | inBackend, status: approximated, doc: "`header_up -Accept-Encoding`: Caddy removes it from every request, HAProxy from those whose answer it compresses", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "option http-buffer-request", in: proxies, status: refused},
 	{name: "tcp-request content", in: proxies, rules: true, status: refused},
 	{name: "tcp-request inspect-delay", in: proxies, rules: true, status: refused},
 	{name: "unique-id-format", in: frontends, status: refused},
 }
+
+const compressionDoc = "`encode gzip` with `match { status 200 201 202 203 }` before the backend's `reverse_proxy` (the backend's algorithms and types, else the frontend's, as in HAProxy); deflate is dropped (Caddy has none), identity is nothing; Caddy also compresses for HTTP/1.0 clients and User-Agent Mozilla/4, does not compress bodies of one byte, and marks a strong ETag `-gzip` where HAProxy makes it weak"
 
 const statsView = "ha_status shows caddy-ha's view (leader pools, rate-limit zones, stores, pins), not HAProxy's proxies and servers"
 
