@@ -15,10 +15,13 @@ type compression struct {
 	offload bool     // the client's Accept-Encoding removed before the server
 }
 
-// readCompression reads compression algo, type or offload into c.
+// readCompression reads compression algo, type or offload into c. A
+// proxy's algorithms and types are those of each of its lines, its
+// defaults' included: HAProxy adds each line's to the list it inherits.
 func readCompression(c *compression, l Line) error {
 	what := arg(l, 1)
 	args := l.Words[2:]
+	var err error
 	switch {
 	case what == "offload" && len(args) == 0:
 		c.offload = true
@@ -27,26 +30,40 @@ func readCompression(c *compression, l Line) error {
 	case len(args) == 0:
 		return refuse(l, "takes at least one value")
 	case what == "algo":
-		for _, a := range args {
-			if a != "gzip" && a != "deflate" && a != "raw-deflate" && a != "identity" {
-				return refuse(l, "algorithm %q: HAProxy knows gzip, deflate, raw-deflate and identity", a)
-			}
-		}
-		if !contains(args, "gzip") && (contains(args, "deflate") || contains(args, "raw-deflate")) {
-			return refuse(l, "Caddy's encode has no deflate: write compression algo gzip (every client that takes deflate takes gzip)")
-		}
-		c.algos = args
+		err = checkAlgos(args, l)
+		c.algos = append(c.algos, args...)
 	case what == "type":
-		for _, t := range args {
-			if strings.ContainsAny(t, "*{}") {
-				return refuse(l, "type %q: a '*' or a brace is not translated (HAProxy matches the type's first bytes as written)", t)
-			}
-		}
-		c.types = args
+		err = checkTypes(args, l)
+		c.types = append(c.types, args...)
 	default:
 		return refuse(l, "compression %s is not translated (algo, type and offload are)", what)
 	}
 	c.lines = append(c.lines, l)
+	return err
+}
+
+// checkAlgos refuses what Caddy's encode cannot do of a compression
+// algo line: deflate alone (it has gzip).
+func checkAlgos(algos []string, l Line) error {
+	for _, a := range algos {
+		if a != "gzip" && a != "deflate" && a != "raw-deflate" && a != "identity" {
+			return refuse(l, "algorithm %q: HAProxy knows gzip, deflate, raw-deflate and identity", a)
+		}
+	}
+	if !contains(algos, "gzip") && (contains(algos, "deflate") || contains(algos, "raw-deflate")) {
+		return refuse(l, "Caddy's encode has no deflate: write compression algo gzip (every client that takes deflate takes gzip)")
+	}
+	return nil
+}
+
+// checkTypes refuses a type that would not match as written: Caddy's
+// header matcher reads a '*' as a wildcard.
+func checkTypes(types []string, l Line) error {
+	for _, t := range types {
+		if strings.ContainsAny(t, "*{}") {
+			return refuse(l, "type %q: a '*' or a brace is not translated (HAProxy matches the type's first bytes as written)", t)
+		}
+	}
 	return nil
 }
 

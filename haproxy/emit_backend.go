@@ -47,7 +47,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		h.write(c, "header_down")
 	}
 	be.writePolicy(c)
-	be.writeTransport(c)
+	be.writeTransport(c, comp.offload)
 	if d := be.timeouts["tunnel"]; d != "" {
 		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
 		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
@@ -92,8 +92,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 }
 
 // writeTransport writes the transport: its timeouts, maxconn, TLS and
-// HTTP versions.
-func (be *backend) writeTransport(c *caddyfile) {
+// HTTP versions; with offload, no Accept-Encoding of its own (Go's
+// transport would ask for gzip where the request has none).
+func (be *backend) writeTransport(c *caddyfile, offload bool) {
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
 	}
@@ -127,6 +128,9 @@ func (be *backend) writeTransport(c *caddyfile) {
 		if tls.ca != "" {
 			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
+	}
+	if offload {
+		c.line("compression off")
 	}
 	c.line("versions %s", be.versions)
 	c.close()

@@ -1,0 +1,155 @@
+package caddymodule
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+)
+
+// recordingServer is a backend on loopback whose handler answers; what
+// each request (by X-Client) carried in header is recorded.
+type recordingServer struct {
+	addr  string
+	mu    sync.Mutex
+	heard map[string]http.Header
+}
+
+func startRecordingServer(t *testing.T, answer http.HandlerFunc) *recordingServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &recordingServer{addr: ln.Addr().String(), heard: map[string]http.Header{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.heard[r.Header.Get("X-Client")] = r.Header.Clone()
+		s.mu.Unlock()
+		answer(w, r)
+	})}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
+func (s *recordingServer) header(client string) http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heard[client]
+}
+
+// startBoth runs the golden configuration file on HAProxy and on caddy-ha,
+// its addresses (old, new pairs) replaced; it returns both proxies'
+// addresses for the one bind address bindAddr, and the adapter's warnings.
+func startBoth(t *testing.T, file, bindAddr string, replace ...string) (hapAddr, caddyAddr string, warnings []string) {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hapAddr, caddyAddr = loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(replace, bindAddr, hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	_, _, ws := runHAProxyConfigWarned(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	for _, w := range ws {
+		warnings = append(warnings, w.Message)
+	}
+	return hapAddr, caddyAddr, warnings
+}
+
+// haproxy/testdata/compression.cfg: HAProxy and caddy-ha compress the same
+// answers (gzip, the types listed, statuses 200 to 203, not what is
+// already encoded or marked no-transform), with the backend's types over
+// the defaults', and with offload the server is not asked to compress.
+func TestHAProxyDifferentialCompression(t *testing.T) {
+	page := strings.Repeat("<p>compress me</p>\n", 100)
+	answer := func(w http.ResponseWriter, r *http.Request) {
+		ct, status := "text/html; charset=utf-8", http.StatusOK
+		switch {
+		case strings.HasSuffix(r.URL.Path, ".css"):
+			ct = "text/css"
+		case strings.HasSuffix(r.URL.Path, ".json"):
+			ct = "application/json"
+		case strings.HasSuffix(r.URL.Path, ".bin"):
+			ct = "application/octet-stream"
+		case strings.HasSuffix(r.URL.Path, "/missing"):
+			status = http.StatusNotFound
+		case strings.HasSuffix(r.URL.Path, "/no-transform"):
+			w.Header().Set("Cache-Control", "no-transform")
+		}
+		w.Header().Set("Content-Type", ct)
+		w.WriteHeader(status)
+		io.WriteString(w, page)
+	}
+	app, assets := startRecordingServer(t, answer), startRecordingServer(t, answer)
+	hapAddr, caddyAddr, warnings := startBoth(t, "../haproxy/testdata/compression.cfg", "127.0.0.1:8080",
+		"127.0.0.1:9001", app.addr, "127.0.0.1:9002", assets.addr)
+	if len(warnings) == 0 {
+		t.Error("no warning for the compression lines (an approximation)")
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	for i, tt := range []struct {
+		path, acceptEncoding string
+		gzipped              bool
+	}{
+		{"/index.html", "gzip", true},
+		{"/index.html", "gzip;q=0", false},
+		{"/index.html", "", false},
+		{"/index.html", "br, gzip", true},
+		{"/data.bin", "gzip", false},
+		{"/items.json", "gzip", true}, // the frontend's second type line
+		{"/missing", "gzip", false},
+		{"/no-transform", "gzip", false},
+		{"/assets/site.css", "gzip", true},
+		{"/assets/page.html", "gzip", false}, // the backend's own types
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			name := fmt.Sprintf("%s-%d", p.name, i)
+			req, _ := http.NewRequest("GET", "http://"+p.addr+tt.path, nil)
+			req.Header.Set("X-Client", name)
+			if tt.acceptEncoding != "" {
+				req.Header.Set("Accept-Encoding", tt.acceptEncoding)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			gzipped := resp.Header.Get("Content-Encoding") == "gzip"
+			if gzipped {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatalf("%s: %s: %v", name, tt.path, err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatalf("%s: %s: %v", name, tt.path, err)
+				}
+			}
+			if gzipped != tt.gzipped || string(body) != page {
+				t.Errorf("%s: %s with Accept-Encoding %q: gzipped %v (want %v), body intact %v", name, tt.path, tt.acceptEncoding, gzipped, tt.gzipped, string(body) == page)
+			}
+			if gzipped && resp.Header.Get("Vary") != "Accept-Encoding" {
+				t.Errorf("%s: %s: Vary %q, want Accept-Encoding", name, tt.path, resp.Header.Get("Vary"))
+			}
+			// compression offload: the app's server is not asked to compress.
+			server, offload := assets, false
+			if !strings.HasPrefix(tt.path, "/assets/") {
+				server, offload = app, true
+			}
+			if ae := server.header(name).Get("Accept-Encoding"); offload && tt.gzipped && ae != "" || !offload && ae != tt.acceptEncoding {
+				t.Errorf("%s: %s: the server saw Accept-Encoding %q", name, tt.path, ae)
+			}
+		}
+	}
+}
