@@ -153,3 +153,56 @@ func TestHAProxyDifferentialCompression(t *testing.T) {
 		}
 	}
 }
+
+// haproxy/testdata/userlist.cfg: http-request auth unless an http_auth
+// ACL holds asks both proxies for an account of the userlist (a plain
+// password, a bcrypt hash), with HAProxy's 401 page and realm; the rule
+// before it answers first; the server sees the client's Authorization.
+func TestHAProxyDifferentialUserlist(t *testing.T) {
+	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	hapAddr, caddyAddr, _ := startBoth(t, "../haproxy/testdata/userlist.cfg", "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
+	client := &http.Client{Timeout: 10 * time.Second}
+	page401 := "<html><body><h1>401 Unauthorized</h1>\nYou need a valid user and password to access this content.\n</body></html>\n"
+	for i, tt := range []struct {
+		path, user, password string
+		status               int
+		body                 string
+	}{
+		{"/", "", "", 401, page401},
+		{"/", "alice", "correct-horse-battery", 200, "app"},
+		{"/", "alice", "correct-horse-batter", 401, page401},
+		{"/", "bob", "hunter2-bob", 200, "app"},
+		{"/", "bob", "correct-horse-battery", 401, page401},
+		{"/", "carol", "hunter2-bob", 401, page401},
+		{"/health", "", "", 200, "ok"},
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			name := fmt.Sprintf("%s-%d", p.name, i)
+			req, _ := http.NewRequest("GET", "http://"+p.addr+tt.path, nil)
+			req.Header.Set("X-Client", name)
+			if tt.user != "" {
+				req.SetBasicAuth(tt.user, tt.password)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || string(body) != tt.body {
+				t.Errorf("%s: %s as %q: %d %q, want %d %q", name, tt.path, tt.user, resp.StatusCode, body, tt.status, tt.body)
+			}
+			if tt.status == 401 {
+				if got := resp.Header.Get("WWW-Authenticate"); got != `Basic realm="Admin area"` {
+					t.Errorf("%s: WWW-Authenticate %q", name, got)
+				}
+				if resp.Header.Get("Content-Type") != "text/html" || resp.Header.Get("Cache-Control") != "no-cache" {
+					t.Errorf("%s: 401 with Content-Type %q, Cache-Control %q", name, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+				}
+			}
+			if got := app.header(name).Get("Authorization"); tt.body == "app" && got != req.Header.Get("Authorization") {
+				t.Errorf("%s: the server saw Authorization %q", name, got)
+			}
+		}
+	}
+}

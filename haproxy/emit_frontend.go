@@ -224,10 +224,10 @@ func writeLines(c *caddyfile, lines []string) {
 func writeAnswers(c *caddyfile, answers []answerRule) {
 	for _, a := range answers {
 		name := ""
+		for _, l := range a.when.acls {
+			c.comment(l, "")
+		}
 		if a.cond != nil {
-			for _, l := range a.when.acls {
-				c.comment(l, "")
-			}
 			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
 			c.comment(a.line, "")
 			c.line("%s expression `%s`", name, a.when.expression(c))

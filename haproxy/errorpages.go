@@ -55,7 +55,7 @@ func checkPageStatus(status string, l Line) error {
 func (fe *frontend) resolvePages() {
 	statuses := map[string]bool{}
 	for _, a := range fe.answers {
-		if a.answer.kind == errorAnswer {
+		if a.answer.kind == errorAnswer || a.answer.kind == authAnswer {
 			statuses[a.answer.status] = true
 		}
 	}

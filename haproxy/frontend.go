@@ -47,6 +47,7 @@ type frontend struct {
 	compression        compression          // compression algo, type, offload
 	log                proxyLog             // log global, option httplog and the like
 	global             *global              // the global section's logs and TLS defaults
+	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
 	// What resolve settled.
 	certs      siteCerts
 	forwarding forwarding
@@ -108,7 +109,7 @@ func hasServers(s *Section) bool {
 // refused one recorded, with the backends it sends to, then what they
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg, userlists: t.userlists}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -263,7 +264,7 @@ func (fe *frontend) readForwardFor(l Line) error {
 
 func (fe *frontend) readACL(l Line) error {
 	w := l.Words
-	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
+	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !((boolean || strings.HasPrefix(arg(l, 2), "http_auth(")) && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
 	a, err := readACL(w[2:], l)

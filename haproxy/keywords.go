@@ -24,6 +24,7 @@ const (
 	inFrontend
 	inListen
 	inBackend
+	inUserlist
 )
 
 const (
@@ -40,7 +41,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -89,6 +90,8 @@ type keyword struct {
 	// page reads a stats line as the stats page of a frontend or listen
 	// (readStats): what became of the line.
 	page statsKeyword
+	// userlist reads a line of a userlist section.
+	userlist func(u *userlist, l Line) error
 }
 
 // keywords are the registry, by name. Filled by init: readers look
