@@ -2,8 +2,8 @@ package haproxy
 
 import (
 	"net/netip"
-	"slices"
 	"regexp"
+	"slices"
 	"strings"
 )
 
