@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pires/go-proxyproto"
 
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
@@ -30,10 +34,17 @@ func startRecordingServer(t *testing.T, answer http.HandlerFunc) *recordingServe
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveRecording(t, ln, answer)
+}
+
+// serveRecording is a recordingServer on ln; each request's header holds
+// its peer's address too, as X-Peer.
+func serveRecording(t *testing.T, ln net.Listener, answer http.HandlerFunc) *recordingServer {
 	s := &recordingServer{addr: ln.Addr().String(), heard: map[string]http.Header{}}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.heard[r.Header.Get("X-Client")] = r.Header.Clone()
+		s.heard[r.Header.Get("X-Client")].Set("X-Peer", r.RemoteAddr)
 		s.mu.Unlock()
 		answer(w, r)
 	})}
@@ -205,4 +216,58 @@ func TestHAProxyDifferentialUserlist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// haproxy/testdata/proxyprotocol.cfg: behind a load balancer that speaks
+// the PROXY protocol (accept-proxy), both proxies take the client's
+// address from its header (X-Forwarded-For) and refuse a connection
+// without one; to a server with send-proxy-v2 both send a PROXY header
+// with the client's address (its port: 0 from Caddy, a known
+// approximation with its warning).
+func TestHAProxyDifferentialProxyProtocol(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := serveRecording(t, &proxyproto.Listener{Listener: ln}, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	hapAddr, caddyAddr, warnings := startBoth(t, "../haproxy/testdata/proxyprotocol.cfg", "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
+	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "its source port is 0") }) {
+		t.Errorf("no warning for send-proxy-v2's source port: %q", warnings)
+	}
+	for _, p := range []struct{ name, addr, port string }{{"haproxy", hapAddr, "40000"}, {"caddy-ha", caddyAddr, "0"}} {
+		status, err := askThroughProxyHeader(p.addr, "PROXY TCP4 192.0.2.10 127.0.0.1 40000 8080\r\n", p.name)
+		if err != nil || status != http.StatusOK {
+			t.Fatalf("%s: with a PROXY header: %d, %v", p.name, status, err)
+		}
+		seen := app.header(p.name)
+		if xff, peer := seen.Get("X-Forwarded-For"), seen.Get("X-Peer"); xff != "192.0.2.10" || peer != "192.0.2.10:"+p.port {
+			t.Errorf("%s: the server saw X-Forwarded-For %q from %q, want 192.0.2.10 from 192.0.2.10:%s", p.name, xff, peer, p.port)
+		}
+		if status, err := askThroughProxyHeader(p.addr, "", p.name+"-bare"); err == nil {
+			t.Errorf("%s: without a PROXY header: answered %d", p.name, status)
+		}
+		if app.header(p.name+"-bare") != nil {
+			t.Errorf("%s: a request without a PROXY header reached the server", p.name)
+		}
+	}
+}
+
+// askThroughProxyHeader sends a GET on a new connection to addr that
+// begins with header (a PROXY protocol line, or nothing): the status.
+func askThroughProxyHeader(addr, header, client string) (int, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, header+"GET / HTTP/1.1\r\nHost: edge.example\r\nX-Client: "+client+"\r\nConnection: close\r\n\r\n"); err != nil {
+		return 0, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }

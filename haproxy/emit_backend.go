@@ -132,6 +132,9 @@ func (be *backend) writeTransport(c *caddyfile, offload bool) {
 	if offload {
 		c.line("compression off")
 	}
+	if v := be.tls.proxyProtocol; v != "" {
+		c.line("proxy_protocol %s", v)
+	}
 	c.line("versions %s", be.versions)
 	c.close()
 }

@@ -32,7 +32,7 @@ func (fe *frontend) writeServers(c *caddyfile, global *Line) {
 			c.comment(l, "")
 		}
 		c.open("servers %s", listener(b.addr))
-		fe.writeListenerWrappers(c, global)
+		fe.writeListenerWrappers(c, global, b)
 		if len(fe.timeouts) > 0 {
 			c.open("timeouts")
 			for _, name := range []string{"read_header", "read_body", "idle"} {
@@ -320,11 +320,12 @@ func (p errorPage) write(c *caddyfile) {
 	c.close()
 }
 
-// writeListenerWrappers writes the max_connections wrappers of a servers
-// option: the frontend's, then the global maxconn's, both before TLS (they
-// count TCP connections).
-func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
-	if global == nil && fe.maxconn == nil {
+// writeListenerWrappers writes the listener wrappers of bind b's servers
+// option: the max_connections wrappers (the frontend's, then the global
+// maxconn's), which count TCP connections, then proxy_protocol for
+// accept-proxy, all before TLS.
+func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line, b bind) {
+	if global == nil && fe.maxconn == nil && !b.acceptProxy {
 		return
 	}
 	for _, l := range []*Line{fe.maxconn, global} {
@@ -341,6 +342,12 @@ func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
 	if global != nil {
 		c.open("max_connections %s", arg(*global, 1))
 		c.line("group %s", globalMaxconnGroup)
+		c.close()
+	}
+	if b.acceptProxy {
+		c.line("# accept-proxy: each connection begins with a PROXY header, from any peer as in HAProxy (allow <ranges> would take it from those only)")
+		c.open("proxy_protocol")
+		c.line("fallback_policy require")
 		c.close()
 	}
 	c.line("tls")

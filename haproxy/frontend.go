@@ -87,6 +87,8 @@ type bind struct {
 	crts  []string // each crt, in order; none without ssl
 	alpn  []string
 	isTLS bool
+	// acceptProxy: a PROXY header begins each connection (accept-proxy).
+	acceptProxy bool
 }
 
 // headerRule is an http-request del-header, set-header or add-header.
