@@ -271,3 +271,67 @@ func askThroughProxyHeader(addr, header, client string) (int, error) {
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+// haproxy/testdata/monitor.cfg: monitor-uri answers HAProxy's own 200
+// before any rule, for any method, at that URI only; the
+// http-after-response rules apply, in order, to every answer (the
+// monitor's, a deny's own page, the server's); with option
+// http-buffer-request the server gets the body whole.
+func TestHAProxyDifferentialMonitorAfterResponse(t *testing.T) {
+	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Powered-By", "test")
+		w.Header().Set("X-Served-By", "app")
+		w.Header().Set("X-Body", fmt.Sprintf("%d %q %d", len(body), r.TransferEncoding, r.ContentLength))
+		io.WriteString(w, "app")
+	})
+	hapAddr, caddyAddr, _ := startBoth(t, "../haproxy/testdata/monitor.cfg", "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
+	client := &http.Client{Timeout: 10 * time.Second}
+	monitorPage := "<html><body><h1>200 OK</h1>\nService ready.\n</body></html>\n"
+	denyPage := "<html><body><h1>403 Forbidden</h1>\nRequest forbidden by administrative rules.\n</body></html>\n"
+	type result struct {
+		status          int
+		body, ctype     string
+		hsts, servedBy  string
+		powered, xbody  string
+		cacheControlSet bool
+	}
+	body := strings.Repeat("x", 5000)
+	for i, tt := range []struct {
+		method, path string
+		chunked      bool
+		want         result
+	}{
+		{"GET", "/lb-health", false, result{200, monitorPage, "text/html", "max-age=31536000", "edge, again", "", "", true}},
+		{"POST", "/lb-health", false, result{200, monitorPage, "text/html", "max-age=31536000", "edge, again", "", "", true}},
+		{"GET", "/lb-health?full=1", false, result{403, denyPage, "text/html", "max-age=31536000", "edge, again", "", "", true}},
+		{"GET", "/page", false, result{200, "app", "text/plain; charset=utf-8", "max-age=31536000", "edge, again", "", "0 [] 0", false}},
+		{"POST", "/upload", false, result{200, "app", "text/plain; charset=utf-8", "max-age=31536000", "edge, again", "", `5000 [] 5000`, false}},
+		{"POST", "/upload", true, result{200, "app", "text/plain; charset=utf-8", "max-age=31536000", "edge, again", "", `5000 ["chunked"] -1`, false}}, // still chunked
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			name := fmt.Sprintf("%s-%d", p.name, i)
+			var rd io.Reader
+			switch {
+			case tt.chunked: // no length: sent chunked
+				rd = io.MultiReader(strings.NewReader(body))
+			case tt.method == "POST":
+				rd = strings.NewReader(body)
+			}
+			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, rd)
+			req.Header.Set("X-Client", name)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			h := resp.Header
+			got := result{resp.StatusCode, string(b), h.Get("Content-Type"), h.Get("Strict-Transport-Security"),
+				strings.Join(h.Values("X-Served-By"), "|"), h.Get("X-Powered-By"), h.Get("X-Body"), h.Get("Cache-Control") == "no-cache"}
+			if got != tt.want {
+				t.Errorf("%s: %s %s: %+v, want %+v", name, tt.method, tt.path, got, tt.want)
+			}
+		}
+	}
+}

@@ -43,6 +43,7 @@ type backend struct {
 	timeoutSrc      []Line
 	log             proxyLog // log global and the like: notes
 	compression     compression
+	bufferRequest   *Line // option http-buffer-request: request_buffers
 	caBase          *Line // global ca-base
 	// What the servers' options say (readServers): the transport's TLS
 	// and the checks', alike for every server, and each server's notes.
@@ -122,6 +123,38 @@ func (be *backend) readSetting(l Line) error {
 		return nil
 	}
 	return be.read(l)
+}
+
+// readAfterResponse notes a defaults section's http-after-response rule,
+// which the frontend applies to every answer (once: a set or a deletion
+// HAProxy makes twice, the backend's and the frontend's, is the same).
+func (be *backend) readAfterResponse(l Line) error {
+	if ownLine(be.section, l) {
+		return refuse(l, "a backend's own http-after-response is not translated yet (a frontend's or the defaults' is)")
+	}
+	if arg(l, 1) == "add-header" {
+		return refuse(l, "add-header in a defaults section that a backend takes: HAProxy adds the header twice (the backend's rule and the frontend's), not translated; write it in the frontend")
+	}
+	be.notes = append(be.notes, note{line: l, what: "the frontend's: see its site's deferred header"})
+	return nil
+}
+
+func (be *backend) readBufferRequest(l Line) error {
+	on, err := bufferRequest(l)
+	be.bufferRequest = on
+	return err
+}
+
+// bufferRequest reads option http-buffer-request (its line) or no option
+// http-buffer-request (nil).
+func bufferRequest(l Line) (*Line, error) {
+	if len(l.Words) != 2 && !(len(l.Words) == 3 && l.Words[0] == "no") {
+		return nil, refuse(l, "takes no value")
+	}
+	if l.Words[0] == "no" {
+		return nil, nil
+	}
+	return &l, nil
 }
 
 func (be *backend) readMode(l Line) error {

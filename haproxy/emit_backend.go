@@ -38,6 +38,13 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.open("reverse_proxy %s", strings.Join(addrs, " "))
 	}
 	be.writeHeadersUp(c, fe)
+	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
+		if l != nil {
+			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
+			c.line("request_buffers 16KiB")
+			break
+		}
+	}
 	if comp.offload {
 		c.line("# compression offload: the server is not asked to compress")
 		c.line("header_up -Accept-Encoding")

@@ -45,6 +45,9 @@ type frontend struct {
 	stats              *statsPage           // HAProxy's stats page, as ha_status
 	maxconn            *Line                // maxconn <n>: max_connections
 	compression        compression          // compression algo, type, offload
+	monitorURI         *Line                // monitor-uri <uri>: HAProxy's own 200 there
+	afterResponse      []headerRule         // http-after-response header rules: deferred header
+	bufferRequest      *Line                // option http-buffer-request: request_buffers
 	log                proxyLog             // log global, option httplog and the like
 	global             *global              // the global section's logs and TLS defaults
 	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
@@ -248,6 +251,29 @@ func (fe *frontend) readErrorFile(l Line) error {
 	}
 	fe.errorPages[l.Words[1]] = p
 	return nil
+}
+
+func (fe *frontend) readMonitorURI(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes one URI")
+	}
+	fe.monitorURI = &l
+	return nil
+}
+
+// readAfterResponse reads an http-after-response header rule, which
+// HAProxy applies to every answer, its own included.
+func (fe *frontend) readAfterResponse(l Line) error {
+	r, err := responseHeader(l)
+	fe.afterResponse = append(fe.afterResponse, r)
+	return err
+}
+
+// readBufferRequest reads [no] option http-buffer-request.
+func (fe *frontend) readBufferRequest(l Line) error {
+	on, err := bufferRequest(l)
+	fe.bufferRequest = on
+	return err
 }
 
 func (fe *frontend) readResponseHeader(l Line) error {
