@@ -22,6 +22,11 @@ require (
 )
 
 require (
+	github.com/go-crypt/crypt v0.4.15 // indirect
+	github.com/go-crypt/x v0.4.17 // indirect
+)
+
+require (
 	cel.dev/cel-go v0.32.0 // indirect
 	cel.dev/expr v0.25.3 // indirect
 	cloud.google.com/go/auth v0.23.3 // indirect

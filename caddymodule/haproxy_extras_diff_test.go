@@ -170,23 +170,51 @@ func TestHAProxyDifferentialCompression(t *testing.T) {
 // password, a bcrypt hash), with HAProxy's 401 page and realm; the rule
 // before it answers first; the server sees the client's Authorization.
 func TestHAProxyDifferentialUserlist(t *testing.T) {
+	checkBasicAuth(t, "../haproxy/testdata/userlist.cfg", []authCase{
+		{"/", "", "", 401},
+		{"/", "alice", "correct-horse-battery", 200},
+		{"/", "alice", "correct-horse-batter", 401},
+		{"/", "bob", "hunter2-bob", 200},
+		{"/", "bob", "correct-horse-battery", 401},
+		{"/", "carol", "hunter2-bob", 401},
+		{"/health", "", "", 200},
+	})
+}
+
+// haproxy/testdata/userlist-sha.cfg: SHA-512 and SHA-256 crypt hashes,
+// which HAProxy checks with crypt(3), checked alike by basic_auth_crypt.
+func TestHAProxyDifferentialUserlistSHACrypt(t *testing.T) {
+	checkBasicAuth(t, "../haproxy/testdata/userlist-sha.cfg", []authCase{
+		{"/", "", "", 401},
+		{"/", "alice", "correct-horse-battery", 200},
+		{"/", "carol", "hunter2-carol", 200},
+		{"/", "carol", "hunter2-caro", 401},
+		{"/", "dave", "dave-pass", 200},
+		{"/", "dave", "hunter2-carol", 401},
+		{"/", "erin", "dave-pass", 401},
+	})
+}
+
+// authCase is a request as a user (none: ""), and the status both
+// proxies answer it with.
+type authCase struct {
+	path, user, password string
+	status               int
+}
+
+// checkBasicAuth runs the configuration file (a frontend on
+// 127.0.0.1:8080, a server on 127.0.0.1:9001 answering "app", realm
+// "Admin area") on both proxies and asks each case of both.
+func checkBasicAuth(t *testing.T, file string, cases []authCase) {
 	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
-	hapAddr, caddyAddr, _ := startBoth(t, "../haproxy/testdata/userlist.cfg", "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
+	hapAddr, caddyAddr, _ := startBoth(t, file, "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
 	client := &http.Client{Timeout: 10 * time.Second}
 	page401 := "<html><body><h1>401 Unauthorized</h1>\nYou need a valid user and password to access this content.\n</body></html>\n"
-	for i, tt := range []struct {
-		path, user, password string
-		status               int
-		body                 string
-	}{
-		{"/", "", "", 401, page401},
-		{"/", "alice", "correct-horse-battery", 200, "app"},
-		{"/", "alice", "correct-horse-batter", 401, page401},
-		{"/", "bob", "hunter2-bob", 200, "app"},
-		{"/", "bob", "correct-horse-battery", 401, page401},
-		{"/", "carol", "hunter2-bob", 401, page401},
-		{"/health", "", "", 200, "ok"},
-	} {
+	for i, tt := range cases {
+		want := map[int]string{401: page401, 200: "app"}[tt.status]
+		if tt.path == "/health" {
+			want = "ok"
+		}
 		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
 			name := fmt.Sprintf("%s-%d", p.name, i)
 			req, _ := http.NewRequest("GET", "http://"+p.addr+tt.path, nil)
@@ -200,8 +228,8 @@ func TestHAProxyDifferentialUserlist(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != tt.status || string(body) != tt.body {
-				t.Errorf("%s: %s as %q: %d %q, want %d %q", name, tt.path, tt.user, resp.StatusCode, body, tt.status, tt.body)
+			if resp.StatusCode != tt.status || string(body) != want {
+				t.Errorf("%s: %s as %q: %d %q, want %d %q", name, tt.path, tt.user, resp.StatusCode, body, tt.status, want)
 			}
 			if tt.status == 401 {
 				if got := resp.Header.Get("WWW-Authenticate"); got != `Basic realm="Admin area"` {
@@ -211,7 +239,7 @@ func TestHAProxyDifferentialUserlist(t *testing.T) {
 					t.Errorf("%s: 401 with Content-Type %q, Cache-Control %q", name, resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
 				}
 			}
-			if got := app.header(name).Get("Authorization"); tt.body == "app" && got != req.Header.Get("Authorization") {
+			if got := app.header(name).Get("Authorization"); want == "app" && got != req.Header.Get("Authorization") {
 				t.Errorf("%s: the server saw Authorization %q", name, got)
 			}
 		}

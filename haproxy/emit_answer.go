@@ -27,7 +27,12 @@ func (a answer) write(c *caddyfile, matcher string) {
 		for _, u := range a.userlist.users {
 			c.comment(u.line, "")
 		}
-		c.open("basic_auth%s bcrypt %s", matcher, c.plain(a.realm))
+		if a.userlist.crypt {
+			c.line("# a SHA-crypt hash among them: basic_auth_crypt checks it (basic_auth checks bcrypt only)")
+			c.open("basic_auth_crypt%s %s", matcher, c.plain(a.realm))
+		} else {
+			c.open("basic_auth%s bcrypt %s", matcher, c.plain(a.realm))
+		}
 		for _, u := range a.userlist.users {
 			c.line("%s %s", c.plainOf(u.line, u.name), c.plainOf(u.line, u.hash))
 		}

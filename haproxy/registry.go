@@ -48,7 +48,7 @@ var globalKeywords = []keyword{
 	{name: "hard-stop-after", in: inGlobal, status: translated, doc: "the global option `grace_period`", global: readHardStopAfter},
 	{name: "daemon", in: inGlobal, status: ignored, doc: "Caddy runs in the foreground; its service manager daemonizes it"},
 	{name: "master-worker", in: inGlobal, status: ignored, doc: "Caddy is one process; reloads go through its admin API"},
-	{name: "user", in: inGlobal | inUserlist, status: translated, doc: "global: ignored (run Caddy as that user from its service manager); in a userlist: an account of `basic_auth`, `insecure-password` as its bcrypt hash, a bcrypt `password` as it is (another crypt(3) hash is refused)",
+	{name: "user", in: inGlobal | inUserlist, status: translated, doc: "global: ignored (run Caddy as that user from its service manager); in a userlist: an account of `basic_auth`, `insecure-password` as its bcrypt hash, a bcrypt `password` as it is; with a SHA-256 or SHA-512 crypt hash (`$5$`, `$6$`), `basic_auth_crypt` (another crypt(3) hash is refused)",
 		global: ignoredGlobal("run Caddy as that user from its service manager"), userlist: (*userlist).readUser},
 	{name: "group", in: inGlobal | inUserlist, status: translated, doc: "global: ignored (run Caddy as that group from its service manager); in a userlist: nothing (`http_auth` takes any user; `http_auth_group` is not translated)",
 		global: ignoredGlobal("run Caddy as that group from its service manager"), userlist: (*userlist).readGroup},

@@ -3,14 +3,19 @@ package haproxy
 import (
 	"slices"
 	"strings"
+
+	"github.com/go-crypt/crypt/algorithm/shacrypt"
 )
 
 // userlist is a userlist section: the accounts an http_auth(<name>) ACL
 // checks, which http-request auth asks for: Caddy's basic_auth.
 type userlist struct {
 	section *Section
-	users   []statsUser // each with its bcrypt hash
+	users   []statsUser // each with its bcrypt or SHA-crypt hash
 	notes   []note      // its other lines (groups)
+	// crypt: a user's hash is SHA-256 or SHA-512 crypt, which
+	// basic_auth_crypt checks (Caddy's basic_auth checks bcrypt only).
+	crypt bool
 }
 
 // readUserlists reads every userlist section, each refused line recorded.
@@ -54,9 +59,11 @@ func (u *userlist) readUser(l Line) error {
 			}
 			user.hash = statsPasswordHash("userlist "+u.section.Name, name, v)
 		case "password":
-			if !isBcrypt(v) {
-				return refuse(l, "a crypt(3) hash other than bcrypt ($2a$, $2b$, $2y$) is not translated: Caddy's basic_auth checks bcrypt; give the user a bcrypt hash (mkpasswd -m bcrypt, or caddy hash-password), which HAProxy takes too")
+			crypt, err := readHash(v, l)
+			if err != nil {
+				return err
 			}
+			u.crypt = u.crypt || crypt
 			user.hash = v
 		case "groups":
 		default:
@@ -71,6 +78,22 @@ func (u *userlist) readUser(l Line) error {
 	}
 	u.users = append(u.users, user)
 	return nil
+}
+
+// readHash checks a user's password hash: bcrypt, or SHA-256 or SHA-512
+// crypt (crypt tells which), as go-crypt/crypt reads them for
+// basic_auth_crypt; another crypt(3) hash is refused.
+func readHash(hash string, l Line) (crypt bool, err error) {
+	switch {
+	case isBcrypt(hash):
+		return false, nil
+	case !strings.HasPrefix(hash, "$5$") && !strings.HasPrefix(hash, "$6$"):
+		return false, refuse(l, "a crypt(3) hash other than bcrypt ($2a$, $2b$, $2y$) or SHA-256 and SHA-512 crypt ($5$, $6$) is not translated: give the user one of those (mkpasswd -m sha-512, or caddy hash-password), which HAProxy takes too")
+	}
+	if _, err := shacrypt.Decode(hash); err != nil {
+		return false, refuse(l, "not a SHA-crypt hash (%v): HAProxy would let no password through; write the user's hash as crypt(3) gives it", err)
+	}
+	return true, nil
 }
 
 // isBcrypt tells whether hash is a bcrypt hash as x/crypto/bcrypt, which
