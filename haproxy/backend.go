@@ -125,18 +125,12 @@ func (be *backend) readSetting(l Line) error {
 	return be.read(l)
 }
 
-// readAfterResponse notes a defaults section's http-after-response rule,
-// which the frontend applies to every answer (once: a set or a deletion
-// HAProxy makes twice, the backend's and the frontend's, is the same).
+// readAfterResponse refuses a backend's http-after-response rule (its
+// own, or its defaults': HAProxy takes a defaults section with rules in
+// frontends or in backends, not both), which HAProxy applies to that
+// backend's answers only.
 func (be *backend) readAfterResponse(l Line) error {
-	if ownLine(be.section, l) {
-		return refuse(l, "a backend's own http-after-response is not translated yet (a frontend's or the defaults' is)")
-	}
-	if arg(l, 1) == "add-header" {
-		return refuse(l, "add-header in a defaults section that a backend takes: HAProxy adds the header twice (the backend's rule and the frontend's), not translated; write it in the frontend")
-	}
-	be.notes = append(be.notes, note{line: l, what: "the frontend's: see its site's deferred header"})
-	return nil
+	return refuse(l, "a backend's http-after-response (its own or its defaults') is not translated yet (a frontend's is)")
 }
 
 func (be *backend) readBufferRequest(l Line) error {
