@@ -81,7 +81,9 @@ func startBoth(t *testing.T, file, bindAddr string, replace ...string) (hapAddr,
 // haproxy/testdata/compression.cfg: HAProxy and caddy-ha compress the same
 // answers (gzip, the types listed, statuses 200 to 203, not what is
 // already encoded or marked no-transform), with the backend's types over
-// the defaults', and with offload the server is not asked to compress.
+// the frontend's, and with offload the server is not asked to compress;
+// as documented, Caddy also compresses for User-Agent Mozilla/4 and marks
+// a strong ETag where HAProxy makes it weak.
 func TestHAProxyDifferentialCompression(t *testing.T) {
 	page := strings.Repeat("<p>compress me</p>\n", 100)
 	answer := func(w http.ResponseWriter, r *http.Request) {
