@@ -3,6 +3,7 @@ package haproxy
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -73,6 +74,9 @@ type acl struct {
 	values []string // as the test compares them: lowered for -i, (?i) before a regular expression
 	term   string   // a boolean fetch's CEL term (ssl_fc)
 	src    bool     // the connection's peer against addresses and ranges
+	// http_auth(<userlist>): the userlist's accounts, which only
+	// http-request auth's condition tests (basic_auth).
+	userlist string
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
@@ -81,6 +85,13 @@ type acl struct {
 func readACL(words []string, l Line) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
 	values := words[1:]
+	if list, ok := strings.CutPrefix(a.fetch, "http_auth("); ok && strings.HasSuffix(list, ")") {
+		if len(values) > 0 {
+			return a, refuse(l, "http_auth takes no flag or value: %s is not translated", strings.Join(values, " "))
+		}
+		a.userlist = strings.TrimSuffix(list, ")")
+		return a, nil
+	}
 	if term, ok := boolFetches[a.fetch]; ok {
 		if len(values) > 0 {
 			return a, refuse(l, "%s takes no flag or value (true on a TLS connection): %s is not translated", a.fetch, strings.Join(values, " "))
@@ -218,6 +229,9 @@ func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
 			alts, err := fe.termACLs(t, l)
 			if err != nil {
 				return m, err
+			}
+			if slices.ContainsFunc(alts, func(a acl) bool { return a.userlist != "" }) {
+				return m, refuse(l, "http_auth is translated only as the condition of http-request auth (basic_auth): not in another rule's")
 			}
 			if t.Anon == nil {
 				for _, a := range alts {

@@ -24,6 +24,9 @@ type answer struct {
 	redirect, target string
 	// edge_rate_limit: its zone.
 	zone rateZone
+	// basic_auth: its realm and accounts.
+	realm    string
+	userlist *userlist
 }
 
 type answerKind int
@@ -33,6 +36,7 @@ const (
 	respondAnswer                     // respond: HAProxy's return
 	redirAnswer                       // redir: HAProxy's redirect
 	rateLimitAnswer                   // edge_rate_limit: a deny over the tracked rate
+	authAnswer                        // basic_auth: HAProxy's http-request auth
 )
 
 // denyAnswer is http-request deny's [deny_status <code>] as error

@@ -42,7 +42,9 @@ type backend struct {
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
 	timeoutSrc      []Line
 	log             proxyLog // log global and the like: notes
-	caBase          *Line    // global ca-base
+	compression     compression
+	bufferRequest   *Line // option http-buffer-request: request_buffers
+	caBase          *Line // global ca-base
 	// What the servers' options say (readServers): the transport's TLS
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions
@@ -122,6 +124,32 @@ func (be *backend) readSetting(l Line) error {
 		return nil
 	}
 	return be.read(l)
+}
+
+// readAfterResponse refuses a backend's http-after-response rule (its
+// own, or its defaults': HAProxy takes a defaults section with rules in
+// frontends or in backends, not both), which HAProxy applies to that
+// backend's answers only.
+func (be *backend) readAfterResponse(l Line) error {
+	return refuse(l, "a backend's http-after-response (its own or its defaults') is not translated yet (a frontend's is)")
+}
+
+func (be *backend) readBufferRequest(l Line) error {
+	on, err := bufferRequest(l)
+	be.bufferRequest = on
+	return err
+}
+
+// bufferRequest reads option http-buffer-request (its line) or no option
+// http-buffer-request (nil).
+func bufferRequest(l Line) (*Line, error) {
+	if len(l.Words) != 2 && !(len(l.Words) == 3 && l.Words[0] == "no") {
+		return nil, refuse(l, "takes no value")
+	}
+	if l.Words[0] == "no" {
+		return nil, nil
+	}
+	return &l, nil
 }
 
 func (be *backend) readMode(l Line) error {

@@ -18,6 +18,25 @@ func (a answer) write(c *caddyfile, matcher string) {
 		c.line("respond%s %s %s", matcher, c.literal(a.body), a.status)
 	case redirAnswer:
 		c.line("redir%s %s %s", matcher, c.composed(a.target, redirectTargets[a.redirect]), a.status)
+	case authAnswer:
+		c.line("# HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", c.plain(a.userlist.section.Name))
+		c.comment(a.userlist.section.line(), "")
+		for _, n := range a.userlist.notes {
+			c.note(n)
+		}
+		for _, u := range a.userlist.users {
+			c.comment(u.line, "")
+		}
+		if a.userlist.crypt {
+			c.line("# a SHA-crypt hash among them: basic_auth_crypt checks it (basic_auth checks bcrypt only)")
+			c.open("basic_auth_crypt%s %s", matcher, c.plain(a.realm))
+		} else {
+			c.open("basic_auth%s bcrypt %s", matcher, c.plain(a.realm))
+		}
+		for _, u := range a.userlist.users {
+			c.line("%s %s", c.plainOf(u.line, u.name), c.plainOf(u.line, u.hash))
+		}
+		c.close()
 	case rateLimitAnswer:
 		c.open("edge_rate_limit%s", matcher)
 		c.open("zone %s", a.zone.name) // letters, digits, _ and - only (rateLimitAnswer)

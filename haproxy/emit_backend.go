@@ -27,6 +27,8 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 	// Caddy's own Via goes on the answer after header_down: a deferred
 	// header removes it.
+	comp := effectiveCompression(fe, be)
+	comp.write(c)
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
 	if be.checked != "" {
@@ -36,12 +38,23 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.open("reverse_proxy %s", strings.Join(addrs, " "))
 	}
 	be.writeHeadersUp(c, fe)
+	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
+		if l != nil {
+			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
+			c.line("request_buffers 16KiB")
+			break
+		}
+	}
+	if comp.offload {
+		c.line("# compression offload: the server is not asked to compress")
+		c.line("header_up -Accept-Encoding")
+	}
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
 		h.write(c, "header_down")
 	}
 	be.writePolicy(c)
-	be.writeTransport(c)
+	be.writeTransport(c, comp.offload)
 	if d := be.timeouts["tunnel"]; d != "" {
 		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
 		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
@@ -86,8 +99,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 }
 
 // writeTransport writes the transport: its timeouts, maxconn, TLS and
-// HTTP versions.
-func (be *backend) writeTransport(c *caddyfile) {
+// HTTP versions; with offload, no Accept-Encoding of its own (Go's
+// transport would ask for gzip where the request has none).
+func (be *backend) writeTransport(c *caddyfile, offload bool) {
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
 	}
@@ -121,6 +135,12 @@ func (be *backend) writeTransport(c *caddyfile) {
 		if tls.ca != "" {
 			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
+	}
+	if offload {
+		c.line("compression off")
+	}
+	if v := be.tls.proxyProtocol; v != "" {
+		c.line("proxy_protocol %s", v)
 	}
 	c.line("versions %s", be.versions)
 	c.close()
@@ -310,5 +330,30 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 			c.line("%s %s", s[0], s[1])
 		}
 	}
+	c.close()
+}
+
+// write writes the compression of a backend's answers, its lines as
+// notes: encode gzip for what HAProxy compresses (statuses 200 to 203,
+// the types, if any, as prefixes of Content-Type); nothing without gzip.
+func (comp compression) write(c *caddyfile) {
+	for _, l := range comp.lines {
+		c.note(note{line: l, what: keywordAt(l).doc, approximated: true})
+	}
+	if !comp.gzip() {
+		if len(comp.lines) > 0 {
+			c.line("# no gzip among the algorithms: nothing is compressed")
+		}
+		return
+	}
+	c.open("encode gzip")
+	c.line("# HAProxy compresses any length")
+	c.line("minimum_length 1")
+	c.open("match")
+	c.line("status 200 201 202 203")
+	for _, t := range comp.types {
+		c.line("header Content-Type %s", c.plain(t+"*"))
+	}
+	c.close()
 	c.close()
 }

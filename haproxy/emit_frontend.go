@@ -32,7 +32,7 @@ func (fe *frontend) writeServers(c *caddyfile, global *Line) {
 			c.comment(l, "")
 		}
 		c.open("servers %s", listener(b.addr))
-		fe.writeListenerWrappers(c, global)
+		fe.writeListenerWrappers(c, global, b)
 		if len(fe.timeouts) > 0 {
 			c.open("timeouts")
 			for _, name := range []string{"read_header", "read_body", "idle"} {
@@ -129,19 +129,21 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 		fe.writeTLS(c)
 	}
 	writeNoServerHeader(c)
+	writeAfterResponse(c, fe.afterResponse)
 	for _, code := range slices.Sorted(maps.Keys(fe.errorPages)) {
-		fe.errorPages[code].write(c)
+		fe.errorPages[code].write(c, fe.afterResponse)
 	}
 	for _, status := range fe.ownPages {
-		writeOwnPage(c, status)
+		writeOwnPage(c, status, fe.afterResponse)
 	}
-	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil
+	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || fe.monitorURI != nil
 	if routed {
-		// In the order written, as HAProxy runs its rules: the header
-		// rules, those that answer, the stats page, the redirect rules,
-		// then the backends.
+		// In the order written, as HAProxy runs its rules: the monitor
+		// URI, the header rules, those that answer, the stats page, the
+		// redirect rules, then the backends.
 		c.open("route")
 	}
+	fe.writeMonitor(c)
 	fe.writeHeaders(c)
 	writeAnswers(c, fe.answers)
 	if fe.stats != nil {
@@ -225,10 +227,10 @@ func writeLines(c *caddyfile, lines []string) {
 func writeAnswers(c *caddyfile, answers []answerRule) {
 	for _, a := range answers {
 		name := ""
+		for _, l := range a.when.acls {
+			c.comment(l, "")
+		}
 		if a.cond != nil {
-			for _, l := range a.when.acls {
-				c.comment(l, "")
-			}
 			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
 			c.comment(a.line, "")
 			c.line("%s expression `%s`", name, a.when.expression(c))
@@ -310,11 +312,13 @@ func removedClaims(removed []string) string {
 	return "the " + strings.Join(removed, ", ") + " a client sends are removed before its requests reach the servers, where HAProxy passes them as sent (caddy-ha passes no client's forwarding claims the rules do not make)"
 }
 
-// write writes the page as the site's handle_errors for its status.
-func (p errorPage) write(c *caddyfile) {
+// write writes the page as the site's handle_errors for its status, with
+// the http-after-response rules.
+func (p errorPage) write(c *caddyfile, after []headerRule) {
 	c.comment(p.line, "")
 	c.open("handle_errors %s", p.line.Words[1])
 	writeNoServerHeader(c)
+	writeAfterResponse(c, after)
 	for _, h := range p.headers {
 		c.line("header %s %s", c.name(h[0]), c.literal(h[1]))
 	}
@@ -322,11 +326,12 @@ func (p errorPage) write(c *caddyfile) {
 	c.close()
 }
 
-// writeListenerWrappers writes the max_connections wrappers of a servers
-// option: the frontend's, then the global maxconn's, both before TLS (they
-// count TCP connections).
-func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
-	if global == nil && fe.maxconn == nil {
+// writeListenerWrappers writes the listener wrappers of bind b's servers
+// option: the max_connections wrappers (the frontend's, then the global
+// maxconn's), which count TCP connections, then proxy_protocol for
+// accept-proxy, all before TLS.
+func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line, b bind) {
+	if global == nil && fe.maxconn == nil && !b.acceptProxy {
 		return
 	}
 	for _, l := range []*Line{fe.maxconn, global} {
@@ -343,6 +348,12 @@ func (fe *frontend) writeListenerWrappers(c *caddyfile, global *Line) {
 	if global != nil {
 		c.open("max_connections %s", arg(*global, 1))
 		c.line("group %s", globalMaxconnGroup)
+		c.close()
+	}
+	if b.acceptProxy {
+		c.line("# accept-proxy: each connection begins with a PROXY header, from any peer as in HAProxy (allow <ranges> would take it from those only)")
+		c.open("proxy_protocol")
+		c.line("fallback_policy require")
 		c.close()
 	}
 	c.line("tls")
@@ -431,10 +442,11 @@ func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
 
 // writeOwnPage writes HAProxy's own page for status as the site's
 // handle_errors: what HAProxy sends without an errorfile.
-func writeOwnPage(c *caddyfile, status string) {
+func writeOwnPage(c *caddyfile, status string, after []headerRule) {
 	c.line("# HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
 	c.open("handle_errors %s", status)
 	writeNoServerHeader(c)
+	writeAfterResponse(c, after)
 	c.line("header Content-Type text/html")
 	c.line("header Cache-Control no-cache")
 	c.line("respond %s %s", c.literal(haproxyPages[status].body(status)), status)
@@ -453,4 +465,39 @@ func writeNoServerHeader(c *caddyfile) {
 	c.line("header Server Caddy")
 	c.close()
 	c.close()
+}
+
+// writeAfterResponse writes the http-after-response header rules as
+// deferred header directives, applied to the answer as it goes out. Each
+// wraps the answer of those after it, so that the last written applies
+// first: they are written last first, to apply in HAProxy's order.
+func writeAfterResponse(c *caddyfile, rules []headerRule) {
+	for i := len(rules) - 1; i >= 0; i-- {
+		h := rules[i]
+		c.comment(h.line, "")
+		switch h.op {
+		case "del-header":
+			c.open("header -%s", c.name(h.name))
+		case "set-header":
+			c.open("header %s %s", c.name(h.name), c.literal(h.v))
+		case "add-header":
+			c.open("header +%s %s", c.name(h.name), c.literal(h.v))
+		}
+		c.line("defer")
+		c.close()
+	}
+}
+
+// writeMonitor writes monitor-uri: HAProxy's own 200 at that URI (as
+// sent, its query included), for any method, before any rule.
+func (fe *frontend) writeMonitor(c *caddyfile) {
+	l := fe.monitorURI
+	if l == nil {
+		return
+	}
+	c.comment(*l, "HAProxy's own answer, before every rule")
+	c.line("@monitor_uri expression `{http.request.uri} == %s`", c.celOf(*l, l.Words[1]))
+	c.line("header @monitor_uri Content-Type text/html")
+	c.line("header @monitor_uri Cache-Control no-cache")
+	c.line("respond @monitor_uri %s 200", c.literal(monitorPage))
 }

@@ -33,6 +33,9 @@ var haproxyPages = map[string]haproxyPage{
 	"504": {"Gateway Time-out", "The server didn't respond in time."},
 }
 
+// monitorPage is HAProxy's answer at its monitor-uri.
+const monitorPage = "<html><body><h1>200 OK</h1>\nService ready.\n</body></html>\n"
+
 // body is the page's HTML, as HAProxy writes it.
 func (p haproxyPage) body(status string) string {
 	return "<html><body><h1>" + status + " " + p.reason + "</h1>\n" + p.sentence + "\n</body></html>\n"
@@ -55,7 +58,7 @@ func checkPageStatus(status string, l Line) error {
 func (fe *frontend) resolvePages() {
 	statuses := map[string]bool{}
 	for _, a := range fe.answers {
-		if a.answer.kind == errorAnswer {
+		if a.answer.kind == errorAnswer || a.answer.kind == authAnswer {
 			statuses[a.answer.status] = true
 		}
 	}

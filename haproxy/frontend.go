@@ -43,8 +43,13 @@ type frontend struct {
 	errorPages         map[string]errorPage // by status: a later errorfile wins
 	stats              *statsPage           // HAProxy's stats page, as ha_status
 	maxconn            *Line                // maxconn <n>: max_connections
+	compression        compression          // compression algo, type, offload
+	monitorURI         *Line                // monitor-uri <uri>: HAProxy's own 200 there
+	afterResponse      []headerRule         // http-after-response header rules: deferred header
+	bufferRequest      *Line                // option http-buffer-request: request_buffers
 	log                proxyLog             // log global, option httplog and the like
 	global             *global              // the global section's logs and TLS defaults
+	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
 	// What resolve settled.
 	certs      siteCerts
 	forwarding forwarding
@@ -84,6 +89,8 @@ type bind struct {
 	crts  []string // each crt, in order; none without ssl
 	alpn  []string
 	isTLS bool
+	// acceptProxy: a PROXY header begins each connection (accept-proxy).
+	acceptProxy bool
 }
 
 // headerRule is an http-request del-header, set-header or add-header.
@@ -106,7 +113,7 @@ func hasServers(s *Section) bool {
 // refused one recorded, with the backends it sends to, then what they
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
+	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg, userlists: t.userlists}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -246,6 +253,29 @@ func (fe *frontend) readErrorFile(l Line) error {
 	return nil
 }
 
+func (fe *frontend) readMonitorURI(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes one URI")
+	}
+	fe.monitorURI = &l
+	return nil
+}
+
+// readAfterResponse reads an http-after-response header rule, which
+// HAProxy applies to every answer, its own included.
+func (fe *frontend) readAfterResponse(l Line) error {
+	r, err := responseHeader(l)
+	fe.afterResponse = append(fe.afterResponse, r)
+	return err
+}
+
+// readBufferRequest reads [no] option http-buffer-request.
+func (fe *frontend) readBufferRequest(l Line) error {
+	on, err := bufferRequest(l)
+	fe.bufferRequest = on
+	return err
+}
+
 func (fe *frontend) readResponseHeader(l Line) error {
 	r, err := responseHeader(l)
 	fe.responseHeaders = append(fe.responseHeaders, r)
@@ -262,7 +292,7 @@ func (fe *frontend) readForwardFor(l Line) error {
 
 func (fe *frontend) readACL(l Line) error {
 	w := l.Words
-	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
+	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !((boolean || strings.HasPrefix(arg(l, 2), "http_auth(")) && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
 	a, err := readACL(w[2:], l)

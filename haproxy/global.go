@@ -132,6 +132,14 @@ func readHardStopAfter(g *global, l Line) error {
 }
 
 // readUnusedGlobal takes a global line Caddy has no use for.
+// ignoredGlobal reads a global line that Caddy takes no setting for: why.
+func ignoredGlobal(why string) func(*global, Line) error {
+	return func(g *global, l Line) error {
+		g.note(l, "ignored: "+why)
+		return nil
+	}
+}
+
 func readUnusedGlobal(g *global, l Line) error {
 	g.note(l, "ignored: "+notUsed)
 	return nil

@@ -24,6 +24,7 @@ const (
 	inFrontend
 	inListen
 	inBackend
+	inUserlist
 )
 
 const (
@@ -40,7 +41,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -89,6 +90,8 @@ type keyword struct {
 	// page reads a stats line as the stats page of a frontend or listen
 	// (readStats): what became of the line.
 	page statsKeyword
+	// userlist reads a line of a userlist section.
+	userlist func(u *userlist, l Line) error
 }
 
 // keywords are the registry, by name. Filled by init: readers look
@@ -117,7 +120,7 @@ func indexKeywords(tables ...[]keyword) map[string]*keyword {
 // twoWordKeywords are the keywords whose second word names the setting.
 var twoWordKeywords = map[string]bool{"option": true, "timeout": true, "stats": true, "capture": true,
 	"tcp-request": true, "tcp-response": true, "monitor": true, "external-check": true, "persist": true,
-	"rate-limit": true, "stick": true, "email-alert": true, "declare": true}
+	"rate-limit": true, "stick": true, "email-alert": true, "declare": true, "compression": true}
 
 // keywordOf is a line's keyword as HAProxy's matrix names it: "balance",
 // "option httpchk", "timeout server" (a "no" or "default" prefix dropped).

@@ -26,6 +26,8 @@ type translator struct {
 	cfg     *Config
 	global  global
 	refused refusals
+	// userlists are the userlist sections, by name.
+	userlists map[string]*userlist
 	// takers are the proxies that take each defaults section's settings.
 	takers map[*Section][]string
 	// reached are the lines read (a refused configuration's report says
@@ -45,6 +47,7 @@ func (t *translator) reach(pos Position) {
 // and going on: the refusals are the error.
 func (t *translator) read() (*model, error) {
 	t.readGlobal()
+	t.readUserlists()
 	for _, err := range t.cfg.checkDefaults() {
 		t.refused.add(err)
 	}
@@ -72,7 +75,7 @@ func (t *translator) readFrontends() []*frontend {
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
-		case "global", "defaults", "backend":
+		case "global", "defaults", "backend", "userlist":
 		case "frontend", "listen":
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.

@@ -42,6 +42,7 @@ var bindOptionTable = []lineOption[*bind]{
 	{name: "ssl", status: translated, doc: "an `https://` site", read: func(b *bind, _ string, _ Line) error { b.isTLS = true; return nil }},
 	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
 	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
+	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
@@ -74,6 +75,34 @@ var serverOptionTable = []serverOption{
 	{name: "weight", value: true, status: translated, doc: "`weighted_round_robin`'s weights (with roundrobin or static-rr)", read: (*serverReading).weight},
 	{name: "cookie", value: true, status: translated, doc: "the server's value of `lb_policy cookie` (Caddy's hashes the address instead)", read: (*serverReading).cookie},
 	{name: "maxconn", value: true, status: translated, doc: "the transport's `max_conns_per_host`", read: (*serverReading).maxconn},
+	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
+	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
+}
+
+const (
+	sendProxyDoc     = "the transport's `proxy_protocol "
+	sendProxyDiffers = " (a PROXY header with the client's address on each connection, which serves that client only): its source port is 0, where HAProxy sends the client's port"
+)
+
+// sendProxy reads send-proxy or send-proxy-v2: the transport's
+// proxy_protocol, which Caddy's pinned transport has not.
+func (r *serverReading) sendProxy(_ string, at Line) error {
+	version := "v1"
+	if slices.Contains(at.Words, "send-proxy-v2") {
+		version = "v2"
+	}
+	if slices.Contains(at.Words, "send-proxy") && slices.Contains(at.Words, "send-proxy-v2") {
+		return refuse(at, "send-proxy and send-proxy-v2 on one line: write one")
+	}
+	if r.be.reuse != nil && arg(*r.be.reuse, 1) == "never" {
+		return refuse(at, "send-proxy with http-reuse never: transport pinned sends no PROXY header (not translated)")
+	}
+	r.tls.proxyProtocol = version
+	what := sendProxyDoc + version + "`" + sendProxyDiffers
+	if !slices.ContainsFunc(r.be.notes, func(n note) bool { return n.line.Pos == at.Pos && n.what == what }) {
+		r.be.notes = append(r.be.notes, note{line: at, what: what, approximated: true})
+	}
+	return nil
 }
 
 // tlsOptions are a server's TLS settings as the transport takes them.
@@ -84,6 +113,9 @@ type tlsOptions struct {
 	serverName string
 	alpn       string
 	maxConn    string // maxconn: the transport's max_conns_per_host
+	// proxyProtocol is send-proxy's (v1) or send-proxy-v2's (v2): the
+	// transport's proxy_protocol.
+	proxyProtocol string
 }
 
 // leaderOptions are the check settings of lb_policy leader (and of the
