@@ -1054,3 +1054,48 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 		}
 	}
 }
+
+// A server behind either proxy sees the Accept-Encoding the client sent,
+// none where it sent none: HAProxy adds none, and the translation's
+// transports ask for no gzip of their own (Go's would).
+func TestHAProxyDifferentialAcceptEncoding(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Client")] = r.Header.Values("Accept-Encoding")
+		mu.Unlock()
+	})}
+	go srv.Serve(ln) //nolint:errcheck // until Close
+	t.Cleanup(func() { srv.Close() })
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := "defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n" +
+		"frontend web\n    bind " + hapAddr + "\n    default_backend app\nbackend app\n    server app1 " + ln.Addr().String() + "\n"
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		for _, sent := range []string{"", "br"} {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/", nil)
+			req.Header.Set("X-Client", p.name+sent)
+			if sent != "" {
+				req.Header.Set("Accept-Encoding", sent)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			got := seen[p.name+sent]
+			mu.Unlock()
+			if want := slices.DeleteFunc([]string{sent}, func(s string) bool { return s == "" }); !slices.Equal(got, want) {
+				t.Errorf("%s: the client sent Accept-Encoding %q, the server saw %q", p.name, sent, got)
+			}
+		}
+	}
+}

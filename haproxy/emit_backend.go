@@ -54,7 +54,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		h.write(c, "header_down")
 	}
 	be.writePolicy(c)
-	be.writeTransport(c, comp.offload)
+	be.writeTransport(c)
 	if d := be.timeouts["tunnel"]; d != "" {
 		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
 		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
@@ -99,9 +99,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 }
 
 // writeTransport writes the transport: its timeouts, maxconn, TLS and
-// HTTP versions; with offload, no Accept-Encoding of its own (Go's
-// transport would ask for gzip where the request has none).
-func (be *backend) writeTransport(c *caddyfile, offload bool) {
+// HTTP versions, and no Accept-Encoding of its own (Go's transport would
+// ask a server for gzip where the request has none; HAProxy does not).
+func (be *backend) writeTransport(c *caddyfile) {
 	if be.reuse != nil {
 		c.comment(*be.reuse, "")
 	}
@@ -136,9 +136,7 @@ func (be *backend) writeTransport(c *caddyfile, offload bool) {
 			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
 		}
 	}
-	if offload {
-		c.line("compression off")
-	}
+	c.line("compression off")
 	if v := be.tls.proxyProtocol; v != "" {
 		c.line("proxy_protocol %s", v)
 	}
