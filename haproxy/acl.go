@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"net/netip"
 	"regexp"
 	"strings"
 )
@@ -100,10 +99,8 @@ func (a acl) checkSrc() error {
 		return refuse(a.line, "src takes no -i")
 	}
 	for _, v := range a.values {
-		if _, err := netip.ParseAddr(v); err != nil {
-			if _, err := netip.ParsePrefix(v); err != nil {
-				return refuse(a.line, "src %s: want an address or a CIDR range", v)
-			}
+		if !isAddrOrRange(v) {
+			return refuse(a.line, "src %s: want an address or a CIDR range", v)
 		}
 	}
 	return nil

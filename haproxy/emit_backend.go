@@ -15,7 +15,13 @@ import (
 func (be *backend) write(c *caddyfile, fe *frontend) {
 	c.comment(be.section.line(), "")
 	if l := be.forwardFor; l != nil {
-		c.comment(*l, "the frontend's too: see its forwarded headers")
+		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
+	}
+	u := sentForwardFor(fe, be)
+	kept := u.conditional() && u.plainXFF(fe)
+	if kept {
+		c.open("route")
+		writeKeptXFF(c, u)
 	}
 	var addrs []string
 	for i, s := range be.servers {
@@ -48,35 +54,80 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
+	if kept {
+		c.close()
+	}
 }
+
+// writeKeptXFF writes which requests keep their X-Forwarded-For as they
+// have it, where HAProxy adds none (a client of an except network, or a
+// request that has one with if-none): vars that reverse_proxy's header_up
+// reads (see writeHeadersUp) to take its own address back off, or to
+// remove the header it would add to a request that has none.
+func writeKeptXFF(c *caddyfile, u forwardForUse) {
+	var nets []string
+	for _, l := range u.lines {
+		c.comment(l, "")
+		if o, _ := forwardForOptions(l); o.except != "" {
+			nets = append(nets, c.plain(o.except))
+		}
+	}
+	c.line("# HAProxy adds no X-Forwarded-For to these requests: they keep the one they have, or none")
+	c.line("vars %s $0", keptVar)
+	if u.ifNone {
+		c.line("@forwardfor_present header X-Forwarded-For *")
+		c.line("vars @forwardfor_present %s $1", keptVar)
+	}
+	if len(nets) > 0 {
+		c.line("@forwardfor_except remote_ip %s", strings.Join(nets, " "))
+		c.line("vars @forwardfor_except %s $1", keptVar)
+		c.open("@forwardfor_except_none")
+		c.line("remote_ip %s", strings.Join(nets, " "))
+		c.line("header !X-Forwarded-For")
+		c.close()
+		c.line("vars @forwardfor_except_none %s X-Forwarded-For", droppedVar)
+	}
+}
+
+// keptVar is the replacement of reverse_proxy's X-Forwarded-For ("<the
+// request's>, <client>"): $0 as it is, $1 the request's; droppedVar names
+// the header where the request had none to keep.
+const keptVar, droppedVar = "haproxy_forwardfor_kept", "haproxy_forwardfor_dropped"
 
 // writeHeadersUp writes what the request's headers become on their way to
 // the server: the forwarded headers as the frontend's option forwardfor
 // asks, the client's Host over TLS, and no Via.
 func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
-	switch ff := fe.forwardFor; {
-	case ff == nil:
+	u := sentForwardFor(fe, be)
+	plain := u.plainXFF(fe)
+	switch {
+	case u.header == "":
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
-	case !sendsXFF(ff):
-		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", forwardForHeader(*ff))
-	case fe.plainForwardFor:
+	case !strings.EqualFold(u.header, "X-Forwarded-For"):
+		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", u.header)
+	case plain:
 		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain)")
 		c.line("trusted_proxies 0.0.0.0/0 ::/0")
+	}
+	if plain && u.conditional() {
+		c.line("# where HAProxy adds none (see the vars above): the header as the request has it")
+		c.line("header_up -{vars.%s}", droppedVar)
+		c.line(`header_up X-Forwarded-For "^(.*), [^,]*$" {vars.%s}`, keptVar)
 	}
 	f := fe.forwarding
 	for _, name := range forwardingHeaders {
 		switch {
-		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
+		case f.handler, plain && name == "X-Forwarded-For":
 			// the forwarded handler's set, or reverse_proxy's after the
-			// client's chain
+			// request's chain
 		case f.ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
 		default:
 			c.line("header_up -%s", name)
 		}
 	}
-	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
-		c.line("header_up +%s {remote_host}", c.name(forwardForHeader(*ff)))
+	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
+		c.line("header_up +%s {remote_host}", c.name(u.header))
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

@@ -270,8 +270,8 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	f := fe.forwarding
 	switch ff := fe.forwardFor; {
 	case ff == nil:
-		if len(f.removed) > 0 && len(fe.backends()) > 0 {
-			c.note(note{line: fe.section.line(), what: removedClaims(f.removed), approximated: true})
+		if removed := fe.removedByAll(); len(removed) > 0 && len(fe.backends()) > 0 {
+			c.note(note{line: fe.section.line(), what: removedClaims(removed), approximated: true})
 		}
 	case !sendsXFF(ff):
 		h := forwardForHeader(*ff)
@@ -302,6 +302,14 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	for _, h := range f.rest {
 		h.write(c, "request_header")
 	}
+}
+
+// removedByAll are the forwarding headers a client sends that no
+// backend's reverse_proxy passes: X-Forwarded-For is not among them where
+// every backend has its own option forwardfor.
+func (fe *frontend) removedByAll() []string {
+	sentByAll := !slices.ContainsFunc(fe.backends(), func(be *backend) bool { return !sentForwardFor(fe, be).plainXFF(fe) })
+	return slices.DeleteFunc(slices.Clone(fe.forwarding.removed), func(h string) bool { return sentByAll && h == "X-Forwarded-For" })
 }
 
 // removedClaims says which forwarding headers a client sends are removed.

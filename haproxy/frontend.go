@@ -139,11 +139,16 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err
 		}
+	}
+	if err := fe.resolve(); err != nil {
+		return fe, err
+	}
+	for _, be := range fe.backends() {
 		if err := be.checkFrontend(fe); err != nil {
 			return nil, err
 		}
 	}
-	return fe, fe.resolve()
+	return fe, nil
 }
 
 // readFrontendSetting reads one of the frontend's settings: its own, or
@@ -503,17 +508,59 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
 }
 
-// checkForwardFor checks an option forwardfor line: [header <name>],
-// a name other than those Caddy's reverse_proxy writes or removes itself.
+// checkForwardFor checks an option forwardfor line: [except <network>]
+// [header <name>] [if-none], a name other than those Caddy's
+// reverse_proxy writes or removes itself.
 func checkForwardFor(l Line) error {
-	if w := l.Words; len(w) != 2 && (len(w) != 4 || w[2] != "header") {
-		return refuse(l, "only 'option forwardfor [header <name>]' is translated")
+	if _, err := forwardForOptions(l); err != nil {
+		return err
 	}
 	switch h := strings.ToLower(forwardForHeader(l)); {
 	case h != "x-forwarded-for" && (forwardedHeaders[h] || h == "via" || h == "host"):
 		return refuse(l, "header %s: not translated (reverse_proxy writes or removes that header itself)", forwardForHeader(l))
 	}
 	return nil
+}
+
+// forwardForOption is what an option forwardfor line says after its
+// keyword: the header (X-Forwarded-For unless it names another), the
+// network whose clients get none added, and if-none (added only to a
+// request that has none).
+type forwardForOption struct {
+	header string
+	except string // an address or CIDR range, "" for none
+	ifNone bool
+}
+
+// forwardForOptions reads an option forwardfor line's options.
+func forwardForOptions(l Line) (forwardForOption, error) {
+	o := forwardForOption{header: "X-Forwarded-For"}
+	w := l.Words
+	for i := 2; i < len(w); i++ {
+		switch {
+		case w[i] == "if-none":
+			o.ifNone = true
+		case (w[i] == "header" || w[i] == "except") && i+1 < len(w):
+			if w[i] == "header" {
+				o.header = w[i+1]
+			} else if o.except = w[i+1]; !isAddrOrRange(o.except) {
+				return o, refuse(l, "except %s: want an address or a CIDR range", o.except)
+			}
+			i++
+		default:
+			return o, refuse(l, "takes [except <network>] [header <name>] [if-none]")
+		}
+	}
+	return o, nil
+}
+
+// isAddrOrRange tells whether v is an IP address or a CIDR range.
+func isAddrOrRange(v string) bool {
+	if _, err := netip.ParseAddr(v); err == nil {
+		return true
+	}
+	_, err := netip.ParsePrefix(v)
+	return err == nil
 }
 
 // sendsXFF tells whether an option forwardfor line (nil: none) sends the
@@ -525,10 +572,8 @@ func sendsXFF(ff *Line) bool {
 // forwardForHeader is the header an option forwardfor line adds the
 // client's address in: X-Forwarded-For unless it names another.
 func forwardForHeader(l Line) string {
-	if h := arg(l, 3); h != "" {
-		return h
-	}
-	return "X-Forwarded-For"
+	o, _ := forwardForOptions(l)
+	return o.header
 }
 
 func contains(s []string, v string) bool {
