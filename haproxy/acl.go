@@ -142,15 +142,43 @@ type term struct {
 	alts []acl
 }
 
+// aclScope is a proxy's named ACLs, which its own rules use (a
+// frontend's, or a backend's: HAProxy keeps each proxy's ACLs to its own
+// rules).
+type aclScope struct {
+	acls     map[string][]acl  // named ACLs: each line an alternative
+	cfg      *Config           // where each ACL and rule was written
+	aclLines []Line            // every acl line, in order
+	usedACLs map[Position]bool // acl lines a written condition used
+}
+
+func newACLScope(cfg *Config) aclScope {
+	return aclScope{acls: map[string][]acl{}, usedACLs: map[Position]bool{}, cfg: cfg}
+}
+
+func (s *aclScope) readACL(l Line) error {
+	w := l.Words
+	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
+		return refuse(l, "takes a name, a fetch and at least one value")
+	}
+	a, err := readACL(w[2:], l)
+	if err != nil {
+		return err
+	}
+	s.acls[w[1]] = append(s.acls[w[1]], a)
+	s.aclLines = append(s.aclLines, l)
+	return nil
+}
+
 // conditionMatcher resolves a rule's condition: each named ACL as the
 // rule's section sees it.
-func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
+func (s *aclScope) conditionMatcher(c *Condition, l Line) (matcher, error) {
 	m := matcher{unless: c.Unless}
 	seen := map[Position]bool{} // of acls: an ACL named twice is used once
 	for _, terms := range c.Any {
 		var all []term
 		for _, t := range terms {
-			alts, err := fe.termACLs(t, l)
+			alts, err := s.termACLs(t, l)
 			if err != nil {
 				return m, err
 			}
@@ -160,7 +188,7 @@ func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
 						seen[a.line.Pos] = true
 						m.acls = append(m.acls, a.line)
 					}
-					fe.usedACLs[a.line.Pos] = true
+					s.usedACLs[a.line.Pos] = true
 				}
 			}
 			all = append(all, term{not: t.Not, alts: alts})
@@ -171,9 +199,9 @@ func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
 }
 
 // termACLs are a term's ACLs: an anonymous one, or a named one's lines.
-func (fe *frontend) termACLs(t Term, l Line) ([]acl, error) {
+func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 	if t.Anon == nil {
-		return fe.visibleACL(t.ACL, l)
+		return s.visibleACL(t.ACL, l)
 	}
 	a, err := readACL(t.Anon, l)
 	return []acl{a}, err
@@ -182,17 +210,17 @@ func (fe *frontend) termACLs(t Term, l Line) ([]acl, error) {
 // visibleACL is the named ACL's lines that the rule l sees: those of its
 // own section, as HAProxy keeps a defaults section's ACLs to that
 // section's rules (a proxy that takes the defaults does not see them).
-func (fe *frontend) visibleACL(name string, l Line) ([]acl, error) {
-	at := fe.cfg.sectionAt(l.Pos)
+func (s *aclScope) visibleACL(name string, l Line) ([]acl, error) {
+	at := s.cfg.sectionAt(l.Pos)
 	var visible []acl
-	for _, a := range fe.acls[name] {
-		if fe.cfg.sectionAt(a.line.Pos) == at {
+	for _, a := range s.acls[name] {
+		if s.cfg.sectionAt(a.line.Pos) == at {
 			visible = append(visible, a)
 		}
 	}
 	if len(visible) == 0 {
-		if len(fe.acls[name]) > 0 {
-			d := fe.cfg.sectionAt(fe.acls[name][0].line.Pos)
+		if len(s.acls[name]) > 0 {
+			d := s.cfg.sectionAt(s.acls[name][0].line.Pos)
 			return nil, refuse(l, "ACL %s is defined in %s %s, whose ACLs only its own rules see (HAProxy refuses it too: no such ACL)", name, d.Kind, d.Name)
 		}
 		return nil, refuse(l, "ACL %s is not defined before this line", name)

@@ -37,6 +37,10 @@ type backend struct {
 	weights    map[Position]weighting // by server line: the servers with a weight
 	// http-response header rules, applied before the frontend's.
 	responseHeaders []headerRule
+	// Its own http-request rules, then its redirect rules, in the order
+	// written, with the ACLs only they see.
+	requestRules, redirects []requestRule
+	aclScope
 	reuse           *Line
 	timeouts        map[string]string // connect, server, tunnel, check, queue
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
@@ -79,7 +83,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s)}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg)}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -454,6 +458,9 @@ func randomPolicy(draws string, l Line) (string, error) {
 // (pinned for http-reuse never), its versions and maxconn, and the
 // policy.
 func (be *backend) resolve() error {
+	if err := be.resolveRules(); err != nil {
+		return err
+	}
 	be.noteBalance()
 	if err := be.checkCheckedAddrs(); err != nil {
 		return err
@@ -578,6 +585,9 @@ func (u forwardForUse) plainXFF(fe *frontend) bool {
 // headers, or except and if-none with another header than
 // reverse_proxy's own X-Forwarded-For.
 func (be *backend) checkFrontend(fe *frontend) error {
+	if err := be.checkForwardingRules(fe); err != nil {
+		return err
+	}
 	l := be.forwardFor
 	if l == nil {
 		return sentForwardFor(fe, be).checkConditional(fe)

@@ -19,8 +19,14 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
-	if kept {
+	routed := kept || len(be.requestRules)+len(be.redirects) > 0
+	if routed {
+		// In the order written, after the frontend's rules, as HAProxy
+		// runs a backend's rules on the requests it gets.
 		c.open("route")
+	}
+	be.writeRules(c)
+	if kept {
 		writeKeptXFF(c, u)
 	}
 	var addrs []string
@@ -54,8 +60,29 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
-	if kept {
+	if routed {
 		c.close()
+	}
+}
+
+// writeRules writes the backend's own http-request rules, then its
+// redirect rules, each with its condition's matcher.
+func (be *backend) writeRules(c *caddyfile) {
+	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
+		switch {
+		case r.header != nil:
+			r.header.write(c, "request_header")
+		case r.path != nil:
+			m := writeCondition(c, r.line, r.cond, r.when, "path")
+			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+		default:
+			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
+		}
+	}
+	for _, l := range be.aclLines {
+		if !be.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
 	}
 }
 
@@ -115,12 +142,13 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line(`header_up X-Forwarded-For "^(.*), [^,]*$" {vars.%s}`, keptVar)
 	}
 	f := fe.forwarding
+	ruled := be.ruledForwarding(f.ruled)
 	for _, name := range forwardingHeaders {
 		switch {
 		case f.handler, plain && name == "X-Forwarded-For":
 			// the forwarded handler's set, or reverse_proxy's after the
 			// request's chain
-		case f.ruled[name]:
+		case ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
 		default:
 			c.line("header_up -%s", name)

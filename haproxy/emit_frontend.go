@@ -223,20 +223,25 @@ func writeLines(c *caddyfile, lines []string) {
 // condition's matcher.
 func writeAnswers(c *caddyfile, answers []answerRule) {
 	for _, a := range answers {
-		name := ""
-		if a.cond != nil {
-			for _, l := range a.when.acls {
-				c.comment(l, "")
-			}
-			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
-			c.comment(a.line, "")
-			c.line("%s expression `%s`", name, a.when.expression(c))
-			name = " " + name
-		} else {
-			c.comment(a.line, "")
-		}
-		a.answer.write(c, name)
+		a.answer.write(c, writeCondition(c, a.line, a.cond, a.when, "answer"))
 	}
+}
+
+// writeCondition writes a rule's line, after its ACLs' and before the
+// named matcher of its condition (cond nil: none), and returns the
+// matcher as the rule's directive takes it (" @<kind>_<line>", or "").
+func writeCondition(c *caddyfile, l Line, cond *Condition, when matcher, kind string) string {
+	if cond == nil {
+		c.comment(l, "")
+		return ""
+	}
+	for _, acl := range when.acls {
+		c.comment(acl, "")
+	}
+	name := "@" + kind + "_" + strconv.Itoa(l.Pos.Line)
+	c.comment(l, "")
+	c.line("%s expression `%s`", name, when.expression(c))
+	return " " + name
 }
 
 // writeRules writes each use_backend rule as an expression matcher and a

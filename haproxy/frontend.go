@@ -29,11 +29,8 @@ type frontend struct {
 	plainForwardFor bool
 	backendLine     Line
 	backend         *backend
-	acls            map[string][]acl  // named ACLs: each line an alternative
-	cfg             *Config           // where each ACL and rule was written
-	aclLines        []Line            // every acl line, in order
-	usedACLs        map[Position]bool // acl lines a written condition used
-	rules           []useBackend
+	aclScope
+	rules []useBackend
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
@@ -107,7 +104,7 @@ func hasServers(s *Section) bool {
 // refused one recorded, with the backends it sends to, then what they
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg}
+	fe := &frontend{section: s, timeouts: map[string]string{}, aclScope: newACLScope(t.cfg), global: &t.global}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -262,20 +259,6 @@ func (fe *frontend) readForwardFor(l Line) error {
 		return err
 	}
 	fe.forwardFor = &l
-	return nil
-}
-
-func (fe *frontend) readACL(l Line) error {
-	w := l.Words
-	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !(boolean && len(w) == 3) {
-		return refuse(l, "takes a name, a fetch and at least one value")
-	}
-	a, err := readACL(w[2:], l)
-	if err != nil {
-		return err
-	}
-	fe.acls[w[1]] = append(fe.acls[w[1]], a)
-	fe.aclLines = append(fe.aclLines, l)
 	return nil
 }
 
@@ -435,6 +418,9 @@ func (fe *frontend) httpRequest(l Line) error {
 	a := requestActions[arg(l, 1)]
 	if a == nil {
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
+	}
+	if a.read == nil {
+		return refuse(l, "http-request %s in a frontend is not translated yet (a backend's is)", arg(l, 1))
 	}
 	if cond != nil && !a.conditional {
 		return refuse(l, "conditions are not translated yet")

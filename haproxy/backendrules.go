@@ -1,0 +1,189 @@
+package haproxy
+
+import (
+	"maps"
+	"net/http"
+	"regexp"
+	"strings"
+)
+
+// A backend's own http-request and redirect rules: HAProxy runs them on
+// the requests that backend gets, after the frontend's, in the order
+// written (its redirect rules after its http-request rules).
+
+// requestRule is a backend's rule: a header rule, a path rewrite or an
+// answer, when its condition (nil: always) holds.
+type requestRule struct {
+	line   Line
+	cond   *Condition
+	when   matcher // the condition, resolved
+	header *headerRule
+	path   *pathRewrite
+	answer *answer
+}
+
+// pathRewrite is set-path or replace-path as Caddy's uri path_regexp:
+// the path as sent, matched by find, becomes replace (a template of Go's
+// regexp.Expand).
+type pathRewrite struct {
+	find, replace string
+}
+
+// httpRequest reads a backend's http-request rule through the actions'
+// registry.
+func (be *backend) httpRequest(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	a := requestActions[arg(l, 1)]
+	switch {
+	case a == nil:
+		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
+	case a.backend == nil:
+		return refuse(l, "http-request %s in a backend is not translated yet", arg(l, 1))
+	case cond != nil && !a.conditional:
+		return refuse(l, "conditions are not translated yet")
+	}
+	return a.backend(be, l, words[2:], cond)
+}
+
+func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) error {
+	h, err := headerRuleOf(l, args)
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, header: &h})
+	return err
+}
+
+func (be *backend) readAnswer(l Line, args []string, cond *Condition) error {
+	a, err := answerReaders[arg(l, 1)](args, l)
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, answer: &a})
+	return err
+}
+
+func (be *backend) readRedirect(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	a, err := redirectAnswer(words[1:], l)
+	be.redirects = append(be.redirects, requestRule{line: l, cond: cond, answer: &a})
+	return err
+}
+
+// readPathRewrite reads set-path <path> (the whole path replaced) and
+// replace-path <regex> <format>: HAProxy replaces the whole path with the
+// format where the regular expression matches it anywhere, the format's
+// \1 to \9 its groups; without log-format expressions.
+func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error {
+	r := pathRewrite{find: "^.*$"}
+	format := ""
+	switch op := arg(l, 1); {
+	case op == "set-path" && len(args) == 1:
+		format = args[0]
+	case op == "replace-path" && len(args) == 2:
+		if err := checkRE2(args[0], l); err != nil {
+			return err
+		}
+		// The leftmost match, as PCRE finds it, and the rest of the path
+		// around it: the whole path is replaced.
+		r.find, format = "^(?s:.*?)(?:"+args[0]+")(?s:.*)$", args[1]
+	default:
+		return refuse(l, "set-path takes a path, replace-path a regular expression and a format")
+	}
+	var err error
+	if r.replace, err = expandTemplate(format, l); err != nil {
+		return err
+	}
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, path: &r})
+	return nil
+}
+
+// expandTemplate is an HAProxy format as Go's regexp.Expand template: \N
+// its group N, '$' itself; a log-format expression or another escape is
+// refused.
+func expandTemplate(format string, l Line) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		switch c := format[i]; {
+		case c == '%':
+			return "", refuse(l, "%s: log-format expressions are not translated yet", format)
+		case c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
+			b.WriteString("${" + format[i+1:i+2] + "}")
+			i++
+		case c == '\\':
+			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)
+		case c == '$':
+			b.WriteString("$$")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+// re2Escapes are the letters after a backslash that RE2 and PCRE read
+// alike (classes, anchors, control characters); any other letter is
+// refused, as one reads it otherwise or not at all (\Z, \h, \v, \R, \K).
+const re2Escapes = "dDwWsSbBAtnrf"
+
+// checkRE2 refuses an HAProxy regular expression (PCRE) that Go's RE2
+// cannot compile or reads otherwise: back-references, lookarounds,
+// possessive quantifiers and atomic groups fail to compile; escapes
+// outside re2Escapes are refused.
+func checkRE2(expr string, l Line) error {
+	if _, err := regexp.Compile(expr); err != nil {
+		return refuse(l, "%s: not a regular expression Go's RE2 reads: %v", expr, err)
+	}
+	for i := 0; i+1 < len(expr); i++ {
+		if expr[i] != '\\' {
+			continue
+		}
+		next := expr[i+1]
+		if (next >= 'a' && next <= 'z' || next >= 'A' && next <= 'Z' || next >= '0' && next <= '9') && !strings.ContainsRune(re2Escapes, rune(next)) {
+			return refuse(l, "%s: \\%c reads otherwise in PCRE (HAProxy's) than in Go's RE2: not translated", expr, next)
+		}
+		i++
+	}
+	return nil
+}
+
+// resolveRules settles each rule's matcher: its condition's ACLs, as the
+// backend sees them.
+func (be *backend) resolveRules() error {
+	for _, rules := range [][]requestRule{be.requestRules, be.redirects} {
+		for i, r := range rules {
+			if r.cond == nil {
+				continue
+			}
+			var err error
+			if rules[i].when, err = be.conditionMatcher(r.cond, r.line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ruledForwarding is which forwarding headers the header rules leave set
+// or added (their value reaches the server): the frontend's (ruled),
+// then the backend's own.
+func (be *backend) ruledForwarding(ruled map[string]bool) map[string]bool {
+	ruled = maps.Clone(ruled)
+	for _, r := range be.requestRules {
+		if r.header != nil {
+			ruled[http.CanonicalHeaderKey(r.header.name)] = r.header.op != "del-header"
+		}
+	}
+	return ruled
+}
+
+// checkForwardingRules refuses a backend's header rule on a forwarding
+// header behind the frontend's forwarded handler, which writes them all.
+func (be *backend) checkForwardingRules(fe *frontend) error {
+	for _, r := range be.requestRules {
+		if r.header != nil && fe.forwarding.handler && forwardedHeaders[strings.ToLower(r.header.name)] {
+			return refuse(r.line, "%s %s writes the forwarding headers with the forwarded handler: a backend's rule on %s is not translated", fe.section.Kind, fe.section.Name, r.header.name)
+		}
+	}
+	return nil
+}
