@@ -41,12 +41,12 @@ type backend struct {
 	// written, with the ACLs only they see.
 	requestRules, redirects []requestRule
 	aclScope
-	reuse           *Line
-	timeouts        map[string]string // connect, server, tunnel, check, queue
-	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
-	timeoutSrc      []Line
-	log             proxyLog // log global and the like: notes
-	caBase          *Line    // global ca-base
+	reuse      *Line
+	timeouts   map[string]string // connect, server, tunnel, check, queue
+	keepAlive  string            // timeout http-keep-alive, for idle upstream connections
+	timeoutSrc []Line
+	log        proxyLog // log global and the like: notes
+	caBase     *Line    // global ca-base
 	// What the servers' options say (readServers): the transport's TLS
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions
