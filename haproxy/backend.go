@@ -37,16 +37,12 @@ type backend struct {
 	weights    map[Position]weighting // by server line: the servers with a weight
 	// http-response header rules, applied before the frontend's.
 	responseHeaders []headerRule
-	// Its own http-request rules, then its redirect rules, in the order
-	// written, with the ACLs only they see.
-	requestRules, redirects []requestRule
-	aclScope
-	reuse      *Line
-	timeouts   map[string]string // connect, server, tunnel, check, queue
-	keepAlive  string            // timeout http-keep-alive, for idle upstream connections
-	timeoutSrc []Line
-	log        proxyLog // log global and the like: notes
-	caBase     *Line    // global ca-base
+	reuse           *Line
+	timeouts        map[string]string // connect, server, tunnel, check, queue
+	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
+	timeoutSrc      []Line
+	log             proxyLog // log global and the like: notes
+	caBase          *Line    // global ca-base
 	// What the servers' options say (readServers): the transport's TLS
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions
@@ -56,6 +52,11 @@ type backend struct {
 	transport string // http, or pinned
 	versions  string // the transport's HTTP versions
 	selection selection
+
+	// Its own http-request rules, then its redirect rules, in the order
+	// written, with the ACLs only they see.
+	requestRules, redirects []requestRule
+	aclScope
 }
 
 type server struct {

@@ -253,9 +253,11 @@ type action struct {
 	name        string
 	status      status
 	doc         string
-	conditional bool                                                             // it takes an if or unless condition
-	read        func(fe *frontend, l Line, args []string, cond *Condition) error // nil: a backend's only
-	// backend reads it in a backend (nil: a frontend's only).
+	conditional bool // it takes an if or unless condition
+	read        func(fe *frontend, l Line, args []string, cond *Condition) error
+
+	// read is nil for a backend's action only; backend reads it in a
+	// backend (nil: a frontend's only).
 	backend func(be *backend, l Line, args []string, cond *Condition) error
 }
 
