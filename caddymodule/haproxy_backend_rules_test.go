@@ -64,14 +64,17 @@ func TestHAProxyDifferentialBackendRules(t *testing.T) {
 		{"GET", "/?x=1", "200 p1 GET /index.html?x=1 "},
 		{"GET", "/legacy/a", "302 "},
 		{"GET", "/billing", "200 p1 GET /billing "},
-		{"GET", "/x/billing/y", "200 p1 GET /x/billing/y "},
+		{"GET", "/x/billing/y", `200 p1 GET /x/billing/y gateway=["edge"] prefix=[] proto=[]`},
 		{"GET", "/x/v1/abc/def?q", "200 p1 GET /api/abc?q "}, // the whole path replaced by the format
-		{"GET", "/keep/v1/abc", "200 p1 GET /keep/v1/abc "},
+		{"GET", "/keep/v1/abc", `200 p1 GET /keep/v1/abc gateway=["edge"] prefix=["/client"] proto=["gopher"]`},
 	} {
 		var answers [2]string
 		for i, addr := range []string{hapAddr, caddyAddr} {
 			req, _ := http.NewRequest(tt.method, "http://"+addr+tt.uri, nil)
 			req.Header.Set("X-Forwarded-Prefix", "/client")
+			if tt.uri == "/keep/v1/abc" {
+				req.Header.Set("X-Forwarded-Proto", "gopher") // as the request has it, the set-header's condition false
+			}
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -42,9 +42,9 @@ func (be *backend) httpRequest(l Line) error {
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
 	case a.backend == nil:
 		return refuse(l, "http-request %s in a backend is not translated yet", arg(l, 1))
-	case cond != nil && !a.conditional:
-		return refuse(l, "conditions are not translated yet")
 	}
+	// Every action takes a condition here: the backend's rules are
+	// written in order, each with its matcher.
 	return a.backend(be, l, words[2:], cond)
 }
 
@@ -114,6 +114,8 @@ func expandTemplate(format string, l Line) (string, error) {
 			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)
 		case c == '$':
 			b.WriteString("$$")
+		case c <= ' ' || c >= 0x7f || c == '?' || c == '#':
+			return "", refuse(l, "%s: %q in a path: Go would send it escaped, HAProxy as it is", format, c)
 		default:
 			b.WriteByte(c)
 		}
@@ -122,9 +124,11 @@ func expandTemplate(format string, l Line) (string, error) {
 }
 
 // re2Escapes are the letters after a backslash that RE2 and PCRE read
-// alike (classes, anchors, control characters); any other letter is
-// refused, as one reads it otherwise or not at all (\Z, \h, \v, \R, \K).
-const re2Escapes = "dDwWsSbBAtnrf"
+// alike (classes, anchors, control characters, hexadecimal codes, Unicode
+// classes); any other letter or digit is refused: RE2 reads \v as a
+// vertical tab (PCRE: any vertical space), and fails to compile most
+// others (\Z, \h, \R, \K, back-references).
+const re2Escapes = "dDwWsSbBAztnrfxpP"
 
 // checkRE2 refuses an HAProxy regular expression (PCRE) that Go's RE2
 // cannot compile or reads otherwise: back-references, lookarounds,
@@ -166,15 +170,28 @@ func (be *backend) resolveRules() error {
 
 // ruledForwarding is which forwarding headers the header rules leave set
 // or added (their value reaches the server): the frontend's (ruled),
-// then the backend's own.
-func (be *backend) ruledForwarding(ruled map[string]bool) map[string]bool {
+// then the backend's own; and of those, the ones whose last rule has a
+// condition (maybe: the request may have none, and reaches the server
+// without one).
+func (be *backend) ruledForwarding(ruled map[string]bool) (map[string]bool, []string) {
 	ruled = maps.Clone(ruled)
+	last := map[string]requestRule{}
 	for _, r := range be.requestRules {
 		if r.header != nil {
-			ruled[http.CanonicalHeaderKey(r.header.name)] = r.header.op != "del-header"
+			name := http.CanonicalHeaderKey(r.header.name)
+			// A rule with a condition leaves the header as the request
+			// has it, as HAProxy passes it.
+			ruled[name] = r.header.op != "del-header" || r.cond != nil
+			last[name] = r
 		}
 	}
-	return ruled
+	var maybe []string
+	for _, name := range forwardingHeaders {
+		if r, ok := last[name]; ok && r.cond != nil {
+			maybe = append(maybe, name)
+		}
+	}
+	return ruled, maybe
 }
 
 // checkForwardingRules refuses a backend's header rule on a forwarding

@@ -26,6 +26,13 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.open("route")
 	}
 	be.writeRules(c)
+	if _, maybe := be.ruledForwarding(fe.forwarding.ruled); len(maybe) > 0 {
+		c.line("# the forwarding headers a rule with a condition leaves as the request has them: none where it has none (reverse_proxy would add its own)")
+		for _, name := range maybe {
+			c.line("@absent_%s header !%s", name, name)
+			c.line("vars @absent_%s haproxy_absent_%s %s", name, name, name)
+		}
+	}
 	if kept {
 		writeKeptXFF(c, u)
 	}
@@ -71,7 +78,7 @@ func (be *backend) writeRules(c *caddyfile) {
 	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
 		switch {
 		case r.header != nil:
-			r.header.write(c, "request_header")
+			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
 		case r.path != nil:
 			m := writeCondition(c, r.line, r.cond, r.when, "path")
 			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
@@ -142,7 +149,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line(`header_up X-Forwarded-For "^(.*), [^,]*$" {vars.%s}`, keptVar)
 	}
 	f := fe.forwarding
-	ruled := be.ruledForwarding(f.ruled)
+	ruled, maybe := be.ruledForwarding(f.ruled)
 	for _, name := range forwardingHeaders {
 		switch {
 		case f.handler, plain && name == "X-Forwarded-For":
@@ -150,6 +157,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 			// request's chain
 		case ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
+			if slices.Contains(maybe, name) {
+				c.line("header_up -{vars.haproxy_absent_%s}", name)
+			}
 		default:
 			c.line("header_up -%s", name)
 		}

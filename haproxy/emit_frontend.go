@@ -13,6 +13,11 @@ import (
 // (request_header, header_down): -name, name value or +name value.
 func (h headerRule) write(c *caddyfile, directive string) {
 	c.comment(h.line, "")
+	h.writeOp(c, directive)
+}
+
+// writeOp writes the rule as directive, without its line.
+func (h headerRule) writeOp(c *caddyfile, directive string) {
 	switch h.op {
 	case "del-header":
 		c.line("%s -%s", directive, c.name(h.name))
