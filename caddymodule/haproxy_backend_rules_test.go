@@ -15,7 +15,7 @@ import (
 
 // haproxy/testdata/backend-rules.cfg (a backend's own acl, http-request
 // and redirect rules: deny, set-header, del-header, replace-path, return,
-// set-path, redirect) run by HAProxy 2.6 and by caddy-ha on the same
+// set-path, redirect; http-response with a condition) run by HAProxy 2.6 and by caddy-ha on the same
 // plain backends: each request is answered alike (status, Location,
 // Content-Type, body, the backend's response header), and the server
 // that gets it sees the same request line and headers. Issue 28: a
@@ -62,10 +62,10 @@ func TestHAProxyDifferentialBackendRules(t *testing.T) {
 		{"GET", "/billing/a/billing/b", "200 b1 GET /a/billing/b "}, // the leftmost match, whole path replaced
 		{"GET", "/", `200 p1 GET /index.html gateway=["edge"] prefix=["/client"] proto=[]`},
 		{"GET", "/?x=1", "200 p1 GET /index.html?x=1 "},
-		{"GET", "/legacy/a", "302 "},
+		{"GET", "/legacy/a", `302 |Location="/moved" Content-Type="" X-Backend="" X-Rewritten=[]`}, // no http-response rule on a redirect
 		{"GET", "/billing", "200 p1 GET /billing "},
 		{"GET", "/x/billing/y", `200 p1 GET /x/billing/y gateway=["edge"] prefix=[] proto=[]`},
-		{"GET", "/x/v1/abc/def?q", "200 p1 GET /api/abc?q "}, // the whole path replaced by the format
+		{"GET", "/x/v1/abc/def?q", `200 p1 GET /api/abc?q gateway=["edge"] prefix=[] proto=[]|Location="" Content-Type="text/plain; charset=utf-8" X-Backend="portal" X-Rewritten=["yes"]`}, // the whole path replaced by the format
 		{"GET", "/keep/v1/abc", `200 p1 GET /keep/v1/abc gateway=["edge"] prefix=["/client"] proto=["gopher"]`},
 	} {
 		var answers [2]string
@@ -81,8 +81,8 @@ func TestHAProxyDifferentialBackendRules(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			answers[i] = fmt.Sprintf("%d %s|Location=%q Content-Type=%q X-Backend=%q", resp.StatusCode, body,
-				resp.Header.Get("Location"), resp.Header.Get("Content-Type"), resp.Header.Get("X-Backend"))
+			answers[i] = fmt.Sprintf("%d %s|Location=%q Content-Type=%q X-Backend=%q X-Rewritten=%q", resp.StatusCode, body,
+				resp.Header.Get("Location"), resp.Header.Get("Content-Type"), resp.Header.Get("X-Backend"), resp.Header.Values("X-Rewritten"))
 		}
 		if answers[0] != answers[1] {
 			t.Errorf("%s %s: HAProxy answered %s, caddy-ha %s", tt.method, tt.uri, answers[0], answers[1])

@@ -35,8 +35,9 @@ type backend struct {
 
 	allBackups *Line                  // option allbackups
 	weights    map[Position]weighting // by server line: the servers with a weight
-	// http-response header rules, applied before the frontend's.
-	responseHeaders []headerRule
+	// http-response header rules (each a requestRule's header, with
+	// its condition), applied before the frontend's.
+	responseActions []requestRule
 	reuse           *Line
 	timeouts        map[string]string // connect, server, tunnel, check, queue
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
@@ -276,8 +277,8 @@ func (be *backend) readForwardFor(l Line) error {
 }
 
 func (be *backend) readResponseHeader(l Line) error {
-	r, err := responseHeader(l)
-	be.responseHeaders = append(be.responseHeaders, r)
+	h, cond, err := conditionalResponseHeader(l)
+	be.responseActions = append(be.responseActions, requestRule{line: l, cond: cond, header: &h})
 	return err
 }
 
@@ -587,6 +588,9 @@ func (u forwardForUse) plainXFF(fe *frontend) bool {
 // reverse_proxy's own X-Forwarded-For.
 func (be *backend) checkFrontend(fe *frontend) error {
 	if err := be.checkForwardingRules(fe); err != nil {
+		return err
+	}
+	if err := be.checkDeferredResponse(fe); err != nil {
 		return err
 	}
 	l := be.forwardFor

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -154,7 +155,7 @@ func checkRE2(expr string, l Line) error {
 // resolveRules settles each rule's matcher: its condition's ACLs, as the
 // backend sees them.
 func (be *backend) resolveRules() error {
-	for _, rules := range [][]requestRule{be.requestRules, be.redirects} {
+	for _, rules := range [][]requestRule{be.requestRules, be.redirects, be.responseActions} {
 		for i, r := range rules {
 			if r.cond == nil {
 				continue
@@ -162,6 +163,27 @@ func (be *backend) resolveRules() error {
 			var err error
 			if rules[i].when, err = be.conditionMatcher(r.cond, r.line); err != nil {
 				return err
+			}
+		}
+	}
+	for _, r := range be.responseActions {
+		if err := checkResponseCondition(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkResponseCondition refuses an http-response condition on the
+// request (its path, method or Host): HAProxy 2.6 warns that such an ACL
+// never matches there. The connection's (src, ssl_fc) it tests.
+func checkResponseCondition(r requestRule) error {
+	for _, terms := range r.when.any {
+		for _, t := range terms {
+			for _, a := range t.alts {
+				if !a.src && a.term == "" {
+					return refuse(r.line, "%s tests the request, which HAProxy does not in an http-response rule (it warns that the ACL never matches): not translated", a.fetch)
+				}
 			}
 		}
 	}
@@ -192,6 +214,30 @@ func (be *backend) ruledForwarding(ruled map[string]bool) (map[string]bool, []st
 		}
 	}
 	return ruled, maybe
+}
+
+// deferredResponse tells whether the backend's http-response rules are
+// deferred header handlers: one has a condition, which header_down
+// cannot take.
+func (be *backend) deferredResponse() bool {
+	return slices.ContainsFunc(be.responseActions, func(r requestRule) bool { return r.cond != nil })
+}
+
+// checkDeferredResponse refuses the backend's http-response rules as
+// deferred header handlers where a frontend's rule changes a header they
+// do: the frontend's would run first, HAProxy runs them after.
+func (be *backend) checkDeferredResponse(fe *frontend) error {
+	if !be.deferredResponse() {
+		return nil
+	}
+	for _, r := range be.responseActions {
+		for _, h := range fe.responseHeaders {
+			if strings.EqualFold(h.name, r.header.name) {
+				return refuse(r.line, "with a condition, the backend's http-response rules run after %s %s's (line %d), which changes %s too: not translated", fe.section.Kind, fe.section.Name, h.line.Pos.Line, h.name)
+			}
+		}
+	}
+	return nil
 }
 
 // checkForwardingRules refuses a backend's header rule on a forwarding

@@ -35,9 +35,22 @@ func TestBackendRules(t *testing.T) {
 		out, err := translateK(t, text)
 		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
-	// A frontend's set-path and replace-path are not translated yet.
-	text := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-request set-path /a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	// With a condition, a backend's http-response rules are deferred
+	// header handlers, which run after the frontend's: refused where the
+	// frontend's change the same header.
+	text := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-response set-header X-A 1\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\thttp-response set-header x-a 2 if { src 10.0.0.0/8 }\n"
 	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-response set-header: with a condition, the backend's http-response rules run after frontend f's (line 5), which changes X-A too")
+	text = strings.Replace(text, "X-A 1", "X-B 1", 1)
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "", "\theader @response_9 {\n\t\tx-a 2\n\t\tdefer\n\t}\n", "header_down X-B 1")
+	// HAProxy never matches a request's fetch in an http-response rule.
+	text = strings.Replace(text, "{ src 10.0.0.0/8 }", "{ path /a }", 1)
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-response set-header: path tests the request, which HAProxy does not in an http-response rule")
+	// A frontend's set-path and replace-path are not translated yet.
+	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-request set-path /a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	out, err = translateK(t, text)
 	checkOutcome(t, text, out, err, "k.cfg:5: http-request set-path: http-request set-path in a frontend is not translated yet (a backend's is)")
 	// Behind the frontend's forwarded handler, which writes every
 	// forwarding header, a backend's rule on one is refused.

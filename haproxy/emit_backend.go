@@ -17,12 +17,58 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	if l := be.forwardFor; l != nil {
 		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
 	}
+	routed := be.writeRequestSide(c, fe)
+	var addrs []string
+	for i, s := range be.servers {
+		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
+		addrs = append(addrs, c.plainOf(s.line, s.addr))
+	}
+	for _, n := range be.notes {
+		c.note(n)
+	}
+	be.writeDeferredResponse(c)
+	// Caddy's own Via goes on the answer after header_down: a deferred
+	// header removes it.
+	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
+	c.line("header -Via")
+	if be.checked != "" {
+		c.open("reverse_proxy")
+		be.writeChecked(c, addrs)
+	} else {
+		c.open("reverse_proxy %s", strings.Join(addrs, " "))
+	}
+	be.writeHeadersUp(c, fe)
+	// HAProxy runs the backend's http-response rules, then the frontend's.
+	if !be.deferredResponse() {
+		for _, r := range be.responseActions {
+			r.header.write(c, "header_down")
+		}
+	}
+	for _, h := range fe.responseHeaders {
+		h.write(c, "header_down")
+	}
+	be.writePolicy(c)
+	be.writeTransport(c)
+	if d := be.timeouts["tunnel"]; d != "" {
+		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
+		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
+		c.line("stream_timeout %s", d)
+	}
+	c.close()
+	if routed {
+		c.close()
+	}
+}
+
+// writeRequestSide writes what runs before the backend's reverse_proxy:
+// its own rules and the vars its header_up reads, in a route (in the
+// order written, after the frontend's rules, as HAProxy runs a backend's
+// rules on the requests it gets) it tells whether it opened.
+func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
 	routed := kept || len(be.requestRules)+len(be.redirects) > 0
 	if routed {
-		// In the order written, after the frontend's rules, as HAProxy
-		// runs a backend's rules on the requests it gets.
 		c.open("route")
 	}
 	be.writeRules(c)
@@ -36,38 +82,23 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	if kept {
 		writeKeptXFF(c, u)
 	}
-	var addrs []string
-	for i, s := range be.servers {
-		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
-		addrs = append(addrs, c.plainOf(s.line, s.addr))
+	return routed
+}
+
+// writeDeferredResponse writes the backend's http-response rules, when
+// one has a condition, as deferred header handlers in order (each with
+// its matcher), which change the server's answer as it is written: after
+// the rules that answer themselves, as HAProxy applies no http-response
+// rule to those.
+func (be *backend) writeDeferredResponse(c *caddyfile) {
+	if !be.deferredResponse() {
+		return
 	}
-	for _, n := range be.notes {
-		c.note(n)
-	}
-	// Caddy's own Via goes on the answer after header_down: a deferred
-	// header removes it.
-	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
-	c.line("header -Via")
-	if be.checked != "" {
-		c.open("reverse_proxy")
-		be.writeChecked(c, addrs)
-	} else {
-		c.open("reverse_proxy %s", strings.Join(addrs, " "))
-	}
-	be.writeHeadersUp(c, fe)
-	// HAProxy runs the backend's http-response rules, then the frontend's.
-	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
-		h.write(c, "header_down")
-	}
-	be.writePolicy(c)
-	be.writeTransport(c)
-	if d := be.timeouts["tunnel"]; d != "" {
-		c.line("# timeout tunnel: HAProxy closes a tunnel (a WebSocket) idle both ways that long; stream_timeout closes it that long after it began, busy or not,")
-		c.line("# and the transport's read_timeout and write_timeout (timeout server) still bound each read and write of the upgraded connection")
-		c.line("stream_timeout %s", d)
-	}
-	c.close()
-	if routed {
+	c.line("# http-response rules with a condition: deferred header handlers, which change the answer as it is written")
+	for _, r := range be.responseActions {
+		c.open("header%s", writeCondition(c, r.line, r.cond, r.when, "response"))
+		r.header.writeOp(c, "")
+		c.line("defer")
 		c.close()
 	}
 }

@@ -16,15 +16,19 @@ func (h headerRule) write(c *caddyfile, directive string) {
 	h.writeOp(c, directive)
 }
 
-// writeOp writes the rule as directive, without its line.
+// writeOp writes the rule as directive ("": a line of a header block),
+// without its line.
 func (h headerRule) writeOp(c *caddyfile, directive string) {
+	if directive != "" {
+		directive += " "
+	}
 	switch h.op {
 	case "del-header":
-		c.line("%s -%s", directive, c.name(h.name))
+		c.line("%s-%s", directive, c.name(h.name))
 	case "set-header":
-		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s%s %s", directive, c.name(h.name), c.literal(h.v))
 	case "add-header":
-		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s+%s %s", directive, c.name(h.name), c.literal(h.v))
 	}
 }
 
