@@ -177,15 +177,28 @@ func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
 // no other X-Forwarded-* (before, the translation of header X-Client-IP sent
 // X-Forwarded-For and no X-Client-IP, and that of plain forwardfor dropped
 // the client's X-Forwarded-For). HAProxy adds a header line, reverse_proxy
-// folds both into one: the same list.
+// folds both into one: the same list. Issue 28: a backend's own option
+// adds it to the requests that backend gets; except <network> adds none
+// for a client of that network (the test's clients are on 127.0.0.1),
+// if-none none to a request that has one: the node sees the request's as
+// it was sent, or none (these were refused).
 func TestHAProxyDifferentialForwardFor(t *testing.T) {
+	const client = "127.0.0.1"
 	for _, tt := range []struct {
-		option, header string
+		frontend, backend, header string
+		added                     bool // the client's address added to a request that has the header
+		addedToNone               bool // to one that has none
 	}{
-		{"option forwardfor header X-Client-IP", "X-Client-IP"},
-		{"option forwardfor", "X-Forwarded-For"},
+		{"option forwardfor header X-Client-IP", "", "X-Client-IP", true, true},
+		{"option forwardfor", "", "X-Forwarded-For", true, true},
+		{"", "option forwardfor", "X-Forwarded-For", true, true},
+		{"option forwardfor except 127.0.0.0/8", "", "X-Forwarded-For", false, false},
+		{"option forwardfor except 10.0.0.0/8", "", "X-Forwarded-For", true, true},
+		{"option forwardfor if-none", "", "X-Forwarded-For", false, true},
+		{"", "option forwardfor except 127.0.0.1 if-none", "X-Forwarded-For", false, false},
+		{"option forwardfor if-none", "option forwardfor", "X-Forwarded-For", true, true},
 	} {
-		t.Run(tt.option, func(t *testing.T) {
+		t.Run(tt.frontend+"/"+tt.backend, func(t *testing.T) {
 			seen := make(chan http.Header, 4)
 			app := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				seen <- r.Header.Clone()
@@ -193,17 +206,22 @@ func TestHAProxyDifferentialForwardFor(t *testing.T) {
 			}))
 			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 			cfg := "defaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
-				"frontend web\n\tbind " + hapAddr + "\n\t" + tt.option + "\n\tdefault_backend app\n" +
-				"backend app\n\tserver app1 " + app + "\n"
+				"frontend web\n\tbind " + hapAddr + "\n\t" + tt.frontend + "\n\tdefault_backend app\n" +
+				"backend app\n\tserver app1 " + app + "\n\t" + tt.backend + "\n"
 			startHAProxy(t, cfg, hapAddr)
 			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
 			for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
 				for _, sent := range []string{"203.0.113.7", ""} {
 					req, _ := http.NewRequest("GET", "http://"+p.addr+"/", nil)
-					want := "127.0.0.1"
+					want := ""
 					if sent != "" {
 						req.Header.Set(tt.header, sent)
-						want = sent + ", 127.0.0.1"
+						want = sent
+					}
+					if sent != "" && tt.added {
+						want += ", " + client
+					} else if sent == "" && tt.addedToNone {
+						want = client
 					}
 					resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
 					if err != nil {
@@ -212,8 +230,8 @@ func TestHAProxyDifferentialForwardFor(t *testing.T) {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					h := <-seen
-					if got := strings.Join(h.Values(tt.header), ", "); got != want {
-						t.Errorf("%s, the client sending %q: the node saw %s %q, want %q", p.name, sent, tt.header, got, want)
+					if got := strings.Join(h.Values(tt.header), ", "); got != want || (want == "") != (h.Values(tt.header) == nil) {
+						t.Errorf("%s, the client sending %q: the node saw %s %q, want %q", p.name, sent, tt.header, h.Values(tt.header), want)
 					}
 					for _, other := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
 						if other != tt.header && h.Values(other) != nil {

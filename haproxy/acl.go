@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -85,19 +84,8 @@ type acl struct {
 func readACL(words []string, l Line) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
 	values := words[1:]
-	if list, ok := strings.CutPrefix(a.fetch, "http_auth("); ok && strings.HasSuffix(list, ")") {
-		if len(values) > 0 {
-			return a, refuse(l, "http_auth takes no flag or value: %s is not translated", strings.Join(values, " "))
-		}
-		a.userlist = strings.TrimSuffix(list, ")")
-		return a, nil
-	}
-	if term, ok := boolFetches[a.fetch]; ok {
-		if len(values) > 0 {
-			return a, refuse(l, "%s takes no flag or value (true on a TLS connection): %s is not translated", a.fetch, strings.Join(values, " "))
-		}
-		a.term = term
-		return a, nil
+	if valueless, err := a.readValueless(values); valueless || err != nil {
+		return a, err
 	}
 	name, arg := a.fetch, ""
 	if base, rest, ok := strings.Cut(a.fetch, "("); ok && strings.HasSuffix(rest, ")") {
@@ -124,6 +112,28 @@ func readACL(words []string, l Line) (acl, error) {
 	}
 	a.test, a.arg = f, arg
 	return a, a.readValues(values)
+}
+
+// readValueless reads an ACL of a fetch that takes no value: http_auth of
+// a userlist, or a boolean fetch (ssl_fc); it tells whether the fetch is
+// one.
+func (a *acl) readValueless(values []string) (bool, error) {
+	if list, ok := strings.CutPrefix(a.fetch, "http_auth("); ok && strings.HasSuffix(list, ")") {
+		if len(values) > 0 {
+			return true, refuse(a.line, "http_auth takes no flag or value: %s is not translated", strings.Join(values, " "))
+		}
+		a.userlist = strings.TrimSuffix(list, ")")
+		return true, nil
+	}
+	term, ok := boolFetches[a.fetch]
+	if !ok {
+		return false, nil
+	}
+	if len(values) > 0 {
+		return true, refuse(a.line, "%s takes no flag or value (true on a TLS connection): %s is not translated", a.fetch, strings.Join(values, " "))
+	}
+	a.term = term
+	return true, nil
 }
 
 // aclFlagSet is what an ACL's flags ask for.
@@ -166,10 +176,8 @@ func (a acl) checkSrc(flags aclFlagSet, n int) error {
 		return refuse(a.line, "an ACL without a value")
 	}
 	for _, v := range a.values {
-		if _, err := netip.ParseAddr(v); err != nil {
-			if _, err := netip.ParsePrefix(v); err != nil {
-				return refuse(a.line, "src %s: want an address or a CIDR range", v)
-			}
+		if !isAddrOrRange(v) {
+			return refuse(a.line, "src %s: want an address or a CIDR range", v)
 		}
 	}
 	return nil
@@ -218,15 +226,44 @@ type term struct {
 	alts []acl
 }
 
+// aclScope is a proxy's named ACLs, which its own rules use (a
+// frontend's, or a backend's: HAProxy keeps each proxy's ACLs to its own
+// rules).
+type aclScope struct {
+	acls     map[string][]acl  // named ACLs: each line an alternative
+	cfg      *Config           // where each ACL and rule was written
+	aclLines []Line            // every acl line, in order
+	usedACLs map[Position]bool // acl lines a written condition used
+}
+
+func newACLScope(cfg *Config) aclScope {
+	return aclScope{acls: map[string][]acl{}, usedACLs: map[Position]bool{}, cfg: cfg}
+}
+
+func (s *aclScope) readACL(l Line) error {
+	w := l.Words
+	_, boolean := boolFetches[arg(l, 2)]
+	if valueless := boolean || strings.HasPrefix(arg(l, 2), "http_auth("); len(w) < 4 && !(valueless && len(w) == 3) {
+		return refuse(l, "takes a name, a fetch and at least one value")
+	}
+	a, err := readACL(w[2:], l)
+	if err != nil {
+		return err
+	}
+	s.acls[w[1]] = append(s.acls[w[1]], a)
+	s.aclLines = append(s.aclLines, l)
+	return nil
+}
+
 // conditionMatcher resolves a rule's condition: each named ACL as the
 // rule's section sees it.
-func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
+func (s *aclScope) conditionMatcher(c *Condition, l Line) (matcher, error) {
 	m := matcher{unless: c.Unless}
 	seen := map[Position]bool{} // of acls: an ACL named twice is used once
 	for _, terms := range c.Any {
 		var all []term
 		for _, t := range terms {
-			alts, err := fe.termACLs(t, l)
+			alts, err := s.termACLs(t, l)
 			if err != nil {
 				return m, err
 			}
@@ -239,7 +276,7 @@ func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
 						seen[a.line.Pos] = true
 						m.acls = append(m.acls, a.line)
 					}
-					fe.usedACLs[a.line.Pos] = true
+					s.usedACLs[a.line.Pos] = true
 				}
 			}
 			all = append(all, term{not: t.Not, alts: alts})
@@ -250,9 +287,9 @@ func (fe *frontend) conditionMatcher(c *Condition, l Line) (matcher, error) {
 }
 
 // termACLs are a term's ACLs: an anonymous one, or a named one's lines.
-func (fe *frontend) termACLs(t Term, l Line) ([]acl, error) {
+func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 	if t.Anon == nil {
-		return fe.visibleACL(t.ACL, l)
+		return s.visibleACL(t.ACL, l)
 	}
 	a, err := readACL(t.Anon, l)
 	return []acl{a}, err
@@ -261,17 +298,17 @@ func (fe *frontend) termACLs(t Term, l Line) ([]acl, error) {
 // visibleACL is the named ACL's lines that the rule l sees: those of its
 // own section, as HAProxy keeps a defaults section's ACLs to that
 // section's rules (a proxy that takes the defaults does not see them).
-func (fe *frontend) visibleACL(name string, l Line) ([]acl, error) {
-	at := fe.cfg.sectionAt(l.Pos)
+func (s *aclScope) visibleACL(name string, l Line) ([]acl, error) {
+	at := s.cfg.sectionAt(l.Pos)
 	var visible []acl
-	for _, a := range fe.acls[name] {
-		if fe.cfg.sectionAt(a.line.Pos) == at {
+	for _, a := range s.acls[name] {
+		if s.cfg.sectionAt(a.line.Pos) == at {
 			visible = append(visible, a)
 		}
 	}
 	if len(visible) == 0 {
-		if len(fe.acls[name]) > 0 {
-			d := fe.cfg.sectionAt(fe.acls[name][0].line.Pos)
+		if len(s.acls[name]) > 0 {
+			d := s.cfg.sectionAt(s.acls[name][0].line.Pos)
 			return nil, refuse(l, "ACL %s is defined in %s %s, whose ACLs only its own rules see (HAProxy refuses it too: no such ACL)", name, d.Kind, d.Name)
 		}
 		return nil, refuse(l, "ACL %s is not defined before this line", name)

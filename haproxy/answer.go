@@ -130,13 +130,25 @@ func checkStatus(v string, lo, hi int, l Line) error {
 // add-header line (reverse_proxy's header_down): without a condition, and
 // without log-format expressions.
 func responseHeader(l Line) (headerRule, error) {
+	h, cond, err := conditionalResponseHeader(l)
+	if err == nil && cond != nil {
+		return h, refuse(l, "conditions are not translated yet")
+	}
+	return h, err
+}
+
+// conditionalResponseHeader reads an http-response header rule with its
+// condition (nil: none).
+func conditionalResponseHeader(l Line) (headerRule, *Condition, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
-		return headerRule{}, err
+		return headerRule{}, nil, err
 	}
-	if cond != nil {
-		return headerRule{}, refuse(l, "conditions are not translated yet")
-	}
+	h, err := responseHeaderOf(l, words)
+	return h, cond, err
+}
+
+func responseHeaderOf(l Line, words []string) (headerRule, error) {
 	switch op := arg(l, 1); {
 	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
 		return headerRuleOf(l, words[2:])

@@ -35,8 +35,9 @@ type backend struct {
 
 	allBackups *Line                  // option allbackups
 	weights    map[Position]weighting // by server line: the servers with a weight
-	// http-response header rules, applied before the frontend's.
-	responseHeaders []headerRule
+	// http-response header rules (each a requestRule's header, with
+	// its condition), applied before the frontend's.
+	responseActions []requestRule
 	reuse           *Line
 	timeouts        map[string]string // connect, server, tunnel, check, queue
 	keepAlive       string            // timeout http-keep-alive, for idle upstream connections
@@ -54,6 +55,11 @@ type backend struct {
 	transport string // http, or pinned
 	versions  string // the transport's HTTP versions
 	selection selection
+
+	// Its own http-request rules, then its redirect rules, in the order
+	// written, with the ACLs only they see.
+	requestRules, redirects []requestRule
+	aclScope
 }
 
 type server struct {
@@ -81,7 +87,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s)}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg)}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -292,9 +298,6 @@ func (be *backend) readAllBackups(l Line) error {
 }
 
 func (be *backend) readForwardFor(l Line) error {
-	if ownLine(be.section, l) {
-		return refuse(l, "a backend's own option forwardfor is not translated yet (a frontend's or the defaults' is)")
-	}
 	if err := checkForwardFor(l); err != nil {
 		return err
 	}
@@ -303,8 +306,8 @@ func (be *backend) readForwardFor(l Line) error {
 }
 
 func (be *backend) readResponseHeader(l Line) error {
-	r, err := responseHeader(l)
-	be.responseHeaders = append(be.responseHeaders, r)
+	h, cond, err := conditionalResponseHeader(l)
+	be.responseActions = append(be.responseActions, requestRule{line: l, cond: cond, header: &h})
 	return err
 }
 
@@ -486,6 +489,9 @@ func randomPolicy(draws string, l Line) (string, error) {
 // (pinned for http-reuse never), its versions and maxconn, and the
 // policy.
 func (be *backend) resolve() error {
+	if err := be.resolveRules(); err != nil {
+		return err
+	}
 	be.noteBalance()
 	if err := be.checkCheckedAddrs(); err != nil {
 		return err
@@ -565,16 +571,78 @@ func (be *backend) checkLeaderCheck() error {
 	return nil
 }
 
+// forwardForUse is what option forwardfor does for the requests a
+// frontend sends to a backend, as HAProxy joins the two: the header is
+// added if either asks for it, in the backend's header if it has the
+// option; not for a client in either's except network; and only to a
+// request without one if every option there says if-none.
+type forwardForUse struct {
+	lines  []Line // the frontend's option, then the backend's
+	header string // "": none added
+	except []string
+	ifNone bool
+}
+
+func sentForwardFor(fe *frontend, be *backend) forwardForUse {
+	u := forwardForUse{ifNone: true}
+	for _, l := range []*Line{fe.forwardFor, be.forwardFor} {
+		if l == nil || slices.ContainsFunc(u.lines, func(o Line) bool { return o.Pos == l.Pos }) {
+			continue
+		}
+		o, _ := forwardForOptions(*l)
+		u.lines = append(u.lines, *l)
+		u.header = o.header // the backend's, if it has one
+		u.ifNone = u.ifNone && o.ifNone
+		if o.except != "" && !slices.Contains(u.except, o.except) {
+			u.except = append(u.except, o.except)
+		}
+	}
+	u.ifNone = u.ifNone && u.header != ""
+	return u
+}
+
+// conditional tells whether the header is added to some requests only.
+func (u forwardForUse) conditional() bool { return len(u.except) > 0 || u.ifNone }
+
+// plainXFF tells whether reverse_proxy's own X-Forwarded-For, after what
+// the request has, is the header HAProxy adds for the requests fe sends
+// to be (the forwarded handler's is not).
+func (u forwardForUse) plainXFF(fe *frontend) bool {
+	return strings.EqualFold(u.header, "X-Forwarded-For") && !fe.forwarding.handler
+}
+
 // checkFrontend refuses the backend where the frontend fe sends to it
-// with another option forwardfor than the backend's defaults give it:
-// HAProxy adds the header if the frontend or the backend asks for it (in
-// the backend's header if both do).
+// with an option forwardfor the translation cannot join with fe's: two
+// headers, or except and if-none with another header than
+// reverse_proxy's own X-Forwarded-For.
 func (be *backend) checkFrontend(fe *frontend) error {
+	if err := be.checkForwardingRules(fe); err != nil {
+		return err
+	}
+	if err := be.checkDeferredResponse(fe); err != nil {
+		return err
+	}
 	l := be.forwardFor
-	if l == nil || fe.forwardFor != nil && strings.EqualFold(forwardForHeader(*fe.forwardFor), forwardForHeader(*l)) {
+	if l == nil {
+		return sentForwardFor(fe, be).checkConditional(fe)
+	}
+	if ff := fe.forwardFor; ff != nil && !strings.EqualFold(forwardForHeader(*ff), forwardForHeader(*l)) {
+		return refuse(*l, "backend %s adds %s, where %s %s adds %s: HAProxy adds the backend's only, which is not translated", be.section.Name, forwardForHeader(*l), fe.section.Kind, fe.section.Name, forwardForHeader(*ff))
+	}
+	if fe.forwarding.handler && !sendsXFF(l) {
+		return refuse(*l, "backend %s adds %s, where %s %s deletes and adds X-Forwarded-For (the forwarded handler): not translated", be.section.Name, forwardForHeader(*l), fe.section.Kind, fe.section.Name)
+	}
+	return sentForwardFor(fe, be).checkConditional(fe)
+}
+
+// checkConditional refuses except and if-none where reverse_proxy's own
+// X-Forwarded-For is not the header added: the forwarded handler's, or
+// another header's.
+func (u forwardForUse) checkConditional(fe *frontend) error {
+	if !u.conditional() || u.plainXFF(fe) {
 		return nil
 	}
-	return refuse(*l, "backend %s takes it from its defaults, where %s %s has no option forwardfor or another header: a backend's option forwardfor is not translated yet", be.section.Name, fe.section.Kind, fe.section.Name)
+	return refuse(u.lines[len(u.lines)-1], "except and if-none are translated for X-Forwarded-For without http-request del-header X-Forwarded-For only")
 }
 
 // weighting is a server's weight option: its value, and its line.

@@ -15,8 +15,9 @@ import (
 func (be *backend) write(c *caddyfile, fe *frontend) {
 	c.comment(be.section.line(), "")
 	if l := be.forwardFor; l != nil {
-		c.comment(*l, "the frontend's too: see its forwarded headers")
+		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
 	}
+	routed := be.writeRequestSide(c, fe)
 	var addrs []string
 	for i, s := range be.servers {
 		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
@@ -25,6 +26,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	for _, n := range be.notes {
 		c.note(n)
 	}
+	be.writeDeferredResponse(c)
 	// Caddy's own Via goes on the answer after header_down: a deferred
 	// header removes it.
 	comp := effectiveCompression(fe, be)
@@ -50,7 +52,12 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("header_up -Accept-Encoding")
 	}
 	// HAProxy runs the backend's http-response rules, then the frontend's.
-	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
+	if !be.deferredResponse() {
+		for _, r := range be.responseActions {
+			r.header.write(c, "header_down")
+		}
+	}
+	for _, h := range fe.responseHeaders {
 		h.write(c, "header_down")
 	}
 	be.writePolicy(c)
@@ -61,35 +68,148 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
+	if routed {
+		c.close()
+	}
 }
+
+// writeRequestSide writes what runs before the backend's reverse_proxy:
+// its own rules and the vars its header_up reads, in a route (in the
+// order written, after the frontend's rules, as HAProxy runs a backend's
+// rules on the requests it gets) it tells whether it opened.
+func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
+	u := sentForwardFor(fe, be)
+	kept := u.conditional() && u.plainXFF(fe)
+	routed := kept || len(be.requestRules)+len(be.redirects) > 0
+	if routed {
+		c.open("route")
+	}
+	be.writeRules(c)
+	if _, maybe := be.ruledForwarding(fe.forwarding.ruled); len(maybe) > 0 {
+		c.line("# the forwarding headers a rule with a condition leaves as the request has them: none where it has none (reverse_proxy would add its own)")
+		for _, name := range maybe {
+			c.line("@absent_%s header !%s", name, name)
+			c.line("vars @absent_%s haproxy_absent_%s %s", name, name, name)
+		}
+	}
+	if kept {
+		writeKeptXFF(c, u)
+	}
+	return routed
+}
+
+// writeDeferredResponse writes the backend's http-response rules, when
+// one has a condition, as deferred header handlers in order (each with
+// its matcher), which change the server's answer as it is written: after
+// the rules that answer themselves, as HAProxy applies no http-response
+// rule to those.
+func (be *backend) writeDeferredResponse(c *caddyfile) {
+	if !be.deferredResponse() {
+		return
+	}
+	c.line("# http-response rules with a condition: deferred header handlers, which change the answer as it is written")
+	for _, r := range be.responseActions {
+		c.open("header%s", writeCondition(c, r.line, r.cond, r.when, "response"))
+		r.header.writeOp(c, "")
+		c.line("defer")
+		c.close()
+	}
+}
+
+// writeRules writes the backend's own http-request rules, then its
+// redirect rules, each with its condition's matcher.
+func (be *backend) writeRules(c *caddyfile) {
+	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
+		switch {
+		case r.header != nil:
+			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
+		case r.path != nil:
+			m := writeCondition(c, r.line, r.cond, r.when, "path")
+			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+		default:
+			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
+		}
+	}
+	for _, l := range be.aclLines {
+		if !be.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+}
+
+// writeKeptXFF writes which requests keep their X-Forwarded-For as they
+// have it, where HAProxy adds none (a client of an except network, or a
+// request that has one with if-none): vars that reverse_proxy's header_up
+// reads (see writeHeadersUp) to take its own address back off, or to
+// remove the header it would add to a request that has none.
+func writeKeptXFF(c *caddyfile, u forwardForUse) {
+	var nets []string
+	for _, l := range u.lines {
+		c.comment(l, "")
+		if o, _ := forwardForOptions(l); o.except != "" {
+			nets = append(nets, c.plain(o.except))
+		}
+	}
+	c.line("# HAProxy adds no X-Forwarded-For to these requests: they keep the one they have, or none")
+	c.line("vars %s $0", keptVar)
+	if u.ifNone {
+		c.line("@forwardfor_present header X-Forwarded-For *")
+		c.line("vars @forwardfor_present %s $1", keptVar)
+	}
+	if len(nets) > 0 {
+		c.line("@forwardfor_except remote_ip %s", strings.Join(nets, " "))
+		c.line("vars @forwardfor_except %s $1", keptVar)
+		c.open("@forwardfor_except_none")
+		c.line("remote_ip %s", strings.Join(nets, " "))
+		c.line("header !X-Forwarded-For")
+		c.close()
+		c.line("vars @forwardfor_except_none %s X-Forwarded-For", droppedVar)
+	}
+}
+
+// keptVar is the replacement of reverse_proxy's X-Forwarded-For ("<the
+// request's>, <client>"): $0 as it is, $1 the request's; droppedVar names
+// the header where the request had none to keep.
+const keptVar, droppedVar = "haproxy_forwardfor_kept", "haproxy_forwardfor_dropped"
 
 // writeHeadersUp writes what the request's headers become on their way to
 // the server: the forwarded headers as the frontend's option forwardfor
 // asks, the client's Host over TLS, and no Via.
 func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
-	switch ff := fe.forwardFor; {
-	case ff == nil:
+	u := sentForwardFor(fe, be)
+	plain := u.plainXFF(fe)
+	switch {
+	case u.header == "":
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
-	case !sendsXFF(ff):
-		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", forwardForHeader(*ff))
-	case fe.plainForwardFor:
+	case !strings.EqualFold(u.header, "X-Forwarded-For"):
+		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", u.header)
+	case plain:
 		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain)")
 		c.line("trusted_proxies 0.0.0.0/0 ::/0")
 	}
+	if plain && u.conditional() {
+		c.line("# where HAProxy adds none (see the vars above): the header as the request has it")
+		c.line("header_up -{vars.%s}", droppedVar)
+		c.line(`header_up X-Forwarded-For "^(.*), [^,]*$" {vars.%s}`, keptVar)
+	}
 	f := fe.forwarding
+	ruled, maybe := be.ruledForwarding(f.ruled)
 	for _, name := range forwardingHeaders {
 		switch {
-		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
+		case f.handler, plain && name == "X-Forwarded-For":
 			// the forwarded handler's set, or reverse_proxy's after the
-			// client's chain
-		case f.ruled[name]:
+			// request's chain
+		case ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
+			if slices.Contains(maybe, name) {
+				c.line("header_up -{vars.haproxy_absent_%s}", name)
+			}
 		default:
 			c.line("header_up -%s", name)
 		}
 	}
-	if ff := fe.forwardFor; ff != nil && !sendsXFF(ff) {
-		c.line("header_up +%s {remote_host}", c.name(forwardForHeader(*ff)))
+	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
+		c.line("header_up +%s {remote_host}", c.name(u.header))
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

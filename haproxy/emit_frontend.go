@@ -13,13 +13,22 @@ import (
 // (request_header, header_down): -name, name value or +name value.
 func (h headerRule) write(c *caddyfile, directive string) {
 	c.comment(h.line, "")
+	h.writeOp(c, directive)
+}
+
+// writeOp writes the rule as directive ("": a line of a header block),
+// without its line.
+func (h headerRule) writeOp(c *caddyfile, directive string) {
+	if directive != "" {
+		directive += " "
+	}
 	switch h.op {
 	case "del-header":
-		c.line("%s -%s", directive, c.name(h.name))
+		c.line("%s-%s", directive, c.name(h.name))
 	case "set-header":
-		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s%s %s", directive, c.name(h.name), c.literal(h.v))
 	case "add-header":
-		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s+%s %s", directive, c.name(h.name), c.literal(h.v))
 	}
 }
 
@@ -226,20 +235,25 @@ func writeLines(c *caddyfile, lines []string) {
 // condition's matcher.
 func writeAnswers(c *caddyfile, answers []answerRule) {
 	for _, a := range answers {
-		name := ""
-		for _, l := range a.when.acls {
-			c.comment(l, "")
-		}
-		if a.cond != nil {
-			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
-			c.comment(a.line, "")
-			c.line("%s expression `%s`", name, a.when.expression(c))
-			name = " " + name
-		} else {
-			c.comment(a.line, "")
-		}
-		a.answer.write(c, name)
+		a.answer.write(c, writeCondition(c, a.line, a.cond, a.when, "answer"))
 	}
+}
+
+// writeCondition writes a rule's line, after its ACLs' and before the
+// named matcher of its condition (cond nil: none), and returns the
+// matcher as the rule's directive takes it (" @<kind>_<line>", or "").
+func writeCondition(c *caddyfile, l Line, cond *Condition, when matcher, kind string) string {
+	for _, acl := range when.acls {
+		c.comment(acl, "")
+	}
+	if cond == nil {
+		c.comment(l, "")
+		return ""
+	}
+	name := "@" + kind + "_" + strconv.Itoa(l.Pos.Line)
+	c.comment(l, "")
+	c.line("%s expression `%s`", name, when.expression(c))
+	return " " + name
 }
 
 // writeRules writes each use_backend rule as an expression matcher and a
@@ -273,8 +287,8 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	f := fe.forwarding
 	switch ff := fe.forwardFor; {
 	case ff == nil:
-		if len(f.removed) > 0 && len(fe.backends()) > 0 {
-			c.note(note{line: fe.section.line(), what: removedClaims(f.removed), approximated: true})
+		if removed := fe.removedByAll(); len(removed) > 0 && len(fe.backends()) > 0 {
+			c.note(note{line: fe.section.line(), what: removedClaims(removed), approximated: true})
 		}
 	case !sendsXFF(ff):
 		h := forwardForHeader(*ff)
@@ -305,6 +319,14 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	for _, h := range f.rest {
 		h.write(c, "request_header")
 	}
+}
+
+// removedByAll are the forwarding headers a client sends that no
+// backend's reverse_proxy passes: X-Forwarded-For is not among them where
+// every backend has its own option forwardfor.
+func (fe *frontend) removedByAll() []string {
+	sentByAll := !slices.ContainsFunc(fe.backends(), func(be *backend) bool { return !sentForwardFor(fe, be).plainXFF(fe) })
+	return slices.DeleteFunc(slices.Clone(fe.forwarding.removed), func(h string) bool { return sentByAll && h == "X-Forwarded-For" })
 }
 
 // removedClaims says which forwarding headers a client sends are removed.

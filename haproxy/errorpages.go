@@ -62,6 +62,13 @@ func (fe *frontend) resolvePages() {
 			statuses[a.answer.status] = true
 		}
 	}
+	for _, be := range fe.backends() {
+		for _, r := range be.requestRules {
+			if r.answer != nil && r.answer.kind == errorAnswer {
+				statuses[r.answer.status] = true
+			}
+		}
+	}
 	if fe.backend == nil {
 		statuses["503"] = true
 	}

@@ -29,11 +29,8 @@ type frontend struct {
 	plainForwardFor bool
 	backendLine     Line
 	backend         *backend
-	acls            map[string][]acl  // named ACLs: each line an alternative
-	cfg             *Config           // where each ACL and rule was written
-	aclLines        []Line            // every acl line, in order
-	usedACLs        map[Position]bool // acl lines a written condition used
-	rules           []useBackend
+	aclScope
+	rules []useBackend
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
@@ -113,7 +110,7 @@ func hasServers(s *Section) bool {
 // refused one recorded, with the backends it sends to, then what they
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
-	fe := &frontend{section: s, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global, cfg: t.cfg, userlists: t.userlists}
+	fe := &frontend{section: s, timeouts: map[string]string{}, aclScope: newACLScope(t.cfg), global: &t.global, userlists: t.userlists}
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -146,11 +143,16 @@ func (t *translator) readFrontend(s *Section) (*frontend, error) {
 		if err := t.checkBackendStats(fe, be); err != nil {
 			return nil, err
 		}
+	}
+	if err := fe.resolve(); err != nil {
+		return fe, err
+	}
+	for _, be := range fe.backends() {
 		if err := be.checkFrontend(fe); err != nil {
 			return nil, err
 		}
 	}
-	return fe, fe.resolve()
+	return fe, nil
 }
 
 // readFrontendSetting reads one of the frontend's settings: its own, or
@@ -287,20 +289,6 @@ func (fe *frontend) readForwardFor(l Line) error {
 		return err
 	}
 	fe.forwardFor = &l
-	return nil
-}
-
-func (fe *frontend) readACL(l Line) error {
-	w := l.Words
-	if _, boolean := boolFetches[arg(l, 2)]; len(w) < 4 && !((boolean || strings.HasPrefix(arg(l, 2), "http_auth(")) && len(w) == 3) {
-		return refuse(l, "takes a name, a fetch and at least one value")
-	}
-	a, err := readACL(w[2:], l)
-	if err != nil {
-		return err
-	}
-	fe.acls[w[1]] = append(fe.acls[w[1]], a)
-	fe.aclLines = append(fe.aclLines, l)
 	return nil
 }
 
@@ -464,6 +452,9 @@ func (fe *frontend) httpRequest(l Line) error {
 	if a == nil {
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
 	}
+	if a.read == nil {
+		return refuse(l, "http-request %s in a frontend is not translated yet (a backend's is)", arg(l, 1))
+	}
 	if cond != nil && !a.conditional {
 		return refuse(l, "conditions are not translated yet")
 	}
@@ -524,17 +515,59 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
 }
 
-// checkForwardFor checks an option forwardfor line: [header <name>],
-// a name other than those Caddy's reverse_proxy writes or removes itself.
+// checkForwardFor checks an option forwardfor line: [except <network>]
+// [header <name>] [if-none], a name other than those Caddy's
+// reverse_proxy writes or removes itself.
 func checkForwardFor(l Line) error {
-	if w := l.Words; len(w) != 2 && (len(w) != 4 || w[2] != "header") {
-		return refuse(l, "only 'option forwardfor [header <name>]' is translated")
+	if _, err := forwardForOptions(l); err != nil {
+		return err
 	}
 	switch h := strings.ToLower(forwardForHeader(l)); {
 	case h != "x-forwarded-for" && (forwardedHeaders[h] || h == "via" || h == "host"):
 		return refuse(l, "header %s: not translated (reverse_proxy writes or removes that header itself)", forwardForHeader(l))
 	}
 	return nil
+}
+
+// forwardForOption is what an option forwardfor line says after its
+// keyword: the header (X-Forwarded-For unless it names another), the
+// network whose clients get none added, and if-none (added only to a
+// request that has none).
+type forwardForOption struct {
+	header string
+	except string // an address or CIDR range, "" for none
+	ifNone bool
+}
+
+// forwardForOptions reads an option forwardfor line's options.
+func forwardForOptions(l Line) (forwardForOption, error) {
+	o := forwardForOption{header: "X-Forwarded-For"}
+	w := l.Words
+	for i := 2; i < len(w); i++ {
+		switch {
+		case w[i] == "if-none":
+			o.ifNone = true
+		case (w[i] == "header" || w[i] == "except") && i+1 < len(w):
+			if w[i] == "header" {
+				o.header = w[i+1]
+			} else if o.except = w[i+1]; !isAddrOrRange(o.except) {
+				return o, refuse(l, "except %s: want an address or a CIDR range", o.except)
+			}
+			i++
+		default:
+			return o, refuse(l, "takes [except <network>] [header <name>] [if-none]")
+		}
+	}
+	return o, nil
+}
+
+// isAddrOrRange tells whether v is an IP address or a CIDR range.
+func isAddrOrRange(v string) bool {
+	if _, err := netip.ParseAddr(v); err == nil {
+		return true
+	}
+	_, err := netip.ParsePrefix(v)
+	return err == nil
 }
 
 // sendsXFF tells whether an option forwardfor line (nil: none) sends the
@@ -546,10 +579,8 @@ func sendsXFF(ff *Line) bool {
 // forwardForHeader is the header an option forwardfor line adds the
 // client's address in: X-Forwarded-For unless it names another.
 func forwardForHeader(l Line) string {
-	if h := arg(l, 3); h != "" {
-		return h
-	}
-	return "X-Forwarded-For"
+	o, _ := forwardForOptions(l)
+	return o.header
 }
 
 func contains(s []string, v string) bool {

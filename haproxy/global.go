@@ -197,7 +197,7 @@ func (t *translator) readUnusedDefaults() {
 // keyword as a backend's, a frontend's as a frontend's), one of both
 // sides by either.
 func (t *translator) readUnusedDefault(s *Section, l Line) error {
-	fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, acls: map[string][]acl{}, usedACLs: map[Position]bool{}, global: &t.global}
+	fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, aclScope: newACLScope(nil), global: &t.global}
 	be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
 	switch keywordSide(l) {
 	case frontendSide:

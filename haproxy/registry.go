@@ -88,14 +88,14 @@ var proxyKeywords = []keyword{
 		frontend: (*frontend).readKeywordNote, backend: (*backend).readKeywordNote},
 	{name: "timeout http-request", in: proxies, status: translated, doc: "`servers { timeouts { read_header } }`", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "timeout http-keep-alive", in: proxies, status: translated, doc: "`servers { timeouts { idle } }`, and the transport's `keepalive` for idle server connections", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
-	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`; `deny`, `return`, `redirect` as `error`, `respond`, `redir` with the condition's `expression` matcher; `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; other actions, and header rules with a condition, are refused", frontend: (*frontend).httpRequest},
-	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` without a condition as `header_down` (the backend's, then the frontend's)", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
+	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`; `deny`, `return`, `redirect` as `error`, `respond`, `redir` with the condition's `expression` matcher; `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; in a backend, those and `set-path`, `replace-path` (`uri path_regexp`) in the order written, in a `route` before its `reverse_proxy` (see the actions below); other actions, and a frontend's header rules with a condition, are refused", frontend: (*frontend).httpRequest, backend: (*backend).httpRequest},
+	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` without a condition as `header_down` (the backend's, then the frontend's); a backend's with a condition on the connection (`src`, `ssl_fc`; HAProxy never matches a request's fetch there), as deferred `header` handlers", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
 	{name: "http-after-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` without a condition in a frontend (or its defaults): the site's deferred `header`, and the same in each `handle_errors`, as HAProxy applies them to every answer, its own included; a backend's is refused", frontend: (*frontend).readAfterResponse, backend: (*backend).readAfterResponse},
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
 	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
-	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers); a backend's own is refused", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
-	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); in a backend refused", frontend: (*frontend).readACL},
-	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher", frontend: (*frontend).readRedirect},
+	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers), for the requests of each backend it holds for (a frontend's or a backend's, the backend's header if both); `except <network>` and `if-none`: vars that have reverse_proxy's header_up give such a request its own header back (or none)", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
+	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); a backend's, of its own rules only", frontend: (*frontend).readACL, backend: (*backend).readACL},
+	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher; in a backend after its http-request rules", frontend: (*frontend).readRedirect, backend: (*backend).readRedirect},
 	{name: "stats enable", page: readStatsEnable, in: proxies, status: translated, doc: "`ha_status` at HAProxy's default URI (see The stats page)", frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats uri", page: statsArgument((*statsPage).readURI), in: proxies, status: translated, doc: "the page's matcher", frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats realm", page: statsArgument((*statsPage).readRealm), in: proxies, status: translated, doc: "`basic_auth`'s realm", frontend: readByStatsPage, backend: (*backend).frontendSetting},
@@ -260,15 +260,21 @@ type action struct {
 	doc         string
 	conditional bool // it takes an if or unless condition
 	read        func(fe *frontend, l Line, args []string, cond *Condition) error
+
+	// read is nil for a backend's action only; backend reads it in a
+	// backend (nil: a frontend's only).
+	backend func(be *backend, l Line, args []string, cond *Condition) error
 }
 
 var requestActions = indexActions([]action{
-	{name: "set-header", status: translated, doc: "`request_header <name> <value>` (the forwarded handler's proto for X-Forwarded-Proto with option forwardfor)", read: (*frontend).readRequestHeader},
-	{name: "add-header", status: translated, doc: "`request_header +<name> <value>`", read: (*frontend).readRequestHeader},
-	{name: "del-header", status: translated, doc: "`request_header -<name>` (the forwarded handler for the forwarded headers with option forwardfor)", read: (*frontend).readRequestHeader},
-	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit`", read: (*frontend).readAnswer},
-	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer},
-	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect)", read: (*frontend).readAnswer},
+	{name: "set-header", status: translated, doc: "`request_header <name> <value>` (the forwarded handler's proto for X-Forwarded-Proto with option forwardfor); in a backend, in its route before its reverse_proxy, a condition too", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
+	{name: "add-header", status: translated, doc: "`request_header +<name> <value>`; in a backend, in its route, a condition too", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
+	{name: "del-header", status: translated, doc: "`request_header -<name>` (the forwarded handler for the forwarded headers with option forwardfor); in a backend, in its route, a condition too", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
+	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit` (a frontend's)", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect)", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "set-path", status: translated, conditional: true, doc: "in a backend: `uri path_regexp ^.*$ <path>` (the query kept); `%[…]` refused; in a frontend not translated yet", backend: (*backend).readPathRewrite},
+	{name: "replace-path", status: translated, conditional: true, doc: "in a backend: `uri path_regexp` of the whole path around the expression's leftmost match (HAProxy replaces the whole path with the format), `\\N` as `${N}`; an expression RE2 cannot compile or reads otherwise than PCRE, and `%[…]`, refused; in a frontend not translated yet", backend: (*backend).readPathRewrite},
 	{name: "auth", status: translated, conditional: true, doc: "`unless <ACL of http_auth(<userlist>)>` (or `if !<it>`): `basic_auth` with the userlist's accounts and the realm (the proxy's name by default); 401 answered with HAProxy's own page", read: (*frontend).readAuth},
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},

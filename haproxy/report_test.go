@@ -134,7 +134,7 @@ func TestReportOfARefusedConfiguration(t *testing.T) {
 // translated instead; one whose refusal gives the entry's hint says it
 // once; a password shows redacted in every row.
 func TestReportSaysWhatToDoInstead(t *testing.T) {
-	text := "global\n\tlua-load /etc/haproxy/auth.lua\ndefaults\n\tmode http\nlisten stats\n\tbind :9000\n\tstats enable\n\tstats auth ops:s3cr3t-ops\n\toption forwardfor except 127.0.0.0/8 if-none\n\tbacklog 100\n"
+	text := "global\n\tlua-load /etc/haproxy/auth.lua\ndefaults\n\tmode http\nlisten stats\n\tbind :9000\n\tstats enable\n\tstats auth ops:s3cr3t-ops\n\toption forwardfor header Host\n\tbacklog 100\n"
 	cfg, err := Parse(strings.NewReader(text), "k.cfg", lookup)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestReportSaysWhatToDoInstead(t *testing.T) {
 		t.Errorf("lua-load: %+v, want refused with the entry's hint once", r)
 	}
 	if r := byLine[9]; r.Status != "refused" || !strings.HasPrefix(r.Instead, "what is translated: the `forwarded` handler") {
-		t.Errorf("option forwardfor except: %+v, want refused with what is translated", r)
+		t.Errorf("option forwardfor header Host: %+v, want refused with what is translated", r)
 	}
 	if r := byLine[10]; r.Status != "refused" || r.Why != "backlog 100: not translated yet" {
 		t.Errorf("backlog: %+v, want refused, not translated yet", r)

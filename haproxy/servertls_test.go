@@ -113,7 +113,12 @@ func TestForwardForHeader(t *testing.T) {
 		{"option forwardfor header x-forwarded-for", "", []string{"X-Forwarded-For as HAProxy sends it: what the client sent", "\t\ttrusted_proxies 0.0.0.0/0 ::/0\n\t\theader_up -X-Forwarded-Proto\n\t\theader_up -X-Forwarded-Host\n"}},
 		{"option forwardfor header X-Forwarded-Proto", "k.cfg:5: option forwardfor: header X-Forwarded-Proto: not translated", nil},
 		{"option forwardfor header Via", "k.cfg:5: option forwardfor: header Via: not translated", nil},
-		{"option forwardfor except 127.0.0.0/8", "k.cfg:5: option forwardfor: only 'option forwardfor [header <name>]' is translated", nil},
+		{"option forwardfor except 127.0.0.0/8 if-none", "", []string{"@forwardfor_except remote_ip 127.0.0.0/8\n", "vars @forwardfor_present haproxy_forwardfor_kept $1\n",
+			"\t\theader_up -{vars.haproxy_forwardfor_dropped}\n\t\t\theader_up X-Forwarded-For \"^(.*), [^,]*$\" {vars.haproxy_forwardfor_kept}\n"}},
+		{"option forwardfor except 127.0.0.0/88", "k.cfg:5: option forwardfor: except 127.0.0.0/88: want an address or a CIDR range", nil},
+		{"option forwardfor header X-Client-IP except 127.0.0.1", "k.cfg:5: option forwardfor: except and if-none are translated for X-Forwarded-For without http-request del-header X-Forwarded-For only", nil},
+		{"option forwardfor if-none\n\thttp-request del-header X-Forwarded-For", "k.cfg:5: option forwardfor: except and if-none are translated", nil},
+		{"option forwardfor except", "k.cfg:5: option forwardfor: takes [except <network>] [header <name>] [if-none]", nil},
 	} {
 		text := strings.Replace(site, "%s", tt.line, 1)
 		out, err := translateK(t, text)

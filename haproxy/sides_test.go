@@ -57,12 +57,14 @@ func TestDefaultsApplyToTheirSide(t *testing.T) {
 			[]string{"# k.cfg:3: acl api path_beg /api", "@answer_4 expression `{http.request.uri}.split(\"?\")[0].startsWith(\"/api\")`"}},
 		{"defaults d\n\tmode http\n\thttp-response set-header X-A 1\nfrontend f from d\n\tbind :80\n\tdefault_backend b\nbackend b from d\n\tserver s 10.0.0.1:80\n",
 			"k.cfg:7: backend b: frontends and backends cannot take one defaults section with rules", nil},
-		// option forwardfor, for both sides: a backend's from its defaults
-		// is its frontend's (the same line), or refused.
-		{"defaults\n\tmode http\n\toption forwardfor\n" + fe + be, "", []string{"# k.cfg:3: option forwardfor  (the frontend's too: see its forwarded headers)"}},
+		// option forwardfor, for both sides: HAProxy adds the header if
+		// the frontend or the backend asks for it (issue 28).
+		{"defaults\n\tmode http\n\toption forwardfor\n" + fe + be, "", []string{"# k.cfg:3: option forwardfor  (HAProxy adds the header if the frontend or the backend asks for it"}},
 		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\ndefaults\n\tmode http\n\toption forwardfor\nbackend b\n\tserver s 10.0.0.1:80\n",
-			"k.cfg:8: option forwardfor: backend b takes it from its defaults, where frontend f has no option forwardfor", nil},
-		{"defaults\n\tmode http\n" + fe + be + "\toption forwardfor\n", "k.cfg:8: option forwardfor: a backend's own option forwardfor is not translated yet", nil},
+			"", []string{"\ttrusted_proxies 0.0.0.0/0 ::/0\n\t\theader_up -X-Forwarded-Proto\n"}},
+		{"defaults\n\tmode http\n" + fe + be + "\toption forwardfor\n", "", []string{"\ttrusted_proxies 0.0.0.0/0 ::/0\n\t\theader_up -X-Forwarded-Proto\n"}},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption forwardfor header X-Client\n" + be + "\toption forwardfor\n",
+			"k.cfg:9: option forwardfor: backend b adds X-Forwarded-For, where frontend f adds X-Client: HAProxy adds the backend's only, which is not translated", nil},
 	} {
 		out, err := translateK(t, tt.text)
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)

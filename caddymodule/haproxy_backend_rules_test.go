@@ -1,0 +1,94 @@
+package caddymodule
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddy-ha/caddy-ha/internal/loopback"
+)
+
+// haproxy/testdata/backend-rules.cfg (a backend's own acl, http-request
+// and redirect rules: deny, set-header, del-header, replace-path, return,
+// set-path, redirect; http-response with a condition) run by HAProxy 2.6 and by caddy-ha on the same
+// plain backends: each request is answered alike (status, Location,
+// Content-Type, body, the backend's response header), and the server
+// that gets it sees the same request line and headers. Issue 28: a
+// backend's own rules were refused.
+func TestHAProxyDifferentialBackendRules(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/backend-rules.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each server answers with its name, the request line's URI and the
+	// headers the rules set or delete, as it saw them.
+	var repl []string
+	for l := range strings.SplitSeq(string(text), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 3 || f[0] != "server" {
+			continue
+		}
+		name := f[1]
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s %s gateway=%q prefix=%q proto=%q", name, r.Method, r.RequestURI,
+				r.Header.Values("X-Gateway"), r.Header.Values("X-Forwarded-Prefix"), r.Header.Values("X-Forwarded-Proto"))
+		})}
+		go srv.Serve(ln) //nolint:errcheck // until Close
+		t.Cleanup(func() { srv.Close() })
+		repl = append(repl, f[2], ln.Addr().String())
+	}
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct{ method, uri, want string }{
+		{"GET", "/billing/x?q=1", `200 b1 GET /x?q=1 gateway=[] prefix=["/billing"] proto=["https"]`},
+		{"GET", "/billing/", `200 b1 GET / gateway=[]`},
+		{"POST", "/billing/admin/y", "405 "},
+		{"GET", "/billing/admin/y", "200 b1 GET /admin/y "},
+		{"GET", "/billing/health", "200 ok"},
+		{"GET", "/billing/old/z?a=b", "301 "},
+		{"GET", "/billing/a/billing/b", "200 b1 GET /a/billing/b "}, // the leftmost match, whole path replaced
+		{"GET", "/", `200 p1 GET /index.html gateway=["edge"] prefix=["/client"] proto=[]`},
+		{"GET", "/?x=1", "200 p1 GET /index.html?x=1 "},
+		{"GET", "/legacy/a", `302 |Location="/moved" Content-Type="" X-Backend="" X-Rewritten=[]`}, // no http-response rule on a redirect
+		{"GET", "/billing", "200 p1 GET /billing "},
+		{"GET", "/x/billing/y", `200 p1 GET /x/billing/y gateway=["edge"] prefix=[] proto=[]`},
+		{"GET", "/x/v1/abc/def?q", `200 p1 GET /api/abc?q gateway=["edge"] prefix=[] proto=[]|Location="" Content-Type="text/plain; charset=utf-8" X-Backend="portal" X-Rewritten=["yes"]`}, // the whole path replaced by the format
+		{"GET", "/keep/v1/abc", `200 p1 GET /keep/v1/abc gateway=["edge"] prefix=["/client"] proto=["gopher"]`},
+	} {
+		var answers [2]string
+		for i, addr := range []string{hapAddr, caddyAddr} {
+			req, _ := http.NewRequest(tt.method, "http://"+addr+tt.uri, nil)
+			req.Header.Set("X-Forwarded-Prefix", "/client")
+			if tt.uri == "/keep/v1/abc" {
+				req.Header.Set("X-Forwarded-Proto", "gopher") // as the request has it, the set-header's condition false
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers[i] = fmt.Sprintf("%d %s|Location=%q Content-Type=%q X-Backend=%q X-Rewritten=%q", resp.StatusCode, body,
+				resp.Header.Get("Location"), resp.Header.Get("Content-Type"), resp.Header.Get("X-Backend"), resp.Header.Values("X-Rewritten"))
+		}
+		if answers[0] != answers[1] {
+			t.Errorf("%s %s: HAProxy answered %s, caddy-ha %s", tt.method, tt.uri, answers[0], answers[1])
+		}
+		if !strings.HasPrefix(answers[0], tt.want) {
+			t.Errorf("%s %s: HAProxy answered %s, want it to begin %s", tt.method, tt.uri, answers[0], tt.want)
+		}
+	}
+}

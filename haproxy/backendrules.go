@@ -1,0 +1,252 @@
+package haproxy
+
+import (
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// A backend's own http-request and redirect rules: HAProxy runs them on
+// the requests that backend gets, after the frontend's, in the order
+// written (its redirect rules after its http-request rules).
+
+// requestRule is a backend's rule: a header rule, a path rewrite or an
+// answer, when its condition (nil: always) holds.
+type requestRule struct {
+	line   Line
+	cond   *Condition
+	when   matcher // the condition, resolved
+	header *headerRule
+	path   *pathRewrite
+	answer *answer
+}
+
+// pathRewrite is set-path or replace-path as Caddy's uri path_regexp:
+// the path as sent, matched by find, becomes replace (a template of Go's
+// regexp.Expand).
+type pathRewrite struct {
+	find, replace string
+}
+
+// httpRequest reads a backend's http-request rule through the actions'
+// registry.
+func (be *backend) httpRequest(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	a := requestActions[arg(l, 1)]
+	switch {
+	case a == nil:
+		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
+	case a.backend == nil:
+		return refuse(l, "http-request %s in a backend is not translated yet", arg(l, 1))
+	}
+	// Every action takes a condition here: the backend's rules are
+	// written in order, each with its matcher.
+	return a.backend(be, l, words[2:], cond)
+}
+
+func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) error {
+	h, err := headerRuleOf(l, args)
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, header: &h})
+	return err
+}
+
+func (be *backend) readAnswer(l Line, args []string, cond *Condition) error {
+	a, err := answerReaders[arg(l, 1)](args, l)
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, answer: &a})
+	return err
+}
+
+func (be *backend) readRedirect(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	a, err := redirectAnswer(words[1:], l)
+	be.redirects = append(be.redirects, requestRule{line: l, cond: cond, answer: &a})
+	return err
+}
+
+// readPathRewrite reads set-path <path> (the whole path replaced) and
+// replace-path <regex> <format>: HAProxy replaces the whole path with the
+// format where the regular expression matches it anywhere, the format's
+// \1 to \9 its groups; without log-format expressions.
+func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error {
+	r := pathRewrite{find: "^.*$"}
+	format := ""
+	switch op := arg(l, 1); {
+	case op == "set-path" && len(args) == 1:
+		format = args[0]
+	case op == "replace-path" && len(args) == 2:
+		if err := checkRE2(args[0], l); err != nil {
+			return err
+		}
+		// The leftmost match, as PCRE finds it, and the rest of the path
+		// around it: the whole path is replaced.
+		r.find, format = "^(?s:.*?)(?:"+args[0]+")(?s:.*)$", args[1]
+	default:
+		return refuse(l, "set-path takes a path, replace-path a regular expression and a format")
+	}
+	var err error
+	if r.replace, err = expandTemplate(format, l); err != nil {
+		return err
+	}
+	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, path: &r})
+	return nil
+}
+
+// expandTemplate is an HAProxy format as Go's regexp.Expand template: \N
+// its group N, '$' itself; a log-format expression or another escape is
+// refused.
+func expandTemplate(format string, l Line) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		switch c := format[i]; {
+		case c == '%':
+			return "", refuse(l, "%s: log-format expressions are not translated yet", format)
+		case c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
+			b.WriteString("${" + format[i+1:i+2] + "}")
+			i++
+		case c == '\\':
+			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)
+		case c == '$':
+			b.WriteString("$$")
+		case c <= ' ' || c >= 0x7f || c == '?' || c == '#':
+			return "", refuse(l, "%s: %q in a path: Go would send it escaped, HAProxy as it is", format, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+// re2Escapes are the letters after a backslash that RE2 and PCRE read
+// alike (classes, anchors, control characters, hexadecimal codes, Unicode
+// classes); any other letter or digit is refused: RE2 reads \v as a
+// vertical tab (PCRE: any vertical space), and fails to compile most
+// others (\Z, \h, \R, \K, back-references).
+const re2Escapes = "dDwWsSbBAztnrfxpP"
+
+// checkRE2 refuses an HAProxy regular expression (PCRE) that Go's RE2
+// cannot compile or reads otherwise: back-references, lookarounds,
+// possessive quantifiers and atomic groups fail to compile; escapes
+// outside re2Escapes are refused.
+func checkRE2(expr string, l Line) error {
+	if _, err := regexp.Compile(expr); err != nil {
+		return refuse(l, "%s: not a regular expression Go's RE2 reads: %v", expr, err)
+	}
+	for i := 0; i+1 < len(expr); i++ {
+		if expr[i] != '\\' {
+			continue
+		}
+		next := expr[i+1]
+		if (next >= 'a' && next <= 'z' || next >= 'A' && next <= 'Z' || next >= '0' && next <= '9') && !strings.ContainsRune(re2Escapes, rune(next)) {
+			return refuse(l, "%s: \\%c reads otherwise in PCRE (HAProxy's) than in Go's RE2: not translated", expr, next)
+		}
+		i++
+	}
+	return nil
+}
+
+// resolveRules settles each rule's matcher: its condition's ACLs, as the
+// backend sees them.
+func (be *backend) resolveRules() error {
+	for _, rules := range [][]requestRule{be.requestRules, be.redirects, be.responseActions} {
+		for i, r := range rules {
+			if r.cond == nil {
+				continue
+			}
+			var err error
+			if rules[i].when, err = be.conditionMatcher(r.cond, r.line); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range be.responseActions {
+		if err := checkResponseCondition(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkResponseCondition refuses an http-response condition on the
+// request (its path, method or Host): HAProxy 2.6 warns that such an ACL
+// never matches there. The connection's (src, ssl_fc) it tests.
+func checkResponseCondition(r requestRule) error {
+	for _, terms := range r.when.any {
+		for _, t := range terms {
+			for _, a := range t.alts {
+				if !a.src && a.term == "" {
+					return refuse(r.line, "%s tests the request, which HAProxy does not in an http-response rule (it warns that the ACL never matches): not translated", a.fetch)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ruledForwarding is which forwarding headers the header rules leave set
+// or added (their value reaches the server): the frontend's (ruled),
+// then the backend's own; and of those, the ones whose last rule has a
+// condition (maybe: the request may have none, and reaches the server
+// without one).
+func (be *backend) ruledForwarding(ruled map[string]bool) (map[string]bool, []string) {
+	ruled = maps.Clone(ruled)
+	last := map[string]requestRule{}
+	for _, r := range be.requestRules {
+		if r.header != nil {
+			name := http.CanonicalHeaderKey(r.header.name)
+			// A rule with a condition leaves the header as the request
+			// has it, as HAProxy passes it.
+			ruled[name] = r.header.op != "del-header" || r.cond != nil
+			last[name] = r
+		}
+	}
+	var maybe []string
+	for _, name := range forwardingHeaders {
+		if r, ok := last[name]; ok && r.cond != nil {
+			maybe = append(maybe, name)
+		}
+	}
+	return ruled, maybe
+}
+
+// deferredResponse tells whether the backend's http-response rules are
+// deferred header handlers: one has a condition, which header_down
+// cannot take.
+func (be *backend) deferredResponse() bool {
+	return slices.ContainsFunc(be.responseActions, func(r requestRule) bool { return r.cond != nil })
+}
+
+// checkDeferredResponse refuses the backend's http-response rules as
+// deferred header handlers where a frontend's rule changes a header they
+// do: the frontend's would run first, HAProxy runs them after.
+func (be *backend) checkDeferredResponse(fe *frontend) error {
+	if !be.deferredResponse() {
+		return nil
+	}
+	for _, r := range be.responseActions {
+		for _, h := range fe.responseHeaders {
+			if strings.EqualFold(h.name, r.header.name) {
+				return refuse(r.line, "with a condition, the backend's http-response rules run after %s %s's (line %d), which changes %s too: not translated", fe.section.Kind, fe.section.Name, h.line.Pos.Line, h.name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkForwardingRules refuses a backend's header rule on a forwarding
+// header behind the frontend's forwarded handler, which writes them all.
+func (be *backend) checkForwardingRules(fe *frontend) error {
+	for _, r := range be.requestRules {
+		if r.header != nil && fe.forwarding.handler && forwardedHeaders[strings.ToLower(r.header.name)] {
+			return refuse(r.line, "%s %s writes the forwarding headers with the forwarded handler: a backend's rule on %s is not translated", fe.section.Kind, fe.section.Name, r.header.name)
+		}
+	}
+	return nil
+}

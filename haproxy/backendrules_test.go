@@ -1,0 +1,60 @@
+package haproxy
+
+import (
+	"strings"
+	"testing"
+)
+
+// Issue 28: a backend's own rules apply to the requests it gets, in a
+// route before its reverse_proxy; what does not translate exactly is
+// refused at its line: a regular expression RE2 cannot compile or reads
+// otherwise than PCRE, a log-format format, an ACL of another section, an
+// action translated in a frontend only (and the reverse).
+func TestBackendRules(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl fe_acl path /x\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\t%s\n"
+	for _, tt := range []struct {
+		line, want string
+		has        []string
+	}{
+		{`http-request replace-path ^/api/(\d+)/(.*) /v2/\2/id=\1`, "", []string{"route {\n", `uri path_regexp "^(?s:.*?)(?:^/api/(\d+)/(.*))(?s:.*)$" "/v2/$\{2\}/id=$\{1\}"`}},
+		{`http-request replace-path ^/a(.*) /b?\1`, "k.cfg:9: http-request replace-path: /b?\\1: '?' in a path: Go would send it escaped, HAProxy as it is", nil},
+		{`http-request set-path /a$b`, "", []string{`uri path_regexp ^.*$ /a$$b`}},
+		{`http-request replace-path ^/(?=api) /`, "k.cfg:9: http-request replace-path: ^/(?=api): not a regular expression Go's RE2 reads", nil},
+		{`http-request replace-path ^/api\Z /`, `k.cfg:9: http-request replace-path: ^/api\Z: not a regular expression Go's RE2 reads`, nil},
+		{`http-request replace-path ^/a\v /`, `k.cfg:9: http-request replace-path: ^/a\v: \v reads otherwise in PCRE (HAProxy's) than in Go's RE2`, nil},
+		{`http-request replace-path ^/a(.*) /b{1}\1`, "", []string{`"/b\{1\}$\{1\}"`}},
+		{`http-request replace-path ^/a(.*) %[path]`, "k.cfg:9: http-request replace-path: %[path]: log-format expressions are not translated yet", nil},
+		{`http-request replace-path ^/a(.*) /\y`, `k.cfg:9: http-request replace-path: /\y: only \0 to \9 are translated after a backslash`, nil},
+		{`http-request set-path`, "k.cfg:9: http-request set-path: set-path takes a path", nil},
+		{`http-request deny if fe_acl`, "k.cfg:9: http-request deny: ACL fe_acl is not defined before this line", nil},
+		{`http-request track-sc0 src`, "k.cfg:9: http-request track-sc0: http-request track-sc0 in a backend is not translated yet", nil},
+		{`http-request set-header X-A 1 if { path /a }`, "", []string{"@header_9 expression", "request_header @header_9 X-A 1"}},
+		{`redirect scheme https if !{ ssl_fc }`, "", []string{"redir @answer_9 \"https://{hostport}{uri}\" 302"}},
+	} {
+		text := strings.Replace(site, "%s", tt.line, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+	// With a condition, a backend's http-response rules are deferred
+	// header handlers, which run after the frontend's: refused where the
+	// frontend's change the same header.
+	text := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-response set-header X-A 1\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\thttp-response set-header x-a 2 if { src 10.0.0.0/8 }\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-response set-header: with a condition, the backend's http-response rules run after frontend f's (line 5), which changes X-A too")
+	text = strings.Replace(text, "X-A 1", "X-B 1", 1)
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "", "\theader @response_9 {\n\t\tx-a 2\n\t\tdefer\n\t}\n", "header_down X-B 1")
+	// HAProxy never matches a request's fetch in an http-response rule.
+	text = strings.Replace(text, "{ src 10.0.0.0/8 }", "{ path /a }", 1)
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-response set-header: path tests the request, which HAProxy does not in an http-response rule")
+	// A frontend's set-path and replace-path are not translated yet.
+	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-request set-path /a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:5: http-request set-path: http-request set-path in a frontend is not translated yet (a backend's is)")
+	// Behind the frontend's forwarded handler, which writes every
+	// forwarding header, a backend's rule on one is refused.
+	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption forwardfor\n\thttp-request del-header X-Forwarded-For\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\thttp-request set-header X-Forwarded-Proto https\n"
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:10: http-request set-header: frontend f writes the forwarding headers with the forwarded handler")
+}
