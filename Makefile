@@ -24,7 +24,7 @@ demo: build
 # (testdata/fuzz) included; a missing tool fails the tests that need it. Vet
 # builds with -race too, so that it and the tests share one compile.
 # Fuzzing for new inputs is make fuzz; make test runs the HAProxy adapter's
-# token writers for a few thousand new inputs too.
+# token writers and whole configurations for a few thousand new inputs too.
 test: test-deps
 	PATH="$(TOOLS):$$PATH" CADDY_HA_REQUIRE_TOOLS=1 GO=$(GO) ./.ci/go-test
 
