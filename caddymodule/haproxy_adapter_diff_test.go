@@ -463,16 +463,10 @@ func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
 			continue
 		}
 		name := f[1]
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Backend", strings.TrimRight(name, "0123456789"))
-		})}
-		go srv.Serve(ln) //nolint:errcheck // until Close
-		t.Cleanup(func() { srv.Close() })
-		repl = append(repl, f[2], ln.Addr().String())
+		}))
+		repl = append(repl, f[2], addr)
 	}
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
@@ -574,22 +568,16 @@ func TestHAProxyDifferentialAnswers(t *testing.T) {
 	}
 	var mu sync.Mutex
 	heard := map[string]int{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		heard[r.Header.Get("X-Client")]++
 		mu.Unlock()
 		w.Header().Set("X-Seen", r.Header.Get("X-Seen"))
 		w.Header().Set("X-Powered-By", "test")
 		io.WriteString(w, "app")
-	})}
-	go srv.Serve(ln) //nolint:errcheck // until Close
-	t.Cleanup(func() { srv.Close() })
+	}))
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr,
+	cfg := strings.NewReplacer("127.0.0.1:9001", addr, "127.0.0.1:8080", hapAddr,
 		"testdata/429.http", "../haproxy/testdata/429.http").Replace(string(text))
 	startHAProxy(t, cfg, hapAddr)
 	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
@@ -672,13 +660,7 @@ func TestHAProxyDifferentialRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
-	go srv.Serve(ln) //nolint:errcheck // until Close
-	t.Cleanup(func() { srv.Close() })
+	addr := httptestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	gone := loopback.FreeAddr() // nothing listens there
 	for _, tt := range []struct {
 		retries string
@@ -686,7 +668,7 @@ func TestHAProxyDifferentialRetries(t *testing.T) {
 	}{{"retries 2", true}, {"retries 0", false}} {
 		t.Run(tt.retries, func(t *testing.T) {
 			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-			cfg := strings.NewReplacer("127.0.0.1:9001", gone, "127.0.0.1:9002", ln.Addr().String(),
+			cfg := strings.NewReplacer("127.0.0.1:9001", gone, "127.0.0.1:9002", addr,
 				"127.0.0.1:8080", hapAddr, "retries 2", tt.retries).Replace(string(text))
 			startHAProxy(t, cfg, hapAddr)
 			runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
@@ -724,18 +706,12 @@ func TestHAProxyDifferentialCookieAffinity(t *testing.T) {
 	}
 	var repl []string
 	for _, name := range []string{"app1", "app2"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Server", name)
 			w.Header().Set("X-Cookie", r.Header.Get("Cookie"))
 			w.Header().Set("Cache-Control", "max-age=60") // cacheable: nocache applies
-		})}
-		go srv.Serve(ln) //nolint:errcheck // until Close
-		t.Cleanup(func() { srv.Close() })
-		repl = append(repl, map[string]string{"app1": "127.0.0.1:9001", "app2": "127.0.0.1:9002"}[name], ln.Addr().String())
+		}))
+		repl = append(repl, map[string]string{"app1": "127.0.0.1:9001", "app2": "127.0.0.1:9002"}[name], addr)
 	}
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
@@ -798,15 +774,9 @@ func TestHAProxyDifferentialRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reached atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) })}
-	go srv.Serve(ln) //nolint:errcheck // until Close
-	t.Cleanup(func() { srv.Close() })
+	addr := httptestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	cfg := strings.NewReplacer("127.0.0.1:9001", addr, "127.0.0.1:8080", hapAddr).Replace(string(text))
 	startHAProxy(t, cfg, hapAddr)
 	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
 	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
@@ -846,20 +816,14 @@ func TestHAProxyDifferentialActiveChecks(t *testing.T) {
 	var repl []string
 	for _, s := range []struct{ name, addr string }{{"app1", "127.0.0.1:9001"}, {"app2", "127.0.0.1:9002"}, {"spare", "127.0.0.1:9003"}} {
 		down[s.name] = new(atomic.Bool)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/health" && (down[s.name].Load() || r.Host != "app.internal" || r.Method != http.MethodGet) {
 				w.WriteHeader(http.StatusServiceUnavailable)
 				return
 			}
 			w.Header().Set("X-Server", s.name)
-		})}
-		go srv.Serve(ln) //nolint:errcheck // until Close
-		t.Cleanup(func() { srv.Close() })
-		repl = append(repl, s.addr, ln.Addr().String())
+		}))
+		repl = append(repl, s.addr, addr)
 	}
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
@@ -1013,15 +977,9 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}
-	go srv.Serve(ln) //nolint:errcheck // until Close
-	t.Cleanup(func() { srv.Close() })
+	addr := httptestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
+	cfg := strings.NewReplacer("127.0.0.1:9001", addr, "127.0.0.1:8080", hapAddr).Replace(string(text))
 	startHAProxy(t, cfg, hapAddr)
 	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -1061,20 +1019,14 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 func TestHAProxyDifferentialAcceptEncoding(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string][]string{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+	addr := httptestServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen[r.Header.Get("X-Client")] = r.Header.Values("Accept-Encoding")
 		mu.Unlock()
-	})}
-	go srv.Serve(ln) //nolint:errcheck // until Close
-	t.Cleanup(func() { srv.Close() })
+	}))
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := "defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n" +
-		"frontend web\n    bind " + hapAddr + "\n    default_backend app\nbackend app\n    server app1 " + ln.Addr().String() + "\n"
+		"frontend web\n    bind " + hapAddr + "\n    default_backend app\nbackend app\n    server app1 " + addr + "\n"
 	startHAProxy(t, cfg, hapAddr)
 	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}

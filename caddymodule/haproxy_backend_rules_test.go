@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -34,17 +33,11 @@ func TestHAProxyDifferentialBackendRules(t *testing.T) {
 			continue
 		}
 		name := f[1]
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%s %s %s gateway=%q prefix=%q proto=%q", name, r.Method, r.RequestURI,
 				r.Header.Values("X-Gateway"), r.Header.Values("X-Forwarded-Prefix"), r.Header.Values("X-Forwarded-Proto"))
-		})}
-		go srv.Serve(ln) //nolint:errcheck // until Close
-		t.Cleanup(func() { srv.Close() })
-		repl = append(repl, f[2], ln.Addr().String())
+		}))
+		repl = append(repl, f[2], addr)
 	}
 	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
 	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
