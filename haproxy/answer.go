@@ -20,8 +20,11 @@ type answer struct {
 	// respond: its Content-Type and body ("": none).
 	ctype, body string
 	// redir: how the target is made (location, prefix or scheme) and
-	// the value it is made of.
-	redirect, target string
+	// the log-format value it is made of.
+	redirect string
+	target   logFormat
+	// How its log-format samples differ from HAProxy's (a warning each).
+	approximated []string
 	// edge_rate_limit: its zone.
 	zone rateZone
 }
@@ -84,12 +87,13 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 	if len(words) < 2 {
 		return answer{}, refuse(l, "takes location, prefix or scheme and a value")
 	}
-	a := answer{kind: redirAnswer, redirect: words[0], target: words[1], status: "302"}
-	if strings.Contains(a.target, "%[") {
-		return a, refuse(l, "log-format expressions are not translated yet")
-	}
+	a := answer{kind: redirAnswer, redirect: words[0], status: "302"}
 	if _, ok := redirectTargets[a.redirect]; !ok {
 		return a, refuse(l, "redirect %s is not translated yet", a.redirect)
+	}
+	var err error
+	if a.target, a.approximated, err = readLogFormat(words[1], l); err != nil {
+		return a, err
 	}
 	switch rest := words[2:]; {
 	case len(rest) == 0:
@@ -107,7 +111,7 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 }
 
 // redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer): as it is, before the request's URI, or as the
+// Caddy's replacer, its samples Caddy's placeholders): as it is, before the request's URI, or as the
 // scheme of the request's host and URI.
 var redirectTargets = map[string]func(lit string) string{
 	"location": func(lit string) string { return lit },
@@ -123,15 +127,14 @@ func checkStatus(v string, lo, hi int, l Line) error {
 }
 
 // responseHeader reads an http-response del-header, set-header or
-// add-header line (reverse_proxy's header_down): without a condition, and
-// without log-format expressions.
+// add-header line (reverse_proxy's header_down), without a condition.
 func responseHeader(l Line) (headerRule, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
 		return headerRule{}, err
 	}
 	if cond != nil {
-		return headerRule{}, refuse(l, "conditions are not translated yet")
+		return headerRule{}, refuse(l, "a condition is not translated: reverse_proxy's header_down, which changes the server's answer, takes no matcher")
 	}
 	switch op := arg(l, 1); {
 	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:

@@ -9,19 +9,37 @@ import (
 	"strings"
 )
 
-// write writes the rule, after its line as a comment, as directive
-// (request_header, header_down): -name, name value or +name value.
+// write writes the rule, after its line as a comment (with its
+// condition's ACLs and matcher), as directive (request_header,
+// header_down): -name, name value or +name value.
 func (h headerRule) write(c *caddyfile, directive string) {
-	c.comment(h.line, "")
+	matcher := ""
+	if h.cond != nil {
+		for _, l := range h.when.acls {
+			c.comment(l, "")
+		}
+		matcher = " @header_" + strconv.Itoa(h.line.Pos.Line)
+	}
+	if len(h.approximated) > 0 {
+		c.note(note{line: h.line, what: strings.Join(h.approximated, "; "), approximated: true})
+	} else {
+		c.comment(h.line, "")
+	}
+	if h.cond != nil {
+		c.line("%s expression `%s`", matcher[1:], h.when.expression(c))
+	}
 	switch h.op {
 	case "del-header":
-		c.line("%s -%s", directive, c.name(h.name))
+		c.line("%s%s -%s", directive, matcher, c.name(h.name))
 	case "set-header":
-		c.line("%s %s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s%s %s %s", directive, matcher, c.name(h.name), c.composed(h.v, asWritten))
 	case "add-header":
-		c.line("%s +%s %s", directive, c.name(h.name), c.literal(h.v))
+		c.line("%s%s +%s %s", directive, matcher, c.name(h.name), c.composed(h.v, asWritten))
 	}
 }
+
+// asWritten composes a value of nothing but itself.
+func asWritten(v string) string { return v }
 
 // writeServers writes the servers option of each listener of the
 // frontend; global is the global section's maxconn, nil if none.
@@ -134,7 +152,9 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	for _, status := range fe.ownPages {
 		writeOwnPage(c, status)
 	}
-	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil
+	// A header rule with a matcher would go before those without (Caddy
+	// sorts a directive's matched routes first) but for a route.
+	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
 	if routed {
 		// In the order written, as HAProxy runs its rules: the header
 		// rules, those that answer, the stats page, the redirect rules,
@@ -229,14 +249,24 @@ func writeAnswers(c *caddyfile, answers []answerRule) {
 				c.comment(l, "")
 			}
 			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
-			c.comment(a.line, "")
+			a.comment(c)
 			c.line("%s expression `%s`", name, a.when.expression(c))
 			name = " " + name
 		} else {
-			c.comment(a.line, "")
+			a.comment(c)
 		}
 		a.answer.write(c, name)
 	}
+}
+
+// comment writes the rule's line, noting how its log-format samples
+// differ from HAProxy's.
+func (a answerRule) comment(c *caddyfile) {
+	if len(a.answer.approximated) > 0 {
+		c.note(note{line: a.line, what: strings.Join(a.answer.approximated, "; "), approximated: true})
+		return
+	}
+	c.comment(a.line, "")
 }
 
 // writeRules writes each use_backend rule as an expression matcher and a

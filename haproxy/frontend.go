@@ -87,10 +87,16 @@ type bind struct {
 	isTLS bool
 }
 
-// headerRule is an http-request del-header, set-header or add-header.
+// headerRule is an http-request or http-response del-header, set-header
+// or add-header, when its condition (nil: always) holds.
 type headerRule struct {
-	line        Line
-	op, name, v string
+	line     Line
+	op, name string
+	v        logFormat
+	// How its log-format samples differ from HAProxy's (a warning each).
+	approximated []string
+	cond         *Condition
+	when         matcher // the condition, resolved
 }
 
 // forwardedHeaders are the headers the forwarded handler removes from a
@@ -475,17 +481,18 @@ var answerReaders = map[string]func(args []string, l Line) (answer, error){
 	"deny": denyAnswer, "return": returnAnswer, "redirect": redirectAnswer,
 }
 
-func (fe *frontend) readRequestHeader(l Line, args []string, _ *Condition) error {
+func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) error {
 	h, err := headerRuleOf(l, args)
 	if err != nil {
 		return err
 	}
+	h.cond = cond
 	fe.headers = append(fe.headers, h)
 	return nil
 }
 
 // headerRuleOf reads del-header <name>, set-header and add-header <name>
-// <value>: without log-format expressions.
+// <value>, a log-format value.
 func headerRuleOf(l Line, args []string) (headerRule, error) {
 	op := arg(l, 1)
 	if op == "del-header" {
@@ -497,10 +504,10 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	if len(args) != 2 {
 		return headerRule{}, refuse(l, "takes a header name and a value")
 	}
-	if strings.Contains(args[1], "%[") {
-		return headerRule{}, refuse(l, "log-format expressions in a header value are not translated yet")
-	}
-	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
+	h := headerRule{line: l, op: op, name: args[0]}
+	var err error
+	h.v, h.approximated, err = readLogFormat(args[1], l)
+	return h, err
 }
 
 // checkForwardFor checks an option forwardfor line: [header <name>],

@@ -258,9 +258,9 @@ type action struct {
 }
 
 var requestActions = indexActions([]action{
-	{name: "set-header", status: translated, doc: "`request_header <name> <value>` (the forwarded handler's proto for X-Forwarded-Proto with option forwardfor)", read: (*frontend).readRequestHeader},
-	{name: "add-header", status: translated, doc: "`request_header +<name> <value>`", read: (*frontend).readRequestHeader},
-	{name: "del-header", status: translated, doc: "`request_header -<name>` (the forwarded handler for the forwarded headers with option forwardfor)", read: (*frontend).readRequestHeader},
+	{name: "set-header", status: translated, conditional: true, doc: "`request_header [@matcher] <name> <value>`, the value's log-format samples as Caddy's placeholders (see Log-format samples); the forwarded handler's proto for X-Forwarded-Proto http or https without a condition with option forwardfor", read: (*frontend).readRequestHeader},
+	{name: "add-header", status: translated, conditional: true, doc: "`request_header [@matcher] +<name> <value>`, as set-header", read: (*frontend).readRequestHeader},
+	{name: "del-header", status: translated, conditional: true, doc: "`request_header [@matcher] -<name>` (without a condition, the forwarded handler for the forwarded headers with option forwardfor)", read: (*frontend).readRequestHeader},
 	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit`", read: (*frontend).readAnswer},
 	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer},
 	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect)", read: (*frontend).readAnswer},

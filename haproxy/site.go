@@ -93,6 +93,15 @@ func (fe *frontend) resolveConditions() error {
 			}
 		}
 	}
+	for i, h := range fe.headers {
+		if h.cond == nil {
+			continue
+		}
+		var err error
+		if fe.headers[i].when, err = fe.conditionMatcher(h.cond, h.line); err != nil {
+			return err
+		}
+	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
 		// no rule after it, nor the default_backend.
@@ -125,11 +134,11 @@ func (fe *frontend) resolveForwarding() {
 	for _, h := range fe.headers {
 		name := strings.ToLower(h.name)
 		switch {
-		case h.op == "del-header" && forwardedHeaders[name]:
+		case h.op == "del-header" && forwardedHeaders[name] && h.cond == nil:
 			deleted = deleted || name == "x-forwarded-for"
 			f.used = append(f.used, h.line)
-		case h.op == "set-header" && name == "x-forwarded-proto" && (h.v == "https" || h.v == "http"):
-			f.proto = h.v
+		case h.op == "set-header" && name == "x-forwarded-proto" && h.cond == nil && isProto(h.v):
+			f.proto, _ = h.v.text()
 			f.used = append(f.used, h.line)
 		default:
 			f.rest = append(f.rest, h)
@@ -141,6 +150,12 @@ func (fe *frontend) resolveForwarding() {
 	} else {
 		fe.plainForwardFor = true
 	}
+}
+
+// isProto tells whether a value is the forwarded handler's proto.
+func isProto(v logFormat) bool {
+	s, ok := v.text()
+	return ok && (s == "https" || s == "http")
 }
 
 // forwardingHeaders are the headers reverse_proxy writes itself, which
@@ -158,8 +173,15 @@ func (fe *frontend) resolveForwardingRules() {
 	deleted := map[string]bool{}
 	for _, h := range f.rest {
 		name := http.CanonicalHeaderKey(h.name)
-		f.ruled[name] = h.op != "del-header"
-		deleted[name] = h.op == "del-header"
+		// A rule with a condition may leave the header as the client
+		// sent it: what the request holds is sent.
+		f.ruled[name] = h.op != "del-header" || h.cond != nil
+		deleted[name] = h.op == "del-header" && h.cond == nil
+	}
+	for name, i := range mayLeaveOut(f.rest) {
+		if !f.handler && !(fe.plainForwardFor && name == "X-Forwarded-For") {
+			f.rest[i].approximated = append(f.rest[i].approximated, "where the rules leave no "+name+", the servers get it empty (header_up "+name+" with the request's), where HAProxy sends none")
+		}
 	}
 	for _, name := range forwardingHeaders {
 		switch {
@@ -169,6 +191,28 @@ func (fe *frontend) resolveForwardingRules() {
 			f.removed = append(f.removed, name)
 		}
 	}
+}
+
+// mayLeaveOut are the forwarding headers that rules with a condition may
+// leave out of a request (a rule's condition false and the client's
+// header absent, or a del-header's true), each with the last such rule.
+func mayLeaveOut(rules []headerRule) map[string]int {
+	present := map[string]bool{} // set or added by a rule without a condition
+	out := map[string]int{}
+	for i, h := range rules {
+		name := http.CanonicalHeaderKey(h.name)
+		if !slices.Contains(forwardingHeaders, name) {
+			continue
+		}
+		switch {
+		case h.cond == nil:
+			present[name] = h.op != "del-header"
+			delete(out, name)
+		case h.op == "del-header" || !present[name]:
+			out[name] = i
+		}
+	}
+	return out
 }
 
 // resolveCerts settles the TLS site's certificates: files, or

@@ -75,6 +75,26 @@ func literalToken(v string, envs []envUse) (string, error) {
 	return quoteToken(s)
 }
 
+// formatToken is f, a log-format read into literal text and Caddy's
+// placeholders, as one token: each text escaped as a literal (the values
+// of envs in it as {$NAME}), each placeholder as Caddy's, the whole made
+// into a value by compose (a redirect's target: before {uri}, say).
+func formatToken(f logFormat, envs []envUse, compose func(string) string) (string, error) {
+	var b strings.Builder
+	for _, p := range f.parts {
+		if p.placeholder != "" {
+			b.WriteString("{" + p.placeholder + "}")
+			continue
+		}
+		s, err := withEnv(p.text, envs, escapeLiteral)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return quoteToken(compose(b.String()))
+}
+
 // plainToken is v, a value Caddy takes as written or whose handling of
 // placeholders is not known here (file paths, names, addresses), as one
 // token: a brace in it is refused rather than guessed at.
@@ -160,10 +180,6 @@ func safeEnvValue(v string) bool {
 // envRef matches Caddy's references to the environment that withEnv
 // writes.
 var envRef = regexp.MustCompile(`\{\$[A-Za-z_][A-Za-z0-9_]*(:[^{}]*)?\}`)
-
-func isTokenChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
 
 // quoteToken writes s as one Caddyfile token that its lexer reads back as
 // s (s is already what the replacer is to read): bare where nothing in it
