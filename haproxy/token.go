@@ -21,10 +21,11 @@ import (
 
 // Errors of values a Caddyfile cannot carry.
 var (
-	errNotUTF8  = errors.New("it is not UTF-8, and a Caddyfile is read as UTF-8 (other bytes become U+FFFD)")
-	errEnvSpan  = errors.New("it holds {$, which Caddy's Caddyfile adapter expands as an environment variable wherever it stands, with no escape")
-	errBraces   = errors.New("it holds a brace, which Caddy would read as a placeholder here")
-	errUnquoted = errors.New("no Caddyfile quoting carries it exactly (a backtick, a backslash before a double quote or at its end, and a carriage return or the heredoc marker)")
+	errNotUTF8         = errors.New("it is not UTF-8, and a Caddyfile is read as UTF-8 (other bytes become U+FFFD)")
+	errEnvSpan         = errors.New("it holds {$, which Caddy's Caddyfile adapter expands as an environment variable wherever it stands, with no escape")
+	errBraces          = errors.New("it holds a brace, which Caddy would read as a placeholder here")
+	errBackslashSample = errors.New("it has a backslash right before a sample, which Caddy's replacer would read as escaping the placeholder's brace")
+	errUnquoted        = errors.New("no Caddyfile quoting carries it exactly (a backtick, a backslash before a double quote or at its end, and a carriage return or the heredoc marker)")
 )
 
 // checkCarried reports why no Caddyfile can carry v at all, if it cannot.
@@ -83,6 +84,9 @@ func formatToken(f logFormat, envs []envUse, compose func(string) string) (strin
 	var b strings.Builder
 	for _, p := range f.parts {
 		if p.placeholder != "" {
+			if strings.HasSuffix(b.String(), `\`) {
+				return "", errBackslashSample
+			}
 			b.WriteString("{" + p.placeholder + "}")
 			continue
 		}
