@@ -91,9 +91,14 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 	if _, ok := redirectTargets[a.redirect]; !ok {
 		return a, refuse(l, "redirect %s is not translated yet", a.redirect)
 	}
-	var err error
-	if a.target, a.approximated, err = readLogFormat(words[1], l); err != nil {
-		return a, err
+	// http-request redirect's value is a log-format string; the
+	// redirect keyword's is taken as written (HAProxy's own documentation).
+	a.target = literalFormat(words[1])
+	if l.Words[0] == "http-request" {
+		var err error
+		if a.target, a.approximated, err = readLogFormat(words[1], l); err != nil {
+			return a, err
+		}
 	}
 	switch rest := words[2:]; {
 	case len(rest) == 0:

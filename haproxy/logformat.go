@@ -21,6 +21,11 @@ type logFormat struct {
 	parts []formatPart
 }
 
+// literalFormat is v taken as written: literal text.
+func literalFormat(v string) logFormat {
+	return logFormat{raw: v, parts: []formatPart{{text: v}}}
+}
+
 // formatPart is literal text (placeholder "") or one of Caddy's
 // placeholders (its name, without braces).
 type formatPart struct {
