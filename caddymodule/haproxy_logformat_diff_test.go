@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -43,37 +44,48 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 	})}
 	go srv.Serve(ln) //nolint:errcheck // until Close
 	t.Cleanup(func() { srv.Close() })
-	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr).Replace(string(text))
-	startHAProxy(t, cfg, hapAddr)
-	_, _, warnings := runHAProxyConfigWarned(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	hapAddr, caddyAddr := map[string]string{}, map[string]string{}
+	for _, front := range []string{"web", "forwarded"} {
+		hapAddr[front], caddyAddr[front] = loopback.FreeAddr(), loopback.FreeAddr()
+	}
+	hap := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr["web"], "127.0.0.1:8081", hapAddr["forwarded"]).Replace(string(text))
+	startHAProxy(t, hap, hapAddr["web"], hapAddr["forwarded"])
+	_, _, warnings := runHAProxyConfigWarned(t, strings.NewReplacer(hapAddr["web"], caddyAddr["web"], hapAddr["forwarded"], caddyAddr["forwarded"]).Replace(hap))
 	if len(warnings) != 2 || !strings.Contains(warnings[1].Message, "hdr: HAProxy takes the header's last value") {
 		t.Errorf("warnings %v, want the forwarding headers' and hdr(x-tag)'s", warnings)
 	}
 
 	compared := []string{"X-Client-Addr", "X-Conn", "X-Front", "X-Host", "X-Request", "X-Percent", "X-Literal", "X-Node",
-		"X-Tag", "X-Api", "X-Secret", "X-Method-Seen"}
+		"X-Tag", "X-Api", "X-Secret", "X-Method-Seen", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 	type result struct {
 		status             int
 		location, servedTo string
 		headers            map[string][]string
 	}
-	for _, tt := range []struct {
-		method, host, path string
-		header             map[string]string
-		reached            bool
+	for i, tt := range []struct {
+		front, method, host, path string
+		header                    map[string]string
+		reached                   bool
 	}{
-		{"GET", "www.example", "/", nil, true},
-		{"GET", "www.example:8080", "/api/items?x=1&y=%41", map[string]string{"X-Tag": "blue", "X-Secret": "s3", "X-Api": "forged"}, true},
-		{"POST", "www.example", "/form?", map[string]string{"X-Secret": "s3", "X-Method-Seen": "client"}, true},
-		{"HEAD", "www.example", "/p%61th/{x}", map[string]string{"X-Secret": "s3"}, true},
-		{"GET", "shop.example", "/secure/cart?id=7", nil, false},
-		{"GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},
-		{"GET", "shop.example", "/old", nil, false},
+		{"web", "GET", "www.example", "/", nil, true},
+		{"web", "GET", "www.example:8080", "/api/items?x=1&y=%41", map[string]string{"X-Tag": "blue", "X-Secret": "s3", "X-Api": "forged"}, true},
+		{"web", "POST", "www.example", "/form?", map[string]string{"X-Secret": "s3", "X-Method-Seen": "client"}, true},
+		{"web", "HEAD", "www.example", "/p%61th/{x}", map[string]string{"X-Secret": "s3"}, true},
+		{"web", "GET", "shop.example", "/secure/cart?id=7", nil, false},
+		{"web", "GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},
+		{"web", "GET", "shop.example", "/old", nil, false},
+		// option forwardfor, and rules with a condition on the forwarding
+		// headers: the client's as sent where none holds, none where the
+		// client sent none.
+		{"forwarded", "GET", "www.example", "/", nil, true},
+		{"forwarded", "GET", "www.example", "/tls/x", nil, true},
+		{"forwarded", "POST", "www.example:8081", "/", nil, true},
+		{"forwarded", "GET", "www.example", "/", map[string]string{"X-Forwarded-Proto": "gopher", "X-Forwarded-Host": "forged.example", "X-Forwarded-For": "10.1.2.3"}, true},
+		{"forwarded", "POST", "www.example", "/nohost/", map[string]string{"X-Forwarded-Host": "forged.example"}, true},
 	} {
 		var results []result
-		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
-			id := p.name + " " + tt.method + " " + tt.path
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr[tt.front]}, {"caddy-ha", caddyAddr[tt.front]}} {
+			id := fmt.Sprintf("%s %d", p.name, i)
 			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
 			req.Host = tt.host
 			req.Header.Set("X-Test-Id", id)
@@ -101,26 +113,27 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 			if reached != tt.reached {
 				t.Errorf("%s: reached the server: %v, want %v", id, reached, tt.reached)
 			}
+			// Each header's lines joined, as one (RFC 9110, 5.3).
 			for _, name := range compared {
-				for _, v := range h.Values(name) {
-					got.headers[name] = append(got.headers[name], ports.Replace(v))
+				if v, ok := h[http.CanonicalHeaderKey(name)]; ok {
+					got.headers[name] = []string{ports.Replace(strings.Join(v, ", "))}
 				}
 			}
 			results = append(results, got)
 		}
 		hap, cad := results[0], results[1]
+		t.Logf("%s %s %s: %+v", tt.front, tt.method, tt.path, hap)
 		if hap.status != cad.status || hap.location != cad.location || hap.servedTo != cad.servedTo {
-			t.Errorf("%s %s: haproxy answered %d, Location %q, X-Served-For %q; caddy-ha %d, %q, %q",
-				tt.method, tt.path, hap.status, hap.location, hap.servedTo, cad.status, cad.location, cad.servedTo)
+			t.Errorf("%s %s %s: haproxy answered %d, Location %q, X-Served-For %q; caddy-ha %d, %q, %q",
+				tt.front, tt.method, tt.path, hap.status, hap.location, hap.servedTo, cad.status, cad.location, cad.servedTo)
 		}
 		for _, name := range compared {
 			if !slices.Equal(hap.headers[name], cad.headers[name]) {
-				t.Errorf("%s %s: the server saw %s %q from haproxy, %q from caddy-ha", tt.method, tt.path, name, hap.headers[name], cad.headers[name])
+				t.Errorf("%s %s %s: the server saw %s %q from haproxy, %q from caddy-ha", tt.front, tt.method, tt.path, name, hap.headers[name], cad.headers[name])
 			}
 		}
-		if tt.reached && len(hap.headers["X-Conn"]) == 0 {
+		if tt.front == "web" && tt.reached && len(hap.headers["X-Conn"]) == 0 {
 			t.Errorf("%s %s: the server saw no X-Conn from haproxy", tt.method, tt.path)
 		}
-		t.Logf("%s %s: %+v", tt.method, tt.path, hap)
 	}
 }

@@ -71,6 +71,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 			// client's chain
 		case f.ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
+			if slices.Contains(f.mayLack, name) {
+				c.line("header_up -{http.vars.%s}", lacksVar(name))
+			}
 		default:
 			c.line("header_up -%s", name)
 		}

@@ -29,9 +29,10 @@ type forwarding struct {
 	used    []Line // the header rules the forwarded handler does
 	rest    []headerRule
 	// What the rest make of each forwarding header no handler writes:
-	// ruled, their value sent; removed, as the client sent it.
-	ruled   map[string]bool
-	removed []string
+	// ruled, their value sent; removed, as the client sent it; mayLack,
+	// ruled but maybe left out of the request by rules with a condition.
+	ruled            map[string]bool
+	removed, mayLack []string
 }
 
 // resolve checks what the frontend's lines say together and settles its
@@ -178,38 +179,34 @@ func (fe *frontend) resolveForwardingRules() {
 		f.ruled[name] = h.op != "del-header" || h.cond != nil
 		deleted[name] = h.op == "del-header" && h.cond == nil
 	}
-	for name, i := range mayLeaveOut(f.rest) {
-		if !f.handler && !(fe.plainForwardFor && name == "X-Forwarded-For") {
-			f.rest[i].approximated = append(f.rest[i].approximated, "where the rules leave no "+name+", the servers get it empty (header_up "+name+" with the request's), where HAProxy sends none")
-		}
-	}
+	mayLack := mayLeaveOut(f.rest)
 	for _, name := range forwardingHeaders {
 		switch {
 		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
 			// the forwarded handler's set, or reverse_proxy's after the client's
 		case !f.ruled[name] && !deleted[name]:
 			f.removed = append(f.removed, name)
+		case f.ruled[name] && mayLack[name]:
+			f.mayLack = append(f.mayLack, name)
 		}
 	}
 }
 
 // mayLeaveOut are the forwarding headers that rules with a condition may
-// leave out of a request (a rule's condition false and the client's
-// header absent, or a del-header's true), each with the last such rule.
-func mayLeaveOut(rules []headerRule) map[string]int {
+// leave out of a request: a set-header's or add-header's condition false
+// where no rule without one set it before and the client sent none, or a
+// del-header's true.
+func mayLeaveOut(rules []headerRule) map[string]bool {
 	present := map[string]bool{} // set or added by a rule without a condition
-	out := map[string]int{}
-	for i, h := range rules {
+	out := map[string]bool{}
+	for _, h := range rules {
 		name := http.CanonicalHeaderKey(h.name)
-		if !slices.Contains(forwardingHeaders, name) {
-			continue
-		}
 		switch {
 		case h.cond == nil:
 			present[name] = h.op != "del-header"
-			delete(out, name)
+			out[name] = false
 		case h.op == "del-header" || !present[name]:
-			out[name] = i
+			out[name] = true
 		}
 	}
 	return out
