@@ -2,18 +2,21 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
@@ -44,19 +47,36 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 	})}
 	go srv.Serve(ln) //nolint:errcheck // until Close
 	t.Cleanup(func() { srv.Close() })
+	// And a TLS frontend, for ssl_fc and ssl_fc_sni.
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue("shop.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt := filepath.Join(t.TempDir(), "shop.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text = append(text, "\nfrontend tls\n    bind 127.0.0.1:8443 ssl crt "+crt+"\n"+
+		"    http-request set-header X-Path \"%[path] ssl=%[ssl_fc] sni=%[ssl_fc_sni] v%[req.ver] %[url]\"\n    default_backend app\n"...)
 	hapAddr, caddyAddr := map[string]string{}, map[string]string{}
-	for _, front := range []string{"web", "forwarded"} {
+	for _, front := range []string{"web", "forwarded", "tls"} {
 		hapAddr[front], caddyAddr[front] = loopback.FreeAddr(), loopback.FreeAddr()
 	}
-	hap := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr["web"], "127.0.0.1:8081", hapAddr["forwarded"]).Replace(string(text))
-	startHAProxy(t, hap, hapAddr["web"], hapAddr["forwarded"])
-	_, _, warnings := runHAProxyConfigWarned(t, strings.NewReplacer(hapAddr["web"], caddyAddr["web"], hapAddr["forwarded"], caddyAddr["forwarded"]).Replace(hap))
-	if len(warnings) != 2 || !strings.Contains(warnings[1].Message, "hdr: HAProxy takes the header's last value") {
-		t.Errorf("warnings %v, want the forwarding headers' and hdr(x-tag)'s", warnings)
+	hap := strings.NewReplacer("127.0.0.1:9001", ln.Addr().String(), "127.0.0.1:8080", hapAddr["web"], "127.0.0.1:8081", hapAddr["forwarded"],
+		"127.0.0.1:8443", hapAddr["tls"]).Replace(string(text))
+	startHAProxy(t, hap, hapAddr["web"], hapAddr["forwarded"], hapAddr["tls"])
+	_, _, warnings := runHAProxyConfigWarned(t, strings.NewReplacer(hapAddr["web"], caddyAddr["web"], hapAddr["forwarded"], caddyAddr["forwarded"],
+		hapAddr["tls"], caddyAddr["tls"]).Replace(hap))
+	if len(warnings) != 3 || !strings.Contains(warnings[1].Message, "hdr: HAProxy takes the header's last value") {
+		t.Errorf("warnings %v, want the forwarding headers' of web and tls, and hdr(x-tag)'s", warnings)
 	}
 
 	compared := []string{"X-Client-Addr", "X-Conn", "X-Front", "X-Host", "X-Request", "X-Percent", "X-Literal", "X-Node",
-		"X-Tag", "X-Api", "X-Secret", "X-Method-Seen", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+		"X-Tag", "X-Path", "X-Api", "X-Secret", "X-Method-Seen", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 	type result struct {
 		status             int
 		location, servedTo string
@@ -70,7 +90,7 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		{"web", "GET", "www.example", "/", nil, true},
 		{"web", "GET", "www.example:8080", "/api/items?x=1&y=%41", map[string]string{"X-Tag": "blue", "X-Secret": "s3", "X-Api": "forged"}, true},
 		{"web", "POST", "www.example", "/form?", map[string]string{"X-Secret": "s3", "X-Method-Seen": "client"}, true},
-		{"web", "HEAD", "www.example", "/p%61th/{x}", map[string]string{"X-Secret": "s3"}, true},
+		{"web", "HEAD", "www.example", "/p%61th/x%2Fy", map[string]string{"X-Secret": "s3"}, true},
 		{"web", "GET", "shop.example", "/secure/cart?id=7", nil, false},
 		{"web", "GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},
 		{"web", "GET", "shop.example", "/old", nil, false},
@@ -82,11 +102,13 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		{"forwarded", "POST", "www.example:8081", "/", nil, true},
 		{"forwarded", "GET", "www.example", "/", map[string]string{"X-Forwarded-Proto": "gopher", "X-Forwarded-Host": "forged.example", "X-Forwarded-For": "10.1.2.3"}, true},
 		{"forwarded", "POST", "www.example", "/nohost/", map[string]string{"X-Forwarded-Host": "forged.example"}, true},
+		{"tls", "GET", "shop.example", "/p%61th?q=1", nil, true},
 	} {
 		var results []result
 		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr[tt.front]}, {"caddy-ha", caddyAddr[tt.front]}} {
 			id := fmt.Sprintf("%s %d", p.name, i)
-			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+			scheme := map[bool]string{true: "https", false: "http"}[tt.front == "tls"]
+			req, _ := http.NewRequest(tt.method, scheme+"://"+p.addr+tt.path, nil)
 			req.Host = tt.host
 			req.Header.Set("X-Test-Id", id)
 			for k, v := range tt.header {
@@ -97,7 +119,8 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 				GotConn: func(c httptrace.GotConnInfo) { local = c.Conn.LocalAddr().String() },
 			}))
 			// A round trip: no redirect followed, no Location parsed.
-			resp, err := (&http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 10 * time.Second}).RoundTrip(req)
+			resp, err := (&http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 10 * time.Second,
+				TLSClientConfig: &tls.Config{ServerName: "shop.example", InsecureSkipVerify: true}}).RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
 			}

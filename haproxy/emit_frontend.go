@@ -152,6 +152,9 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	for _, status := range fe.ownPages {
 		writeOwnPage(c, status)
 	}
+	for _, name := range fe.formatMaps {
+		writeFormatMap(c, name)
+	}
 	// A header rule with a matcher would go before those without (Caddy
 	// sorts a directive's matched routes first) but for a route.
 	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
@@ -339,6 +342,21 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 		c.line("@lacks_%s header !%s", name, name)
 		c.line("vars @lacks_%s %s %s", name, lacksVar(name), name)
 	}
+}
+
+// writeFormatMap writes the map that makes the placeholder name of a
+// log-format sample: Caddy evaluates it where the placeholder is read.
+func writeFormatMap(c *caddyfile, name string) {
+	m := formatMaps[name]
+	c.line("# {%s}, for the log-format samples of the rules below", name)
+	c.open("map %s {%s}", m.source, name)
+	for _, io := range m.cases {
+		c.line("%s %s", io[0], io[1])
+	}
+	if m.fallback != "" {
+		c.line("default %s", m.fallback)
+	}
+	c.close()
 }
 
 // lacksVar names the var that holds name where the request lacks that

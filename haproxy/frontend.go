@@ -50,6 +50,7 @@ type frontend struct {
 	certs      siteCerts
 	forwarding forwarding
 	ownPages   []string // the statuses answered with HAProxy's own page (errorpages.go)
+	formatMaps []string // the map-made placeholders its rules use (logformat.go)
 }
 
 // answerRule is a rule that answers the client itself: its directive, when

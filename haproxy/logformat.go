@@ -42,6 +42,26 @@ type formatEntry struct {
 	refusal      string
 }
 
+// formatMap is a placeholder no module of Caddy gives as HAProxy's sample
+// is, made by a map directive of the site from one that one does: the
+// first input that matches the source (~ a regular expression, whose
+// output may take its groups) gives its output, else the fallback.
+type formatMap struct {
+	source   string
+	cases    [][2]string
+	fallback string
+}
+
+// formatMaps are the map-made placeholders, by name.
+var formatMaps = map[string]formatMap{
+	// The path as sent: the request's URI before its query (Caddy's
+	// {http.request.uri.path} is decoded).
+	"haproxy.path":    {source: "{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
+	"haproxy.base":    {source: "{http.request.hostport}{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
+	"haproxy.ssl_fc":  {source: "{http.request.scheme}", cases: [][2]string{{"https", "1"}}, fallback: "0"},
+	"haproxy.req_ver": {source: "{http.request.proto}", cases: [][2]string{{"~^HTTP/(.*)$", "${1}"}}},
+}
+
 // placeholder is a formatEntry's placeholder that takes no argument.
 func placeholder(name string) func(string) string { return func(string) string { return name } }
 
@@ -69,10 +89,10 @@ var formatFetches = map[string]formatEntry{
 	"url":        {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},
 	"method":     {placeholder: placeholder("http.request.method"), doc: "the request's method"},
 	"ssl_fc_sni": {placeholder: placeholder("http.request.tls.server_name"), doc: "the name the client sent in TLS (SNI), empty without"},
-	"path":       {refusal: "Caddy's {http.request.uri.path} is decoded, where HAProxy's path is as sent"},
-	"base":       {refusal: "Caddy's {http.request.uri.path} is decoded, where HAProxy's base is the Host and the path as sent"},
-	"ssl_fc":     {refusal: "Caddy has no placeholder that is 1 over TLS and 0 without"},
-	"req.ver":    {refusal: "Caddy's {http.request.proto} is HTTP/1.1 where HAProxy's req.ver is 1.1"},
+	"path":       {placeholder: placeholder("haproxy.path"), doc: "the path as sent, without the query: a `map` of `{http.request.uri}` (Caddy's `{http.request.uri.path}` is decoded)"},
+	"base":       {placeholder: placeholder("haproxy.base"), doc: "the Host and the path as sent: a `map` of `{http.request.hostport}{http.request.uri}`"},
+	"ssl_fc":     {placeholder: placeholder("haproxy.ssl_fc"), doc: "1 over TLS, else 0: a `map` of `{http.request.scheme}`"},
+	"req.ver":    {placeholder: placeholder("haproxy.req_ver"), doc: "the HTTP version (1.1, 2.0): a `map` of `{http.request.proto}`"},
 }
 
 var formatVariables = map[string]formatEntry{
@@ -89,6 +109,17 @@ var formatVariables = map[string]formatEntry{
 var formatConverters = map[string]formatEntry{
 	"lower": {refusal: "Caddy's placeholders have no case conversion"},
 	"upper": {refusal: "Caddy's placeholders have no case conversion"},
+}
+
+// maps are the map-made placeholders f uses.
+func (f logFormat) maps() []string {
+	var names []string
+	for _, p := range f.parts {
+		if _, ok := formatMaps[p.placeholder]; ok {
+			names = append(names, p.placeholder)
+		}
+	}
+	return names
 }
 
 // readLogFormat reads v, a log-format string of line l; approximated are

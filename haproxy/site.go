@@ -49,6 +49,7 @@ func (fe *frontend) resolve() error {
 	}
 	fe.resolveForwarding()
 	fe.resolveForwardingRules()
+	fe.resolveFormatMaps()
 	fe.resolvePages()
 	return fe.resolveCerts()
 }
@@ -210,6 +211,24 @@ func mayLeaveOut(rules []headerRule) map[string]bool {
 		}
 	}
 	return out
+}
+
+// resolveFormatMaps settles the map-made placeholders (formatMaps) that
+// the log-format values of the site's rules and its backends' use.
+func (fe *frontend) resolveFormatMaps() {
+	headers := slices.Concat(fe.headers, fe.responseHeaders)
+	for _, be := range fe.backends() {
+		headers = append(headers, be.responseHeaders...)
+	}
+	var names []string
+	for _, h := range headers {
+		names = append(names, h.v.maps()...)
+	}
+	for _, a := range slices.Concat(fe.answers, fe.redirects) {
+		names = append(names, a.answer.target.maps()...)
+	}
+	slices.Sort(names)
+	fe.formatMaps = slices.Compact(names)
 }
 
 // resolveCerts settles the TLS site's certificates: files, or
