@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -43,6 +44,8 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		mu.Lock()
 		seen[r.Header.Get("X-Test-Id")] = r.Header.Clone()
 		mu.Unlock()
+		w.Header().Set("X-Powered-By", "test")
+		w.Header().Set("X-Api-Answer", "server")
 		io.WriteString(w, "app")
 	})}
 	go srv.Serve(ln) //nolint:errcheck // until Close
@@ -80,6 +83,7 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 	type result struct {
 		status             int
 		location, servedTo string
+		answered           map[string][]string // the response headers the rules set
 		headers            map[string][]string
 	}
 	for i, tt := range []struct {
@@ -90,6 +94,7 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		{"web", "GET", "www.example", "/", nil, true},
 		{"web", "GET", "www.example:8080", "/api/items?x=1&y=%41", map[string]string{"X-Tag": "blue", "X-Secret": "s3", "X-Api": "forged"}, true},
 		{"web", "POST", "www.example", "/form?", map[string]string{"X-Secret": "s3", "X-Method-Seen": "client"}, true},
+		{"web", "POST", "www.example", "/api/new", nil, true},
 		{"web", "HEAD", "www.example", "/p%61th/x%2Fy", map[string]string{"X-Secret": "s3"}, true},
 		{"web", "GET", "shop.example", "/secure/cart?id=7", nil, false},
 		{"web", "GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},
@@ -129,7 +134,8 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 			_, cport, _ := net.SplitHostPort(local)
 			_, fport, _ := net.SplitHostPort(p.addr)
 			ports := strings.NewReplacer(":"+cport, ":<client port>", ":"+fport, ":<frontend port>")
-			got := result{status: resp.StatusCode, location: resp.Header.Get("Location"), servedTo: resp.Header.Get("X-Served-For"), headers: map[string][]string{}}
+			got := result{status: resp.StatusCode, location: resp.Header.Get("Location"), servedTo: resp.Header.Get("X-Served-For"), headers: map[string][]string{},
+				answered: map[string][]string{"X-Api-Answer": resp.Header.Values("X-Api-Answer"), "X-Powered-By": resp.Header.Values("X-Powered-By")}}
 			mu.Lock()
 			h, reached := seen[id]
 			mu.Unlock()
@@ -146,6 +152,9 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		}
 		hap, cad := results[0], results[1]
 		t.Logf("%s %s %s: %+v", tt.front, tt.method, tt.path, hap)
+		if !maps.EqualFunc(hap.answered, cad.answered, slices.Equal) {
+			t.Errorf("%s %s %s: the client got %v from haproxy, %v from caddy-ha", tt.front, tt.method, tt.path, hap.answered, cad.answered)
+		}
 		if hap.status != cad.status || hap.location != cad.location || hap.servedTo != cad.servedTo {
 			t.Errorf("%s %s %s: haproxy answered %d, Location %q, X-Served-For %q; caddy-ha %d, %q, %q",
 				tt.front, tt.method, tt.path, hap.status, hap.location, hap.servedTo, cad.status, cad.location, cad.servedTo)

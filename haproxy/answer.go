@@ -132,18 +132,18 @@ func checkStatus(v string, lo, hi int, l Line) error {
 }
 
 // responseHeader reads an http-response del-header, set-header or
-// add-header line (reverse_proxy's header_down), without a condition.
+// add-header line (reverse_proxy's header_down; with a condition, a
+// deferred header directive).
 func responseHeader(l Line) (headerRule, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
 		return headerRule{}, err
 	}
-	if cond != nil {
-		return headerRule{}, refuse(l, "a condition is not translated: reverse_proxy's header_down, which changes the server's answer, takes no matcher")
-	}
 	switch op := arg(l, 1); {
 	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
-		return headerRuleOf(l, words[2:])
+		h, err := headerRuleOf(l, words[2:])
+		h.cond = cond
+		return h, err
 	}
 	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
 }

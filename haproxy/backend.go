@@ -275,6 +275,9 @@ func (be *backend) readForwardFor(l Line) error {
 
 func (be *backend) readResponseHeader(l Line) error {
 	r, err := responseHeader(l)
+	if err == nil && r.cond != nil {
+		return refuse(l, "a condition in a backend's http-response rule is not translated (a backend's ACLs are not)")
+	}
 	be.responseHeaders = append(be.responseHeaders, r)
 	return err
 }

@@ -29,6 +29,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	// header removes it.
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
+	fe.writeDeferredResponseHeaders(c)
 	if be.checked != "" {
 		c.open("reverse_proxy")
 		be.writeChecked(c, addrs)
@@ -38,7 +39,9 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	be.writeHeadersUp(c, fe)
 	// HAProxy runs the backend's http-response rules, then the frontend's.
 	for _, h := range append(append([]headerRule{}, be.responseHeaders...), fe.responseHeaders...) {
-		h.write(c, "header_down")
+		if h.cond == nil {
+			h.write(c, "header_down")
+		}
 	}
 	be.writePolicy(c)
 	be.writeTransport(c)
@@ -48,6 +51,25 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
+}
+
+// writeDeferredResponseHeaders writes the frontend's http-response rules
+// with a condition (header_down takes no matcher): each a deferred header
+// directive, the last first, since the deferred operation of a handler
+// that runs later is applied first.
+func (fe *frontend) writeDeferredResponseHeaders(c *caddyfile) {
+	var conditional []headerRule
+	for _, h := range fe.responseHeaders {
+		if h.cond != nil {
+			conditional = append(conditional, h)
+		}
+	}
+	if len(conditional) > 1 {
+		c.line("# the frontend's http-response rules with a condition, the last first: Caddy applies the one written last first")
+	}
+	for _, h := range slices.Backward(conditional) {
+		h.writeDeferred(c)
+	}
 }
 
 // writeHeadersUp writes what the request's headers become on their way to

@@ -11,31 +11,53 @@ import (
 
 // write writes the rule, after its line as a comment (with its
 // condition's ACLs and matcher), as directive (request_header,
-// header_down): -name, name value or +name value.
+// header_down).
 func (h headerRule) write(c *caddyfile, directive string) {
-	matcher := ""
+	c.line("%s%s %s", directive, h.head(c, "header_"), h.operation(c))
+}
+
+// writeDeferred writes a rule of the frontend's http-response with a
+// condition as the header directive with its matcher, deferred until the
+// server's answer is written, after each header_down.
+func (h headerRule) writeDeferred(c *caddyfile) {
+	c.open("header%s", h.head(c, "response_"))
+	c.line("%s", h.operation(c))
+	c.line("defer")
+	c.close()
+}
+
+// head writes the rule's line as a comment, with its condition's ACLs and
+// matcher (named prefix and its line), and returns " @<matcher>" ("" for
+// a rule without a condition).
+func (h headerRule) head(c *caddyfile, prefix string) string {
 	if h.cond != nil {
 		for _, l := range h.when.acls {
 			c.comment(l, "")
 		}
-		matcher = " @header_" + strconv.Itoa(h.line.Pos.Line)
 	}
 	if len(h.approximated) > 0 {
 		c.note(note{line: h.line, what: strings.Join(h.approximated, "; "), approximated: true})
 	} else {
 		c.comment(h.line, "")
 	}
-	if h.cond != nil {
-		c.line("%s expression `%s`", matcher[1:], h.when.expression(c))
+	if h.cond == nil {
+		return ""
 	}
+	name := "@" + prefix + strconv.Itoa(h.line.Pos.Line)
+	c.line("%s expression `%s`", name, h.when.expression(c))
+	return " " + name
+}
+
+// operation is the rule as a header operation of Caddy: -name, name
+// value or +name value.
+func (h headerRule) operation(c *caddyfile) string {
 	switch h.op {
 	case "del-header":
-		c.line("%s%s -%s", directive, matcher, c.name(h.name))
+		return "-" + c.name(h.name)
 	case "set-header":
-		c.line("%s%s %s %s", directive, matcher, c.name(h.name), c.composed(h.v, asWritten))
-	case "add-header":
-		c.line("%s%s +%s %s", directive, matcher, c.name(h.name), c.composed(h.v, asWritten))
+		return c.name(h.name) + " " + c.composed(h.v, asWritten)
 	}
+	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
 }
 
 // asWritten composes a value of nothing but itself.

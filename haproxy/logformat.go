@@ -188,6 +188,11 @@ func formatItem(rest string, l Line) (name, arg string, n int, err error) {
 // for hdr and req.hdr; a converter is refused with the table's reason.
 func formatSample(expr string, l Line) (fetch, arg string, err error) {
 	sample, converters, converted := strings.Cut(expr, ",")
+	if end := strings.IndexByte(expr, ')'); end >= 0 && strings.IndexByte(sample, '(') >= 0 {
+		// the converters follow the fetch's arguments
+		sample, converters = expr[:end+1], expr[end+1:]
+		converters, converted = strings.CutPrefix(converters, ",")
+	}
 	if converted {
 		name, _, _ := strings.Cut(converters, "(")
 		if e, ok := formatConverters[name]; ok {

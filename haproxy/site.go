@@ -95,14 +95,8 @@ func (fe *frontend) resolveConditions() error {
 			}
 		}
 	}
-	for i, h := range fe.headers {
-		if h.cond == nil {
-			continue
-		}
-		var err error
-		if fe.headers[i].when, err = fe.conditionMatcher(h.cond, h.line); err != nil {
-			return err
-		}
+	if err := fe.resolveHeaderConditions(); err != nil {
+		return err
 	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
@@ -117,6 +111,66 @@ func (fe *frontend) resolveConditions() error {
 		var err error
 		if fe.rules[i].when, err = fe.conditionMatcher(r.cond, r.line); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// resolveHeaderConditions settles the matchers of the header rules with a
+// condition, and checks that the http-response ones run as in HAProxy.
+func (fe *frontend) resolveHeaderConditions() error {
+	for _, headers := range [][]headerRule{fe.headers, fe.responseHeaders} {
+		for i, h := range headers {
+			if h.cond == nil {
+				continue
+			}
+			var err error
+			if headers[i].when, err = fe.conditionMatcher(h.cond, h.line); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range fe.responseHeaders {
+		if err := checkResponseCondition(h); err != nil {
+			return err
+		}
+	}
+	return checkDeferredOrder(fe.responseHeaders)
+}
+
+// responseFetches are the ACL fetches HAProxy reads in an http-response
+// rule (of the connection and the transaction); those of the request's
+// line and headers it cannot, and their ACLs never match there.
+var responseFetches = map[string]bool{"src": true, "method": true, "ssl_fc": true}
+
+// checkResponseCondition refuses an http-response rule whose condition
+// tests a fetch HAProxy cannot read there (haproxy -c warns that it never
+// matches), where Caddy's matcher, run with the request, would.
+func checkResponseCondition(h headerRule) error {
+	for _, terms := range h.when.any {
+		for _, t := range terms {
+			for _, a := range t.alts {
+				if !responseFetches[a.fetch] {
+					return refuse(h.line, "acl %s at line %d tests %s, which HAProxy cannot read in an http-response rule (it never matches there: haproxy -c warns): not translated", a.fetch, a.line.Pos.Line, a.fetch)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkDeferredOrder refuses an http-response rule with a condition
+// before one without on the same header: Caddy applies those with a
+// condition (deferred header directives) after every header_down.
+func checkDeferredOrder(rules []headerRule) error {
+	for i, h := range rules {
+		if h.cond == nil {
+			continue
+		}
+		for _, later := range rules[i+1:] {
+			if later.cond == nil && strings.EqualFold(later.name, h.name) {
+				return refuse(h.line, "a rule with a condition before one without on %s (line %d) is not translated: Caddy applies the rules with a condition after the others", h.name, later.line.Pos.Line)
+			}
 		}
 	}
 	return nil
