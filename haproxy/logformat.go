@@ -201,6 +201,9 @@ func formatSample(expr string, l Line) (fetch, arg string, err error) {
 		return "", "", refuse(l, "converter %s in %%[%s] is not translated", name, expr)
 	}
 	fetch, args, hasArgs := strings.Cut(sample, "(")
+	if _, known := formatFetches[fetch]; !known {
+		return "", "", refuse(l, "log-format sample %s is not translated (see docs/haproxy.md's table of samples)", fetch)
+	}
 	if hasArgs {
 		a, ok := strings.CutSuffix(args, ")")
 		if !ok || a == "" || strings.ContainsAny(a, ",()") || fetch != "hdr" && fetch != "req.hdr" {
