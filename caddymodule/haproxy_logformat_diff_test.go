@@ -83,6 +83,7 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 	type result struct {
 		status             int
 		location, servedTo string
+		body               string
 		answered           map[string][]string // the response headers the rules set
 		headers            map[string][]string
 	}
@@ -99,6 +100,7 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		{"web", "GET", "shop.example", "/secure/cart?id=7", nil, false},
 		{"web", "GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},
 		{"web", "GET", "shop.example", "/old", nil, false},
+		{"web", "GET", "shop.example", "/whoami", nil, false},
 		// option forwardfor, and rules with a condition on the forwarding
 		// headers: the client's as sent where none holds, none where the
 		// client sent none.
@@ -129,12 +131,12 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the headers are compared
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			_, cport, _ := net.SplitHostPort(local)
 			_, fport, _ := net.SplitHostPort(p.addr)
 			ports := strings.NewReplacer(":"+cport, ":<client port>", ":"+fport, ":<frontend port>")
-			got := result{status: resp.StatusCode, location: resp.Header.Get("Location"), servedTo: resp.Header.Get("X-Served-For"), headers: map[string][]string{},
+			got := result{status: resp.StatusCode, body: string(body), location: resp.Header.Get("Location"), servedTo: resp.Header.Get("X-Served-For"), headers: map[string][]string{},
 				answered: map[string][]string{"X-Api-Answer": resp.Header.Values("X-Api-Answer"), "X-Powered-By": resp.Header.Values("X-Powered-By")}}
 			mu.Lock()
 			h, reached := seen[id]
@@ -155,9 +157,9 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		if !maps.EqualFunc(hap.answered, cad.answered, slices.Equal) {
 			t.Errorf("%s %s %s: the client got %v from haproxy, %v from caddy-ha", tt.front, tt.method, tt.path, hap.answered, cad.answered)
 		}
-		if hap.status != cad.status || hap.location != cad.location || hap.servedTo != cad.servedTo {
-			t.Errorf("%s %s %s: haproxy answered %d, Location %q, X-Served-For %q; caddy-ha %d, %q, %q",
-				tt.front, tt.method, tt.path, hap.status, hap.location, hap.servedTo, cad.status, cad.location, cad.servedTo)
+		if hap.status != cad.status || hap.location != cad.location || hap.servedTo != cad.servedTo || hap.body != cad.body {
+			t.Errorf("%s %s %s: haproxy answered %d, Location %q, X-Served-For %q, %q; caddy-ha %d, %q, %q, %q",
+				tt.front, tt.method, tt.path, hap.status, hap.location, hap.servedTo, hap.body, cad.status, cad.location, cad.servedTo, cad.body)
 		}
 		for _, name := range compared {
 			if !slices.Equal(hap.headers[name], cad.headers[name]) {

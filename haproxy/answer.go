@@ -17,8 +17,10 @@ type answer struct {
 	kind answerKind
 	// error, respond: the status; redir: the code.
 	status string
-	// respond: its Content-Type and body ("": none).
-	ctype, body string
+	// respond: its Content-Type ("": none) and body (a log-format
+	// string's with lf-string).
+	ctype string
+	body  logFormat
 	// redir: how the target is made (location, prefix or scheme) and
 	// the log-format value it is made of.
 	redirect string
@@ -53,9 +55,10 @@ func denyAnswer(words []string, l Line) (answer, error) {
 }
 
 // returnAnswer is http-request return's [status <code>] [content-type
-// <type>] [string <text>] as respond (HAProxy's default 200, no body).
+// <type>] [string <text> | lf-string <log-format>] as respond (HAProxy's
+// default 200, no body).
 func returnAnswer(words []string, l Line) (answer, error) {
-	a := answer{kind: respondAnswer, status: "200"}
+	a := answer{kind: respondAnswer, status: "200", body: literalFormat("")}
 	for i := 0; i < len(words); i += 2 {
 		if i+1 >= len(words) {
 			return a, refuse(l, "%s needs a value", words[i])
@@ -66,7 +69,12 @@ func returnAnswer(words []string, l Line) (answer, error) {
 		case "content-type":
 			a.ctype = v
 		case "string":
-			a.body = v
+			a.body = literalFormat(v)
+		case "lf-string":
+			var err error
+			if a.body, a.approximated, err = readLogFormat(v, l); err != nil {
+				return a, err
+			}
 		default:
 			return a, refuse(l, "http-request return %s is not translated yet", words[i])
 		}
@@ -74,7 +82,7 @@ func returnAnswer(words []string, l Line) (answer, error) {
 	if err := checkStatus(a.status, 200, 599, l); err != nil {
 		return a, err
 	}
-	if a.body != "" && a.ctype == "" {
+	if a.body.raw != "" && a.ctype == "" {
 		return a, refuse(l, "string without content-type: HAProxy refuses it too")
 	}
 	return a, nil

@@ -262,7 +262,7 @@ var requestActions = indexActions([]action{
 	{name: "add-header", status: translated, conditional: true, doc: "`request_header [@matcher] +<name> <value>`, as set-header", read: (*frontend).readRequestHeader},
 	{name: "del-header", status: translated, conditional: true, doc: "`request_header [@matcher] -<name>` (without a condition, the forwarded handler for the forwarded headers with option forwardfor)", read: (*frontend).readRequestHeader},
 	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit`", read: (*frontend).readAnswer},
-	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`", read: (*frontend).readAnswer},
+	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`, or `lf-string` (a log-format string)", read: (*frontend).readAnswer},
 	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect), its target a log-format string", read: (*frontend).readAnswer},
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src` only: the key of `edge_rate_limit` (see Rate limits)", read: (*frontend).readTrack},
 })

@@ -280,6 +280,7 @@ func (fe *frontend) resolveFormatMaps() {
 	}
 	for _, a := range slices.Concat(fe.answers, fe.redirects) {
 		names = append(names, a.answer.target.maps()...)
+		names = append(names, a.answer.body.maps()...)
 	}
 	slices.Sort(names)
 	fe.formatMaps = slices.Compact(names)
