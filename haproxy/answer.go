@@ -124,8 +124,8 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 }
 
 // redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer, its samples Caddy's placeholders): as it is, before the request's URI, or as the
-// scheme of the request's host and URI.
+// Caddy's replacer, its samples Caddy's placeholders): as it is, before
+// the request's URI, or as the scheme of the request's host and URI.
 var redirectTargets = map[string]func(lit string) string{
 	"location": func(lit string) string { return lit },
 	"prefix":   func(lit string) string { return strings.TrimSuffix(lit, "/") + "{uri}" },
