@@ -25,8 +25,6 @@ type answer struct {
 	// the log-format value it is made of.
 	redirect string
 	target   logFormat
-	// How its log-format samples differ from HAProxy's (a warning each).
-	approximated []string
 	// edge_rate_limit: its zone.
 	zone rateZone
 }
@@ -72,7 +70,7 @@ func returnAnswer(words []string, l Line) (answer, error) {
 			a.body = literalFormat(v)
 		case "lf-string":
 			var err error
-			if a.body, a.approximated, err = readLogFormat(v, l); err != nil {
+			if a.body, err = readLogFormat(v, l); err != nil {
 				return a, err
 			}
 		default:
@@ -104,7 +102,7 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 	a.target = literalFormat(words[1])
 	if l.Words[0] == "http-request" {
 		var err error
-		if a.target, a.approximated, err = readLogFormat(words[1], l); err != nil {
+		if a.target, err = readLogFormat(words[1], l); err != nil {
 			return a, err
 		}
 	}

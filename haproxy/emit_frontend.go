@@ -35,11 +35,7 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 			c.comment(l, "")
 		}
 	}
-	if len(h.approximated) > 0 {
-		c.note(note{line: h.line, what: strings.Join(h.approximated, "; "), approximated: true})
-	} else {
-		c.comment(h.line, "")
-	}
+	c.comment(h.line, "")
 	if h.cond == nil {
 		return ""
 	}
@@ -274,24 +270,14 @@ func writeAnswers(c *caddyfile, answers []answerRule) {
 				c.comment(l, "")
 			}
 			name = "@answer_" + strconv.Itoa(a.line.Pos.Line)
-			a.comment(c)
+			c.comment(a.line, "")
 			c.line("%s expression `%s`", name, a.when.expression(c))
 			name = " " + name
 		} else {
-			a.comment(c)
+			c.comment(a.line, "")
 		}
 		a.answer.write(c, name)
 	}
-}
-
-// comment writes the rule's line, noting how its log-format samples
-// differ from HAProxy's.
-func (a answerRule) comment(c *caddyfile) {
-	if len(a.answer.approximated) > 0 {
-		c.note(note{line: a.line, what: strings.Join(a.answer.approximated, "; "), approximated: true})
-		return
-	}
-	c.comment(a.line, "")
 }
 
 // writeRules writes each use_backend rule as an expression matcher and a
@@ -369,7 +355,7 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 // writeFormatMap writes the map that makes the placeholder name of a
 // log-format sample: Caddy evaluates it where the placeholder is read.
 func writeFormatMap(c *caddyfile, name string) {
-	m := formatMaps[name]
+	m, _ := formatMapOf(name)
 	c.line("# {%s}, for the log-format samples of the rules below", name)
 	c.open("map %s {%s}", m.source, name)
 	for _, io := range m.cases {

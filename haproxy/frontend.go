@@ -94,10 +94,8 @@ type headerRule struct {
 	line     Line
 	op, name string
 	v        logFormat
-	// How its log-format samples differ from HAProxy's (a warning each).
-	approximated []string
-	cond         *Condition
-	when         matcher // the condition, resolved
+	cond     *Condition
+	when     matcher // the condition, resolved
 }
 
 // forwardedHeaders are the headers the forwarded handler removes from a
@@ -507,7 +505,7 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	}
 	h := headerRule{line: l, op: op, name: args[0]}
 	var err error
-	h.v, h.approximated, err = readLogFormat(args[1], l)
+	h.v, err = readLogFormat(args[1], l)
 	return h, err
 }
 

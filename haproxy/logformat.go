@@ -34,12 +34,11 @@ type formatPart struct {
 
 // formatEntry is what becomes of one fetch, converter or variable: a
 // placeholder (of the fetch's argument, for hdr), or refused (refusal
-// says why); approximated says how a translated one differs.
+// says why).
 type formatEntry struct {
-	placeholder  func(arg string) string
-	doc          string // what HAProxy gives, and Caddy's counterpart
-	approximated string
-	refusal      string
+	placeholder func(arg string) string
+	doc         string // what HAProxy gives, and Caddy's counterpart
+	refusal     string
 }
 
 // formatMap is a placeholder no module of Caddy gives as HAProxy's sample
@@ -52,7 +51,8 @@ type formatMap struct {
 	fallback string
 }
 
-// formatMaps are the map-made placeholders, by name.
+// formatMaps are the map-made placeholders, by name, but hdr's
+// (formatMapOf).
 var formatMaps = map[string]formatMap{
 	// The path as sent: the request's URI before its query (Caddy's
 	// {http.request.uri.path} is decoded).
@@ -66,15 +66,30 @@ var formatMaps = map[string]formatMap{
 func placeholder(name string) func(string) string { return func(string) string { return name } }
 
 // headerPlaceholder is hdr(<name>)'s placeholder: the Host header as sent
-// (with its port) is Caddy's hostport, which Go takes out of the headers.
+// (with its port) is Caddy's hostport, which Go takes out of the headers;
+// another header's last value, as HAProxy takes it, a map's of Caddy's
+// (formatMapOf). name is a header name (formatSample checks it): no
+// brace, quote or space ends the placeholder or the token it is in.
 func headerPlaceholder(name string) string {
 	if strings.EqualFold(name, "host") {
 		return "http.request.hostport"
 	}
-	return "http.request.header." + name
+	return headerMapPrefix + strings.ToLower(name)
 }
 
-const lastValueDiffers = "HAProxy takes the header's last value (a header sent twice, or with commas, gives what follows the last comma), Caddy all its values joined by commas"
+const headerMapPrefix = "haproxy.hdr."
+
+// formatMapOf is the map that makes a map-made placeholder: hdr(<name>)'s
+// the last of the header's values, as HAProxy takes it (a header sent
+// twice, or with commas, gives what follows the last comma, without
+// spaces), of Caddy's all joined by commas.
+func formatMapOf(name string) (formatMap, bool) {
+	if header, ok := strings.CutPrefix(name, headerMapPrefix); ok {
+		return formatMap{source: "{http.request.header." + header + "}", cases: [][2]string{{`"~^(?:.*,)?[ \t]*(.*?)[ \t]*$"`, "${1}"}}}, true
+	}
+	m, ok := formatMaps[name]
+	return m, ok
+}
 
 // formatFetches are the sample fetches of %[…]; formatVariables the
 // log-format variables. docs/haproxy.md's table is written from them.
@@ -83,8 +98,8 @@ var formatFetches = map[string]formatEntry{
 	"src_port":   {placeholder: placeholder("http.request.remote.port"), doc: "the client's port"},
 	"dst":        {placeholder: placeholder("http.request.local.host"), doc: "the address the client connected to"},
 	"dst_port":   {placeholder: placeholder("http.request.local.port"), doc: "the port the client connected to"},
-	"hdr":        {placeholder: headerPlaceholder, doc: "`hdr(<name>)`: the header's value; Host's, with its port, is `{http.request.hostport}`, exactly", approximated: lastValueDiffers},
-	"req.hdr":    {placeholder: headerPlaceholder, doc: "as `hdr`", approximated: lastValueDiffers},
+	"hdr":        {placeholder: headerPlaceholder, doc: "`hdr(<name>)`: the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
+	"req.hdr":    {placeholder: headerPlaceholder, doc: "as `hdr`"},
 	"query":      {placeholder: placeholder("http.request.uri.query"), doc: "the query string as sent, without `?`"},
 	"url":        {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},
 	"method":     {placeholder: placeholder("http.request.method"), doc: "the request's method"},
@@ -115,16 +130,15 @@ var formatConverters = map[string]formatEntry{
 func (f logFormat) maps() []string {
 	var names []string
 	for _, p := range f.parts {
-		if _, ok := formatMaps[p.placeholder]; ok {
+		if _, ok := formatMapOf(p.placeholder); ok {
 			names = append(names, p.placeholder)
 		}
 	}
 	return names
 }
 
-// readLogFormat reads v, a log-format string of line l; approximated are
-// the notes of the samples that differ from HAProxy's.
-func readLogFormat(v string, l Line) (f logFormat, approximated []string, err error) {
+// readLogFormat reads v, a log-format string of line l.
+func readLogFormat(v string, l Line) (f logFormat, err error) {
 	f.raw = v
 	var text strings.Builder
 	for i := 0; i < len(v); i++ {
@@ -134,7 +148,7 @@ func readLogFormat(v string, l Line) (f logFormat, approximated []string, err er
 		}
 		name, arg, n, err := formatItem(v[i+1:], l)
 		if err != nil {
-			return f, nil, err
+			return f, err
 		}
 		i += n
 		if name == "%" {
@@ -143,21 +157,18 @@ func readLogFormat(v string, l Line) (f logFormat, approximated []string, err er
 		}
 		e, err := formatLookup(name, l)
 		if err != nil {
-			return f, nil, err
+			return f, err
 		}
 		if text.Len() > 0 {
 			f.parts = append(f.parts, formatPart{text: text.String()})
 			text.Reset()
 		}
 		f.parts = append(f.parts, formatPart{placeholder: e.placeholder(arg)})
-		if e.approximated != "" && !strings.EqualFold(arg, "host") { // Host is one value
-			approximated = append(approximated, name+": "+e.approximated)
-		}
 	}
 	if text.Len() > 0 || len(f.parts) == 0 {
 		f.parts = append(f.parts, formatPart{text: text.String()})
 	}
-	return f, approximated, nil
+	return f, nil
 }
 
 // formatItem reads what follows a %: another % ("%"), a sample %[…]
@@ -267,8 +278,6 @@ func formatTable() string {
 		switch {
 		case e.refusal != "":
 			fmt.Fprintf(&b, "| `%s` | refused | %s |\n", name, e.refusal)
-		case e.approximated != "":
-			fmt.Fprintf(&b, "| `%s` | approximated | %s: `{%s}`; %s |\n", name, e.doc, e.placeholder("<name>"), e.approximated)
 		default:
 			fmt.Fprintf(&b, "| `%s` | translated | %s: `{%s}` |\n", name, e.doc, e.placeholder(""))
 		}

@@ -20,7 +20,7 @@ func TestReadLogFormat(t *testing.T) {
 		{"100%%", []formatPart{{text: "100%"}}},
 		{"%ci:%cp", []formatPart{{placeholder: "http.request.remote.host"}, {text: ":"}, {placeholder: "http.request.remote.port"}}},
 		{"https://%[hdr(Host)]%[url]", []formatPart{{text: "https://"}, {placeholder: "http.request.hostport"}, {placeholder: "http.request.uri"}}},
-		{"%[req.hdr(X-Real-IP)]", []formatPart{{placeholder: "http.request.header.X-Real-IP"}}},
+		{"%[req.hdr(X-Real-IP)]", []formatPart{{placeholder: "haproxy.hdr.x-real-ip"}}},
 		{"%[path]?%[query]", []formatPart{{placeholder: "haproxy.path"}, {text: "?"}, {placeholder: "http.request.uri.query"}}},
 		{"%[src", nil},
 		{"%{+Q}ci", nil},
@@ -33,7 +33,7 @@ func TestReadLogFormat(t *testing.T) {
 		{"%ID", nil},
 		{"%b", nil},
 	} {
-		f, _, err := readLogFormat(tt.v, l)
+		f, err := readLogFormat(tt.v, l)
 		switch {
 		case tt.want == nil && err == nil:
 			t.Errorf("%q: read as %+v, want it refused", tt.v, f.parts)
