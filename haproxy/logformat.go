@@ -37,6 +37,7 @@ type formatPart struct {
 // says why).
 type formatEntry struct {
 	placeholder func(arg string) string
+	takesName   bool   // a header's name, in parentheses: hdr(<name>)
 	doc         string // what HAProxy gives, and Caddy's counterpart
 	refusal     string
 }
@@ -98,8 +99,8 @@ var formatFetches = map[string]formatEntry{
 	"src_port":   {placeholder: placeholder("http.request.remote.port"), doc: "the client's port"},
 	"dst":        {placeholder: placeholder("http.request.local.host"), doc: "the address the client connected to"},
 	"dst_port":   {placeholder: placeholder("http.request.local.port"), doc: "the port the client connected to"},
-	"hdr":        {placeholder: headerPlaceholder, doc: "`hdr(<name>)`: the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
-	"req.hdr":    {placeholder: headerPlaceholder, doc: "as `hdr`"},
+	"hdr":        {placeholder: headerPlaceholder, takesName: true, doc: "the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
+	"req.hdr":    {placeholder: headerPlaceholder, takesName: true, doc: "as `hdr`"},
 	"query":      {placeholder: placeholder("http.request.uri.query"), doc: "the query string as sent, without `?`"},
 	"url":        {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},
 	"method":     {placeholder: placeholder("http.request.method"), doc: "the request's method"},
@@ -212,19 +213,20 @@ func formatSample(expr string, l Line) (fetch, arg string, err error) {
 		return "", "", refuse(l, "converter %s in %%[%s] is not translated", name, expr)
 	}
 	fetch, args, hasArgs := strings.Cut(sample, "(")
-	if _, known := formatFetches[fetch]; !known {
+	e, known := formatFetches[fetch]
+	if !known {
 		return "", "", refuse(l, "log-format sample %s is not translated (see docs/haproxy.md's table of samples)", fetch)
 	}
 	if hasArgs {
 		a, ok := strings.CutSuffix(args, ")")
-		if !ok || a == "" || strings.ContainsAny(a, ",()") || fetch != "hdr" && fetch != "req.hdr" {
+		if !ok || a == "" || strings.ContainsAny(a, ",()") || !e.takesName {
 			return "", "", refuse(l, "%%[%s]: only hdr(<name>) and req.hdr(<name>) take an argument here", expr)
 		}
 		if !isHTTPName(a) {
 			return "", "", refuse(l, "%%[%s]: %q is not a header name", expr, a)
 		}
 		arg = a
-	} else if fetch == "hdr" || fetch == "req.hdr" {
+	} else if e.takesName {
 		return "", "", refuse(l, "%%[%s]: a header's name is needed here", expr)
 	}
 	return fetch, arg, nil
@@ -279,10 +281,14 @@ func formatTable() string {
 		case e.refusal != "":
 			fmt.Fprintf(&b, "| `%s` | refused | %s |\n", name, e.refusal)
 		default:
-			fmt.Fprintf(&b, "| `%s` | translated | %s: `{%s}` |\n", name, e.doc, e.placeholder(""))
+			fmt.Fprintf(&b, "| `%s` | translated | %s: `{%s}` |\n", name, e.doc, e.placeholder("<name>"))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(formatFetches)) {
+		if formatFetches[name].takesName {
+			row("%["+name+"(<name>)]", formatFetches[name])
+			continue
+		}
 		row("%["+name+"]", formatFetches[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(formatConverters)) {
