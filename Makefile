@@ -37,7 +37,7 @@ FUZZTIME ?= 400000x
 FUZZ_TARGETS := ./forwarded:FuzzParseForwarded ./forwarded:FuzzParseXForwardedFor \
 	./affinity:FuzzPattern ./affinity:FuzzIDFromLocation ./affinity:FuzzIDFromJSON \
 	./healthcheck:FuzzParseLeaderBody ./healthcheck:FuzzLeaseValidUntil ./healthcheck:FuzzEpochFloor \
-	./haproxy:FuzzParse ./haproxy:FuzzLiteralToken ./haproxy:FuzzPlainToken ./haproxy:FuzzCELString \
+	./haproxy:FuzzParse ./haproxy:FuzzLiteralToken ./haproxy:FuzzFormatToken ./haproxy:FuzzPlainToken ./haproxy:FuzzCELString \
 	./caddymodule:FuzzHAProxyAdapt
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

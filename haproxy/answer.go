@@ -17,11 +17,14 @@ type answer struct {
 	kind answerKind
 	// error, respond: the status; redir: the code.
 	status string
-	// respond: its Content-Type and body ("": none).
-	ctype, body string
+	// respond: its Content-Type ("": none) and body (a log-format
+	// string's with lf-string).
+	ctype string
+	body  logFormat
 	// redir: how the target is made (location, prefix or scheme) and
-	// the value it is made of.
-	redirect, target string
+	// the log-format value it is made of.
+	redirect string
+	target   logFormat
 	// edge_rate_limit: its zone.
 	zone rateZone
 	// basic_auth: its realm and accounts.
@@ -54,9 +57,10 @@ func denyAnswer(words []string, l Line) (answer, error) {
 }
 
 // returnAnswer is http-request return's [status <code>] [content-type
-// <type>] [string <text>] as respond (HAProxy's default 200, no body).
+// <type>] [string <text> | lf-string <log-format>] as respond (HAProxy's
+// default 200, no body).
 func returnAnswer(words []string, l Line) (answer, error) {
-	a := answer{kind: respondAnswer, status: "200"}
+	a := answer{kind: respondAnswer, status: "200", body: literalFormat("")}
 	for i := 0; i < len(words); i += 2 {
 		if i+1 >= len(words) {
 			return a, refuse(l, "%s needs a value", words[i])
@@ -67,7 +71,12 @@ func returnAnswer(words []string, l Line) (answer, error) {
 		case "content-type":
 			a.ctype = v
 		case "string":
-			a.body = v
+			a.body = literalFormat(v)
+		case "lf-string":
+			var err error
+			if a.body, err = readLogFormat(v, l); err != nil {
+				return a, err
+			}
 		default:
 			return a, refuse(l, "http-request return %s is not translated yet", words[i])
 		}
@@ -75,7 +84,7 @@ func returnAnswer(words []string, l Line) (answer, error) {
 	if err := checkStatus(a.status, 200, 599, l); err != nil {
 		return a, err
 	}
-	if a.body != "" && a.ctype == "" {
+	if a.body.raw != "" && a.ctype == "" {
 		return a, refuse(l, "string without content-type: HAProxy refuses it too")
 	}
 	return a, nil
@@ -88,12 +97,18 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 	if len(words) < 2 {
 		return answer{}, refuse(l, "takes location, prefix or scheme and a value")
 	}
-	a := answer{kind: redirAnswer, redirect: words[0], target: words[1], status: "302"}
-	if strings.Contains(a.target, "%[") {
-		return a, refuse(l, "log-format expressions are not translated yet")
-	}
+	a := answer{kind: redirAnswer, redirect: words[0], status: "302"}
 	if _, ok := redirectTargets[a.redirect]; !ok {
 		return a, refuse(l, "redirect %s is not translated yet", a.redirect)
+	}
+	// http-request redirect's value is a log-format string; the
+	// redirect keyword's is taken as written (HAProxy's own documentation).
+	a.target = literalFormat(words[1])
+	if l.Words[0] == "http-request" {
+		var err error
+		if a.target, err = readLogFormat(words[1], l); err != nil {
+			return a, err
+		}
 	}
 	switch rest := words[2:]; {
 	case len(rest) == 0:
@@ -111,8 +126,8 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 }
 
 // redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer): as it is, before the request's URI, or as the
-// scheme of the request's host and URI.
+// Caddy's replacer, its samples Caddy's placeholders): as it is, before
+// the request's URI, or as the scheme of the request's host and URI.
 var redirectTargets = map[string]func(lit string) string{
 	"location": func(lit string) string { return lit },
 	"prefix":   func(lit string) string { return strings.TrimSuffix(lit, "/") + "{uri}" },
@@ -127,31 +142,18 @@ func checkStatus(v string, lo, hi int, l Line) error {
 }
 
 // responseHeader reads an http-response del-header, set-header or
-// add-header line (reverse_proxy's header_down): without a condition, and
-// without log-format expressions.
+// add-header line (reverse_proxy's header_down; with a condition, h.cond,
+// a deferred header directive).
 func responseHeader(l Line) (headerRule, error) {
-	h, cond, err := conditionalResponseHeader(l)
-	if err == nil && cond != nil {
-		return h, refuse(l, "conditions are not translated yet")
-	}
-	return h, err
-}
-
-// conditionalResponseHeader reads an http-response header rule with its
-// condition (nil: none).
-func conditionalResponseHeader(l Line) (headerRule, *Condition, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
-		return headerRule{}, nil, err
+		return headerRule{}, err
 	}
-	h, err := responseHeaderOf(l, words)
-	return h, cond, err
-}
-
-func responseHeaderOf(l Line, words []string) (headerRule, error) {
 	switch op := arg(l, 1); {
 	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
-		return headerRuleOf(l, words[2:])
+		h, err := headerRuleOf(l, words[2:])
+		h.cond = cond
+		return h, err
 	}
 	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
 }

@@ -306,8 +306,8 @@ func (be *backend) readForwardFor(l Line) error {
 }
 
 func (be *backend) readResponseHeader(l Line) error {
-	h, cond, err := conditionalResponseHeader(l)
-	be.responseActions = append(be.responseActions, requestRule{line: l, cond: cond, header: &h})
+	h, err := responseHeader(l)
+	be.responseActions = append(be.responseActions, requestRule{line: l, cond: h.cond, header: &h})
 	return err
 }
 

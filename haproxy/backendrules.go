@@ -167,24 +167,8 @@ func (be *backend) resolveRules() error {
 		}
 	}
 	for _, r := range be.responseActions {
-		if err := checkResponseCondition(r); err != nil {
+		if err := checkResponseCondition(r.line, r.when); err != nil {
 			return err
-		}
-	}
-	return nil
-}
-
-// checkResponseCondition refuses an http-response condition on the
-// request (its path, method or Host): HAProxy 2.6 warns that such an ACL
-// never matches there. The connection's (src, ssl_fc) it tests.
-func checkResponseCondition(r requestRule) error {
-	for _, terms := range r.when.any {
-		for _, t := range terms {
-			for _, a := range t.alts {
-				if !a.src && a.term == "" {
-					return refuse(r.line, "%s tests the request, which HAProxy does not in an http-response rule (it warns that the ACL never matches): not translated", a.fetch)
-				}
-			}
 		}
 	}
 	return nil

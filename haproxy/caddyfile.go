@@ -113,16 +113,11 @@ func (c *caddyfile) literal(v string) string {
 	return c.token(tok, err, v, c.at)
 }
 
-// composed is a token of v escaped as a literal (Caddy's replacer reads
-// it), made into a value with placeholders of Caddy's own by compose (a
-// redirect's target: before {uri}, say).
-func (c *caddyfile) composed(v string, compose func(lit string) string) string {
-	lit, err := withEnv(v, c.at.envs, escapeLiteral)
-	if err != nil {
-		return c.token("", err, v, c.at)
-	}
-	tok, err := quoteToken(compose(lit))
-	return c.token(tok, err, v, c.at)
+// composed is formatToken(f) (a log-format value, which Caddy's replacer
+// reads) of the line being written, made into a value by compose.
+func (c *caddyfile) composed(f logFormat, compose func(lit string) string) string {
+	tok, err := formatToken(f, c.at.envs, compose)
+	return c.token(tok, err, f.raw, c.at)
 }
 
 // celOf is celString(v) of line l: a CEL string literal.

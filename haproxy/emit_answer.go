@@ -15,7 +15,7 @@ func (a answer) write(c *caddyfile, matcher string) {
 			return
 		}
 		c.line("header%s Content-Type %s", matcher, c.literal(a.ctype))
-		c.line("respond%s %s %s", matcher, c.literal(a.body), a.status)
+		c.line("respond%s %s %s", matcher, c.composed(a.body, asWritten), a.status)
 	case redirAnswer:
 		c.line("redir%s %s %s", matcher, c.composed(a.target, redirectTargets[a.redirect]), a.status)
 	case authAnswer:

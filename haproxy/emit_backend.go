@@ -33,6 +33,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	comp.write(c)
 	c.line("# HAProxy adds no Via header (reverse_proxy would, both ways)")
 	c.line("header -Via")
+	fe.writeDeferredResponseHeaders(c)
 	if be.checked != "" {
 		c.open("reverse_proxy")
 		be.writeChecked(c, addrs)
@@ -58,7 +59,9 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		}
 	}
 	for _, h := range fe.responseHeaders {
-		h.write(c, "header_down")
+		if h.cond == nil {
+			h.write(c, "header_down")
+		}
 	}
 	be.writePolicy(c)
 	be.writeTransport(c)
@@ -172,6 +175,25 @@ func writeKeptXFF(c *caddyfile, u forwardForUse) {
 // the header where the request had none to keep.
 const keptVar, droppedVar = "haproxy_forwardfor_kept", "haproxy_forwardfor_dropped"
 
+// writeDeferredResponseHeaders writes the frontend's http-response rules
+// with a condition (header_down takes no matcher): each a deferred header
+// directive, the last first, since the deferred operation of a handler
+// that runs later is applied first.
+func (fe *frontend) writeDeferredResponseHeaders(c *caddyfile) {
+	var conditional []headerRule
+	for _, h := range fe.responseHeaders {
+		if h.cond != nil {
+			conditional = append(conditional, h)
+		}
+	}
+	if len(conditional) > 1 {
+		c.line("# the frontend's http-response rules with a condition, the last first: Caddy applies the one written last first")
+	}
+	for _, h := range slices.Backward(conditional) {
+		h.writeDeferred(c)
+	}
+}
+
 // writeHeadersUp writes what the request's headers become on their way to
 // the server: the forwarded headers as the frontend's option forwardfor
 // asks, the client's Host over TLS, and no Via.
@@ -203,6 +225,9 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
 			if slices.Contains(maybe, name) {
 				c.line("header_up -{vars.haproxy_absent_%s}", name)
+			}
+			if slices.Contains(f.mayLack, name) {
+				c.line("header_up -{http.vars.%s}", lacksVar(name))
 			}
 		default:
 			c.line("header_up -%s", name)

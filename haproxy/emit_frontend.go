@@ -9,11 +9,51 @@ import (
 	"strings"
 )
 
-// write writes the rule, after its line as a comment, as directive
-// (request_header, header_down): -name, name value or +name value.
+// write writes the rule, after its line as a comment (with its
+// condition's ACLs and matcher), as directive (request_header,
+// header_down).
 func (h headerRule) write(c *caddyfile, directive string) {
+	c.line("%s%s %s", directive, h.head(c, "header_"), h.operation(c))
+}
+
+// writeDeferred writes a rule of the frontend's http-response with a
+// condition as the header directive with its matcher, deferred until the
+// server's answer is written, after each header_down.
+func (h headerRule) writeDeferred(c *caddyfile) {
+	c.open("header%s", h.head(c, "response_"))
+	c.line("%s", h.operation(c))
+	c.line("defer")
+	c.close()
+}
+
+// head writes the rule's line as a comment, with its condition's ACLs and
+// matcher (named prefix and its line), and returns " @<matcher>" ("" for
+// a rule without a condition).
+func (h headerRule) head(c *caddyfile, prefix string) string {
+	if h.cond != nil {
+		for _, l := range h.when.acls {
+			c.comment(l, "")
+		}
+	}
 	c.comment(h.line, "")
-	h.writeOp(c, directive)
+	if h.cond == nil {
+		return ""
+	}
+	name := "@" + prefix + strconv.Itoa(h.line.Pos.Line)
+	c.line("%s expression `%s`", name, h.when.expression(c))
+	return " " + name
+}
+
+// operation is the rule as a header operation of Caddy: -name, name
+// value or +name value.
+func (h headerRule) operation(c *caddyfile) string {
+	switch h.op {
+	case "del-header":
+		return "-" + c.name(h.name)
+	case "set-header":
+		return c.name(h.name) + " " + c.composed(h.v, asWritten)
+	}
+	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
 }
 
 // writeOp writes the rule as directive ("": a line of a header block),
@@ -22,15 +62,11 @@ func (h headerRule) writeOp(c *caddyfile, directive string) {
 	if directive != "" {
 		directive += " "
 	}
-	switch h.op {
-	case "del-header":
-		c.line("%s-%s", directive, c.name(h.name))
-	case "set-header":
-		c.line("%s%s %s", directive, c.name(h.name), c.literal(h.v))
-	case "add-header":
-		c.line("%s+%s %s", directive, c.name(h.name), c.literal(h.v))
-	}
+	c.line("%s%s", directive, h.operation(c))
 }
+
+// asWritten composes a value of nothing but itself.
+func asWritten(v string) string { return v }
 
 // writeServers writes the servers option of each listener of the
 // frontend; global is the global section's maxconn, nil if none.
@@ -145,7 +181,12 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	for _, status := range fe.ownPages {
 		writeOwnPage(c, status, fe.afterResponse)
 	}
-	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || fe.monitorURI != nil
+	for _, name := range fe.formatMaps {
+		writeFormatMap(c, name)
+	}
+	// A header rule with a matcher would go before those without (Caddy
+	// sorts a directive's matched routes first) but for a route.
+	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || fe.monitorURI != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
 	if routed {
 		// In the order written, as HAProxy runs its rules: the monitor
 		// URI, the header rules, those that answer, the stats page, the
@@ -319,6 +360,13 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	for _, h := range f.rest {
 		h.write(c, "request_header")
 	}
+	for _, name := range f.mayLack {
+		// header_up sends the request's (its value "" where it lacks
+		// one); HAProxy sends none: the name of a deletion then.
+		c.line("# the rules above may leave the request without %s: then no %s reaches the servers (each reverse_proxy's header_up deletes the name this var holds)", name, name)
+		c.line("@lacks_%s header !%s", name, name)
+		c.line("vars @lacks_%s %s %s", name, lacksVar(name), name)
+	}
 }
 
 // removedByAll are the forwarding headers a client sends that no
@@ -328,6 +376,25 @@ func (fe *frontend) removedByAll() []string {
 	sentByAll := !slices.ContainsFunc(fe.backends(), func(be *backend) bool { return !sentForwardFor(fe, be).plainXFF(fe) })
 	return slices.DeleteFunc(slices.Clone(fe.forwarding.removed), func(h string) bool { return sentByAll && h == "X-Forwarded-For" })
 }
+
+// writeFormatMap writes the map that makes the placeholder name of a
+// log-format sample: Caddy evaluates it where the placeholder is read.
+func writeFormatMap(c *caddyfile, name string) {
+	m, _ := formatMapOf(name)
+	c.line("# {%s}, for the log-format samples of the rules below", name)
+	c.open("map %s {%s}", m.source, name)
+	for _, io := range m.cases {
+		c.line("%s %s", io[0], io[1])
+	}
+	if m.fallback != "" {
+		c.line("default %s", m.fallback)
+	}
+	c.close()
+}
+
+// lacksVar names the var that holds name where the request lacks that
+// forwarding header.
+func lacksVar(name string) string { return "haproxy_lacks_" + name }
 
 // removedClaims says which forwarding headers a client sends are removed.
 func removedClaims(removed []string) string {
@@ -497,14 +564,7 @@ func writeAfterResponse(c *caddyfile, rules []headerRule) {
 	for i := len(rules) - 1; i >= 0; i-- {
 		h := rules[i]
 		c.comment(h.line, "")
-		switch h.op {
-		case "del-header":
-			c.open("header -%s", c.name(h.name))
-		case "set-header":
-			c.open("header %s %s", c.name(h.name), c.literal(h.v))
-		case "add-header":
-			c.open("header +%s %s", c.name(h.name), c.literal(h.v))
-		}
+		c.open("header %s", h.operation(c))
 		c.line("defer")
 		c.close()
 	}

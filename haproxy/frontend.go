@@ -51,6 +51,7 @@ type frontend struct {
 	certs      siteCerts
 	forwarding forwarding
 	ownPages   []string // the statuses answered with HAProxy's own page (errorpages.go)
+	formatMaps []string // the map-made placeholders its rules use (logformat.go)
 }
 
 // answerRule is a rule that answers the client itself: its directive, when
@@ -90,10 +91,14 @@ type bind struct {
 	acceptProxy bool
 }
 
-// headerRule is an http-request del-header, set-header or add-header.
+// headerRule is an http-request or http-response del-header, set-header
+// or add-header, when its condition (nil: always) holds.
 type headerRule struct {
-	line        Line
-	op, name, v string
+	line     Line
+	op, name string
+	v        logFormat
+	cond     *Condition
+	when     matcher // the condition, resolved
 }
 
 // forwardedHeaders are the headers the forwarded handler removes from a
@@ -267,6 +272,9 @@ func (fe *frontend) readMonitorURI(l Line) error {
 // HAProxy applies to every answer, its own included.
 func (fe *frontend) readAfterResponse(l Line) error {
 	r, err := responseHeader(l)
+	if err == nil && r.cond != nil {
+		return refuse(l, "conditions are not translated yet")
+	}
 	fe.afterResponse = append(fe.afterResponse, r)
 	return err
 }
@@ -487,17 +495,18 @@ var answerReaders = map[string]func(args []string, l Line) (answer, error){
 	"deny": denyAnswer, "return": returnAnswer, "redirect": redirectAnswer,
 }
 
-func (fe *frontend) readRequestHeader(l Line, args []string, _ *Condition) error {
+func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) error {
 	h, err := headerRuleOf(l, args)
 	if err != nil {
 		return err
 	}
+	h.cond = cond
 	fe.headers = append(fe.headers, h)
 	return nil
 }
 
 // headerRuleOf reads del-header <name>, set-header and add-header <name>
-// <value>: without log-format expressions.
+// <value>, a log-format value.
 func headerRuleOf(l Line, args []string) (headerRule, error) {
 	op := arg(l, 1)
 	if op == "del-header" {
@@ -509,10 +518,10 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	if len(args) != 2 {
 		return headerRule{}, refuse(l, "takes a header name and a value")
 	}
-	if strings.Contains(args[1], "%[") {
-		return headerRule{}, refuse(l, "log-format expressions in a header value are not translated yet")
-	}
-	return headerRule{line: l, op: op, name: args[0], v: args[1]}, nil
+	h := headerRule{line: l, op: op, name: args[0]}
+	var err error
+	h.v, err = readLogFormat(args[1], l)
+	return h, err
 }
 
 // checkForwardFor checks an option forwardfor line: [except <network>]

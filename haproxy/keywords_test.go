@@ -21,7 +21,8 @@ func TestDocsKeywordTable(t *testing.T) {
 	}
 	want := keywordTable() + "\nOptions of a `bind` line (another is refused at its line):\n\n" + optionsTable(bindOptions) +
 		"\nOptions of a `server` or `default-server` line (another is refused at its line):\n\n" + optionsTable(serverOptions) +
-		"\nActions of `http-request` (another is refused at its line):\n\n" + actionsTable(requestActions)
+		"\nActions of `http-request` (another is refused at its line):\n\n" + actionsTable(requestActions) +
+		"\nLog-format samples and variables, in a header value of `http-request` and `http-response`, an `http-request redirect` target or `return`'s `lf-string` (another is refused at its line):\n\n" + formatTable()
 	if *update {
 		if err := os.WriteFile(path, []byte(before+begin+want+end+after), 0o644); err != nil {
 			t.Fatal(err)

@@ -29,9 +29,10 @@ type forwarding struct {
 	used    []Line // the header rules the forwarded handler does
 	rest    []headerRule
 	// What the rest make of each forwarding header no handler writes:
-	// ruled, their value sent; removed, as the client sent it.
-	ruled   map[string]bool
-	removed []string
+	// ruled, their value sent; removed, as the client sent it; mayLack,
+	// ruled but maybe left out of the request by rules with a condition.
+	ruled            map[string]bool
+	removed, mayLack []string
 }
 
 // resolve checks what the frontend's lines say together and settles its
@@ -51,6 +52,7 @@ func (fe *frontend) resolve() error {
 	}
 	fe.resolveForwarding()
 	fe.resolveForwardingRules()
+	fe.resolveFormatMaps()
 	fe.resolvePages()
 	return fe.resolveCerts()
 }
@@ -96,6 +98,9 @@ func (fe *frontend) resolveConditions() error {
 			}
 		}
 	}
+	if err := fe.resolveHeaderConditions(); err != nil {
+		return err
+	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
 		// no rule after it, nor the default_backend.
@@ -109,6 +114,67 @@ func (fe *frontend) resolveConditions() error {
 		var err error
 		if fe.rules[i].when, err = fe.conditionMatcher(r.cond, r.line); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// resolveHeaderConditions settles the matchers of the header rules with a
+// condition, and checks that the http-response ones run as in HAProxy.
+func (fe *frontend) resolveHeaderConditions() error {
+	for _, headers := range [][]headerRule{fe.headers, fe.responseHeaders} {
+		for i, h := range headers {
+			if h.cond == nil {
+				continue
+			}
+			var err error
+			if headers[i].when, err = fe.conditionMatcher(h.cond, h.line); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range fe.responseHeaders {
+		if err := checkResponseCondition(h.line, h.when); err != nil {
+			return err
+		}
+	}
+	return checkDeferredOrder(fe.responseHeaders)
+}
+
+// responseFetches are the ACL fetches HAProxy reads in an http-response
+// rule (of the connection and the transaction); those of the request's
+// line and headers it cannot, and their ACLs never match there.
+var responseFetches = map[string]bool{"src": true, "method": true, "ssl_fc": true}
+
+// checkResponseCondition refuses an http-response rule (its line l, its
+// condition when) whose condition tests a fetch HAProxy cannot read there
+// (haproxy -c warns that it never matches), where Caddy's matcher, run
+// with the request, would.
+func checkResponseCondition(l Line, when matcher) error {
+	for _, terms := range when.any {
+		for _, t := range terms {
+			for _, a := range t.alts {
+				if !responseFetches[a.fetch] {
+					return refuse(l, "acl %s at line %d tests %s, which HAProxy cannot read in an http-response rule (it never matches there: haproxy -c warns): not translated", a.fetch, a.line.Pos.Line, a.fetch)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkDeferredOrder refuses an http-response rule with a condition
+// before one without on the same header: Caddy applies those with a
+// condition (deferred header directives) after every header_down.
+func checkDeferredOrder(rules []headerRule) error {
+	for i, h := range rules {
+		if h.cond == nil {
+			continue
+		}
+		for _, later := range rules[i+1:] {
+			if later.cond == nil && strings.EqualFold(later.name, h.name) {
+				return refuse(h.line, "a rule with a condition before one without on %s (line %d) is not translated: Caddy applies the rules with a condition after the others", h.name, later.line.Pos.Line)
+			}
 		}
 	}
 	return nil
@@ -128,11 +194,11 @@ func (fe *frontend) resolveForwarding() {
 	for _, h := range fe.headers {
 		name := strings.ToLower(h.name)
 		switch {
-		case h.op == "del-header" && forwardedHeaders[name]:
+		case h.op == "del-header" && forwardedHeaders[name] && h.cond == nil:
 			deleted = deleted || name == "x-forwarded-for"
 			f.used = append(f.used, h.line)
-		case h.op == "set-header" && name == "x-forwarded-proto" && (h.v == "https" || h.v == "http"):
-			f.proto = h.v
+		case h.op == "set-header" && name == "x-forwarded-proto" && h.cond == nil && isProto(h.v):
+			f.proto, _ = h.v.text()
 			f.used = append(f.used, h.line)
 		default:
 			f.rest = append(f.rest, h)
@@ -144,6 +210,12 @@ func (fe *frontend) resolveForwarding() {
 	} else {
 		fe.plainForwardFor = true
 	}
+}
+
+// isProto tells whether a value is the forwarded handler's proto.
+func isProto(v logFormat) bool {
+	s, ok := v.text()
+	return ok && (s == "https" || s == "http")
 }
 
 // forwardingHeaders are the headers reverse_proxy writes itself, which
@@ -161,17 +233,69 @@ func (fe *frontend) resolveForwardingRules() {
 	deleted := map[string]bool{}
 	for _, h := range f.rest {
 		name := http.CanonicalHeaderKey(h.name)
-		f.ruled[name] = h.op != "del-header"
-		deleted[name] = h.op == "del-header"
+		// A rule with a condition may leave the header as the client
+		// sent it: what the request holds is sent.
+		f.ruled[name] = h.op != "del-header" || h.cond != nil
+		deleted[name] = h.op == "del-header" && h.cond == nil
 	}
+	mayLack := mayLeaveOut(f.rest)
 	for _, name := range forwardingHeaders {
 		switch {
 		case f.handler, fe.plainForwardFor && name == "X-Forwarded-For":
 			// the forwarded handler's set, or reverse_proxy's after the client's
 		case !f.ruled[name] && !deleted[name]:
 			f.removed = append(f.removed, name)
+		case f.ruled[name] && mayLack[name]:
+			f.mayLack = append(f.mayLack, name)
 		}
 	}
+}
+
+// mayLeaveOut are the forwarding headers that rules with a condition may
+// leave out of a request: a set-header's or add-header's condition false
+// where no rule without one set it before and the client sent none, or a
+// del-header's true.
+func mayLeaveOut(rules []headerRule) map[string]bool {
+	present := map[string]bool{} // set or added by a rule without a condition
+	out := map[string]bool{}
+	for _, h := range rules {
+		name := http.CanonicalHeaderKey(h.name)
+		switch {
+		case h.cond == nil:
+			present[name] = h.op != "del-header"
+			out[name] = false
+		case h.op == "del-header" || !present[name]:
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// resolveFormatMaps settles the map-made placeholders (formatMaps) that
+// the log-format values of the site's rules and its backends' use.
+func (fe *frontend) resolveFormatMaps() {
+	headers := slices.Concat(fe.headers, fe.responseHeaders)
+	var names []string
+	for _, be := range fe.backends() {
+		for _, r := range slices.Concat(be.requestRules, be.responseActions) {
+			if r.header != nil {
+				headers = append(headers, *r.header)
+			}
+			if r.answer != nil {
+				names = append(names, r.answer.target.maps()...)
+				names = append(names, r.answer.body.maps()...)
+			}
+		}
+	}
+	for _, h := range headers {
+		names = append(names, h.v.maps()...)
+	}
+	for _, a := range slices.Concat(fe.answers, fe.redirects) {
+		names = append(names, a.answer.target.maps()...)
+		names = append(names, a.answer.body.maps()...)
+	}
+	slices.Sort(names)
+	fe.formatMaps = slices.Compact(names)
 }
 
 // resolveCerts settles the TLS site's certificates: files, or

@@ -21,10 +21,11 @@ import (
 
 // Errors of values a Caddyfile cannot carry.
 var (
-	errNotUTF8  = errors.New("it is not UTF-8, and a Caddyfile is read as UTF-8 (other bytes become U+FFFD)")
-	errEnvSpan  = errors.New("it holds {$, which Caddy's Caddyfile adapter expands as an environment variable wherever it stands, with no escape")
-	errBraces   = errors.New("it holds a brace, which Caddy would read as a placeholder here")
-	errUnquoted = errors.New("no Caddyfile quoting carries it exactly (a backtick, a backslash before a double quote or at its end, and a carriage return or the heredoc marker)")
+	errNotUTF8         = errors.New("it is not UTF-8, and a Caddyfile is read as UTF-8 (other bytes become U+FFFD)")
+	errEnvSpan         = errors.New("it holds {$, which Caddy's Caddyfile adapter expands as an environment variable wherever it stands, with no escape")
+	errBraces          = errors.New("it holds a brace, which Caddy would read as a placeholder here")
+	errBackslashSample = errors.New("it has a backslash right before a sample, which Caddy's replacer would read as escaping the placeholder's brace")
+	errUnquoted        = errors.New("no Caddyfile quoting carries it exactly (a backtick, a backslash before a double quote or at its end, and a carriage return or the heredoc marker)")
 )
 
 // checkCarried reports why no Caddyfile can carry v at all, if it cannot.
@@ -73,6 +74,29 @@ func literalToken(v string, envs []envUse) (string, error) {
 		return "", err
 	}
 	return quoteToken(s)
+}
+
+// formatToken is f, a log-format read into literal text and Caddy's
+// placeholders, as one token: each text escaped as a literal (the values
+// of envs in it as {$NAME}), each placeholder as Caddy's, the whole made
+// into a value by compose (a redirect's target: before {uri}, say).
+func formatToken(f logFormat, envs []envUse, compose func(string) string) (string, error) {
+	var b strings.Builder
+	for _, p := range f.parts {
+		if p.placeholder != "" {
+			if strings.HasSuffix(b.String(), `\`) {
+				return "", errBackslashSample
+			}
+			b.WriteString("{" + p.placeholder + "}")
+			continue
+		}
+		s, err := withEnv(p.text, envs, escapeLiteral)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(s)
+	}
+	return quoteToken(compose(b.String()))
 }
 
 // plainToken is v, a value Caddy takes as written or whose handling of
@@ -160,10 +184,6 @@ func safeEnvValue(v string) bool {
 // envRef matches Caddy's references to the environment that withEnv
 // writes.
 var envRef = regexp.MustCompile(`\{\$[A-Za-z_][A-Za-z0-9_]*(:[^{}]*)?\}`)
-
-func isTokenChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
 
 // quoteToken writes s as one Caddyfile token that its lexer reads back as
 // s (s is already what the replacer is to read): bare where nothing in it

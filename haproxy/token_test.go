@@ -171,3 +171,38 @@ func TestSecretsStayOutOfTheTranslation(t *testing.T) {
 		t.Errorf("{$NAME} in single quotes: %v, want a refusal at b.cfg:8", err)
 	}
 }
+
+// A log-format value's token reads back, through Caddy's parser and
+// replacer, as its literal texts with each placeholder's value between
+// them: a brace or a placeholder in a text is never evaluated, the
+// table's placeholders are.
+func FuzzFormatToken(f *testing.F) {
+	for _, v := range hostileValues {
+		f.Add(v, v)
+	}
+	f.Fuzz(func(t *testing.T, before, after string) {
+		repl := caddy.NewReplacer()
+		var want strings.Builder
+		parts := []formatPart{{text: before}}
+		want.WriteString(before)
+		for i, e := range []formatEntry{formatFetches["src"], formatFetches["hdr"], formatVariables["fp"]} {
+			name := e.placeholder("X-Test")
+			value := "value" + strconv.Itoa(i) + "{}"
+			repl.Set(name, value)
+			parts = append(parts, formatPart{placeholder: name}, formatPart{text: after})
+			want.WriteString(value + after)
+		}
+		tok, err := formatToken(logFormat{parts: parts}, nil, asWritten)
+		if errors.Is(err, errBackslashSample) && (strings.HasSuffix(before, `\`) || strings.HasSuffix(after, `\`)) {
+			return
+		}
+		if err != nil {
+			checkRefusal(t, before+after, err)
+			return
+		}
+		text := readBack(t, tok)
+		if got := repl.ReplaceAll(text, ""); got != want.String() {
+			t.Fatalf("%q, %q: written %q, lexed %q, replaced %q, want %q", before, after, tok, text, got, want.String())
+		}
+	})
+}

@@ -1,0 +1,77 @@
+package haproxy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// A log-format string is read into literal text and the table's
+// placeholders: %% a %, a variable or a sample each a placeholder, any
+// other % refused with the line.
+func TestReadLogFormat(t *testing.T) {
+	l := Line{Words: []string{"http-request", "set-header"}}
+	for _, tt := range []struct {
+		v    string
+		want []formatPart // nil: refused
+	}{
+		{"plain", []formatPart{{text: "plain"}}},
+		{"", []formatPart{{text: ""}}},
+		{"100%%", []formatPart{{text: "100%"}}},
+		{"%ci:%cp", []formatPart{{placeholder: "http.request.remote.host"}, {text: ":"}, {placeholder: "http.request.remote.port"}}},
+		{"https://%[hdr(Host)]%[url]", []formatPart{{text: "https://"}, {placeholder: "http.request.hostport"}, {placeholder: "http.request.uri"}}},
+		{"%[req.hdr(X-Real-IP)]", []formatPart{{placeholder: "haproxy.hdr.x-real-ip"}}},
+		{"%[path]?%[query]", []formatPart{{placeholder: "haproxy.path"}, {text: "?"}, {placeholder: "http.request.uri.query"}}},
+		{"%[src", nil},
+		{"%{+Q}ci", nil},
+		{"50%", nil},
+		{"%[hdr]", nil},
+		{"%[hdr(a,1)]", nil},
+		{"%[hdr(a}b)]", nil},
+		{"%[src,lower]", nil},
+		{"%[src_is_local]", nil},
+		{"%ID", nil},
+		{"%b", nil},
+	} {
+		f, err := readLogFormat(tt.v, l)
+		switch {
+		case tt.want == nil && err == nil:
+			t.Errorf("%q: read as %+v, want it refused", tt.v, f.parts)
+		case tt.want == nil && !strings.Contains(err.Error(), "http-request set-header: "):
+			t.Errorf("%q: %v, want a refusal of the line", tt.v, err)
+		case tt.want != nil && (err != nil || !slices.Equal(f.parts, tt.want)):
+			t.Errorf("%q: %+v, %v; want %+v", tt.v, f.parts, err, tt.want)
+		}
+	}
+}
+
+// An http-response rule with a condition is a deferred header directive
+// only where HAProxy runs it as Caddy would: a condition on what HAProxy
+// reads in a response (the client's address, the method, TLS), on the
+// frontend's side, and not before a rule without one on the same header.
+func TestResponseConditions(t *testing.T) {
+	const head = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n" +
+		"frontend web\n    bind 127.0.0.1:8080\n"
+	const tail = "    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n"
+	out, err := translateText(t, head+"    http-response set-header X-A 1 if { method GET }\n    http-response set-header X-A 2 if { ssl_fc }\n"+tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, first := strings.Index(out, "header @response_9 {"), strings.Index(out, "header @response_8 {"); last < 0 || first < last {
+		t.Errorf("the last rule with a condition is not written first:\n%s", out)
+	}
+	for _, tt := range []struct{ rules, want string }{
+		{"    http-response set-header X-A 1 if { path_beg /api/ }\n", "b.cfg:8: http-response set-header: acl path_beg at line 8 tests path_beg, which HAProxy cannot read"},
+		{"    http-response set-header X-A 1 if { method GET }\n    http-response del-header x-a\n", "b.cfg:8: http-response set-header: a rule with a condition before one without on X-A (line 9)"},
+	} {
+		if _, err := translateText(t, head+tt.rules+tail); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %s", tt.rules, err, tt.want)
+		}
+	}
+	// A backend's, with a condition on what HAProxy reads in a response,
+	// is its deferred header handler (backend-rules.cfg's differential).
+	out, err = translateText(t, head+tail+"    http-response del-header X-A if { method GET }\n")
+	if err != nil || !strings.Contains(out, "header @response_11 {") {
+		t.Errorf("a backend's rule with a condition: %v\n%s", err, out)
+	}
+}
