@@ -27,6 +27,9 @@ type statsUser struct {
 	name, hash string
 }
 
+// statsPageDiffers is how ha_status differs from HAProxy's stats page.
+const statsPageDiffers = "ha_status shows caddy-ha's view (leader pools, rate-limit zones, stores, pins), not HAProxy's proxies and servers, and answers a POST 405, where HAProxy's page takes it as an admin action (without stats admin, a redirect to ;st=DENY)"
+
 // HAProxy's defaults (stats enable).
 const (
 	defaultStatsURI   = "/haproxy?stats"
@@ -108,6 +111,10 @@ func (t *translator) readStats(s *Section) (*statsPage, []note, error) {
 			}
 		}
 	}
+	// The page's first line says how it differs: a Warning.
+	first := &p.lines[0]
+	first.what = joinNote(first.what, statsPageDiffers)
+	first.approximated = true
 	return p, replaced, nil
 }
 
