@@ -223,7 +223,9 @@ type authCase struct {
 func checkBasicAuth(t *testing.T, file string, cases []authCase) {
 	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
 	hapAddr, caddyAddr, _ := startBoth(t, file, "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
-	client := &http.Client{Timeout: 10 * time.Second}
+	// basic_auth checks each password with bcrypt (cost 10), which the race
+	// detector slows to seconds beside make test's other shards.
+	client := &http.Client{Timeout: time.Minute}
 	page401 := "<html><body><h1>401 Unauthorized</h1>\nYou need a valid user and password to access this content.\n</body></html>\n"
 	for i, tt := range cases {
 		want := map[int]string{401: page401, 200: "app"}[tt.status]
