@@ -210,10 +210,3 @@ func (t *translator) readUnusedDefault(s *Section, l Line) error {
 	}
 	return nil
 }
-
-func nonEmpty(s string) []string {
-	if strings.TrimSpace(s) == "" {
-		return nil
-	}
-	return []string{s}
-}

@@ -50,8 +50,6 @@ var goInsecureSuites = map[string]bool{
 // (crypto/tls does not configure them).
 var goTLS13Suites = []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
 
-func (b *bindTLS) any() bool { return b.ciphers != nil || b.ciphersuites != nil || len(b.options) > 0 }
-
 // read takes one of the global lines.
 func (b *bindTLS) read(l Line) error {
 	if len(l.Words) < 2 {
