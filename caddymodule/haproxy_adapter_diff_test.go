@@ -451,27 +451,12 @@ func TestHAProxyDifferentialRefusesUnverifiedNodes(t *testing.T) {
 // request, by path, method, Host and client address, reaches a server of
 // the same backend through both.
 func TestHAProxyDifferentialRoutesByACL(t *testing.T) {
-	text, err := os.ReadFile("../haproxy/testdata/acl.cfg")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Each server answers with its name; the backend is the name less its number.
-	var repl []string
-	for l := range strings.SplitSeq(string(text), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "server" {
-			continue
-		}
-		name := f[1]
-		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hapAddr, caddyAddr := startNamedServersPair(t, "../haproxy/testdata/acl.cfg", func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Backend", strings.TrimRight(name, "0123456789"))
-		}))
-		repl = append(repl, f[2], addr)
-	}
-	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
-	startHAProxy(t, cfg, hapAddr)
-	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+		}
+	})
 
 	lan := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
 	clients := map[string]*http.Client{
@@ -1050,4 +1035,27 @@ func TestHAProxyDifferentialAcceptEncoding(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startNamedServersPair runs the golden configuration file (its bind
+// 127.0.0.1:8080) by HAProxy and by caddy-ha, each of its "server <name>
+// <address>" lines a loopback server answering with handler(name); it
+// gives HAProxy's address and caddy-ha's.
+func startNamedServersPair(t *testing.T, file string, handler func(name string) http.HandlerFunc) (hapAddr, caddyAddr string) {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var repl []string
+	for l := range strings.SplitSeq(string(text), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "server" {
+			repl = append(repl, f[2], httptestServer(t, handler(f[1])))
+		}
+	}
+	hapAddr, caddyAddr = loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	return hapAddr, caddyAddr
 }

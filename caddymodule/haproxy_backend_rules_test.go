@@ -4,12 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
 
 // haproxy/testdata/backend-rules.cfg (a backend's own acl, http-request
@@ -20,29 +17,14 @@ import (
 // that gets it sees the same request line and headers. Issue 28: a
 // backend's own rules were refused.
 func TestHAProxyDifferentialBackendRules(t *testing.T) {
-	text, err := os.ReadFile("../haproxy/testdata/backend-rules.cfg")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Each server answers with its name, the request line's URI and the
 	// headers the rules set or delete, as it saw them.
-	var repl []string
-	for l := range strings.SplitSeq(string(text), "\n") {
-		f := strings.Fields(l)
-		if len(f) != 3 || f[0] != "server" {
-			continue
-		}
-		name := f[1]
-		addr := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hapAddr, caddyAddr := startNamedServersPair(t, "../haproxy/testdata/backend-rules.cfg", func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%s %s %s gateway=%q prefix=%q proto=%q", name, r.Method, r.RequestURI,
 				r.Header.Values("X-Gateway"), r.Header.Values("X-Forwarded-Prefix"), r.Header.Values("X-Forwarded-Proto"))
-		}))
-		repl = append(repl, f[2], addr)
-	}
-	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
-	startHAProxy(t, cfg, hapAddr)
-	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+		}
+	})
 
 	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tt := range []struct{ method, uri, want string }{
