@@ -1053,9 +1053,9 @@ func startNamedServersPair(t *testing.T, file string, handler func(name string) 
 			repl = append(repl, f[2], httptestServer(t, handler(f[1])))
 		}
 	}
-	hapAddr, caddyAddr = loopback.FreeAddr(), loopback.FreeAddr()
-	cfg := strings.NewReplacer(append(repl, "127.0.0.1:8080", hapAddr)...).Replace(string(text))
-	startHAProxy(t, cfg, hapAddr)
-	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	hapAddr, caddyAddr, warnings := startBoth(t, file, "127.0.0.1:8080", repl...)
+	for _, w := range warnings {
+		checkKnownWarning(t, w)
+	}
 	return hapAddr, caddyAddr
 }

@@ -176,28 +176,37 @@ func (be *backend) resolveRules() error {
 
 // ruledForwarding is which forwarding headers the header rules leave set
 // or added (their value reaches the server): the frontend's (ruled),
-// then the backend's own; and of those, the ones whose last rule has a
-// condition (maybe: the request may have none, and reaches the server
-// without one).
-func (be *backend) ruledForwarding(ruled map[string]bool) (map[string]bool, []string) {
+// then the backend's own.
+func (be *backend) ruledForwarding(ruled map[string]bool) map[string]bool {
 	ruled = maps.Clone(ruled)
+	for _, r := range be.requestRules {
+		if r.header != nil {
+			// A rule with a condition leaves the header as the request
+			// has it, as HAProxy passes it.
+			ruled[http.CanonicalHeaderKey(r.header.name)] = r.header.op != "del-header" || r.cond != nil
+		}
+	}
+	return ruled
+}
+
+// mayLack are the forwarding headers that the frontend's rules (fe's
+// mayLack) or the backend's may leave out of a request (a backend's last
+// rule of it has a condition): the request is checked for each once
+// every rule ran.
+func (be *backend) mayLack(fe *frontend) []string {
 	last := map[string]requestRule{}
 	for _, r := range be.requestRules {
 		if r.header != nil {
-			name := http.CanonicalHeaderKey(r.header.name)
-			// A rule with a condition leaves the header as the request
-			// has it, as HAProxy passes it.
-			ruled[name] = r.header.op != "del-header" || r.cond != nil
-			last[name] = r
+			last[http.CanonicalHeaderKey(r.header.name)] = r
 		}
 	}
-	var maybe []string
+	var lacking []string
 	for _, name := range forwardingHeaders {
-		if r, ok := last[name]; ok && r.cond != nil {
-			maybe = append(maybe, name)
+		if r, ok := last[name]; ok && r.cond != nil || slices.Contains(fe.forwarding.mayLack, name) {
+			lacking = append(lacking, name)
 		}
 	}
-	return ruled, maybe
+	return lacking
 }
 
 // deferredResponse tells whether the backend's http-response rules are

@@ -83,17 +83,18 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
-	routed := kept || len(be.requestRules)+len(be.redirects) > 0
+	lacking := be.mayLack(fe)
+	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0
 	if routed {
 		c.open("route")
 	}
 	be.writeRules(c)
-	if _, maybe := be.ruledForwarding(fe.forwarding.ruled); len(maybe) > 0 {
-		c.line("# the forwarding headers a rule with a condition leaves as the request has them: none where it has none (reverse_proxy would add its own)")
-		for _, name := range maybe {
-			c.line("@absent_%s header !%s", name, name)
-			c.line("vars @absent_%s haproxy_absent_%s %s", name, name, name)
-		}
+	for _, name := range lacking {
+		// header_up sends the request's (its value "" where it lacks
+		// one); HAProxy sends none: the name of a deletion then.
+		c.line("# the rules may leave the request without %s: then none reaches the server (header_up deletes the name this var holds)", name)
+		c.line("@lacks_%s header !%s", name, name)
+		c.line("vars @lacks_%s %s %s", name, lacksVar(name), name)
 	}
 	if kept {
 		writeKeptXFF(c, u)
@@ -215,7 +216,8 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line(`header_up X-Forwarded-For "^(.*), [^,]*$" {vars.%s}`, keptVar)
 	}
 	f := fe.forwarding
-	ruled, maybe := be.ruledForwarding(f.ruled)
+	ruled := be.ruledForwarding(f.ruled)
+	lacking := be.mayLack(fe)
 	for _, name := range forwardingHeaders {
 		switch {
 		case f.handler, plain && name == "X-Forwarded-For":
@@ -223,10 +225,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 			// request's chain
 		case ruled[name]:
 			c.line("header_up %s {http.request.header.%s}", name, name) // as the header rules made it
-			if slices.Contains(maybe, name) {
-				c.line("header_up -{vars.haproxy_absent_%s}", name)
-			}
-			if slices.Contains(f.mayLack, name) {
+			if slices.Contains(lacking, name) {
 				c.line("header_up -{http.vars.%s}", lacksVar(name))
 			}
 		default:
@@ -500,3 +499,7 @@ func (comp compression) write(c *caddyfile) {
 	c.close()
 	c.close()
 }
+
+// lacksVar names the var that holds name where the request lacks that
+// forwarding header once the frontend's and the backend's rules ran.
+func lacksVar(name string) string { return "haproxy_lacks_" + name }

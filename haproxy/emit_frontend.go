@@ -360,13 +360,6 @@ func (fe *frontend) writeHeaders(c *caddyfile) {
 	for _, h := range f.rest {
 		h.write(c, "request_header")
 	}
-	for _, name := range f.mayLack {
-		// header_up sends the request's (its value "" where it lacks
-		// one); HAProxy sends none: the name of a deletion then.
-		c.line("# the rules above may leave the request without %s: then no %s reaches the servers (each reverse_proxy's header_up deletes the name this var holds)", name, name)
-		c.line("@lacks_%s header !%s", name, name)
-		c.line("vars @lacks_%s %s %s", name, lacksVar(name), name)
-	}
 }
 
 // removedByAll are the forwarding headers a client sends that no
@@ -391,10 +384,6 @@ func writeFormatMap(c *caddyfile, name string) {
 	}
 	c.close()
 }
-
-// lacksVar names the var that holds name where the request lacks that
-// forwarding header.
-func lacksVar(name string) string { return "haproxy_lacks_" + name }
 
 // removedClaims says which forwarding headers a client sends are removed.
 func removedClaims(removed []string) string {
