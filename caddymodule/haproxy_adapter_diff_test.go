@@ -1059,3 +1059,39 @@ func startNamedServersPair(t *testing.T, file string, handler func(name string) 
 	}
 	return hapAddr, caddyAddr
 }
+
+// What the header rules set or add to a forwarding header reaches the
+// server through caddy-ha as through HAProxy, without option forwardfor
+// (reverse_proxy's own X-Forwarded-* removed): the corpus differential
+// excuses a client's own forwarding headers, not the configuration's.
+func TestHAProxyDifferentialRuledForwardingHeaders(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]http.Header{}
+	addr := httptestServer(t, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("X-Client")] = r.Header.Clone()
+		mu.Unlock()
+	}))
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := "defaults\n    mode http\n    timeout connect 2s\n    timeout client 10s\n    timeout server 10s\n" +
+		"frontend web\n    bind " + hapAddr + "\n    http-request set-header X-Forwarded-Proto https\n    http-request add-header X-Forwarded-Host edge.example\n" +
+		"    default_backend app\nbackend app\n    server app1 " + addr + "\n"
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/", nil)
+		req.Header.Set("X-Client", p.name)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		h := seen[p.name]
+		mu.Unlock()
+		if got := [2][]string{h.Values("X-Forwarded-Proto"), h.Values("X-Forwarded-Host")}; !slices.Equal(got[0], []string{"https"}) || !slices.Equal(got[1], []string{"edge.example"}) {
+			t.Errorf("%s: the server saw X-Forwarded-Proto %q and X-Forwarded-Host %q, want the rules' https and edge.example", p.name, got[0], got[1])
+		}
+	}
+}
