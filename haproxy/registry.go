@@ -279,7 +279,15 @@ var requestActions = indexActions([]action{
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 })
+
+// requestAction is the http-request action of the rule l (set-var of
+// set-var(<name>)), nil for one the registry has not.
+func requestAction(l Line) *action {
+	name, _, _ := strings.Cut(arg(l, 1), "(")
+	return requestActions[name]
+}
 
 func indexActions(table []action) map[string]*action {
 	m := make(map[string]*action, len(table))
