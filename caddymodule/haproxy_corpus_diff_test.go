@@ -205,11 +205,13 @@ sending:
 			hap.Seen = backends.Seen(n + "-haproxy")
 			ch := hadiff.Send(tg.caddyha, req, n+"-caddy-ha", der.ResponseHeaders)
 			ch.Seen = backends.Seen(n + "-caddy-ha")
+			hap.MaskBindPort(tg.hap.Addr)
+			ch.MaskBindPort(tg.caddyha.Addr)
 			for _, d := range hadiff.Compare(hap, ch, layout.Balanced) {
 				differences++
 				sent := fmt.Sprintf("%s (derived from: %s)", req, strings.Join(req.Why, "; "))
 				// The file's own warnings: the rewrite keeps every line's number.
-				if k, w, ok := hadiff.Excuse(d, known, tr.Warnings); ok {
+				if k, w, ok := hadiff.Excuse(d, req, known, tr.Warnings); ok {
 					excused++
 					t.Logf("known difference: frontend %s (bind line %d): %s, for %s: %s; warning at line %d: %s", tg.bind.Section, tg.bind.Line, d, sent, k.Why, w.Pos.Line, w.Msg)
 					continue

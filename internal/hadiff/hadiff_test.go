@@ -254,23 +254,32 @@ func TestCompare(t *testing.T) {
 
 const knownDoc = "# Doc\n\n## Known differences\n\ntext\n\n| field | warning | why |\n|---|---|---|\n" +
 	"| `request header X-Forwarded-Host` | `sends X-Forwarded-Host` | the forwarded handler |\n" +
-	"| `response header *` | `httpclose` | any response header |\n\n## Next\n\n| `status` | `x` | not read |\n"
+	"| `response header *` | `httpclose` | any response header |\n" +
+	"| `request header X-Forwarded-*` when the client sent it | `httpclose` | a client's claim |\n\n## Next\n\n| `status` | `x` | not read |\n"
 
 // Known differences are the rows of their section alone; a difference is
 // excused only by a row of its field whose warning the translation gave.
 func TestKnownDifferences(t *testing.T) {
 	known, err := ParseKnown([]byte(knownDoc))
-	if err != nil || len(known) != 2 || known[0].Field != "request header X-Forwarded-Host" || known[1].Why != "any response header" {
+	if err != nil || len(known) != 3 || known[0].Field != "request header X-Forwarded-Host" || known[1].Why != "any response header" || known[1].ClientSent || !known[2].ClientSent || known[2].Field != "request header X-Forwarded-*" {
 		t.Fatalf("%+v %v", known, err)
 	}
 	warnings := []haproxy.Warning{{Pos: haproxy.Position{File: "f", Line: 7}, Msg: "option httpclose: connections kept alive"}}
-	if _, w, ok := Excuse(Difference{Field: "response header X-A"}, known, warnings); !ok || w.Pos.Line != 7 {
+	var plain Request
+	if _, w, ok := Excuse(Difference{Field: "response header X-A"}, plain, known, warnings); !ok || w.Pos.Line != 7 {
 		t.Errorf("a row with * and its warning: %v %v", w, ok)
 	}
-	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Host"}, known, warnings); ok {
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Proto"}, plain, known, warnings); ok {
+		t.Error("a row kept to what the client sent excused a header the client did not send")
+	}
+	forged := Request{Header: http.Header{"X-Forwarded-Proto": {"http"}}}
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Proto"}, forged, known, warnings); !ok {
+		t.Error("a row kept to what the client sent did not excuse the header the client sent")
+	}
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Host"}, plain, known[:1], warnings); ok {
 		t.Error("excused without the row's warning")
 	}
-	if _, _, ok := Excuse(Difference{Field: "status"}, known, warnings); ok {
+	if _, _, ok := Excuse(Difference{Field: "status"}, plain, known, warnings); ok {
 		t.Error("excused by a row of another section")
 	}
 	for _, bad := range []string{"# x\n", "## Known differences\n| a | b | c |\n|---|---|---|\n| status | `w` | why |\n"} {
@@ -352,5 +361,16 @@ func TestModern(t *testing.T) {
 	want := map[int][]string{3: {"timeout", "connect", "5000"}, 6: {"http-request", "add-header", "X-Forwarded-Proto", "http"}}
 	if len(got) != len(want) || !slices.Equal(got[3], want[3]) || !slices.Equal(got[6], want[6]) {
 		t.Errorf("%v, want %v", got, want)
+	}
+}
+
+// A header value that is the port of the bind a proxy was sent to stands
+// for that port, so that dst_port compares equal across the two proxies'
+// ports; another value is kept.
+func TestMaskBindPort(t *testing.T) {
+	o := Outcome{Seen: []Seen{{Header: http.Header{"X-Forwarded-Port": {"41000"}, "X-Other": {"41001", "x41000"}}}}}
+	o.MaskBindPort("127.0.0.1:41000")
+	if got := o.Seen[0].Header; got.Get("X-Forwarded-Port") != BindPort || got.Values("X-Other")[0] != "41001" || got.Values("X-Other")[1] != "x41000" {
+		t.Errorf("%v", got)
 	}
 }
