@@ -165,7 +165,7 @@ func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 // it after Provision, the Caddyfile adapter after the block.
 func (u *CheckedUpstreams) Validate() error {
 	if len(u.Servers) == 0 && len(u.Resolve) == 0 {
-		return badSetting(checkedModule, "servers", "names no server (nor does resolve)")
+		return badSetting(checkedModule, "servers", "names no server")
 	}
 	if err := u.validateResolve(); err != nil {
 		return err
