@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,9 @@ type CheckedUpstreams struct {
 	// How a server is checked: tcp, a connection established passes
 	// (HAProxy's check without option httpchk); or http, a request on
 	// that connection whose answer must be 2xx or 3xx, or expect_status
-	// (option httpchk). Default: tcp.
+	// (option httpchk); or none, every server is up (a server without
+	// check: with resolve, the names' addresses as they resolve).
+	// Default: tcp.
 	Check string `json:"check,omitempty"`
 	// The HTTP check's method. Default: OPTIONS, as HAProxy's.
 	Method string `json:"method,omitempty"`
@@ -147,6 +150,7 @@ func (u *CheckedUpstreams) setDefaults() {
 // serverCheck is the check as the healthcheck package takes it.
 func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 	c := healthcheck.ServerCheck{
+		Off:            u.Check == "none",
 		Interval:       time.Duration(u.Interval),
 		FastInterval:   time.Duration(u.FastInterval),
 		DownInterval:   time.Duration(u.DownInterval),
@@ -182,18 +186,18 @@ func (u *CheckedUpstreams) Validate() error {
 		}
 	}
 	switch u.Check {
-	case "", "tcp":
+	case "", "tcp", "none":
 		for _, f := range []struct {
 			field string
 			set   bool
 		}{{"method", u.Method != ""}, {"uri", u.URI != ""}, {"host", u.Host != ""}, {"expect_status", u.ExpectStatus != 0}} {
 			if f.set {
-				return badSetting(checkedModule, f.field, "is a setting of check http, not of check tcp")
+				return badSetting(checkedModule, f.field, "is a setting of check http, not of check %s", cmp.Or(u.Check, "tcp"))
 			}
 		}
 	case "http":
 	default:
-		return badSetting(checkedModule, "check", "must be tcp or http, not %q", u.Check)
+		return badSetting(checkedModule, "check", "must be tcp, http or none, not %q", u.Check)
 	}
 	if bad, ok := errors.AsType[*healthcheck.SettingError](u.serverCheck().Validate()); ok {
 		return badSetting(checkedModule, bad.Setting, "%s", bad.Problem)
@@ -362,7 +366,7 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //
 //	dynamic checked {
 //		servers         <host:port>...
-//		check           tcp|http
+//		check           tcp|http|none
 //		method          <method>
 //		uri             <uri>
 //		host            <host>

@@ -71,7 +71,7 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		{"{\n\t\t\tservers 127.0.0.1:2-3\n\t\t}", `servers "127.0.0.1:2-3" is not a server's host:port`},
 		{"{\n\t\t\tservers unix//run/app.sock\n\t\t}", `servers "unix//run/app.sock" is not a server's host:port`},
 		{"{\n\t\t\tservers {http.request.host}:80\n\t\t}", `is not a server's host:port`},
-		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck udp\n\t\t}", `dynamic checked: check must be tcp or http, not "udp", at Caddyfile:5`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck udp\n\t\t}", `dynamic checked: check must be tcp, http or none, not "udp", at Caddyfile:5`},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\turi /health\n\t\t}", "dynamic checked: uri is a setting of check http, not of check tcp, at Caddyfile:5"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\turi health\n\t\t}", `dynamic checked: uri "health" must start with / (or be *), at Caddyfile:6`},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\tmethod \"GE T\"\n\t\t}", `method "GE T" is not an HTTP method, at Caddyfile:6`},
@@ -478,7 +478,7 @@ func TestCheckedUpstreamsResolve(t *testing.T) {
 		p, _ := strconv.Atoi(port)
 		return hadiff.SRVTarget{Host: be.name + ".node.test", Port: uint16(p)}
 	}
-	ns.SetSRV("_app._tcp.service.test", target(a), target(b), target(c))
+	ns.SetSRV("_app._tcp.service.test", target(a), target(b))
 	_, cPort, _ := net.SplitHostPort(c.addr)
 	ns.SetA("single.test", net.IPv4(127, 0, 0, 1))
 	site := fmt.Sprintf(`reverse_proxy {
@@ -498,14 +498,28 @@ func TestCheckedUpstreamsResolve(t *testing.T) {
 	if got := ask(); got != "a" && got != "b" {
 		t.Fatalf("the first request: %s, want a or b (resolved before it)", got)
 	}
-	waitForTurns(t, "the first two records (2 slots)", ask, "a", "b")
+	waitForTurns(t, "the records", ask, "a", "b")
 	ns.SetSRV("_app._tcp.service.test", target(c), target(b))
 	waitForTurns(t, "the records changed", ask, "c", "b")
+	// More records than slots: b and c keep theirs.
+	before := ns.Queries("_app._tcp.service.test")
+	ns.SetSRV("_app._tcp.service.test", target(a), target(c), target(b))
+	poll.Until(t, 10*time.Second, "two refreshes", func() bool { return ns.Queries("_app._tcp.service.test") >= before+2 })
+	waitForTurns(t, "three records, two slots", ask, "c", "b")
 
-	// Without allow_dup_ip, the second record's 127.0.0.1 is skipped.
+	// Without allow_dup_ip, one server of the records' one IP.
 	tc.load(nil, "", strings.Replace(site, "allow_dup_ip", "", 1))
-	waitForTurns(t, "no IP twice", ask, "c")
+	if got := split(6, ask); len(got) != 1 {
+		t.Errorf("without allow_dup_ip: %v, want one server", got)
+	}
 
 	tc.load(nil, "", fmt.Sprintf("reverse_proxy {\n\t\tdynamic checked {\n\t\t\tresolve single.test:%s\n\t\t\tresolvers %s\n\t\t}\n\t}", cPort, ns.Addr))
 	waitForTurns(t, "an A record with the port written", ask, "c")
+
+	// check none: every address is a server, a stopped one too (HAProxy's
+	// server without check).
+	b.stop()
+	ns.SetSRV("_app._tcp.service.test", target(c), target(b))
+	tc.load(nil, "", strings.Replace(strings.Replace(site, "check tcp", "check none", 1), "resolve _app._tcp.service.test 2", "resolve _app._tcp.service.test 3", 1))
+	waitForTurns(t, "check none", ask, "c", "status 502")
 }

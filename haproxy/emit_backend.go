@@ -453,7 +453,11 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 	for _, l := range be.check {
 		c.comment(l, "")
 	}
-	c.line("# HAProxy's server checks: the servers that pass them are the upstreams")
+	if be.checked == "none" {
+		c.line("# no check: every server is up while its name resolves, as in HAProxy")
+	} else {
+		c.line("# HAProxy's server checks: the servers that pass them are the upstreams")
+	}
 	c.open("dynamic checked")
 	if be.resolving.resolvers != nil {
 		be.writeResolve(c, addrs)
@@ -461,6 +465,10 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 		c.line("servers %s", strings.Join(addrs, " "))
 	}
 	c.line("check %s", be.checked)
+	if be.checked == "none" {
+		c.close()
+		return
+	}
 	lo := be.checkOpts
 	settings := [][2]string{{"interval", lo.interval}, {"fast_interval", lo.fastInterval}, {"down_interval", lo.downInterval}, {"fall", lo.fails}, {"rise", lo.passes}}
 	if be.checked == "http" {

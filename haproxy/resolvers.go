@@ -217,9 +217,6 @@ func (r *serverReading) checkResolved() error {
 		}
 		return nil
 	}
-	if !r.be.active {
-		return refuse(s.line, "a server resolved at run time without check is not translated yet: dynamic checked resolves names and checks the servers it finds (add check)")
-	}
 	if r.be.isBackup(s) {
 		return refuse(s.line, "backup with resolvers is not translated: lb_policy backup names its backups by address")
 	}
@@ -273,9 +270,13 @@ const maxTemplateSlots = 1024
 
 // settleResolved settles a backend whose servers' names are resolved at
 // run time: dynamic checked's, which resolves them and checks what it
-// finds, with the backend's check (Caddy's active health checks never
+// finds with the backend's check (Caddy's active health checks never
 // run on dynamic upstreams, so http-check expect status is dynamic
-// checked's expect_status too).
+// checked's expect_status too), or without checks, check none. Caddy's
+// dynamic a and srv are not: they use every address a name has where
+// HAProxy fills its slots, restrict to a family where HAProxy prefers
+// one, ask one nameserver at random, resolve at a request, and dial an
+// SRV target by name through the system's resolver.
 func (be *backend) settleResolved() error {
 	if be.resolving.resolvers == nil {
 		return nil
@@ -284,17 +285,28 @@ func (be *backend) settleResolved() error {
 	if be.leader {
 		return refuse(first, "resolvers in the leader's pool are not translated: lb_policy leader names its nodes by address")
 	}
-	if be.checked == "" {
+	switch {
+	case !be.active: // HAProxy's servers without check are up while they have an address
+		be.checked = "none"
+	case be.checked == "":
 		be.checked = "http"
 		if be.tls.ssl {
 			return refuse(first, "ssl with resolvers and an HTTP check: dynamic checked's HTTP check speaks plain HTTP (not translated)")
 		}
 	}
+	what := srvOrder
+	if !be.resolving.ignoreSRVWeight {
+		what = srvWeight + "; " + srvOrder
+	}
 	for _, s := range be.servers {
-		if strings.HasPrefix(s.addr, "_") && !be.resolving.ignoreSRVWeight {
-			be.notes = append(be.notes, note{line: s.line, approximated: true,
-				what: "HAProxy gives each server the weight of its SRV record; dynamic checked's servers are balanced alike (resolve-opts ignore-weight would say so)"})
+		if strings.HasPrefix(s.addr, "_") {
+			be.notes = append(be.notes, note{line: s.line, approximated: true, what: what})
 		}
 	}
 	return nil
 }
+
+const (
+	srvWeight = "HAProxy gives each server the weight of its SRV record, dynamic checked balances them alike (resolve-opts ignore-weight says so)"
+	srvOrder  = "with more records than servers, HAProxy fills its servers in the answer's order, dynamic checked in Go's (by priority, then at random by weight); each keeps its record while answers have it, in both"
+)

@@ -17,7 +17,7 @@ func resolvedBackend(resolvers, backend string) string {
 // servers' checks: a server line one server, a server-template up to its
 // count, an SRV name without port; the check as HAProxy's, expect status
 // included (Caddy's active health checks never run on dynamic
-// upstreams).
+// upstreams); without check, check none.
 func TestTranslateResolvers(t *testing.T) {
 	ns := "    nameserver a 127.0.0.11:53\n    nameserver b udp@10.0.0.2\n    hold valid 5s\n    timeout resolve 2s\n"
 	for _, tt := range []struct {
@@ -31,6 +31,8 @@ func TestTranslateResolvers(t *testing.T) {
 			"resolve _api._tcp.service.consul 10; resolvers 127.0.0.11:53 10.0.0.2:53; refresh 5s; resolve_timeout 2s; allow_dup_ip; check tcp; }"},
 		{"expect status", resolvedBackend(ns, "    option httpchk\n    http-check expect status 204\n    server-template app 3 app:80 check resolvers dns\n"),
 			"check http; expect_status 204; }"},
+		{"no check", resolvedBackend(ns, "    server-template app 4 app:80 resolvers dns inter 5s\n"),
+			"dynamic checked {; resolve app:80 4; resolvers 127.0.0.11:53 10.0.0.2:53; refresh 5s; resolve_timeout 2s; check none; }"},
 		{"the system's resolver", resolvedBackend("    parse-resolv-conf\n", "    server-template app 2 app:80 check resolvers dns\n"),
 			"dynamic checked {; resolve app:80 2; check tcp; }"},
 	} {
@@ -66,7 +68,7 @@ func TestTranslateResolversWarnings(t *testing.T) {
 	for _, want := range []string{
 		"r.cfg:3: hold nx: a name that no longer exists",
 		"r.cfg:4: hold obsolete: a server whose record is gone",
-		"r.cfg:17: server-template api: HAProxy gives each server the weight of its SRV record",
+		"r.cfg:17: server-template api: HAProxy gives each server the weight of its SRV record, dynamic checked balances them alike (resolve-opts ignore-weight says so); with more records than servers",
 	} {
 		if !strings.Contains(strings.Join(got, "\n"), want) {
 			t.Errorf("warnings %q lack %q", got, want)
@@ -87,7 +89,6 @@ func TestTranslateRefusesResolvers(t *testing.T) {
 		{"a template without resolvers", resolvedBackend(ns, "    server-template app 3 app:80 check\n"),
 			"b.cfg:12: server-template app: server-template without resolvers: HAProxy resolves the name once"},
 		{"no such section", resolvedBackend(ns, "    server app app:80 check resolvers other\n"), "resolvers other: no resolvers section of that name"},
-		{"no check", resolvedBackend(ns, "    server app app:80 resolvers dns\n"), "a server resolved at run time without check is not translated yet"},
 		{"an address in init-addr", resolvedBackend(ns, "    server app app:80 check resolvers dns init-addr 10.0.0.1\n"),
 			"init-addr 10.0.0.1: an address used until the name resolves is not translated"},
 		{"resolve-opts", resolvedBackend(ns, "    server app app:80 check resolvers dns resolve-opts ignore-weight,foo\n"), "resolve-opts foo is not translated"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,17 +55,20 @@ type lookups interface {
 // addresses: a lookup that fails (no answer, a server failure) keeps
 // them, as HAProxy keeps a server's address while its hold period for
 // that error runs; a valid answer without addresses (the name does not
-// exist, or has none) takes them away.
+// exist, or has none) takes them away. It remembers which addresses each
+// one's slots took, too: a slot keeps its address while answers still
+// have it, as HAProxy's server does.
 type Resolver struct {
 	how    Resolving
 	lookup func(nameserver string) lookups
 	mu     sync.Mutex
 	last   map[ResolvedServer][]string
+	taken  map[ResolvedServer][]string
 }
 
 // NewResolver resolves through how's nameservers.
 func NewResolver(how Resolving) *Resolver {
-	return &Resolver{how: how, lookup: goResolver, last: map[ResolvedServer][]string{}}
+	return &Resolver{how: how, lookup: goResolver, last: map[ResolvedServer][]string{}, taken: map[ResolvedServer][]string{}}
 }
 
 // goResolver is Go's own DNS client asking nameserver ("": the system's
@@ -79,11 +83,12 @@ func goResolver(nameserver string) lookups {
 }
 
 // Resolve resolves the servers, in order, and returns their addresses
-// (host:port), each server's at most its slots, no address twice (no IP
-// twice without AllowDupIP).
+// (host:port), each server's at most its slots (those it took before
+// first, while the answer has them), no address twice (no IP twice
+// without AllowDupIP).
 func (r *Resolver) Resolve(ctx context.Context, servers []ResolvedServer) []string {
 	var all []string
-	taken := map[string]bool{}
+	used := map[string]bool{}
 	for _, s := range servers {
 		addrs, err := r.resolveOne(ctx, s)
 		r.mu.Lock()
@@ -92,21 +97,30 @@ func (r *Resolver) Resolve(ctx context.Context, servers []ResolvedServer) []stri
 		} else {
 			r.last[s] = addrs
 		}
+		took := r.fill(s, addrs, used)
+		r.taken[s] = took
 		r.mu.Unlock()
-		n := 0
-		for _, a := range addrs {
-			key := a
-			if !r.how.AllowDupIP {
-				key, _, _ = net.SplitHostPort(a)
-			}
-			if n < s.Slots && !taken[key] {
-				taken[key] = true
-				all = append(all, a)
-				n++
-			}
-		}
+		all = append(all, took...)
 	}
 	return all
+}
+
+// fill is the addresses s's slots take of addrs: those it took before
+// that addrs still has, then the others in addrs' order, skipping an
+// address (or an IP) used.
+func (r *Resolver) fill(s ResolvedServer, addrs []string, used map[string]bool) []string {
+	var took []string
+	for _, a := range append(slices.DeleteFunc(slices.Clone(r.taken[s]), func(a string) bool { return !slices.Contains(addrs, a) }), addrs...) {
+		key := a
+		if !r.how.AllowDupIP {
+			key, _, _ = net.SplitHostPort(a)
+		}
+		if len(took) < s.Slots && !used[key] {
+			used[key] = true
+			took = append(took, a)
+		}
+	}
+	return took
 }
 
 // errNoAnswer is a lookup that no nameserver answered.

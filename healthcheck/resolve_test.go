@@ -171,3 +171,24 @@ func TestServerCheckerSetServers(t *testing.T) {
 		t.Errorf("%s checked %d more times after it left", down, n-downChecks)
 	}
 }
+
+// A slot keeps its address while the answers still have it, whatever
+// their order, as HAProxy's server does; one gone is replaced.
+func TestResolverKeepsEachSlotsAddress(t *testing.T) {
+	f := &fakeDNS{ip: map[string][]net.IP{"ip4/app": ips("10.0.0.1", "10.0.0.2", "10.0.0.3")}}
+	r := fakeResolver(Resolving{PreferIPv4: true}, f)
+	servers := []ResolvedServer{{"app", "80", 2}}
+	for _, step := range []struct {
+		answer []net.IP
+		want   []string
+	}{
+		{ips("10.0.0.1", "10.0.0.2", "10.0.0.3"), []string{"10.0.0.1:80", "10.0.0.2:80"}},
+		{ips("10.0.0.3", "10.0.0.2", "10.0.0.1"), []string{"10.0.0.1:80", "10.0.0.2:80"}},
+		{ips("10.0.0.3", "10.0.0.1"), []string{"10.0.0.1:80", "10.0.0.3:80"}},
+	} {
+		f.ip["ip4/app"] = step.answer
+		if got := r.Resolve(context.Background(), servers); !slices.Equal(got, step.want) {
+			t.Errorf("answer %v: %v, want %v", step.answer, got, step.want)
+		}
+	}
+}

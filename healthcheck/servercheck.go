@@ -19,6 +19,9 @@ import (
 // httpchk), counted with HAProxy's rise and fall. The zero values of the
 // timing fields are HAProxy 2.6's defaults; see WithDefaults.
 type ServerCheck struct {
+	// Off: no server is checked, each is up (HAProxy's server without
+	// check); the other fields are unused.
+	Off bool
 	// HTTP, if set, sends a request on each check's connection; nil is
 	// a connect check: a connection established passes.
 	HTTP *HTTPCheck
@@ -253,8 +256,12 @@ func (c *ServerChecker) Start() {
 	}
 }
 
-// startLoop starts s's check loop; c.mu is held.
+// startLoop starts s's check loop (none with the check off); c.mu is
+// held.
 func (c *ServerChecker) startLoop(s *checkedServer) {
+	if c.check.Off {
+		return
+	}
 	ctx, stop := context.WithCancel(c.ctx)
 	s.stop = stop
 	c.wg.Add(1)

@@ -23,6 +23,7 @@ type DNS struct {
 	mu      sync.Mutex
 	a       map[string][]net.IP
 	srv     map[string][]SRVTarget
+	asked   map[string]int // questions, by name
 	servers []*dns.Server
 }
 
@@ -43,7 +44,7 @@ func StartDNS() (*DNS, error) {
 		pc.Close()
 		return nil, err
 	}
-	d := &DNS{Addr: pc.LocalAddr().String(), a: map[string][]net.IP{}, srv: map[string][]SRVTarget{}}
+	d := &DNS{Addr: pc.LocalAddr().String(), a: map[string][]net.IP{}, srv: map[string][]SRVTarget{}, asked: map[string]int{}}
 	for _, s := range []*dns.Server{{PacketConn: pc, Handler: d}, {Listener: ln, Handler: d}} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }
@@ -72,6 +73,13 @@ func (d *DNS) SetSRV(name string, targets ...SRVTarget) {
 	}
 }
 
+// Queries is how many questions of name it was asked.
+func (d *DNS) Queries(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asked[dns.Fqdn(strings.ToLower(name))]
+}
+
 // Close stops the server.
 func (d *DNS) Close() error {
 	var errs []error
@@ -97,6 +105,7 @@ func (d *DNS) answer(m *dns.Msg, q dns.Question) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name := strings.ToLower(q.Name)
+	d.asked[name]++
 	ips, hasA := d.a[name]
 	targets, hasSRV := d.srv[name]
 	if !hasA && !hasSRV {
