@@ -1,8 +1,10 @@
 package hadiff
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -123,10 +125,83 @@ func TestRewriteByLine(t *testing.T) {
 	}
 }
 
+// A server resolved through a resolvers section keeps its name, with its
+// backend's port (a host name) or as written (an SRV name), and the
+// harness's DNS server answers the name with the backend's address; the
+// nameserver lines name that server; a server without resolvers is moved
+// to its backend's address as it was.
+func TestRewriteResolved(t *testing.T) {
+	text := `resolvers dns
+    nameserver a 127.0.0.11:53
+defaults
+    mode http
+    default-server resolvers dns init-addr none
+frontend f
+    bind :80
+    default_backend b
+backend b
+    server web app:8000 check
+    server-template task- 1-3 tasks.app:8000 check
+    server-template api 5 _api._tcp.service.consul check
+defaults
+    mode http
+backend c
+    server plain plain.local:80 check
+`
+	l, err := Inspect(parse(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolved []string
+	for _, s := range l.Servers {
+		resolved = append(resolved, s.Resolved)
+	}
+	if want := []string{"app", "tasks.app", "_api._tcp.service.consul", ""}; !slices.Equal(resolved, want) {
+		t.Fatalf("resolved %q, want %q", resolved, want)
+	}
+	backends := map[int]string{10: "127.0.0.1:2001", 11: "127.0.0.1:2002", 12: "127.0.0.1:2003", 16: "127.0.0.1:2004"}
+	out, err := Rewrite([]byte(text), l, Addresses{Bind: map[int]string{7: "127.0.0.1:1001"}, Server: backends, Nameserver: "127.0.0.1:5353"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(out), "\n")
+	for n, want := range map[int]string{
+		2: "    nameserver a 127.0.0.1:5353", 10: "    server web app:2001 check", 11: "    server-template task- 1-3 tasks.app:2002 check",
+		12: "    server-template api 5 _api._tcp.service.consul check", 16: "    server plain 127.0.0.1:2004 check",
+	} {
+		if lines[n-1] != want {
+			t.Errorf("line %d: %q, want %q", n, lines[n-1], want)
+		}
+	}
+	d, err := StartDNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := l.Serve(d, backends); err != nil {
+		t.Fatal(err)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return new(net.Dialer).DialContext(ctx, network, d.Addr)
+	}}
+	ctx := context.Background()
+	if ips, err := r.LookupIP(ctx, "ip4", "tasks.app"); err != nil || len(ips) != 1 || !ips[0].Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("tasks.app: %v %v", ips, err)
+	}
+	if _, srvs, err := r.LookupSRV(ctx, "", "", "_api._tcp.service.consul"); err != nil || len(srvs) != 1 || srvs[0].Port != 2003 {
+		t.Errorf("the SRV name: %v %v", srvs, err)
+	} else if ips, err := r.LookupIP(ctx, "ip4", srvs[0].Target); err != nil || len(ips) != 1 {
+		t.Errorf("its target %s: %v %v", srvs[0].Target, ips, err)
+	}
+	if _, err := r.LookupIP(ctx, "ip4", "plain.local"); err == nil {
+		t.Error("plain.local resolved: the harness's DNS knows only the resolved servers")
+	}
+}
+
 // What the harness cannot move to loopback is refused with its line.
 func TestInspectRefusesWhatItCannotMove(t *testing.T) {
 	for _, tt := range []struct{ line, want string }{
-		{"    server-template app 1-3 app:80 check", "line 8: server-template"},
+		{"    server-template app 1-3 app:80 check\nresolvers dns\n    parse-resolv-conf", "line 10: parse-resolv-conf"},
 		{"    server s1 10.0.0.1:443 ssl verify none", "line 8: server s1 with ssl"},
 		{"    default-server ssl verify none", "line 8: default-server with ssl"},
 		{"    server s1 10.0.0.1:80 check check-ssl", "line 8: server s1 with ssl, check-ssl"},
