@@ -56,7 +56,7 @@ func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) err
 }
 
 func (be *backend) readAnswer(l Line, args []string, cond *Condition) error {
-	a, err := answerReaders[arg(l, 1)](args, l)
+	a, err := answerReaders[arg(l, 1)](args, l, be.cfg.files())
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, answer: &a})
 	return err
 }

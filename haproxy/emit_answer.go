@@ -10,6 +10,10 @@ func (a answer) write(c *caddyfile, matcher string) {
 	case errorAnswer:
 		c.line("error%s %s", matcher, a.status)
 	case respondAnswer:
+		// hdr adds (HAProxy's answer takes each, a name twice too).
+		for _, h := range a.headers {
+			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v, asWritten))
+		}
 		if a.ctype == "" {
 			c.line("respond%s %s", matcher, a.status)
 			return

@@ -482,7 +482,7 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 		fe.rateLimited = &l
 		return nil
 	}
-	a, err := answerReaders[op](args, l)
+	a, err := answerReaders[op](args, l, fe.cfg.files())
 	if err != nil {
 		return err
 	}
@@ -490,9 +490,11 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	return nil
 }
 
-// answerReaders read each answering action.
-var answerReaders = map[string]func(args []string, l Line) (answer, error){
-	"deny": denyAnswer, "return": returnAnswer, "redirect": redirectAnswer,
+// answerReaders read each answering action (a return's file through
+// files).
+var answerReaders = map[string]func(args []string, l Line, files Files) (answer, error){
+	"deny": denyAnswer, "return": returnAnswer,
+	"redirect": func(args []string, l Line, _ Files) (answer, error) { return redirectAnswer(args, l) },
 }
 
 func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) error {
