@@ -34,6 +34,7 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
+	connectionRules    []connectionRule     // tcp-request connection accept and reject
 	stickTable         *stickTable          // stick-table … store http_req_rate(<period>)
 	trackers           [3]*tracker          // http-request track-sc0, -sc1, -sc2
 	rateLimited        *Line                // a deny over a tracked rate

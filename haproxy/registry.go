@@ -161,7 +161,8 @@ var frontendKeywords = []keyword{
 	{name: "option tcp-smart-accept", in: frontends, status: refused},
 	{name: "option idle-close-on-response", in: frontends, status: refused},
 	{name: "rate-limit sessions", in: frontends, status: refused},
-	{name: "tcp-request connection", in: frontends, rules: true, status: refused},
+	{name: "tcp-request connection", in: frontends, rules: true, status: approximated, doc: "`reject [if|unless <condition>]` on `src` ACLs: `abort` with the condition's `remote_ip` matcher, first in the site, unless an earlier `accept`'s condition held (the first rule that holds decides, as in HAProxy); Caddy closes the connection once it has read a request (after the TLS handshake), HAProxy as it accepts it (a warning); a condition on anything but `src` (which HAProxy never matches there), a frontend with `accept-proxy` (HAProxy's rules see the peer's address, Caddy's remote_ip the PROXY header's) and the other actions are refused",
+		frontend: (*frontend).readConnectionRule},
 	{name: "tcp-request session", in: frontends, rules: true, status: refused},
 	{name: "unique-id-header", in: frontends, status: refused},
 }

@@ -50,6 +50,9 @@ func (fe *frontend) resolve() error {
 	if err := fe.resolveTrackers(); err != nil {
 		return err
 	}
+	if err := fe.resolveConnectionRules(); err != nil {
+		return err
+	}
 	fe.resolveForwarding()
 	fe.resolveForwardingRules()
 	fe.resolveFormatMaps()
