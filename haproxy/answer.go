@@ -227,8 +227,8 @@ func checkStatus(v string, lo, hi int, l Line) error {
 	return nil
 }
 
-// responseHeader reads an http-response del-header, set-header or
-// add-header line (reverse_proxy's header_down; with a condition, h.cond,
+// responseHeader reads an http-response del-header, set-header,
+// add-header or replace-header line (reverse_proxy's header_down; with a condition, h.cond,
 // a deferred header directive).
 func responseHeader(l Line) (headerRule, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
@@ -236,12 +236,13 @@ func responseHeader(l Line) (headerRule, error) {
 		return headerRule{}, err
 	}
 	switch op := arg(l, 1); {
-	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
+	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4,
+		op == "replace-header" && len(words) == 5, op == "replace-value":
 		h, err := headerRuleOf(l, words[2:])
 		h.cond = cond
 		return h, err
 	}
-	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
+	return headerRule{}, refuse(l, "only %s del-header <name>, set-header and add-header <name> <value>, and replace-header <name> <regex> <format> are translated", l.Words[0])
 }
 
 // errorPage is an errorfile: the answer HAProxy sends instead of its own

@@ -45,13 +45,15 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 }
 
 // operation is the rule as a header operation of Caddy: -name, name
-// value or +name value.
+// value, +name value, or name find replace (a replacement of each line).
 func (h headerRule) operation(c *caddyfile) string {
 	switch h.op {
 	case "del-header":
 		return "-" + c.name(h.name)
 	case "set-header":
 		return c.name(h.name) + " " + c.composed(h.v, asWritten)
+	case "replace-header":
+		return c.name(h.name) + " " + c.plain(h.find) + " " + c.literal(h.replace)
 	}
 	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
 }

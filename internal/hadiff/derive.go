@@ -121,6 +121,7 @@ func Derive(cfg *haproxy.Config) Derivation {
 					forged.Set(w[2], "client-value")
 				} else {
 					respHeaders[http.CanonicalHeaderKey(w[2])] = true
+					d.serverAnswers(w, at+": "+strings.Join(w, " "))
 				}
 			case w[0] == "http-request" && len(w) >= 2 && answering[w[1]]:
 				for i := 2; i+1 < len(w); i++ {
@@ -177,6 +178,22 @@ func (d *deriver) add(r Request, why string) {
 	r.Why = []string{why}
 	d.seen[k] = len(d.reqs)
 	d.reqs = append(d.reqs, r)
+}
+
+// serverAnswers derives, for a rule that rewrites a header of what a
+// server answers (replace-header, replace-value), a request whose server
+// answers that header (RespondHeader): a line the expression matches
+// where one is generated, a cookie-like line and one of two values.
+func (d *deriver) serverAnswers(w []string, why string) {
+	if len(w) < 5 || w[1] != "replace-header" && w[1] != "replace-value" {
+		return
+	}
+	var lines []string
+	if v, ok := Generate(w[3], false); ok && !strings.ContainsAny(v, "\r\n") {
+		lines = append(lines, w[2]+": "+v)
+	}
+	lines = append(lines, w[2]+": hadiff=1; Path=/", w[2]+": hadiff, other")
+	d.add(Request{Header: http.Header{RespondHeader: lines}}, why+" (the server answers the header)")
 }
 
 // derive adds the default request with changes made, in order (a nil
