@@ -45,6 +45,12 @@ var aclFetches = func() map[string]aclFetch {
 	return m
 }()
 
+// refusedFetches are ACL fetches refused with why.
+var refusedFetches = map[string]string{
+	"nbsrv": "how many of a backend's servers are up is not translated: no Caddy matcher reads the state of reverse_proxy's upstreams; " +
+		"reverse_proxy answers an error 503 when none is available, which handle_errors 503 would catch together with every other 503 error, and without the other backend's rules",
+}
+
 // aclMethods are the match methods (-m) the adapter translates: str
 // (equal), beg, end, sub, reg, dir (a part between slashes), dom (a part
 // between dots, slashes, colons or question marks) and found (the
@@ -99,6 +105,9 @@ func readACL(words []string, l Line) (acl, error) {
 	if name == "src" && arg == "" {
 		a.src, a.values = true, values
 		return a, a.checkSrc(flags, len(values))
+	}
+	if why, ok := refusedFetches[name]; ok {
+		return a, refuse(l, "ACL fetch %s: %s", a.fetch, why)
 	}
 	f, ok := aclFetches[name]
 	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {

@@ -58,7 +58,7 @@ var corpusOutcomes = map[string]struct {
 	"log-targets-request-id.cfg":     {13, "option log-separate-errors: not translated yet"},
 	"lua-auth.cfg":                   {5, "lua-load /usr/share/haproxy/auth-request.lua: Lua has no counterpart in Caddy: port the sc"},
 	"mailserver-webmail-mixed.cfg":   {37, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
-	"maintenance-page.cfg":           {21, "acl app_down: ACL fetch nbsrv(shop_app) is not translated yet"},
+	"maintenance-page.cfg":           {21, "acl app_down: ACL fetch nbsrv(shop_app): how many of a backend's servers are up is not translated"},
 	"mariadb-readwrite-tcp.cfg":      {14, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"matrix-synapse.cfg":             {},
 	"microservices.cfg":              {},
