@@ -83,11 +83,14 @@ func returnAnswer(words []string, l Line, files Files) (answer, error) {
 
 // builtAnswer is the answer of return's options (deny's too, with
 // deny_status for status): [status <code>] [content-type <type>]
-// [string <text> | lf-string <log-format> | file <path>] [hdr <name>
-// <log-format>]*, as respond (HAProxy's defaults: status, no body).
+// [string <text> | lf-string <log-format> | file <path> | errorfile
+// <path>] [hdr <name> <log-format>]*, as respond (HAProxy's defaults:
+// status, no body). An errorfile is sent as it is (its status, headers
+// and body); HAProxy then ignores status, content-type and hdr.
 func builtAnswer(words []string, status string, l Line, files Files) (answer, error) {
 	a := answer{kind: respondAnswer, status: status, body: literalFormat("")}
 	payload := ""
+	var page *errorPage
 	for i := 0; i < len(words); i += 2 {
 		if i+1 >= len(words) {
 			return a, refuse(l, "%s needs a value", words[i])
@@ -103,6 +106,13 @@ func builtAnswer(words []string, status string, l Line, files Files) (answer, er
 			i++
 		case payloadOptions[opt] && payload != "":
 			return a, refuse(l, "%s after %s: one payload", opt, payload)
+		case opt == "errorfile":
+			payload = opt
+			p, err := readResponseFile(files, words[i+1], l)
+			if err != nil {
+				return a, err
+			}
+			page = &p
 		case payloadOptions[opt]:
 			payload = opt
 			if err := a.readPayload(opt, words[i+1], l, files); err != nil {
@@ -114,11 +124,23 @@ func builtAnswer(words []string, status string, l Line, files Files) (answer, er
 			}
 		}
 	}
+	if page != nil {
+		a.sendPage(*page)
+	}
 	return a, a.checkBuilt(payload, l)
 }
 
+// sendPage makes the answer the page's, as HAProxy sends an errorfile:
+// its status, headers and body, whatever the other options said.
+func (a *answer) sendPage(p errorPage) {
+	a.status, a.ctype, a.body, a.headers = p.status, "", literalFormat(p.body), nil
+	for _, h := range p.headers {
+		a.headers = append(a.headers, answerHeader{name: h[0], v: literalFormat(h[1])})
+	}
+}
+
 // payloadOptions are the options of return that give its body.
-var payloadOptions = map[string]bool{"string": true, "lf-string": true, "file": true}
+var payloadOptions = map[string]bool{"string": true, "lf-string": true, "file": true, "errorfile": true}
 
 // readSetting reads status (deny_status in a deny) and content-type.
 func (a *answer) readSetting(opt, v string, l Line) error {
@@ -168,6 +190,7 @@ func (a *answer) checkBuilt(payload string, l Line) error {
 		return err
 	}
 	switch {
+	case payload == "errorfile": // its own headers
 	case a.body.raw == "":
 		a.ctype = ""
 	case a.ctype == "":
@@ -282,6 +305,14 @@ func readErrorFile(files Files, l Line) (errorPage, error) {
 	if err := checkStatus(status, 400, 599, l); err != nil {
 		return errorPage{}, err
 	}
+	return readResponseFile(files, file, l)
+}
+
+// readResponseFile reads a file that holds a whole HTTP response (an
+// errorfile, a return's errorfile) as HAProxy sends it: its status,
+// headers (but Content-Length and Connection, which Caddy writes) and
+// body.
+func readResponseFile(files Files, file string, l Line) (errorPage, error) {
 	b, err := readBoundedFile(files, file, l)
 	if err != nil {
 		return errorPage{}, err
