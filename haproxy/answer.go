@@ -251,8 +251,8 @@ func checkStatus(v string, lo, hi int, l Line) error {
 }
 
 // responseHeader reads an http-response del-header, set-header,
-// add-header or replace-header line (reverse_proxy's header_down; with a condition, h.cond,
-// a deferred header directive).
+// add-header or replace-header line (reverse_proxy's header_down; with a
+// condition, h.cond, a deferred header directive).
 func responseHeader(l Line) (headerRule, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {

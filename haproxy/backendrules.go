@@ -117,10 +117,11 @@ func headerValueByte(c byte) string {
 }
 
 // expandTemplate is an HAProxy format as Go's regexp.Expand template of
-// wholeValueMatch's expression: \N its group N+1, '$' itself; a log-format expression, another escape, or a
-// byte refused by badByte (why, or "") is refused. Caddy expands its
-// placeholders in a replacement before the template, so a sample's value
-// would be read as the template: log-format is not translated here.
+// wholeValueMatch's expression: \N its group N+1, '$' itself; a
+// log-format expression, another escape, or a byte refused by badByte
+// (why, or "") is refused. Caddy expands its placeholders in a
+// replacement before the template, so that a sample's value would be
+// read as part of the template: log-format is not translated here.
 func expandTemplate(format string, l Line, badByte func(byte) string) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(format); i++ {
