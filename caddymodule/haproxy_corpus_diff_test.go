@@ -200,7 +200,7 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known, edi
 	}
 	var unknown []*diffGroup
 	byWhat := map[string]*diffGroup{}
-	sends, differences, excused := 0, 0, 0
+	sends, differences, excused, unanswered := 0, 0, 0, 0
 sending:
 	for i, req := range der.Requests {
 		for _, tg := range targets {
@@ -216,6 +216,9 @@ sending:
 			ch.Seen = backends.Seen(n + "-caddy-ha")
 			hap.MaskBindPort(tg.hap.Addr)
 			ch.MaskBindPort(tg.caddyha.Addr)
+			if hap.Err != "" && ch.Err != "" {
+				unanswered++ // a connection both closed (a tcp-request connection reject): compared, alike
+			}
 			for _, d := range hadiff.Compare(hap, ch, layout.Balanced) {
 				differences++
 				sent := fmt.Sprintf("%s (derived from: %s)", req, strings.Join(req.Why, "; "))
@@ -235,7 +238,7 @@ sending:
 		}
 	}
 	return corpusResult{
-		summary: fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known), %d unknown kinds", len(der.Requests), sends, differences, excused, len(unknown)),
+		summary: fmt.Sprintf("%d requests derived, %d sent to each proxy (%d answered by neither), %d differences (%d known), %d unknown kinds", len(der.Requests), sends, unanswered, differences, excused, len(unknown)),
 		unknown: unknown,
 	}
 }
@@ -281,7 +284,7 @@ func firstAlert(out []byte) string {
 
 // differentialShapes are the adapter's golden configurations of shapes
 // the corpus has few of, compared as the corpus is.
-var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg"}
+var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {

@@ -46,6 +46,25 @@ var aclFetches = func() map[string]aclFetch {
 	return m
 }()
 
+// fetchOf is the ACL fetch name (written as fetch) with its argument, or
+// why it is refused.
+func fetchOf(name, arg string, l Line, fetch string) (aclFetch, error) {
+	if why, ok := refusedFetches[name]; ok {
+		return aclFetch{}, refuse(l, "ACL fetch %s: %s", fetch, why)
+	}
+	f, ok := aclFetches[name]
+	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
+		return f, refuse(l, "ACL fetch %s is not translated yet", fetch)
+	}
+	return f, nil
+}
+
+// refusedFetches are ACL fetches refused with why.
+var refusedFetches = map[string]string{
+	"nbsrv": "how many of a backend's servers are up is not translated: no Caddy matcher reads the state of reverse_proxy's upstreams; " +
+		"reverse_proxy answers an error 503 when none is available, which handle_errors 503 would catch together with every other 503 error, and without the other backend's rules",
+}
+
 // aclMethods are the match methods (-m) the adapter translates: str
 // (equal), beg, end, sub, reg, dir (a part between slashes), dom (a part
 // between dots, slashes, colons or question marks) and found (the
@@ -104,9 +123,9 @@ func readACL(words []string, l Line) (acl, error) {
 	if own, err := a.readOwnFetch(name, arg, flags, values); own {
 		return a, err
 	}
-	f, ok := aclFetches[name]
-	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
-		return a, refuse(l, "ACL fetch %s is not translated yet", a.fetch)
+	f, err := fetchOf(name, arg, l, a.fetch)
+	if err != nil {
+		return a, err
 	}
 	if flags.method != "" {
 		f.method = flags.method

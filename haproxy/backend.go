@@ -630,6 +630,9 @@ func (be *backend) checkFrontend(fe *frontend) error {
 	if err := be.checkDeferredResponse(fe); err != nil {
 		return err
 	}
+	if err := be.checkReplaceOrder(fe); err != nil {
+		return err
+	}
 	l := be.forwardFor
 	if l == nil {
 		return sentForwardFor(fe, be).checkConditional(fe)

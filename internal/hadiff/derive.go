@@ -122,8 +122,9 @@ func Derive(cfg *haproxy.Config) Derivation {
 					forged.Set(w[2], "client-value")
 				} else {
 					respHeaders[http.CanonicalHeaderKey(w[2])] = true
+					d.serverAnswers(w, at+": "+strings.Join(w, " "))
 				}
-			case w[0] == "http-request" && len(w) >= 2 && w[1] == "return":
+			case w[0] == "http-request" && len(w) >= 2 && answering[w[1]]:
 				for i := 2; i+1 < len(w); i++ {
 					switch w[i] {
 					case "content-type":
@@ -150,6 +151,10 @@ func Derive(cfg *haproxy.Config) Derivation {
 	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(respHeaders)), Notes: d.notes}
 }
 
+// answering are the http-request actions whose content-type and hdr
+// options set headers of the proxy's own answer.
+var answering = map[string]bool{"return": true, "deny": true}
+
 type deriver struct {
 	reqs  []Request
 	seen  map[string]int // the index of each request, by Key
@@ -175,6 +180,22 @@ func (d *deriver) add(r Request, why string) {
 	r.Why = []string{why}
 	d.seen[k] = len(d.reqs)
 	d.reqs = append(d.reqs, r)
+}
+
+// serverAnswers derives, for a rule that rewrites a header of what a
+// server answers (replace-header, replace-value), a request whose server
+// answers that header (RespondHeader): a line the expression matches
+// where one is generated, a cookie-like line and one of two values.
+func (d *deriver) serverAnswers(w []string, why string) {
+	if len(w) < 5 || w[1] != "replace-header" && w[1] != "replace-value" {
+		return
+	}
+	var lines []string
+	if v, ok := Generate(w[3], false); ok && !strings.ContainsAny(v, "\r\n") {
+		lines = append(lines, w[2]+": "+v)
+	}
+	lines = append(lines, w[2]+": hadiff=1; Path=/", w[2]+": hadiff, other")
+	d.add(Request{Header: http.Header{RespondHeader: lines}}, why+" (the server answers the header)")
 }
 
 // derive adds the default request with changes made, in order (a nil
@@ -326,15 +347,7 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		}
 		return t, ""
 	case "src":
-		for _, v := range values {
-			if from, ok := loopbackIn(v); ok {
-				t.in = append(t.in, func(r *Request) { r.From = from })
-			}
-		}
-		if len(t.in) == 0 {
-			return t, fmt.Sprintf("%s %s: no loopback address matches, only the out side sent", fetch, strings.Join(values, " "))
-		}
-		return t, ""
+		return srcTest(fetch, values)
 	case "path", "url", "hdr", "urlp", "cook":
 	default:
 		return t, fmt.Sprintf("fetch %s: not derived", fetch)
@@ -449,22 +462,79 @@ func swapCase(v string) string {
 	}, v)
 }
 
-// loopbackIn is a client address of 127.0.0.0/8 that the src value v
-// matches, if any: "" for 127.0.0.1, the default client's.
-func loopbackIn(v string) (string, bool) {
+// srcTest is what a src ACL's values derive: a loopback client address
+// each matches (in), and one that none matches (out), so that a rule on
+// the client's address (a tcp-request connection reject, a deny from
+// outside a network) is sent both ways where loopback allows.
+func srcTest(fetch string, values []string) (test, string) {
+	var t test
+	for _, v := range values {
+		if from, ok := loopbackIn(v); ok {
+			t.in = append(t.in, func(r *Request) { r.From = from })
+		}
+	}
+	if from, ok := loopbackOut(values); ok {
+		t.out = append(t.out, func(r *Request) { r.From = from })
+	}
+	switch {
+	case len(t.in) == 0:
+		return t, fmt.Sprintf("%s %s: no loopback address matches, only the out side sent", fetch, strings.Join(values, " "))
+	case len(t.out) == 0:
+		return t, fmt.Sprintf("%s %s: every loopback address matches, only the in side sent", fetch, strings.Join(values, " "))
+	}
+	return t, ""
+}
+
+// srcPrefix is a src value as a range (an address is one of one).
+func srcPrefix(v string) (netip.Prefix, bool) {
 	if !strings.Contains(v, "/") {
 		v += "/32"
 	}
 	p, err := netip.ParsePrefix(v)
+	return p, err == nil && p.Addr().Is4()
+}
+
+// fromAddr is a client address as Request.From says it: "" for
+// 127.0.0.1, the default client's.
+func fromAddr(a netip.Addr) string {
+	if a == netip.MustParseAddr("127.0.0.1") {
+		return ""
+	}
+	return a.String()
+}
+
+// loopbackIn is a client address of 127.0.0.0/8 that the src value v
+// matches, if any: 127.0.0.2 or 127.0.0.1 where the range holds them,
+// else its first address after the network's (its only one for a /32).
+func loopbackIn(v string) (string, bool) {
+	p, ok := srcPrefix(v)
 	switch {
-	case err != nil || !p.Addr().Is4():
+	case !ok:
 		return "", false
 	case p.Contains(netip.MustParseAddr("127.0.0.2")):
 		return "127.0.0.2", true
 	case p.Contains(netip.MustParseAddr("127.0.0.1")):
 		return "", true
-	case netip.MustParsePrefix("127.0.0.0/8").Contains(p.Masked().Addr()):
-		return p.Masked().Addr().Next().String(), true
+	case !netip.MustParsePrefix("127.0.0.0/8").Contains(p.Masked().Addr()):
+		return "", false
+	}
+	if a := p.Masked().Addr(); p.Bits() < 32 {
+		return fromAddr(a.Next()), true
+	}
+	return fromAddr(p.Addr()), true
+}
+
+// outCandidates are the loopback addresses loopbackOut tries, in order.
+var outCandidates = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.1.1", "127.1.0.1", "127.255.255.254"}
+
+// loopbackOut is a client address of 127.0.0.0/8 that no src value
+// matches, if any.
+func loopbackOut(values []string) (string, bool) {
+	for _, c := range outCandidates {
+		a := netip.MustParseAddr(c)
+		if !slices.ContainsFunc(values, func(v string) bool { p, ok := srcPrefix(v); return ok && p.Contains(a) }) {
+			return fromAddr(a), true
+		}
 	}
 	return "", false
 }

@@ -449,3 +449,32 @@ func TestMaskBindPort(t *testing.T) {
 		t.Errorf("%v", got)
 	}
 }
+
+// A src ACL derives a loopback client it matches and one it does not:
+// an address of one is that address, a range its first host (127.0.0.2
+// or 127.0.0.1 where it holds them); the out side the first of
+// outCandidates that no value holds, none where every one does.
+func TestSrcDerivesBothSides(t *testing.T) {
+	for v, want := range map[string]string{"127.0.0.3": "127.0.0.3", "127.0.0.0/8": "127.0.0.2", "127.0.0.1": "", "127.0.0.4/30": "127.0.0.5", "127.0.1.0/24": "127.0.1.1"} {
+		if got, ok := loopbackIn(v); !ok || got != want {
+			t.Errorf("loopbackIn(%s) = %q %t, want %q", v, got, ok, want)
+		}
+	}
+	if _, ok := loopbackIn("10.0.0.0/8"); ok {
+		t.Error("loopbackIn(10.0.0.0/8) found an address")
+	}
+	for _, tt := range []struct {
+		values []string
+		want   string
+		ok     bool
+	}{
+		{[]string{"10.0.0.0/8"}, "", true},
+		{[]string{"127.0.0.1", "127.0.0.2"}, "127.0.0.3", true},
+		{[]string{"127.0.0.0/24"}, "127.0.1.1", true},
+		{[]string{"10.0.0.0/8", "127.0.0.0/8"}, "", false},
+	} {
+		if got, ok := loopbackOut(tt.values); got != tt.want || ok != tt.ok {
+			t.Errorf("loopbackOut(%q) = %q %t, want %q %t", tt.values, got, ok, tt.want, tt.ok)
+		}
+	}
+}
