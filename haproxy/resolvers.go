@@ -51,8 +51,8 @@ func (t *translator) readResolvers() {
 	}
 }
 
-// usedResolvers are the resolvers sections, in the order written.
-func (t *translator) usedResolvers() []*resolvers {
+// resolversInOrder are the resolvers sections, in the order written.
+func (t *translator) resolversInOrder() []*resolvers {
 	var out []*resolvers
 	for _, s := range t.cfg.Sections {
 		if r := t.resolvers[s.Name]; s.Kind == "resolvers" && r != nil {
