@@ -168,22 +168,11 @@ func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 // Validate checks the settings, unset ones at their defaults: Caddy calls
 // it after Provision, the Caddyfile adapter after the block.
 func (u *CheckedUpstreams) Validate() error {
-	if len(u.Servers) == 0 && len(u.Resolve) == 0 {
-		return badSetting(checkedModule, "servers", "names no server")
+	if err := u.validateServers(); err != nil {
+		return err
 	}
 	if err := u.validateResolve(); err != nil {
 		return err
-	}
-	seen := map[string]bool{}
-	for _, s := range u.Servers {
-		if seen[s] {
-			return badSetting(checkedModule, "servers", "names %s twice", s)
-		}
-		seen[s] = true
-		addr, err := caddy.ParseNetworkAddress(s)
-		if err != nil || strings.ContainsAny(s, "/{") || addr.Network != "tcp" || addr.StartPort == 0 || addr.PortRangeSize() != 1 {
-			return badSetting(checkedModule, "servers", "%q is not a server's host:port (no scheme, network or placeholder: the checks dial it ahead of requests)", s)
-		}
 	}
 	switch u.Check {
 	case "", "tcp", "none":
@@ -205,22 +194,34 @@ func (u *CheckedUpstreams) Validate() error {
 	return nil
 }
 
+// validateServers checks the servers' dial addresses: some, or names to
+// resolve.
+func (u *CheckedUpstreams) validateServers() error {
+	if len(u.Servers) == 0 && len(u.Resolve) == 0 {
+		return badSetting(checkedModule, "servers", "names no server")
+	}
+	seen := map[string]bool{}
+	for _, s := range u.Servers {
+		if seen[s] {
+			return badSetting(checkedModule, "servers", "names %s twice", s)
+		}
+		seen[s] = true
+		addr, err := caddy.ParseNetworkAddress(s)
+		if err != nil || strings.ContainsAny(s, "/{") || addr.Network != "tcp" || addr.StartPort == 0 || addr.PortRangeSize() != 1 {
+			return badSetting(checkedModule, "servers", "%q is not a server's host:port (no scheme, network or placeholder: the checks dial it ahead of requests)", s)
+		}
+	}
+	return nil
+}
+
 // validateResolve checks the settings of servers named by DNS.
 func (u *CheckedUpstreams) validateResolve() error {
 	if len(u.Resolve) > 0 && len(u.Servers) > 0 {
 		return badSetting(checkedModule, "resolve", "takes the place of servers: write one of them")
 	}
 	for _, n := range u.Resolve {
-		srv := strings.HasPrefix(n.Name, "_")
-		switch port, err := strconv.Atoi(n.Port); {
-		case n.Name == "" || strings.ContainsAny(n.Name, ":/{ "):
-			return badSetting(checkedModule, "resolve", "%q is not a DNS name", n.Name)
-		case srv && n.Port != "":
-			return badSetting(checkedModule, "resolve", "%s is an SRV name, whose records give the port: write it without one", n.Name)
-		case !srv && (err != nil || port < 1 || port > 65535):
-			return badSetting(checkedModule, "resolve", "%s needs a port (1 to 65535), not %q", n.Name, n.Port)
-		case n.Slots < 0:
-			return badSetting(checkedModule, "resolve", "%s: slots must be at least 1", n.Name)
+		if err := n.validate(); err != nil {
+			return err
 		}
 	}
 	for _, ns := range u.Resolvers {
@@ -230,6 +231,22 @@ func (u *CheckedUpstreams) validateResolve() error {
 	}
 	if u.Refresh < 0 || u.ResolveTimeout < 0 {
 		return badSetting(checkedModule, "refresh", "refresh and resolve_timeout must be positive")
+	}
+	return nil
+}
+
+// validate checks a name and its port and slots.
+func (n ResolvedName) validate() error {
+	srv := strings.HasPrefix(n.Name, "_")
+	switch port, err := strconv.Atoi(n.Port); {
+	case n.Name == "" || strings.ContainsAny(n.Name, ":/{ "):
+		return badSetting(checkedModule, "resolve", "%q is not a DNS name", n.Name)
+	case srv && n.Port != "":
+		return badSetting(checkedModule, "resolve", "%s is an SRV name, whose records give the port: write it without one", n.Name)
+	case !srv && (err != nil || port < 1 || port > 65535):
+		return badSetting(checkedModule, "resolve", "%s needs a port (1 to 65535), not %q", n.Name, n.Port)
+	case n.Slots < 0:
+		return badSetting(checkedModule, "resolve", "%s: slots must be at least 1", n.Name)
 	}
 	return nil
 }
@@ -408,24 +425,12 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("expect_status must be an HTTP status, got %s", s)
 				}
 			}
-		case "interval":
-			err = durationArg(d, opt, &u.Interval)
-		case "fast_interval":
-			err = durationArg(d, opt, &u.FastInterval)
-		case "down_interval":
-			err = durationArg(d, opt, &u.DownInterval)
-		case "timeout":
-			err = durationArg(d, opt, &u.Timeout)
-		case "connect_timeout":
-			err = durationArg(d, opt, &u.ConnectTimeout)
+		case "interval", "fast_interval", "down_interval", "timeout", "connect_timeout", "refresh", "resolve_timeout":
+			err = durationArg(d, opt, u.durations()[opt])
 		case "fall":
 			err = countArg(d, opt, &u.Fall)
 		case "rise":
 			err = countArg(d, opt, &u.Rise)
-		case "refresh":
-			err = durationArg(d, opt, &u.Refresh)
-		case "resolve_timeout":
-			err = durationArg(d, opt, &u.ResolveTimeout)
 		case "resolve", "resolvers", "prefer_ipv4", "allow_dup_ip":
 			err = u.unmarshalResolve(d, opt)
 		default:
@@ -433,6 +438,12 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		return err
 	})
+}
+
+// durations are the duration settings, by option.
+func (u *CheckedUpstreams) durations() map[string]*caddy.Duration {
+	return map[string]*caddy.Duration{"interval": &u.Interval, "fast_interval": &u.FastInterval, "down_interval": &u.DownInterval,
+		"timeout": &u.Timeout, "connect_timeout": &u.ConnectTimeout, "refresh": &u.Refresh, "resolve_timeout": &u.ResolveTimeout}
 }
 
 // unmarshalResolve reads an option of the servers named by DNS.

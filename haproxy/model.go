@@ -64,7 +64,7 @@ func (t *translator) read() (*model, error) {
 		return nil, t.refused.err()
 	}
 	t.global.settleTLSNotes(frontends)
-	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.usedResolvers()}
+	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder()}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			m.defaults = append(m.defaults, defaultsUse{s, t.takers[s]})

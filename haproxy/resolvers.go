@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // resolvers is a resolvers section: the DNS servers through which the
@@ -50,8 +51,8 @@ func (t *translator) readResolvers() {
 	}
 }
 
-// usedResolvers are the resolvers sections, in the order written.
-func (t *translator) usedResolvers() []*resolvers {
+// resolversInOrder are the resolvers sections, in the order written.
+func (t *translator) resolversInOrder() []*resolvers {
 	var out []*resolvers
 	for _, s := range t.cfg.Sections {
 		if r := t.resolvers[s.Name]; s.Kind == "resolvers" && r != nil {
@@ -104,6 +105,8 @@ func (r *resolvers) readHold(l Line) error {
 		return err
 	}
 	switch k := keywordAt(l); {
+	case l.Words[1] == "valid" && !positive(d):
+		return refuse(l, "hold valid %s: a refresh above 0 is translated", l.Words[2])
 	case l.Words[1] == "valid":
 		r.holdValid = d
 		r.notes = append(r.notes, note{line: l, what: "dynamic checked's refresh: the names resolved again that often"})
@@ -126,12 +129,21 @@ func (r *resolvers) readTimeout(l Line) error {
 		return err
 	}
 	if l.Words[1] == "resolve" {
+		if !positive(d) {
+			return refuse(l, "timeout resolve %s: a bound above 0 is translated", l.Words[2])
+		}
 		r.timeout = d
 		r.notes = append(r.notes, note{line: l, what: "dynamic checked's resolve_timeout"})
 		return nil
 	}
 	r.notes = append(r.notes, note{line: l, what: "ignored: " + keywordAt(l).doc})
 	return nil
+}
+
+// positive tells whether a Caddy duration is above 0.
+func positive(d string) bool {
+	p, err := time.ParseDuration(d)
+	return err == nil && p > 0
 }
 
 // readIgnored notes a line of the section that changes nothing Caddy

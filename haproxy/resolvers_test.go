@@ -102,6 +102,8 @@ func TestTranslateRefusesResolvers(t *testing.T) {
 			"parse-resolv-conf with nameserver lines is not translated"},
 		{"an SRV name with a port", resolvedBackend(ns, "    server-template api 3 _api._tcp.consul:80 check resolvers dns\n"), "an SRV name's records give the port"},
 		{"a bad count", resolvedBackend(ns, "    server-template api 5-2 app:80 check resolvers dns\n"), "5-2: want a count or a range"},
+		{"hold valid 0", resolvedBackend("    nameserver a 10.0.0.1:53\n    hold valid 0s\n", "    server a app:80 check resolvers dns\n"), "hold valid 0s: a refresh above 0"},
+		{"timeout resolve 0", resolvedBackend("    nameserver a 10.0.0.1:53\n    timeout resolve 0\n", "    server a app:80 check resolvers dns\n"), "timeout resolve 0: a bound above 0"},
 		{"another keyword", resolvedBackend("    nameserver a 10.0.0.1:53\n    timeout connect 1s\n", "    server a app:80 check resolvers dns\n"),
 			"timeout connect: not translated yet in a resolvers section"},
 	} {

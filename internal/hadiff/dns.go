@@ -35,13 +35,8 @@ type SRVTarget struct {
 
 // StartDNS starts the server on a free loopback port.
 func StartDNS() (*DNS, error) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, ln, err := listenUDPAndTCP()
 	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		return nil, err
 	}
 	d := &DNS{Addr: pc.LocalAddr().String(), a: map[string][]net.IP{}, srv: map[string][]SRVTarget{}, asked: map[string]int{}}
@@ -53,6 +48,24 @@ func StartDNS() (*DNS, error) {
 		<-started
 	}
 	return d, nil
+}
+
+// listenUDPAndTCP listens on a free loopback UDP port and on TCP at the
+// same port, trying other ports while that TCP port is taken.
+func listenUDPAndTCP() (net.PacketConn, net.Listener, error) {
+	var err error
+	for range 20 {
+		var pc net.PacketConn
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, nil, err
+		}
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+	}
+	return nil, nil, err
 }
 
 // SetA makes ips the A records of name.

@@ -173,6 +173,13 @@ backend c
 			t.Errorf("line %d: %q, want %q", n, lines[n-1], want)
 		}
 	}
+	checkServed(t, l, backends)
+}
+
+// checkServed checks that the harness's DNS server, serving l, answers
+// the resolved names with their backends' addresses, and no other name.
+func checkServed(t *testing.T, l Layout, backends map[int]string) {
+	t.Helper()
 	d, err := StartDNS()
 	if err != nil {
 		t.Fatal(err)
