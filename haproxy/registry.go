@@ -248,10 +248,10 @@ var matrixOnly = []keyword{
 	{name: "reqidel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-request del-header` (a warning); other expressions refused"},
 	{name: "rspdel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-response del-header` (a warning); other expressions refused"},
 	{name: "rspidel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-response del-header` (a warning); other expressions refused"},
-	{name: "reqrep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-request replace-header or replace-path"},
-	{name: "reqirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-request replace-header or replace-path"},
-	{name: "rsprep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
-	{name: "rspirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
+	{name: "reqrep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-request replace-header <name> ^<regex> <format>`, which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-request replace-path, replace-uri or replace-header"},
+	{name: "reqirep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-request replace-header <name> ^<regex> <format>` (the expression without case), which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-request replace-path, replace-uri or replace-header"},
+	{name: "rsprep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-response replace-header <name> ^<regex> <format>`, which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-response replace-header"},
+	{name: "rspirep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-response replace-header <name> ^<regex> <format>` (the expression without case), which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-response replace-header"},
 }
 
 // action is an entry of the registry of http-request actions.
