@@ -50,7 +50,10 @@ type backend struct {
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions
 	checkOpts   leaderOptions
+	resolving   resolveOptions // its servers' names resolved at run time (resolvers set)
 	serverNotes [][]string
+	// resolversSections are the configuration's, by name.
+	resolversSections map[string]*resolvers
 	// What resolve settled.
 	transport string // http, or pinned
 	versions  string // the transport's HTTP versions
@@ -65,8 +68,10 @@ type backend struct {
 type server struct {
 	line Line
 	name string
-	addr string
+	addr string // host:port, or an SRV name
 	opts []option
+	// slots is a server-template's count of servers (0: a server line).
+	slots int
 }
 
 // option is a word of a server's options, and the line it is on (the
@@ -87,7 +92,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg)}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -493,6 +498,9 @@ func (be *backend) resolve() error {
 		return err
 	}
 	be.noteBalance()
+	if err := be.settleResolved(); err != nil {
+		return err
+	}
 	if err := be.checkCheckedAddrs(); err != nil {
 		return err
 	}

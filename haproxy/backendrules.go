@@ -38,7 +38,7 @@ func (be *backend) httpRequest(l Line) error {
 	if err != nil {
 		return err
 	}
-	a := requestActions[arg(l, 1)]
+	a := requestAction(l)
 	switch {
 	case a == nil:
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))

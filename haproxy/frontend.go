@@ -460,7 +460,7 @@ func (fe *frontend) httpRequest(l Line) error {
 	if err != nil {
 		return err
 	}
-	a := requestActions[arg(l, 1)]
+	a := requestAction(l)
 	if a == nil {
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
 	}

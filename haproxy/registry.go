@@ -19,7 +19,7 @@ var sectionKeywords = []keyword{
 	{name: "backend", status: translated, doc: "a `reverse_proxy` in each site that sends to it"},
 	{name: "listen", status: translated, doc: "a frontend, with its own servers as its backend"},
 	{name: "userlist", status: translated, doc: "the accounts of the `basic_auth` that `http-request auth` with its `http_auth(<name>)` ACL becomes"},
-	{name: "resolvers", status: refused, doc: "resolvers sections are not translated yet"},
+	{name: "resolvers", status: translated, doc: "the DNS servers and timings of `dynamic checked`'s `resolve`, for the servers that name it (see Resolvers)"},
 	{name: "peers", status: refused, doc: "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit counts in the ha store that every instance shares"},
 	{name: "mailers", status: refused, doc: "mailers sections are not translated: alert from Caddy's metrics (docs/operations.md)"},
 	{name: "program", status: refused, doc: "program sections are not translated: run the program from the service manager"},
@@ -218,7 +218,7 @@ var backendKeywords = []keyword{
 	{name: "persist rdp-cookie", in: backends, status: refused},
 	{name: "retry-on", in: backends, status: refused},
 	{name: "server-state-file-name", in: backends, status: refused},
-	{name: "server-template", in: inListen | inBackend, status: refused},
+	{name: "server-template", in: inListen | inBackend, status: translated, doc: "with `resolvers`: `dynamic checked { resolve <fqdn>:<port> <count> }` (an SRV name `_service._proto.name` without port), up to <count> servers from the name's addresses, each checked (see Resolvers)", backend: (*backend).readServerTemplate},
 	{name: "source", in: backends, status: refused},
 	{name: "srvtcpka-cnt", in: backends, status: refused},
 	{name: "srvtcpka-idle", in: backends, status: refused},
@@ -234,6 +234,24 @@ var backendKeywords = []keyword{
 	{name: "use-fcgi-app", in: inListen | inBackend, status: refused},
 	{name: "use-server", in: inListen | inBackend, status: refused},
 }
+
+// resolversKeywords are a resolvers section's.
+var resolversKeywords = []keyword{
+	{name: "nameserver", in: inResolvers, status: translated, doc: "`dynamic checked { resolvers <ip:port> }`: asked in turn until one answers (HAProxy asks all and takes the first valid answer); an address by name, `tcp@` are refused", resolvers: (*resolvers).readNameserver},
+	{name: "parse-resolv-conf", in: inResolvers, status: translated, doc: "the system's resolver (dynamic checked without `resolvers`: Go's reads /etc/resolv.conf, and /etc/hosts first, which HAProxy's resolvers do not read)", resolvers: (*resolvers).readParseResolvConf},
+	{name: "hold valid", in: inResolvers, status: translated, doc: "`refresh`: the names resolved again that often (10s by default, as HAProxy's)", resolvers: (*resolvers).readHold},
+	{name: "hold nx", in: inResolvers, status: approximated, doc: "a name that no longer exists (or no longer has a server's record) loses its servers at the next refresh, where HAProxy keeps them this long", resolvers: (*resolvers).readHold},
+	{name: "hold obsolete", in: inResolvers, status: approximated, doc: "a server whose record is gone from an answer is dropped at once, where HAProxy keeps it this long", resolvers: (*resolvers).readHold},
+	{name: "hold other", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "hold refused", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "hold timeout", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "timeout resolve", in: inResolvers, status: translated, doc: "`resolve_timeout`: the bound of one name's lookup by one DNS server", resolvers: (*resolvers).readTimeout},
+	{name: "timeout retry", in: inResolvers, status: ignored, doc: "Go's resolver retries a query itself within resolve_timeout", resolvers: (*resolvers).readTimeout},
+	{name: "resolve_retries", in: inResolvers, status: ignored, doc: "Go's resolver retries a query itself within resolve_timeout", resolvers: (*resolvers).readIgnored},
+	{name: "accepted_payload_size", in: inResolvers, status: ignored, doc: "Go's resolver asks over TCP when an answer is too long for UDP, so that no record is lost", resolvers: (*resolvers).readIgnored},
+}
+
+const holdFailed = "a lookup that fails keeps the servers of the last answer until one answers (HAProxy keeps them this long, then takes them down)"
 
 // matrixOnly are the HAProxy 1.x keywords, which HAProxy 2.1 removed
 // (2.6 refuses them): those read as their 2.x replacements (see
@@ -282,7 +300,15 @@ var requestActions = indexActions([]action{
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 })
+
+// requestAction is the http-request action of the rule l (set-var of
+// set-var(<name>)), nil for one the registry has not.
+func requestAction(l Line) *action {
+	name, _, _ := strings.Cut(arg(l, 1), "(")
+	return requestActions[name]
+}
 
 func indexActions(table []action) map[string]*action {
 	m := make(map[string]*action, len(table))

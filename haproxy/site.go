@@ -47,6 +47,9 @@ func (fe *frontend) resolve() error {
 	if err := fe.resolveConditions(); err != nil {
 		return err
 	}
+	if err := fe.checkVariableSources(); err != nil {
+		return err
+	}
 	if err := fe.resolveTrackers(); err != nil {
 		return err
 	}

@@ -94,12 +94,13 @@ func Derive(cfg *haproxy.Config) Derivation {
 			continue
 		}
 		acls := map[string]*test{}
+		d.vars = sectionVariables(s)
 		for _, line := range s.Lines {
 			w := line.Words
 			at := fmt.Sprintf("line %d", line.Pos.Line)
 			switch {
 			case w[0] == "acl" && len(w) >= 3:
-				t, note := aclTest(w[2:])
+				t, note := d.aclTest(w[2:])
 				if note != "" {
 					d.notes = append(d.notes, at+": "+note)
 				}
@@ -158,6 +159,7 @@ type deriver struct {
 	reqs  []Request
 	seen  map[string]int // the index of each request, by Key
 	notes []string
+	vars  map[string]string // the section's set-var samples, by variable
 }
 
 func (d *deriver) add(r Request, why string) {
@@ -252,7 +254,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 			if end < 0 {
 				break
 			}
-			t, note := aclTest(words[i+1 : i+end])
+			t, note := d.aclTest(words[i+1 : i+end])
 			if note != "" {
 				d.notes = append(d.notes, why+": "+note)
 			}
@@ -298,7 +300,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 // aclTest is what an ACL's fetch, flags and values (the words after its
 // name, or inside { }) derive: its values' requests (in) and near misses
 // (out). A fetch it cannot derive a request for gives a note.
-func aclTest(w []string) (test, string) {
+func aclTest(w []string, encode func(string) string) (test, string) {
 	fetch := w[0]
 	insensitive, match := false, ""
 	var values []string
@@ -354,6 +356,7 @@ func aclTest(w []string) (test, string) {
 		return t, fmt.Sprintf("fetch %s without a name: not derived", fetch)
 	}
 	set := func(v string) change {
+		v = encode(v)
 		switch subject {
 		case "path", "url":
 			if !strings.HasPrefix(v, "/") {
