@@ -377,43 +377,13 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 	if subject == "path" || subject == "url" {
 		sep = "/"
 	}
+	if match == "found" {
+		values = []string{""} // one request that has it, whatever its value
+	}
 	for _, v := range values {
-		var in, out []string
-		switch match {
-		case "str":
-			in, out = []string{v}, []string{v + "x"}
-		case "beg":
-			in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
-		case "end":
-			in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
-		case "sub":
-			in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
-		case "dir":
-			in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
-		case "dom":
-			in, out = []string{v, "www." + v}, []string{"x" + v}
-		case "reg":
-			s, ok := Generate(v, insensitive)
-			if !ok {
-				return t, fmt.Sprintf("%s %s: no match generated", fetch, v)
-			}
-			in = []string{s}
-		default:
-			return t, fmt.Sprintf("%s -m %s: not derived", fetch, match)
-		}
-		if match != "reg" {
-			if other := swapCase(v); other != v {
-				if insensitive {
-					in = append(in, strings.Replace(in[0], v, other, 1))
-				} else {
-					out = append(out, strings.Replace(in[0], v, other, 1))
-				}
-			}
-			// HAProxy matches a path as sent, percent-encoding and all: a
-			// letter of the value encoded is a near miss.
-			if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
-				out = append(out, encoded)
-			}
+		in, out, ok := variants(match, v, sep, insensitive)
+		if !ok {
+			return t, fmt.Sprintf("%s -m %s %s: not derived", fetch, match, v)
 		}
 		for _, s := range in {
 			t.in = append(t.in, set(s))
@@ -425,6 +395,47 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		}
 	}
 	return t, ""
+}
+
+// variants are the values of a subject that the ACL value v matches by
+// method match (in), and near misses (out): a prefix one byte short, the
+// value in the other case (in with -i, out without), a path's letter
+// percent-encoded (sep "/": HAProxy matches a path as sent). A found
+// test is in with any value. ok is false for a method not derived, or an
+// expression no match is generated for.
+func variants(match, v, sep string, insensitive bool) (in, out []string, ok bool) {
+	switch match {
+	case "found":
+		return []string{"hadiff"}, nil, true
+	case "str":
+		in, out = []string{v}, []string{v + "x"}
+	case "beg":
+		in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
+	case "end":
+		in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
+	case "sub":
+		in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
+	case "dir":
+		in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
+	case "dom":
+		in, out = []string{v, "www." + v}, []string{"x" + v}
+	case "reg":
+		s, ok := Generate(v, insensitive)
+		return []string{s}, nil, ok
+	default:
+		return nil, nil, false
+	}
+	if other := swapCase(v); other != v {
+		if insensitive {
+			in = append(in, strings.Replace(in[0], v, other, 1))
+		} else {
+			out = append(out, strings.Replace(in[0], v, other, 1))
+		}
+	}
+	if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
+		out = append(out, encoded)
+	}
+	return in, out, true
 }
 
 func (r *Request) setHeader(name, value string) {
