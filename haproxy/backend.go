@@ -311,6 +311,9 @@ func (be *backend) readForwardFor(l Line) error {
 }
 
 func (be *backend) readResponseHeader(l Line) error {
+	if arg(l, 1) == "cache-store" {
+		return be.readCacheUse(l, nil, nil)
+	}
 	h, err := responseHeader(l)
 	be.responseActions = append(be.responseActions, requestRule{line: l, cond: h.cond, header: &h})
 	return err

@@ -87,7 +87,7 @@ var corpusOutcomes = map[string]struct {
 	"security-headers-after.cfg":     {},
 	"sni-passthrough-plus-http.cfg":  {16, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"sni-passthrough-tcp.cfg":        {8, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
-	"static-compression-cache.cfg":   {7, "cache sections are not translated yet"},
+	"static-compression-cache.cfg":   {28, "http-response set-header: acl path_end at line 25 tests path_end, which HAProxy cannot read"},
 	"stats-listen.cfg":               {15, "stats admin: ha_status has no admin level (servers set up or down from the page): not tran"},
 	"stats-userlist-sha512.cfg":      {26, "http-request auth: http-request auth in a backend is not translated yet"},
 	"sticky-appcookie-table.cfg":     {22, "stick-table type: not translated yet"},

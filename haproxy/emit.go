@@ -20,6 +20,11 @@ func emit(m *model) *caddyfile {
 	}
 	writeDefaults(c, m.defaults)
 	writeResolvers(c, m.resolvers)
+	for _, cs := range m.caches {
+		for _, n := range cs.notes {
+			c.note(n)
+		}
+	}
 	writeDefaultSNI(c, m.sni)
 	for _, fe := range m.frontends {
 		fe.writeServers(c, m.global.maxconn)

@@ -291,6 +291,9 @@ func (fe *frontend) readBufferRequest(l Line) error {
 }
 
 func (fe *frontend) readResponseHeader(l Line) error {
+	if arg(l, 1) == "cache-store" {
+		return fe.readCacheUse(l, nil, nil)
+	}
 	r, err := responseHeader(l)
 	fe.responseHeaders = append(fe.responseHeaders, r)
 	return err
@@ -471,6 +474,17 @@ func (fe *frontend) httpRequest(l Line) error {
 		return refuse(l, "conditions are not translated yet")
 	}
 	return a.read(fe, l, words[2:], cond)
+}
+
+// readCacheUse reads http-request cache-use or http-response cache-store
+// (see cacheRule).
+func (fe *frontend) readCacheUse(l Line, _ []string, _ *Condition) error {
+	n, err := cacheRule(l, fe.cfg)
+	if err != nil {
+		return err
+	}
+	fe.notes = append(fe.notes, n)
+	return nil
 }
 
 // readAnswer reads a rule that answers the client itself (deny, return,

@@ -26,6 +26,7 @@ const (
 	inBackend
 	inUserlist
 	inResolvers
+	inCache
 )
 
 const (
@@ -42,7 +43,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers", "cache"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -103,7 +104,7 @@ type keyword struct {
 var keywords map[string]*keyword
 
 func init() {
-	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords)
+	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords, cacheKeywords)
 }
 
 func indexKeywords(tables ...[]keyword) map[string]*keyword {

@@ -12,6 +12,7 @@ type model struct {
 	defaults  []defaultsUse
 	sni       []sniNote    // HAProxy's default certificate, as Caddy's default_sni
 	resolvers []*resolvers // the resolvers sections, in the order written
+	caches    []*cacheSection
 }
 
 // defaultsUse is a defaults section and the proxies that take it (none:
@@ -52,6 +53,7 @@ func (t *translator) read() (*model, error) {
 	t.readGlobal()
 	t.readUserlists()
 	t.readResolvers()
+	caches := t.readCaches()
 	for _, err := range t.cfg.checkDefaults() {
 		t.refused.add(err)
 	}
@@ -64,7 +66,7 @@ func (t *translator) read() (*model, error) {
 		return nil, t.refused.err()
 	}
 	t.global.settleTLSNotes(frontends)
-	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder()}
+	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder(), caches: caches}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			m.defaults = append(m.defaults, defaultsUse{s, t.takers[s]})
@@ -79,7 +81,7 @@ func (t *translator) readFrontends() []*frontend {
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
-		case "global", "defaults", "backend", "userlist", "resolvers":
+		case "global", "defaults", "backend", "userlist", "resolvers", "cache":
 		case "frontend", "listen":
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.

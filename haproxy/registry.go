@@ -25,7 +25,7 @@ var sectionKeywords = []keyword{
 	{name: "program", status: refused, doc: "program sections are not translated: run the program from the service manager"},
 	{name: "http-errors", status: refused, doc: "http-errors sections are not translated yet (errorfile lines are)"},
 	{name: "ring", status: refused, doc: "ring sections are not translated: Caddy's loggers write to the network themselves"},
-	{name: "cache", status: refused, doc: "cache sections are not translated yet"},
+	{name: "cache", status: approximated, doc: "nothing: " + cacheApproximation + "; a copy of the server's answer is what the client gets either way, HAProxy's only older"},
 	{name: "crt-store", status: refused, doc: "crt-store sections (HAProxy 3) are not translated: name each certificate in its bind's crt"},
 	{name: "traces", status: refused, doc: "traces sections are not translated"},
 }
@@ -89,7 +89,7 @@ var proxyKeywords = []keyword{
 	{name: "timeout http-request", in: proxies, status: translated, doc: "`servers { timeouts { read_header } }`", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "timeout http-keep-alive", in: proxies, status: translated, doc: "`servers { timeouts { idle } }`, and the transport's `keepalive` for idle server connections", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`, and `deny`, `return`, `redirect` as `error`, `respond`, `redir`, each with the condition's `expression` matcher, log-format values as Caddy's placeholders (see Log-format samples); `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; in a backend, those and `set-path`, `replace-path` (`uri path_regexp`) in the order written, in a `route` before its `reverse_proxy` (see the actions below); other actions are refused", frontend: (*frontend).httpRequest, backend: (*backend).httpRequest},
-	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; `replace-header <name> <regex> <format>` as `header_down <name> ^(?s:.*?)(<regex>)(?s:.*)$ <template>` (each line of the header that the expression matches anywhere replaced whole by the format, as HAProxy does; `\\N` as `${N+1}`, `\\0` its match; an expression RE2 cannot compile or reads otherwise than PCRE, a format with `%[…]`, and a set-header or add-header of the header after it in one header_down (which sets and adds before it replaces), refused); `replace-value` refused (HAProxy rewrites each comma-separated value, Caddy each line whole); with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
+	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; `replace-header <name> <regex> <format>` as `header_down <name> ^(?s:.*?)(<regex>)(?s:.*)$ <template>` (each line of the header that the expression matches anywhere replaced whole by the format, as HAProxy does; `\\N` as `${N+1}`, `\\0` its match; an expression RE2 cannot compile or reads otherwise than PCRE, a format with `%[…]`, and a set-header or add-header of the header after it in one header_down (which sets and adds before it replaces), refused); `replace-value` refused (HAProxy rewrites each comma-separated value, Caddy each line whole); with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused; `cache-store <name>` ignored (nothing is cached: see `cache`)", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
 	{name: "http-after-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header`, `replace-header` (as http-response's) without a condition in a frontend (or its defaults): the site's deferred `header`, and the same in each `handle_errors`, as HAProxy applies them to every answer, its own included; a backend's is refused", frontend: (*frontend).readAfterResponse, backend: (*backend).readAfterResponse},
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
 	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
@@ -253,6 +253,16 @@ var resolversKeywords = []keyword{
 
 const holdFailed = "a lookup that fails keeps the servers of the last answer until one answers (HAProxy keeps them this long, then takes them down)"
 
+// cacheKeywords are a cache section's: the settings of a cache that is not
+// there (see cache.go).
+var cacheKeywords = []keyword{
+	{name: "total-max-size", in: inCache, status: ignored, doc: "the cache's size: nothing is cached"},
+	{name: "max-object-size", in: inCache, status: ignored, doc: "the largest answer cached: nothing is cached"},
+	{name: "max-age", in: inCache, status: ignored, doc: "how long a copy is answered: nothing is cached"},
+	{name: "process-vary", in: inCache, status: ignored, doc: "answers with Vary cached: nothing is cached"},
+	{name: "max-secondary-entries", in: inCache, status: ignored, doc: "copies per URL with Vary: nothing is cached"},
+}
+
 // matrixOnly are the HAProxy 1.x keywords, which HAProxy 2.1 removed
 // (2.6 refuses them): those read as their 2.x replacements (see
 // modernized) and those refused.
@@ -300,6 +310,7 @@ var requestActions = indexActions([]action{
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "cache-use", status: ignored, conditional: true, doc: "nothing: the cache is not there (see `cache`), so every request goes on to its server", read: (*frontend).readCacheUse, backend: (*backend).readCacheUse},
 	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 })
 
