@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,13 +26,22 @@ type backend struct {
 	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
 	// active health checks cannot check as HAProxy does ("": they can).
-	checked    string
-	balance    *Line
-	hashType   *Line
-	retries    *Line // retries <n>
-	cookie     *Line // cookie <name> insert [indirect] [nocache]
-	redispatch *Line // option redispatch
-	forwardFor *Line // option forwardfor, from the defaults
+	checked  string
+	balance  *Line
+	hashType *Line
+	retries  *Line // retries <n>
+	// cookie is the line that pins a client with lb_policy cookie:
+	// cookie <name> insert|prefix|rewrite, or the stick store-response
+	// that learns the server's session cookie (settleStick).
+	cookie *Line
+	// cookieName is the cookie Caddy's policy sets: insert's own, or one
+	// beside the server's session cookie; cookieNote says how that
+	// differs from HAProxy ("": it does not).
+	cookieName, cookieNote string
+	stick                  backendStick
+	stickSource            *Line // stick on src: ip_hash
+	redispatch             *Line // option redispatch
+	forwardFor             *Line // option forwardfor, from the defaults
 
 	allBackups *Line                  // option allbackups
 	weights    map[Position]weighting // by server line: the servers with a weight
@@ -264,18 +274,33 @@ func (be *backend) readErrorFile(l Line) error {
 	return nil
 }
 
+// readCookie reads cookie <name> insert [indirect] [nocache], Caddy's
+// cookie policy, and cookie <name> prefix|rewrite [nocache], where
+// HAProxy writes the server into the server's own cookie: the policy with
+// a cookie of Caddy's own beside it (a warning).
 func (be *backend) readCookie(l Line) error {
 	w := l.Words
-	if len(w) < 3 || w[2] != "insert" {
-		return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
+	if len(w) < 3 || w[2] != "insert" && w[2] != "prefix" && w[2] != "rewrite" {
+		return refuse(l, "only cookie <name> insert [indirect] [nocache], prefix [nocache] and rewrite [nocache] are translated")
 	}
 	for _, o := range w[3:] {
-		if o != "indirect" && o != "nocache" {
+		if o != "nocache" && (o != "indirect" || w[2] != "insert") {
 			return refuse(l, "cookie option %s is not translated yet", o)
 		}
 	}
 	be.cookie = be.replace(be.cookie, l)
+	be.cookieName, be.cookieNote = w[1], ""
+	if w[2] != "insert" {
+		be.cookieName += pinCookieSuffix
+		be.cookieNote = fmt.Sprintf("Caddy keeps the client on its server with a cookie of its own, %s (a hash of the server's address), set on its first answer; the server's %s passes unchanged both ways, where HAProxy %s", be.cookieName, w[1], cookieModes[w[2]])
+	}
 	return nil
+}
+
+// cookieModes say what HAProxy does with the server's own cookie.
+var cookieModes = map[string]string{
+	"prefix":  "prefixes its value with the server's cookie value (<value>~) and strips that before the server sees it",
+	"rewrite": "rewrites its value to the server's cookie value",
 }
 
 func (be *backend) readRetries(l Line) error {
@@ -454,6 +479,9 @@ var balancePolicies = map[string]string{"roundrobin": "round_robin", "static-rr"
 
 // lbPolicy is the lb_policy line of a backend other than the leader's.
 func (be *backend) lbPolicy() (string, error) {
+	if be.stickSource != nil {
+		return "ip_hash", nil // in place of the balance (settleStick's warning)
+	}
 	if be.balance == nil {
 		return "round_robin", nil // HAProxy's default
 	}
@@ -528,6 +556,9 @@ func (be *backend) resolve() error {
 		be.versions = "1.1 2"
 	default:
 		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	}
+	if err := be.settleStick(); err != nil {
+		return err
 	}
 	if be.leader {
 		return nil

@@ -362,11 +362,11 @@ func (be *backend) writePolicy(c *caddyfile) {
 	// balance policy while a client has none. A cookie naming a backup
 	// that is up sends to it, as in HAProxy.
 	l := *be.cookie
-	c.comment(l, "")
-	c.open("lb_policy cookie %s", c.name(l.Words[1]))
+	c.note(note{line: l, what: be.cookieNote, approximated: be.cookieNote != ""})
+	c.open("lb_policy cookie %s", c.name(be.cookieName))
 	be.writeSelection(c, "fallback")
 	c.close()
-	if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
+	if l.Words[0] == "cookie" && slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
 		c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
 	}
 	if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it
