@@ -542,6 +542,9 @@ func (be *backend) resolve() error {
 	if err := be.checkLeaderCheck(); err != nil {
 		return err
 	}
+	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
+		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
+	}
 	be.transport = "http"
 	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
 		be.transport = "pinned" // one upstream connection per client connection

@@ -46,7 +46,7 @@ var corpusOutcomes = map[string]struct {
 	"k8s-apiserver.cfg":              {9, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"k8s-ingress-rendered.cfg":       {24, "timeout client-fin: not translated yet"},
 	"k8s-lb-apiserver-ingress.cfg":   {19, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
-	"keycloak-cluster.cfg":           {38, "server kc1: server option \"port\" is not translated yet"},
+	"keycloak-cluster.cfg":           {},
 	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it too"},
 	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): this form is not translated: `^<name>:\\ <regex> <name>:\\ <format>` (a header's lines)"},
 	"legacy-1.4-stunnel.cfg":         {},

@@ -303,6 +303,9 @@ func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
 		meth = "OPTIONS"
 	}
 	c.line("health_uri %s", c.plain(uri))
+	if lo.port != "" {
+		c.line("health_port %s", lo.port)
+	}
 	c.line("health_method %s", c.name(meth))
 	if be.checkHost != "" {
 		c.open("health_headers")

@@ -64,6 +64,7 @@ var serverOptionTable = []serverOption{
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
 	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or `option httpchk` without `http-check expect`)", read: (*serverReading).fastinter},
 	{name: "downinter", value: true, status: translated, doc: "dynamic checked's `down_interval` (likewise)", read: (*serverReading).downinter},
+	{name: "port", value: true, status: translated, doc: "the check's port: `health_port` of Caddy's active health checks (`option httpchk` with `http-check expect status`); with dynamic checked's checks or the leader's, refused", read: (*serverReading).checkPort},
 	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
 	{name: "rise", value: true, status: translated, doc: "passed checks before a server is up", read: (*serverReading).rise},
 	{name: "verify", value: true, status: translated, doc: "`none`: `tls_insecure_skip_verify`; `required` (HAProxy's default) needs a `ca-file` and a name to verify", read: (*serverReading).verify},
@@ -124,7 +125,10 @@ type tlsOptions struct {
 
 // leaderOptions are the check settings of lb_policy leader (and of the
 // other checks: fastinter and downinter of dynamic checked's only).
-type leaderOptions struct{ interval, fastInterval, downInterval, fails, passes string }
+type leaderOptions struct {
+	interval, fastInterval, downInterval, fails, passes string
+	port                                                string // the check's port ("": the server's)
+}
 
 // serverReading is one server's options as they are read.
 type serverReading struct {
@@ -226,6 +230,15 @@ func (r *serverReading) backup(_ string, at Line) error {
 	default:
 		r.notes = append(r.notes, "backup: lb_policy backup sends to the first backup up when no other server is")
 	}
+	return nil
+}
+
+// checkPort reads port <n>: the port HAProxy checks the server on.
+func (r *serverReading) checkPort(v string, at Line) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {
+		return refuse(at, "port %s: want a port from 1 to 65535", v)
+	}
+	r.check.port = v
 	return nil
 }
 
