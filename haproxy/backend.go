@@ -137,7 +137,7 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 // defaults' of its side (the others noted as another side's).
 func (be *backend) readSetting(l Line) error {
 	s := be.section
-	if s.Kind == "listen" && keywordSide(l) != backendSide && l.Words[0] != "mode" && l.Words[0] != "description" {
+	if s.Kind == "listen" && keywordSide(l) != backendSide && !slices.Contains([]string{"mode", "description", "stick-table"}, l.Words[0]) {
 		return nil // the listen's frontend's (see the site)
 	}
 	if !ownLine(s, l) && keywordSide(l) == frontendSide {
@@ -532,18 +532,8 @@ func (be *backend) resolve() error {
 	if err := be.settleResolved(); err != nil {
 		return err
 	}
-	if err := be.checkCheckedAddrs(); err != nil {
+	if err := be.checkChecks(); err != nil {
 		return err
-	}
-	if be.checked == "tcp" && be.tls.ssl {
-		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
-			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
-	}
-	if err := be.checkLeaderCheck(); err != nil {
-		return err
-	}
-	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
-		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
 	}
 	be.transport = "http"
 	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
@@ -602,6 +592,22 @@ func (be *backend) noteBalance() {
 			be.notes = append(be.notes, note{line: *l, what: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
 		}
 	}
+}
+
+// checkChecks refuses what the servers' checks cannot be in Caddy, and
+// notes a TCP check of servers with ssl.
+func (be *backend) checkChecks() error {
+	if err := be.checkCheckedAddrs(); err != nil {
+		return err
+	}
+	if be.checked == "tcp" && be.tls.ssl {
+		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
+			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
+	}
+	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
+		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
+	}
+	return be.checkLeaderCheck()
 }
 
 // checkLeaderCheck refuses a check the leader's pool cannot take: the

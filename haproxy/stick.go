@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -36,6 +37,9 @@ type backendStick struct {
 // readStickTable reads a backend's stick-table: its key type, and the
 // sizes and expiry of a table that is not there (see settleStick).
 func (be *backend) readStickTable(l Line) error {
+	if be.section.Kind == "listen" && slices.Contains(l.Words, "store") {
+		return nil // the listen's frontend's: a rate limit's (readStickTable of frontend)
+	}
 	if be.stick.table != nil {
 		return refuse(l, "a second stick-table in one backend is not translated")
 	}

@@ -21,7 +21,7 @@ func stickBackend(t *testing.T, lines string) (Translation, error) {
 // (1.x's appsession) is Caddy's cookie policy with a cookie of its own
 // beside the server's, a warning at the store-response line; stick on
 // src with an ip table is ip_hash in place of the balance, a warning at
-// its line. Other shapes are refused with the line and why.
+// its line.
 func TestStickTables(t *testing.T) {
 	tr, err := stickBackend(t, "\tbalance leastconn\n\tstick-table type string len 52 size 1m expire 3h\n\tstick on req.cook(JSESSIONID)\n\tstick store-response res.cook(JSESSIONID)\n")
 	if err != nil {
@@ -50,6 +50,24 @@ func TestStickTables(t *testing.T) {
 		t.Errorf("warnings at lines %v, want 8: %+v", warned, tr.Warnings)
 	}
 
+}
+
+// In a listen, a table of stick rules is its backend side's; a rate
+// table stays its frontend side's.
+func TestStickTablesInListen(t *testing.T) {
+	for _, listen := range []string{"\tstick-table type ip size 1m\n\tstick on src\n", "\tstick-table type ip size 1m store http_req_rate(10s)\n\thttp-request track-sc0 src\n"} {
+		cfg, err := Parse(strings.NewReader("defaults\n\tmode http\nlisten l\n\tbind :80\n"+listen+"\tserver s1 10.0.0.1:80\n"), "l.cfg", lookup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr, err := Translate(cfg); err != nil || strings.Contains(listen, "stick on src") != strings.Contains(tr.Caddyfile, "lb_policy ip_hash") {
+			t.Errorf("a listen with %q: %v\n%s", listen, err, tr.Caddyfile)
+		}
+	}
+}
+
+// Other stick shapes are refused with the line and why.
+func TestStickTablesRefused(t *testing.T) {
 	for _, tt := range []struct{ lines, want string }{
 		{"\tstick-table type string len 32 size 1m\n\tstick on req.cook(JSESSIONID)\n", "s.cfg:8: stick on: only stick on src with a table of type ip or ipv6, or a string table learning"},
 		{"\tstick-table type string len 32 size 1m\n\tstick on req.cook(A)\n\tstick store-response res.cook(B)\n", "s.cfg:9: stick store-response: only stick on src"},
