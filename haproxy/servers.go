@@ -43,9 +43,14 @@ var bindOptionTable = []lineOption[*bind]{
 	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
 	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
 	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
+	{name: "transparent", status: refused, doc: transparentRefusal, read: func(_ *bind, _ string, l Line) error { return refuse(l, "transparent: %s", transparentRefusal) }},
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
+
+// transparentRefusal says why bind … transparent (IP_TRANSPARENT: an
+// address the host may not have, keepalived's virtual one) is refused.
+const transparentRefusal = "Caddy's listeners bind only an address the host has; for a virtual address that keepalived moves, set the sysctl net.ipv4.ip_nonlocal_bind=1 (net.ipv6.ip_nonlocal_bind for IPv6) and drop transparent, or bind the port on every address"
 
 func readBindALPN(b *bind, v string, l Line) error {
 	b.alpn = strings.Split(v, ",")

@@ -74,6 +74,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"    mode http", "    mode tcp", "h.cfg:3: mode tcp: only mode http"},
 		{"    default_backend nodepilot_active", "    default_backend nodepilot_active\n    backlog 100", "h.cfg:15: backlog 100: not translated yet"},
 		{"alpn http/1.1\n    http-request del-header Forwarded", "alpn http/1.1 npn x\n    http-request del-header Forwarded", `h.cfg:8: bind *:443: bind option "npn"`},
+		{"alpn http/1.1\n    http-request del-header Forwarded", "alpn http/1.1 transparent\n    http-request del-header Forwarded", `h.cfg:8: bind *:443: transparent: Caddy's listeners bind only an address the host has; for a virtual address that keepalived moves, set the sysctl net.ipv4.ip_nonlocal_bind=1`},
 		{"check-sni nodepilot.internal.example verifyhost nodepilot.internal.example\n    server node-b", "check-sni other.example verifyhost nodepilot.internal.example\n    server node-b",
 			"h.cfg:24: server node-a: sni, check-sni and verifyhost name nodepilot.internal.example and other.example"},
 		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
