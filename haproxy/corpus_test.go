@@ -30,7 +30,7 @@ var corpusOutcomes = map[string]struct {
 	"compose-node-stats.cfg":         {},
 	"compose-resolvers-api.cfg":      {7, "resolvers sections are not translated yet"},
 	"compose-wordpress-mysql.cfg":    {7, "resolvers sections are not translated yet"},
-	"conditional-blocks.cfg":         {6, "global .if is not translated yet"},
+	"conditional-blocks.cfg":         {},
 	"cookie-serverid.cfg":            {},
 	"debian-site.cfg":                {},
 	"docker-compose.cfg":             {6, "resolvers sections are not translated yet"},
