@@ -76,7 +76,7 @@ func (fe *frontend) writeServers(c *caddyfile, global *Line) {
 		for _, l := range fe.timeoutLines {
 			c.comment(l, "")
 		}
-		c.open("servers %s", listener(b.addr))
+		c.open("servers %s", c.plainOf(b.line, listener(b.addr)))
 		fe.writeListenerWrappers(c, global, b)
 		if len(fe.timeouts) > 0 {
 			c.open("timeouts")

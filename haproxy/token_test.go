@@ -206,3 +206,35 @@ func FuzzFormatToken(f *testing.F) {
 		}
 	})
 }
+
+// A bind's address and port from the environment go out as Caddy's
+// references in the site's address, its bind and its servers option, so
+// that Caddy reads them when it reads the Caddyfile, as HAProxy did when
+// it started (env-vars-container.cfg); a default that is used is the
+// configuration's own text, not a value of the environment.
+func TestBindFromTheEnvironment(t *testing.T) {
+	testEnv["BIND_ADDR"] = "10.1.2.3"
+	defer delete(testEnv, "BIND_ADDR")
+	const rest = "\n    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n"
+	head := "defaults\n    mode http\n    timeout client 5s\nfrontend web\n"
+	out, err := translateText(t, head+"    bind \"${BIND_ADDR-0.0.0.0}:${PORT-8080}\""+rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"servers {$BIND_ADDR:0.0.0.0}:{$PORT:8080} {", "http://:{$PORT:8080} {", "bind {$BIND_ADDR:0.0.0.0}\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "10.1.2.3") {
+		t.Errorf("the translation holds the environment's value:\n%s", out)
+	}
+	out, err = translateText(t, head+"    bind \"${UNSET_ADDR-127.0.0.10}:8080\""+rest)
+	if err != nil || !strings.Contains(out, "servers {$UNSET_ADDR:127.0.0.10}:8080 {") {
+		t.Errorf("a default used: %v\n%s", err, out)
+	}
+	testEnv["BIND_ADDR"] = "10.1.2.3 "
+	if _, err := translateText(t, head+"    bind \"${BIND_ADDR}:80\""+rest); err == nil || !strings.Contains(err.Error(), "bind") {
+		t.Errorf("an address with a space: %v", err)
+	}
+}

@@ -122,7 +122,7 @@ func (c *Config) checkNoEnvValue(out string) error {
 	for _, s := range c.Sections {
 		for _, l := range append([]Line{s.head}, s.Lines...) {
 			for _, u := range l.envs {
-				if len(u.value) >= minCheckedEnvValue && strings.Contains(out, u.value) {
+				if len(u.value) >= minCheckedEnvValue && !u.isDefault() && strings.Contains(out, u.value) {
 					return refuse(l, "the value of %s would be in the translation as it is: this use of the environment is not translated (write the value, or ask for it in the Caddyfile as {$NAME})", u.haproxy)
 				}
 			}
