@@ -20,6 +20,9 @@ func emit(m *model) *caddyfile {
 		writeGlobal(c, m.global)
 	}
 	writeDefaults(c, m.defaults)
+	for _, fe := range m.frontends {
+		fe.writeOwnLoggers(c)
+	}
 	writeDefaultSNI(c, m.sni)
 	for _, fe := range m.frontends {
 		fe.writeServers(c, m.global.maxconn)

@@ -235,6 +235,10 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
 		c.line("header_up +%s {remote_host}", c.name(u.header))
 	}
+	if h := fe.uniqueID.sentHeader(); h != "" {
+		c.line("# unique-id-header %s: Caddy's ID of the request (see the site)", c.name(h))
+		c.line("header_up +%s {http.request.uuid}", c.name(h))
+	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")

@@ -32,7 +32,7 @@ var sectionKeywords = []keyword{
 
 // globalKeywords are the global section's.
 var globalKeywords = []keyword{
-	{name: "log", in: inGlobal | proxies, status: translated, doc: "global: a Caddy logger (`format syslog`, a file, stdout or stderr) of the sites' access logs; in a proxy, `log global` is the site's `log`, and an address of its own is refused",
+	{name: "log", in: inGlobal | proxies, status: translated, doc: "global: a Caddy logger (`format syslog`, a file, stdout or stderr) of the sites' access logs; in a proxy, `log global` is the site's `log`; a frontend's own address a logger in the global options taking its site's access log alone (`include`), and with `log global` the first global line's too; a backend's own is ignored (Caddy logs health to its own log)",
 		global: readGlobalLog, frontend: (*frontend).readLog, backend: (*backend).readLog},
 	{name: "log-tag", in: inGlobal | proxies, status: translated, doc: "the tag of each format syslog", global: readLogTag},
 	{name: "chroot", in: inGlobal, status: ignored, doc: "not a Caddy setting: confine the process with its service manager", global: readChroot},
@@ -117,7 +117,7 @@ var proxyKeywords = []keyword{
 	{name: "option http-buffer-request", in: proxies, status: translated, doc: "`request_buffers 16KiB` in the `reverse_proxy`: the body (up to HAProxy's buffer, `tune.bufsize`) read before it is sent", frontend: (*frontend).readBufferRequest, backend: (*backend).readBufferRequest},
 	{name: "tcp-request content", in: proxies, rules: true, status: refused},
 	{name: "tcp-request inspect-delay", in: proxies, rules: true, status: refused},
-	{name: "unique-id-format", in: frontends, status: refused},
+	{name: "unique-id-format", in: frontends, status: approximated, doc: "the ID of a request is Caddy's `{http.request.uuid}`, a random UUID, not one of this format", frontend: (*frontend).readUniqueID},
 }
 
 const compressionDoc = "`encode gzip` with `match { status 200 201 202 203 }` before the backend's `reverse_proxy` (the backend's algorithms and types, else the frontend's, as in HAProxy); deflate is dropped (Caddy has none), identity is nothing; Caddy also compresses for HTTP/1.0 clients and User-Agent Mozilla/4, does not compress bodies of one byte, and marks a strong ETag `-gzip` where HAProxy makes it weak"
@@ -144,7 +144,7 @@ var frontendKeywords = []keyword{
 	{name: "clitcpka-intvl", in: frontends, status: refused},
 	{name: "declare capture", in: inFrontend | inListen, status: refused},
 	{name: "error-log-format", in: frontends, status: refused},
-	{name: "log-format", in: frontends, status: refused},
+	{name: "log-format", in: frontends, status: approximated, doc: logFormatNote, frontend: (*frontend).readLogFormat},
 	{name: "log-format-sd", in: frontends, status: refused},
 	{name: "monitor fail", in: inFrontend | inListen, status: refused},
 	{name: "monitor-uri", in: frontends, status: translated, doc: "a matcher of the URI as sent and HAProxy's own 200 (`Service ready.`, `Content-Type: text/html`, `Cache-Control: no-cache`) for any method, before every rule", frontend: (*frontend).readMonitorURI},
@@ -156,14 +156,14 @@ var frontendKeywords = []keyword{
 	{name: "option h1-case-adjust-bogus-client", in: frontends, status: refused},
 	{name: "option http-ignore-probes", in: frontends, status: refused},
 	{name: "option http-use-proxy-header", in: frontends, status: refused},
-	{name: "option log-separate-errors", in: frontends, status: refused},
+	{name: "option log-separate-errors", in: frontends, status: approximated, doc: "Caddy's access log writes the line of a 5xx answer at level error, the others at info, with or without it; HAProxy raises to err also a request retried, redispatched, aborted or timed out (which Caddy logs as the 502 or 504 it answers, if it answers)", frontend: (*frontend).readKeywordNote},
 	{name: "option logasap", in: frontends, status: refused},
 	{name: "option tcp-smart-accept", in: frontends, status: refused},
 	{name: "option idle-close-on-response", in: frontends, status: refused},
 	{name: "rate-limit sessions", in: frontends, status: refused},
 	{name: "tcp-request connection", in: frontends, rules: true, status: refused},
 	{name: "tcp-request session", in: frontends, rules: true, status: refused},
-	{name: "unique-id-header", in: frontends, status: refused},
+	{name: "unique-id-header", in: frontends, status: approximated, doc: "with unique-id-format, `header_up +<name> {http.request.uuid}` in each `reverse_proxy`: the header is added after every rule, as HAProxy adds it, its value a random UUID; without, ignored (HAProxy sends none)", frontend: (*frontend).readUniqueID},
 }
 
 // backendKeywords are the backend side's (and a listen's, and defaults').
@@ -199,7 +199,7 @@ var backendKeywords = []keyword{
 	{name: "option h1-case-adjust-bogus-server", in: backends, status: refused},
 	{name: "option ldap-check", in: backends, status: refused},
 	{name: "option external-check", in: backends, status: refused},
-	{name: "option log-health-checks", in: backends, status: refused},
+	{name: "option log-health-checks", in: backends, status: approximated, doc: "Caddy logs each change of a server's health (up, down) in its own log, not each check's outcome as HAProxy does with it", backend: (*backend).readKeywordNote},
 	{name: "option mysql-check", in: backends, status: refused},
 	{name: "option persist", in: backends, status: refused},
 	{name: "option pgsql-check", in: backends, status: refused},
@@ -279,6 +279,8 @@ var requestActions = indexActions([]action{
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "capture", status: ignored, conditional: true, doc: "a sample kept for the request's log line: Caddy's access log holds the request's headers", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
+	{name: "set-log-level", status: approximated, conditional: true, doc: "Caddy logs every request's access line at its own level (error for a 5xx answer, else info); `silent` requests are logged too", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 })
 
 func indexActions(table []action) map[string]*action {

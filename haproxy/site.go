@@ -54,6 +54,7 @@ func (fe *frontend) resolve() error {
 	fe.resolveForwardingRules()
 	fe.resolveFormatMaps()
 	fe.resolvePages()
+	fe.notes = append(fe.notes, fe.uniqueID.notes()...)
 	return fe.resolveCerts()
 }
 
