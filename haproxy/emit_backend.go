@@ -44,7 +44,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
 		if l != nil {
 			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
-			c.line("request_buffers 16KiB")
+			c.line("request_buffers %s", fe.global.requestBuffers())
 			break
 		}
 	}

@@ -52,6 +52,9 @@ func (a acl) expression(c *caddyfile) string {
 	if a.test.method == "found" {
 		return subject + ` != ""`
 	}
+	if a.test.subject == portSubject {
+		return portsTest(subject, a.values)
+	}
 	if a.test.subject == headerSubject {
 		// HAProxy tests each of a header's values (its lines, and the
 		// parts between commas), trimmed.
@@ -118,10 +121,36 @@ func (a acl) subject(c *caddyfile) string {
 		return "{http.request.hostport}"
 	case sniSubject:
 		return "{http.request.tls.server_name}"
+	case portSubject:
+		return "{http.request.local.port}" // the accepting socket's port, a number
 	case cookieSubject:
 		return "{http.request.cookie." + c.nameOf(a.line, a.arg) + "}"
 	}
 	return "{http.request.header." + c.nameOf(a.line, a.arg) + "}"
+}
+
+// portsTest is subject (a number) tested against ranges "lo:hi" (an end
+// left out is open): true if it is in any. The ends are whole numbers
+// (readPorts), written as CEL integers.
+func portsTest(subject string, ranges []string) string {
+	alts := make([]string, len(ranges))
+	for i, r := range ranges {
+		lo, hi, _ := strings.Cut(r, ":")
+		var both []string
+		switch {
+		case lo != "" && lo == hi:
+			both = append(both, subject+" == "+lo)
+		default:
+			if lo != "" {
+				both = append(both, subject+" >= "+lo)
+			}
+			if hi != "" {
+				both = append(both, subject+" <= "+hi)
+			}
+		}
+		alts[i] = join(both, " && ")
+	}
+	return join(alts, " || ")
 }
 
 // join joins alternatives, in parentheses when there are several.
