@@ -188,7 +188,8 @@ func awaitSyslog(t *testing.T, conn *net.UnixConn, s string, d time.Duration) st
 // line reaches its own socket (facility local2) and the global section's
 // first log line's (local0), as HAProxy sends it to both; Caddy's default
 // logger, which the first global line is, would get none of a site's own
-// logger's entries without the translation's copy of it.
+// logger's entries without the translation's copy of it. A request of
+// set-log-level silent is logged at neither.
 func TestHAProxyAdapterLogsToAProxysOwnTarget(t *testing.T) {
 	dir, err := os.MkdirTemp("", "syslog")
 	if err != nil {
@@ -209,21 +210,26 @@ defaults
 frontend web
 	bind %s
 	log %s local2
+	http-request set-log-level silent if { path /healthz }
 	default_backend app
 backend app
 	server app1 %s
 `, filepath.Join(dir, "global"), addr, filepath.Join(dir, "own"), strings.TrimPrefix(app.URL, "http://")))
-	resp, err := http.Get("http://" + addr + "/logged")
-	if err != nil {
-		t.Fatal(err)
+	for _, path := range []string{"/healthz", "/logged"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
 	}
-	resp.Body.Close()
 	for _, s := range []struct {
 		conn     *net.UnixConn
 		priority string
 	}{{global, "<134>"}, {own, "<150>"}} {
-		msg := awaitSyslog(t, s.conn, `"uri":"/logged"`, 10*time.Second)
-		if !strings.HasPrefix(msg, s.priority) || !strings.Contains(msg, `"logger":"http.log.access.haproxy_frontend_web"`) {
+		// The first access line is /logged's: /healthz is not logged
+		// (set-log-level silent: log_skip).
+		msg := awaitSyslog(t, s.conn, `"uri":"/`, 10*time.Second)
+		if !strings.HasPrefix(msg, s.priority) || !strings.Contains(msg, `"logger":"http.log.access.haproxy_frontend_web"`) || !strings.Contains(msg, `"uri":"/logged"`) {
 			t.Fatalf("the access entry at %s is %q, want a %s message of it\n%s", s.conn.LocalAddr(), msg, s.priority, text)
 		}
 	}

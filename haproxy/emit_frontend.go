@@ -170,6 +170,19 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 		c.note(n)
 	}
 	fe.log.writeSite(c, fe.global, fe.accessLogger())
+	for _, s := range fe.logSkips {
+		for _, acl := range s.when.acls {
+			c.comment(acl, "")
+		}
+		c.note(s.note())
+		if s.cond == nil {
+			c.line("log_skip")
+			continue
+		}
+		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
+		c.line("%s expression `%s`", name, s.when.expression(c))
+		c.line("log_skip %s", name)
+	}
 	if withTLS {
 		fe.writeTLS(c)
 	}

@@ -197,11 +197,14 @@ func TestLoggingOnlyLines(t *testing.T) {
 				"(approximated: Caddy's access log writes the line of a 5xx answer at level error",
 				"(approximated: Caddy's access log is its JSON entry",
 				"(ignored: a sample kept for the request's log line",
-				"(approximated: Caddy logs these requests' access lines as any other's (at error for a 5xx answer, else at info), where HAProxy logs none of them)",
+				"(log_skip: Caddy writes no access line of these requests, as HAProxy logs none)\n\t@log_skip_10 expression `" + rawPath + ` == "/healthz"` + "`\n\tlog_skip @log_skip_10\n",
 				"(approximated: Caddy logs each change of a server's health"}},
 		{fe + "\tunique-id-header X-Request-ID\n" + be, "", []string{"(ignored: without unique-id-format HAProxy sends no ID)"}},
 		{fe + "\thttp-request capture req.hdr(User-Agent)\n" + be, "k.cfg:7: http-request capture: takes <sample> len <length> or <sample> id <slot>", nil},
 		{fe + "\thttp-request set-log-level loud\n" + be, "k.cfg:7: http-request set-log-level: takes a syslog level or silent", nil},
+		{fe + "\thttp-request deny if { path /x }\n\thttp-request set-log-level silent\n\thttp-request set-log-level err\n" + be, "",
+			[]string{"(approximated: log_skip: Caddy writes no access line of these requests, as HAProxy logs none; but a request a rule above answers", "\tlog_skip\n",
+				"(approximated: Caddy logs these requests' access lines as any other's (at error for a 5xx answer, else at info), where HAProxy logs them at err)"}},
 		{fe + "\tunique-id-header X Y\n" + be, "k.cfg:7: unique-id-header X: takes one argument", nil},
 	} {
 		out, err := translateK(t, tt.text)

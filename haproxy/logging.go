@@ -421,10 +421,37 @@ func readLogOnly(l Line, args []string) (note, error) {
 	return note{line: l, approximated: true, what: "Caddy logs these requests' access lines as any other's (at error for a 5xx answer, else at info), where HAProxy " + at}, nil
 }
 
-func (fe *frontend) readLogOnly(l Line, args []string, _ *Condition) error {
+// readLogOnly reads capture and set-log-level in a frontend: silent
+// there is Caddy's log_skip, with the rule's condition (logSkip).
+func (fe *frontend) readLogOnly(l Line, args []string, cond *Condition) error {
 	n, err := readLogOnly(l, args)
+	if err == nil && arg(l, 1) == "set-log-level" && args[0] == "silent" {
+		fe.logSkips = append(fe.logSkips, logSkip{line: l, cond: cond, afterAnswers: len(fe.answers) > 0})
+		return nil
+	}
 	fe.notes = append(fe.notes, n)
 	return err
+}
+
+// logSkip is http-request set-log-level silent in a frontend: Caddy's
+// log_skip, when its condition (nil: always) holds.
+type logSkip struct {
+	line Line
+	cond *Condition
+	when matcher
+	// afterAnswers: rules that answer come before it, whose requests
+	// HAProxy logs (it never reaches this rule for them), where
+	// log_skip, which runs first, skips them too.
+	afterAnswers bool
+}
+
+// note is what the rule becomes.
+func (s logSkip) note() note {
+	what := "log_skip: Caddy writes no access line of these requests, as HAProxy logs none"
+	if s.afterAnswers {
+		return note{line: s.line, approximated: true, what: what + "; but a request a rule above answers (deny, return, redirect), which HAProxy logs, is not logged either (log_skip runs before them)"}
+	}
+	return note{line: s.line, what: what}
 }
 
 func (be *backend) readLogOnly(l Line, args []string, _ *Condition) error {

@@ -284,7 +284,7 @@ var requestActions = indexActions([]action{
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
 	{name: "capture", status: ignored, conditional: true, doc: "a sample kept for the request's log line: Caddy's access log holds the request's headers", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
-	{name: "set-log-level", status: approximated, conditional: true, doc: "Caddy logs every request's access line at its own level (error for a 5xx answer, else info); `silent` requests are logged too", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
+	{name: "set-log-level", status: approximated, conditional: true, doc: "`silent` in a frontend: `log_skip` with the condition's matcher (approximated after rules that answer: log_skip skips their requests too, which HAProxy logs); another level, or in a backend: Caddy logs the access line at its own level (error for a 5xx answer, else info)", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 })
 
 func indexActions(table []action) map[string]*action {

@@ -102,6 +102,15 @@ func (fe *frontend) resolveConditions() error {
 	if err := fe.resolveHeaderConditions(); err != nil {
 		return err
 	}
+	for i, s := range fe.logSkips {
+		if s.cond == nil {
+			continue
+		}
+		var err error
+		if fe.logSkips[i].when, err = fe.conditionMatcher(s.cond, s.line); err != nil {
+			return err
+		}
+	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
 		// no rule after it, nor the default_backend.
