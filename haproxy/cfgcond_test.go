@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,5 +167,35 @@ func TestConditionalBlocksRefused(t *testing.T) {
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)) {
 			t.Errorf("%q: %v, want %s", tt.text, err, tt.want)
 		}
+	}
+}
+
+// A mixed file's split keeps its conditional blocks' outcome: the HTTP
+// part's translation warns at each .if, and the residual HAProxy
+// configuration says that it holds the branch taken.
+func TestConditionalBlocksSplit(t *testing.T) {
+	text := "defaults\n\tmode http\n\ttimeout client 5s\n\ttimeout server 5s\n\ttimeout connect 1s\n" +
+		"frontend web\n\tbind :80\n\tdefault_backend app\nbackend app\n\tserver a 10.0.0.1:80\n" +
+		"listen db\n\tmode tcp\n.if defined(STAGING)\n\tbind :5433\n.else\n\tbind :5432\n.endif\n\tserver pg 10.0.0.2:5432\n"
+	cfg, err := Parse(strings.NewReader(text), "k.cfg", condEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := cfg.SplitTCP()
+	tr, err := Translate(sp.HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tr.Warnings, func(w Warning) bool { return w.Pos.Line == 13 && strings.Contains(w.Msg, "the translation holds one branch of this .if") }) {
+		t.Errorf("warnings %v: want the .if's", tr.Warnings)
+	}
+	residual := sp.TCP.HAProxyText("")
+	for _, want := range []string{"# k.cfg:13: .if defined(STAGING): read with the environment that split the file; only the branch it took is here\n", "bind :5433  # k.cfg:14"} {
+		if !strings.Contains(residual, want) {
+			t.Errorf("no %q in the residual:\n%s", want, residual)
+		}
+	}
+	if strings.Contains(residual, "bind :5432") {
+		t.Errorf("the branch not taken is in the residual:\n%s", residual)
 	}
 }
