@@ -186,7 +186,9 @@ func TestConditionalBlocksSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(tr.Warnings, func(w Warning) bool { return w.Pos.Line == 13 && strings.Contains(w.Msg, "the translation holds one branch of this .if") }) {
+	if !slices.ContainsFunc(tr.Warnings, func(w Warning) bool {
+		return w.Pos.Line == 13 && strings.Contains(w.Msg, "the translation holds one branch of this .if")
+	}) {
 		t.Errorf("warnings %v: want the .if's", tr.Warnings)
 	}
 	residual := sp.TCP.HAProxyText("")
