@@ -160,6 +160,8 @@ func TestProxyLogLines(t *testing.T) {
 		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption dontlognull now\n" + be, "k.cfg:5: option dontlognull: takes no argument", nil},
 		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "", []string{"ignored: a backend's own log address gets what HAProxy logs of its servers"}},
 		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local9\n" + be, "k.cfg:5: log 10.0.0.9: \"local9\" is not a facility", nil},
+		{"defaults\n\tmode http\nlisten l\n\tbind :80\n\tlog 10.0.0.9 local0\n\tserver s 10.0.0.1:80\n", "",
+			[]string{"\tlog haproxy_listen_l_5 {\n", "\tlog haproxy_listen_l\n", "(the access log of listen l, to syslog over UDP at 10.0.0.9:514"}},
 	} {
 		out, err := translateK(t, tt.text)
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
