@@ -66,6 +66,9 @@ func (c *conditionals) lexEnv(line string) func(string) (string, bool) {
 // read takes l if it is a conditional block's line or in a branch not
 // taken (true), else leaves it to the configuration (false).
 func (c *conditionals) read(l Line) (bool, error) {
+	if (l.Words[0] == ".else" || l.Words[0] == ".endif") && len(l.Words) > 1 {
+		return true, refuse(l, "%s takes no argument (HAProxy refuses it too)", l.Words[0])
+	}
 	switch l.Words[0] {
 	case ".if":
 		return true, c.readIf(l)
@@ -85,6 +88,9 @@ func (c *conditionals) read(l Line) (bool, error) {
 		return true, nil
 	case ".alert":
 		return true, refuse(l, "HAProxy stops reading the configuration here with this message, and refuses it")
+	}
+	if strings.HasPrefix(l.Words[0], ".") {
+		return true, refuse(l, "not a directive HAProxy 2.6 knows (.if, .elif, .else, .endif, .notice, .warning, .alert, .diag): HAProxy refuses it too")
 	}
 	return false, nil
 }

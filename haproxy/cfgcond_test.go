@@ -162,6 +162,9 @@ func TestConditionalBlocksRefused(t *testing.T) {
 		{"global\n.if 1\n.alert \"no\"\n.endif\n", "k.cfg:3: .alert no: HAProxy stops reading the configuration here"},
 		{"global\n.if feature(OPENSSL)\n.endif\n", "k.cfg:2: .if feature(OPENSSL): feature() asks how the running HAProxy was built"},
 		{"global\n.if 0\n.alert \"no\"\n.if feature(OPENSSL)\n.endif\n.endif\n", ""},
+		{"global\n.if 1\n.else x\n.endif\n", "k.cfg:3: .else x: .else takes no argument"},
+		{"global\n.if 1\n.endif x\n", "k.cfg:3: .endif x: .endif takes no argument"},
+		{"global\n.foo\n", "k.cfg:2: .foo: not a directive HAProxy 2.6 knows"},
 	} {
 		_, err := Parse(strings.NewReader(tt.text), "k.cfg", condEnv)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)) {
