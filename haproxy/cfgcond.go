@@ -271,8 +271,9 @@ func (e *condExpr) term() (bool, error) {
 }
 
 // number reads a number, true unless 0. HAProxy reads it as strtol does
-// in base 0 (a leading 0 is octal, 0x hexadecimal): only decimal and
-// octal digits are taken, which are 0 in every base or in none.
+// in base 0 (a leading 0 is octal, 0x hexadecimal); a run of digits is 0
+// in every base or in none, so whether it is 0 is all that counts. An 8
+// or a 9 after a leading 0 (not octal) and 0x are refused.
 func (e *condExpr) number() (bool, error) {
 	start := e.at
 	if e.text[e.at] == '-' {
@@ -316,7 +317,7 @@ func (e *condExpr) answer(name string, args []string) (bool, error) {
 	want := map[string]int{"defined": 1, "streq": 2, "strneq": 2, "version_atleast": 1, "version_before": 1}[name]
 	switch {
 	case name == "feature" || strings.HasPrefix(name, "openssl_"):
-		return false, e.fail("%s() asks how the running HAProxy was built, which the translation cannot know: keep the branch for the Caddy build in the file, and remove the block", name)
+		return false, e.fail("%s() asks how the running HAProxy was built, which the translation cannot know: keep the lines of the branch Caddy is to take, without the block", name)
 	case want == 0:
 		return false, e.fail("%s() is not a predicate HAProxy 2.6 knows", name)
 	case len(args) != want:

@@ -18,8 +18,7 @@ type Config struct {
 	Files     Files
 	sectionOf map[Position]*Section // the section of each line
 	// directives are the lines of conditional blocks and of the
-	// branches not taken (see conditionals), in the order their blocks
-	// end.
+	// branches not taken (see conditionals), in the order written.
 	directives []directive
 }
 

@@ -170,19 +170,7 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 		c.note(n)
 	}
 	fe.log.writeSite(c, fe.global, fe.accessLogger())
-	for _, s := range fe.logSkips {
-		for _, acl := range s.when.acls {
-			c.comment(acl, "")
-		}
-		c.note(s.note())
-		if s.cond == nil {
-			c.line("log_skip")
-			continue
-		}
-		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
-		c.line("%s expression `%s`", name, s.when.expression(c))
-		c.line("log_skip %s", name)
-	}
+	writeLogSkips(c, fe.logSkips)
 	if withTLS {
 		fe.writeTLS(c)
 	}
@@ -548,6 +536,24 @@ func (pl *proxyLog) writeSite(c *caddyfile, g *global, name string) {
 	case pl.logs(g):
 		c.line("# log global: the site's access log, which the global section's loggers write")
 		c.line("log")
+	}
+}
+
+// writeLogSkips writes each http-request set-log-level silent as
+// log_skip, with its condition's matcher.
+func writeLogSkips(c *caddyfile, skips []logSkip) {
+	for _, s := range skips {
+		for _, acl := range s.when.acls {
+			c.comment(acl, "")
+		}
+		c.note(s.note())
+		if s.cond == nil {
+			c.line("log_skip")
+			continue
+		}
+		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
+		c.line("%s expression `%s`", name, s.when.expression(c))
+		c.line("log_skip %s", name)
 	}
 }
 
