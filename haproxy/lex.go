@@ -67,15 +67,6 @@ type envUse struct {
 	haproxy, caddy, value string
 }
 
-// isDefault reports whether the value is the default the reference
-// writes (${NAME-default}): the configuration's own text, which its
-// comments show, not a value of the environment.
-func (u envUse) isDefault() bool {
-	ref, ok := strings.CutPrefix(u.haproxy, "${")
-	_, def, hasDefault := strings.Cut(strings.TrimSuffix(ref, "}"), "-")
-	return ok && hasDefault && def == u.value
-}
-
 // lexWords is splitWords, keeping each word's source.
 func lexWords(line string, pos Position, getenv func(string) (string, bool)) (words, error) {
 	lx := lexer{line: line, pos: pos, getenv: getenv}
