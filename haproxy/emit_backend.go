@@ -44,7 +44,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
 		if l != nil {
 			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
-			c.line("request_buffers 16KiB")
+			c.line("request_buffers %s", fe.global.requestBuffers())
 			break
 		}
 	}
@@ -234,6 +234,10 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	}
 	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
 		c.line("header_up +%s {remote_host}", c.name(u.header))
+	}
+	if h := fe.uniqueID.sentHeader(); h != "" {
+		c.line("# unique-id-header %s: Caddy's ID of the request (see the site)", c.name(h))
+		c.line("header_up +%s {http.request.uuid}", c.name(h))
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

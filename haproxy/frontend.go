@@ -46,6 +46,8 @@ type frontend struct {
 	afterResponse      []headerRule         // http-after-response header rules: deferred header
 	bufferRequest      *Line                // option http-buffer-request: request_buffers
 	log                proxyLog             // log global, option httplog and the like
+	uniqueID           uniqueID             // unique-id-format and unique-id-header
+	logSkips           []logSkip            // http-request set-log-level silent: log_skip
 	global             *global              // the global section's logs and TLS defaults
 	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
 	// What resolve settled.

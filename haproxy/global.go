@@ -17,6 +17,7 @@ type global struct {
 	chroot          *Line
 	bindTLS         bindTLS
 	maxconn         *Line    // every frontend's connections together
+	bufsize         int      // tune.bufsize, 0 if unset
 	gracePeriod     string   // hard-stop-after, as a Caddy duration
 	gracePeriodAt   Position // its line
 	// notes are the section's lines, each with what became of it, in

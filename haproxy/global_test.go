@@ -134,8 +134,10 @@ func TestLogTargets(t *testing.T) {
 
 // A proxy's logging lines: log global (with a global log line) is the
 // site's log directive; without one, or after no log, nothing logs, in
-// HAProxy as in Caddy; a proxy's own log address and option httplog clf
-// are refused; in a backend they are notes.
+// HAProxy as in Caddy; a frontend's own log address is a logger of its
+// site's access log alone (with log global, the first global line's
+// copy too, which Caddy's default logger would not get); option httplog
+// clf is refused; in a backend they are notes.
 func TestProxyLogLines(t *testing.T) {
 	be := "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	for _, tt := range []struct {
@@ -146,10 +148,20 @@ func TestProxyLogLines(t *testing.T) {
 		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\toption httplog\n" + be, "", []string{"no log global here: HAProxy logs no traffic of this frontend"}},
 		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\n\tlog global\n\tno option dontlognull\nfrontend f\n\tbind :80\n" + be, "",
 			[]string{"\tlog\n", "a connection that sends none is never logged", "Caddy's health checks log to Caddy's own log"}},
-		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0\n" + be, "k.cfg:7: log 10.0.0.9: a proxy's own log address is not translated yet", nil},
+		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0 notice\n" + be, "",
+			[]string{"\tlog haproxy_frontend_f_7 {\n\t\tinclude http.log.access.haproxy_frontend_f\n\t\toutput net udp/10.0.0.9:514 {\n\t\t\tsoft_start\n\t\t}\n\t\tformat syslog {\n\t\t\tfacility local0\n\t\t\ttag haproxy\n\t\t}\n\t\tlevel WARN\n\t}\n",
+				"\tlog haproxy_frontend_f\n"}},
+		{"global\n\tlog stdout local0\n\tlog /dev/log local1\ndefaults\n\tmode http\n\tlog global\nfrontend f\n\tbind :80\n\tlog 10.0.0.9:5140 local2\n" + be, "",
+			[]string{"\tlog haproxy_frontend_f_9 {\n\t\tinclude http.log.access.haproxy_frontend_f\n\t\toutput net udp/10.0.0.9:5140",
+				"the global section's first log line (line 2) too, which as Caddy's default logger gets none of a site's own logger's entries\n\tlog haproxy_frontend_f_global {\n\t\tinclude http.log.access.haproxy_frontend_f\n\t\toutput stdout\n"}},
+		{"global\n\tlog stdout local0\ndefaults\n\tmode http\n\tlog global\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local0\n\tno log\n" + be, "",
+			[]string{"no log clears it: HAProxy logs no traffic of this frontend there, nor does Caddy"}},
 		{"global\n\tlog /dev/log local0\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog global\n\toption httplog clf\n" + be, "k.cfg:8: option httplog: clf", nil},
 		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption dontlognull now\n" + be, "k.cfg:5: option dontlognull: takes no argument", nil},
-		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "k.cfg:8: log 10.0.0.9: a proxy's own log address", nil},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n" + be + "\tlog 10.0.0.9 local0\n", "", []string{"ignored: a backend's own log address gets what HAProxy logs of its servers"}},
+		{"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tlog 10.0.0.9 local9\n" + be, "k.cfg:5: log 10.0.0.9: \"local9\" is not a facility", nil},
+		{"defaults\n\tmode http\nlisten l\n\tbind :80\n\tlog 10.0.0.9 local0\n\tserver s 10.0.0.1:80\n", "",
+			[]string{"\tlog haproxy_listen_l_5 {\n", "\tlog haproxy_listen_l\n", "(the access log of listen l, to syslog over UDP at 10.0.0.9:514"}},
 	} {
 		out, err := translateK(t, tt.text)
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
@@ -169,4 +181,38 @@ func TestUnusedDefaults(t *testing.T) {
 	checkOutcome(t, "", "", err, `k.cfg:3: timeout connect: "5x": unit "x"`)
 	_, err = translateK(t, "defaults\n\tmode http\n\tfrobnicate 1\n")
 	checkOutcome(t, "", "", err, "k.cfg:3: frobnicate 1: not translated yet")
+}
+
+// Lines that change HAProxy's logs and no request (issue 28): translated
+// as notes, approximated where Caddy's log differs; unique-id-header with
+// unique-id-format sends Caddy's request UUID under that name, after
+// every rule, as HAProxy adds its ID.
+func TestLoggingOnlyLines(t *testing.T) {
+	be := "\tdefault_backend b\nbackend b\n\toption log-health-checks\n\tserver s 10.0.0.1:80 check\n"
+	fe := "defaults\n\tmode http\n\toption log-separate-errors\n\tlog-format \"%ci %ST\"\nfrontend f\n\tbind :80\n"
+	for _, tt := range []struct {
+		text, want string
+		has        []string
+	}{
+		{fe + "\tunique-id-format %{+X}o\\ %ci:%cp\n\tunique-id-header X-Request-ID\n\thttp-request capture req.hdr(User-Agent) len 128\n\thttp-request set-log-level silent if { path /healthz }\n" + be, "",
+			[]string{"\t\theader_up -Via\n", "\t\theader_up +X-Request-ID {http.request.uuid}\n",
+				"(approximated: Caddy's access log writes the line of a 5xx answer at level error",
+				"(approximated: Caddy's access log is its JSON entry",
+				"(ignored: a sample kept for the request's log line",
+				"(log_skip: Caddy writes no access line of these requests, as HAProxy logs none)\n\t@log_skip_10 expression `" + rawPath + ` == "/healthz"` + "`\n\tlog_skip @log_skip_10\n",
+				"(approximated: Caddy logs each change of a server's health"}},
+		{fe + "\tunique-id-header X-Request-ID\n" + be, "", []string{"(ignored: without unique-id-format HAProxy sends no ID)"}},
+		{fe + "\thttp-request capture req.hdr(User-Agent)\n" + be, "k.cfg:7: http-request capture: takes <sample> len <length> or <sample> id <slot>", nil},
+		{fe + "\thttp-request set-log-level loud\n" + be, "k.cfg:7: http-request set-log-level: takes a syslog level or silent", nil},
+		{fe + "\thttp-request deny if { path /x }\n\thttp-request set-log-level silent\n\thttp-request set-log-level err\n" + be, "",
+			[]string{"(approximated: log_skip: Caddy writes no access line of these requests, as HAProxy logs none; but a request a rule above answers", "\tlog_skip\n",
+				"(approximated: Caddy logs these requests' access lines as any other's (at error for a 5xx answer, else at info), where HAProxy logs them at err)"}},
+		{fe + "\tunique-id-header X Y\n" + be, "k.cfg:7: unique-id-header X: takes one argument", nil},
+	} {
+		out, err := translateK(t, tt.text)
+		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
+		if tt.want == "" && strings.Count(out, "{http.request.uuid}") > 0 != strings.Contains(tt.text, "unique-id-format") {
+			t.Errorf("%q: the request UUID sent without unique-id-format, or not with it:\n%s", tt.text, out)
+		}
+	}
 }

@@ -117,7 +117,7 @@ var formatVariables = map[string]formatEntry{
 	"fi": {placeholder: placeholder("http.request.local.host"), doc: "as `dst`"},
 	"fp": {placeholder: placeholder("http.request.local.port"), doc: "as `dst_port`"},
 	"H":  {placeholder: placeholder("system.hostname"), doc: "the machine's host name"},
-	"ID": {refusal: "the unique ID of unique-id-format, which is not translated"},
+	"ID": {refusal: "the unique ID of unique-id-format, which Caddy has as {http.request.uuid}, a random UUID of another form (see unique-id-header): not translated in a value"},
 }
 
 // formatConverters are the converters after a fetch: none has a

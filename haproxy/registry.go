@@ -32,7 +32,7 @@ var sectionKeywords = []keyword{
 
 // globalKeywords are the global section's.
 var globalKeywords = []keyword{
-	{name: "log", in: inGlobal | proxies, status: translated, doc: "global: a Caddy logger (`format syslog`, a file, stdout or stderr) of the sites' access logs; in a proxy, `log global` is the site's `log`, and an address of its own is refused",
+	{name: "log", in: inGlobal | proxies, status: translated, doc: "global: a Caddy logger (`format syslog`, a file, stdout or stderr) of the sites' access logs; in a proxy, `log global` is the site's `log`; a frontend's own address a logger in the global options taking its site's access log alone (`include`), and with `log global` the first global line's too; a backend's own is ignored (Caddy logs health to its own log)",
 		global: readGlobalLog, frontend: (*frontend).readLog, backend: (*backend).readLog},
 	{name: "log-tag", in: inGlobal | proxies, status: translated, doc: "the tag of each format syslog", global: readLogTag},
 	{name: "chroot", in: inGlobal, status: ignored, doc: "not a Caddy setting: confine the process with its service manager", global: readChroot},
@@ -42,6 +42,9 @@ var globalKeywords = []keyword{
 	{name: "ssl-default-bind-ciphersuites", in: inGlobal, status: translated, doc: "nothing: Go's TLS 1.3 suites are always all on; a list that leaves one out is refused", global: readBindTLS},
 	{name: "ssl-default-bind-options", in: inGlobal, status: translated, doc: "each TLS site's `tls { protocols }` (see below)", global: readBindTLS},
 	{name: "tune.ssl.default-dh-param", in: inGlobal, status: ignored, doc: noDHE},
+	{name: "tune.bufsize", in: inGlobal, status: approximated, doc: "the size of `request_buffers` (option http-buffer-request); HAProxy's bound of a request's line and headers (less tune.maxrewrite, 1024), where Caddy's is its `max_header_size`, 1 MiB by default", global: readTuneBufsize},
+	{name: "server-state-file", in: inGlobal, status: ignored, doc: "the file load-server-state-from-file reads (see it)"},
+	{name: "server-state-base", in: inGlobal, status: ignored, doc: "the directory of the files load-server-state-from-file reads (see it)"},
 	{name: "ssl-dh-param-file", in: inGlobal, status: ignored, doc: noDHE},
 	{name: "maxconn", in: inGlobal | frontends, status: translated, doc: "global: `max_connections` with group global in each `servers` option; a frontend's: `max_connections` with the frontend's group; a backend's own is ignored, as HAProxy does",
 		global: readGlobalMaxconn, frontend: (*frontend).frontendMaxconn, backend: (*backend).frontendSetting},
@@ -114,10 +117,10 @@ var proxyKeywords = []keyword{
 	{name: "compression algo", in: proxies, status: approximated, doc: compressionDoc, frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression type", in: proxies, status: approximated, doc: "`encode`'s `match { header Content-Type <type>* }`: HAProxy matches each type as a prefix, without case; Caddy with case", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression offload", in: inFrontend | inListen | inBackend, status: approximated, doc: "`header_up -Accept-Encoding`: Caddy removes it from every request, HAProxy from those whose answer it compresses", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
-	{name: "option http-buffer-request", in: proxies, status: translated, doc: "`request_buffers 16KiB` in the `reverse_proxy`: the body (up to HAProxy's buffer, `tune.bufsize`) read before it is sent", frontend: (*frontend).readBufferRequest, backend: (*backend).readBufferRequest},
+	{name: "option http-buffer-request", in: proxies, status: translated, doc: "`request_buffers 16KiB` in the `reverse_proxy` (the size of `tune.bufsize`, if set): the body, up to HAProxy's buffer, read before it is sent", frontend: (*frontend).readBufferRequest, backend: (*backend).readBufferRequest},
 	{name: "tcp-request content", in: proxies, rules: true, status: refused},
 	{name: "tcp-request inspect-delay", in: proxies, rules: true, status: refused},
-	{name: "unique-id-format", in: frontends, status: refused},
+	{name: "unique-id-format", in: frontends, status: approximated, doc: "the ID of a request is Caddy's `{http.request.uuid}`, a random UUID, not one of this format", frontend: (*frontend).readUniqueID},
 }
 
 const compressionDoc = "`encode gzip` with `match { status 200 201 202 203 }` before the backend's `reverse_proxy` (the backend's algorithms and types, else the frontend's, as in HAProxy); deflate is dropped (Caddy has none), identity is nothing; Caddy also compresses for HTTP/1.0 clients and User-Agent Mozilla/4, does not compress bodies of one byte, and marks a strong ETag `-gzip` where HAProxy makes it weak"
@@ -130,7 +133,7 @@ var frontendKeywords = []keyword{
 	{name: "default_backend", in: frontends, status: translated, doc: "the site's last handler: its backend's `reverse_proxy`", frontend: (*frontend).readDefaultBackend},
 	{name: "use_backend", in: inFrontend | inListen, status: translated, doc: "an `expression` matcher and a `handle` with its backend's `reverse_proxy`, in the order written", frontend: (*frontend).readUseBackend},
 	{name: "timeout client", in: frontends, status: translated, doc: "`servers { timeouts { read_body } }`: HAProxy's is an inactivity timeout, Caddy's bounds the whole body", frontend: (*frontend).timeout},
-	{name: "timeout client-fin", in: frontends, status: refused},
+	{name: "timeout client-fin", in: frontends, status: ignored, doc: "how long HAProxy waits on a client that shut its side of the connection: Go's server ends the request of such a client at once (its context is cancelled), so nothing waits on one", frontend: (*frontend).readIgnoredTimeout},
 	{name: "option httplog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request (`clf` is refused)", frontend: (*frontend).readLog},
 	{name: "option httpslog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request", frontend: (*frontend).readLog},
 	{name: "option dontlognull", in: frontends, status: translated, doc: "Caddy's default: a connection that sends no request is never logged", frontend: (*frontend).readLog},
@@ -144,7 +147,7 @@ var frontendKeywords = []keyword{
 	{name: "clitcpka-intvl", in: frontends, status: refused},
 	{name: "declare capture", in: inFrontend | inListen, status: refused},
 	{name: "error-log-format", in: frontends, status: refused},
-	{name: "log-format", in: frontends, status: refused},
+	{name: "log-format", in: frontends, status: approximated, doc: logFormatNote, frontend: (*frontend).readLogFormat},
 	{name: "log-format-sd", in: frontends, status: refused},
 	{name: "monitor fail", in: inFrontend | inListen, status: refused},
 	{name: "monitor-uri", in: frontends, status: translated, doc: "a matcher of the URI as sent and HAProxy's own 200 (`Service ready.`, `Content-Type: text/html`, `Cache-Control: no-cache`) for any method, before every rule", frontend: (*frontend).readMonitorURI},
@@ -156,7 +159,7 @@ var frontendKeywords = []keyword{
 	{name: "option h1-case-adjust-bogus-client", in: frontends, status: refused},
 	{name: "option http-ignore-probes", in: frontends, status: refused},
 	{name: "option http-use-proxy-header", in: frontends, status: refused},
-	{name: "option log-separate-errors", in: frontends, status: refused},
+	{name: "option log-separate-errors", in: frontends, status: approximated, doc: "Caddy's access log writes the line of a 5xx answer at level error, the others at info, with or without it; HAProxy raises to err also a request retried, redispatched, aborted or timed out (which Caddy logs as the 502 or 504 it answers, if it answers)", frontend: (*frontend).readKeywordNote},
 	{name: "option logasap", in: frontends, status: refused},
 	{name: "option tcp-smart-accept", in: frontends, status: refused},
 	{name: "option idle-close-on-response", in: frontends, status: refused},
@@ -164,7 +167,7 @@ var frontendKeywords = []keyword{
 	{name: "tcp-request connection", in: frontends, rules: true, status: approximated, doc: "`reject [if|unless <condition>]` on `src` ACLs: `abort` with the condition's `remote_ip` matcher, first in the site, unless an earlier `accept`'s condition held (the first rule that holds decides, as in HAProxy); Caddy closes the connection once it has read a request (after the TLS handshake), HAProxy as it accepts it (a warning); a condition on anything but `src` (which HAProxy never matches there), a frontend with `accept-proxy` (HAProxy's rules see the peer's address, Caddy's remote_ip the PROXY header's) and the other actions are refused",
 		frontend: (*frontend).readConnectionRule},
 	{name: "tcp-request session", in: frontends, rules: true, status: refused},
-	{name: "unique-id-header", in: frontends, status: refused},
+	{name: "unique-id-header", in: frontends, status: approximated, doc: "with unique-id-format, `header_up +<name> {http.request.uuid}` in each `reverse_proxy`: the header is added after every rule, as HAProxy adds it, its value a random UUID; without, ignored (HAProxy sends none)", frontend: (*frontend).readUniqueID},
 }
 
 // backendKeywords are the backend side's (and a listen's, and defaults').
@@ -187,20 +190,21 @@ var backendKeywords = []keyword{
 	{name: "timeout tunnel", in: backends, status: approximated, doc: "`stream_timeout`: Caddy closes a stream that long after it began, HAProxy one idle that long", backend: (*backend).readTimeout},
 	{name: "timeout check", in: backends, status: translated, doc: "`lb_policy leader { timeout }`, or `health_timeout`", backend: (*backend).readTimeout},
 	{name: "timeout queue", in: backends, status: translated, doc: "`lb_policy leader { hold }`", backend: (*backend).readTimeout},
-	{name: "timeout server-fin", in: backends, status: refused},
+	{name: "timeout server-fin", in: backends, status: ignored, doc: "how long HAProxy waits on a server that shut its side of the connection: Caddy reads an answer to its end, and closes both sides of a tunnel when one side ends, so nothing waits on one", backend: (*backend).readIgnoredTimeout},
+	{name: "timeout tarpit", in: proxies, status: ignored, doc: "how long http-request tarpit holds a request, which is not translated (refused at its own line): without one it bounds nothing", frontend: (*frontend).readIgnoredTimeout, backend: (*backend).readIgnoredTimeout},
 	{name: "dispatch", in: inListen | inBackend, status: refused},
 	{name: "force-persist", in: inListen | inBackend, status: refused},
 	{name: "fullconn", in: backends, status: refused},
 	{name: "http-send-name-header", in: backends, status: refused},
 	{name: "ignore-persist", in: inListen | inBackend, status: refused},
-	{name: "load-server-state-from-file", in: backends, status: refused},
+	{name: "load-server-state-from-file", in: backends, status: approximated, doc: "`global`, `local`: " + serverStateNote + "; `none`: ignored", backend: (*backend).readServerState},
 	{name: "max-keep-alive-queue", in: backends, status: refused},
 	{name: "option accept-invalid-http-response", in: backends, status: refused},
 	{name: "option checkcache", in: backends, status: refused},
 	{name: "option h1-case-adjust-bogus-server", in: backends, status: refused},
 	{name: "option ldap-check", in: backends, status: refused},
 	{name: "option external-check", in: backends, status: refused},
-	{name: "option log-health-checks", in: backends, status: refused},
+	{name: "option log-health-checks", in: backends, status: approximated, doc: "Caddy logs each change of a server's health (up, down) in its own log, not each check's outcome as HAProxy does with it", backend: (*backend).readKeywordNote},
 	{name: "option mysql-check", in: backends, status: refused},
 	{name: "option persist", in: backends, status: refused},
 	{name: "option pgsql-check", in: backends, status: refused},
@@ -217,7 +221,7 @@ var backendKeywords = []keyword{
 	{name: "external-check path", in: backends, status: refused},
 	{name: "persist rdp-cookie", in: backends, status: refused},
 	{name: "retry-on", in: backends, status: refused},
-	{name: "server-state-file-name", in: backends, status: refused},
+	{name: "server-state-file-name", in: backends, status: ignored, doc: "the file of load-server-state-from-file local (see it)", backend: (*backend).readServerState},
 	{name: "server-template", in: inListen | inBackend, status: translated, doc: "with `resolvers`: `dynamic checked { resolve <fqdn>:<port> <count> }` (an SRV name `_service._proto.name` without port), up to <count> servers from the name's addresses, each checked (see Resolvers)", backend: (*backend).readServerTemplate},
 	{name: "source", in: backends, status: refused},
 	{name: "srvtcpka-cnt", in: backends, status: refused},
@@ -301,6 +305,8 @@ var requestActions = indexActions([]action{
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
 	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
+	{name: "capture", status: ignored, conditional: true, doc: "a sample kept for the request's log line: Caddy's access log holds the request's headers", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
+	{name: "set-log-level", status: approximated, conditional: true, doc: "`silent` in a frontend: `log_skip` with the condition's matcher (approximated after rules that answer: log_skip skips their requests too, which HAProxy logs); another level, or in a backend: Caddy logs the access line at its own level (error for a 5xx answer, else info)", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 })
 
 // requestAction is the http-request action of the rule l (set-var of

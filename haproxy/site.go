@@ -60,6 +60,7 @@ func (fe *frontend) resolve() error {
 	fe.resolveForwardingRules()
 	fe.resolveFormatMaps()
 	fe.resolvePages()
+	fe.notes = append(fe.notes, fe.uniqueID.notes()...)
 	return fe.resolveCerts()
 }
 
@@ -106,6 +107,15 @@ func (fe *frontend) resolveConditions() error {
 	}
 	if err := fe.resolveHeaderConditions(); err != nil {
 		return err
+	}
+	for i, s := range fe.logSkips {
+		if s.cond == nil {
+			continue
+		}
+		var err error
+		if fe.logSkips[i].when, err = fe.conditionMatcher(s.cond, s.line); err != nil {
+			return err
+		}
 	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs

@@ -96,8 +96,8 @@ func TestTranslateRefuses(t *testing.T) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
 		}
 	}
-	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.bufsize 1\n"), "g.cfg", lookup)
-	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.bufsize is not translated yet") {
+	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.maxrewrite 1024\n"), "g.cfg", lookup)
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.maxrewrite is not translated yet") {
 		t.Errorf("global: %v", err)
 	}
 }
