@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -311,8 +312,15 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		case w[i] == "-m" && i+1 < len(w):
 			match = w[i+1]
 			i++
-		case w[i] == "-f" || w[i] == "-M":
-			return test{}, fmt.Sprintf("%s with pattern files: not derived", fetch)
+		case w[i] == "-f" && i+1 < len(w):
+			b, err := os.ReadFile(w[i+1])
+			if err != nil {
+				return test{}, fmt.Sprintf("%s -f %s: %v: not derived", fetch, w[i+1], err)
+			}
+			values = append(values, haproxy.Patterns(b)...)
+			i++
+		case w[i] == "-M":
+			return test{}, fmt.Sprintf("%s with a map file: not derived", fetch)
 		case w[i] == "-n" || w[i] == "--":
 		default:
 			values = append(values, w[i:]...)
