@@ -60,6 +60,7 @@ type backend struct {
 	// written, with the ACLs only they see.
 	requestRules, redirects []requestRule
 	aclScope
+	userlists map[string]*userlist // the userlist sections, which http_auth ACLs name
 }
 
 type server struct {
@@ -87,7 +88,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg)}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), userlists: t.userlists}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}

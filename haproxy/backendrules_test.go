@@ -58,3 +58,24 @@ func TestBackendRules(t *testing.T) {
 	out, err = translateK(t, text)
 	checkOutcome(t, text, out, err, "k.cfg:10: http-request set-header: frontend f writes the forwarding headers with the forwarded handler")
 }
+
+// A backend's http-request auth asks the requests that backend gets for
+// an account of the userlist, in the order of its rules, with the
+// backend's name as the realm by default.
+func TestBackendAuth(t *testing.T) {
+	site := "userlist u\n\tuser alice insecure-password pw\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\tacl ok http_auth(u)\n\t%s\n"
+	for _, tt := range []struct {
+		line, want string
+		has        []string
+	}{
+		{"http-request auth unless ok", "", []string{"route {\n", "\t\tbasic_auth bcrypt b {\n", "\t\t\talice $2a$10$"}},
+		{"http-request auth realm Staff if !{ http_auth(u) }", "", []string{"basic_auth bcrypt Staff {\n"}},
+		{"http-request auth if ok", "k.cfg:11: http-request auth: only http-request auth unless <ACL of http_auth(<userlist>)>", nil},
+		{"http-request auth unless { http_auth(v) }", "k.cfg:11: http-request auth: no userlist v", nil},
+		{"http-request deny unless ok", "k.cfg:11: http-request deny: http_auth is translated only as the condition of http-request auth", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.line, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
