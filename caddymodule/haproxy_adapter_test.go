@@ -116,8 +116,20 @@ func runHAProxyConfigWarned(t *testing.T, cfgText string) (adapted []byte, caddy
 	if err != nil {
 		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)
 	}
+	// What the Caddyfile cannot say (its first lines say so), the
+	// adapter's JSON does.
+	var cfg *caddy.Config
+	if err := json.Unmarshal(viaCaddyfile, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := setBeyond(cfg, tr.Beyond); err != nil {
+		t.Fatal(err)
+	}
+	if viaCaddyfile, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
 	if string(adapted) != string(viaCaddyfile) {
-		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
+		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile (with what it cannot say) differ:\n%s\n%s", adapted, viaCaddyfile)
 	}
 	loadAdapted(t, adapted, text)
 	return adapted, text, warnings

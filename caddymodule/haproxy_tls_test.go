@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
@@ -255,4 +257,88 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	go srv.Serve(ln) //nolint:errcheck // until Close
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// ssl-default-bind-options no-tls-tickets, through HAProxy 2.6 and
+// caddy-ha: no TLS 1.2 session resumes through either (HAProxy issues no
+// ticket; the adapter's JSON turns Caddy's off, which its Caddyfile cannot
+// say), where both resume one without the option. A TLS 1.3 session
+// resumes through HAProxy (OpenSSL's stateful tickets), not through
+// caddy-ha (Go's TLS keeps no session): the warning's difference.
+func TestHAProxyDifferentialNoTLSTickets(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue("site.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt := filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	app := startAppServer(t)
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-tls-tickets %v", off), func(t *testing.T) {
+			options := "ssl-min-ver TLSv1.2"
+			if off {
+				options += " no-tls-tickets"
+			}
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg := "global\n\tssl-default-bind-options " + options + "\ndefaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
+				"frontend web\n\tbind " + hapAddr + " ssl crt " + crt + "\n\tdefault_backend app\nbackend app\n\tserver app1 " + app.addr + "\n"
+			startHAProxy(t, cfg, hapAddr)
+			_, text, warnings := runHAProxyConfigWarned(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			if said := strings.Contains(text, "apps.tls.session_tickets.disabled"); said != off {
+				t.Errorf("the Caddyfile says the JSON turns tickets off: %v", said)
+			}
+			if warned := slices.ContainsFunc(warnings, func(w caddyconfig.Warning) bool {
+				return strings.Contains(w.Message, "Go's TLS then resumes no session")
+			}); warned != off {
+				t.Errorf("warned of the resumption: %v (%v)", warned, warnings)
+			}
+			for _, v := range []struct {
+				name                  string
+				version               uint16
+				haproxyResumes, caddy bool
+			}{
+				{"TLS 1.2", tls.VersionTLS12, !off, !off},
+				{"TLS 1.3", tls.VersionTLS13, true, !off},
+			} {
+				if got := resumesSession(t, hapAddr, v.version, pool); got != v.haproxyResumes {
+					t.Errorf("haproxy, %s: the second connection resumed the session: %v, want %v", v.name, got, v.haproxyResumes)
+				}
+				if got := resumesSession(t, caddyAddr, v.version, pool); got != v.caddy {
+					t.Errorf("caddy-ha, %s: the second connection resumed the session: %v, want %v", v.name, got, v.caddy)
+				}
+			}
+		})
+	}
+}
+
+// resumesSession tells whether a client that keeps its sessions (Go's:
+// tickets only) resumes on its second connection to addr: each sends a
+// request and reads the answer, after which TLS 1.3's tickets come.
+func resumesSession(t *testing.T, addr string, version uint16, pool *x509.CertPool) bool {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
+		ServerName: "site.example", RootCAs: pool, MinVersion: version, MaxVersion: version,
+		ClientSessionCache: tls.NewLRUClientSessionCache(4),
+	}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resumed := false
+	for range 2 {
+		resp, err := client.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // the answer read to its end, for TLS 1.3's tickets
+		resp.Body.Close()
+		resumed = resp.TLS.DidResume
+	}
+	return resumed
 }

@@ -66,7 +66,7 @@ var corpusOutcomes = map[string]struct {
 	"minimal-quickstart.cfg":         {},
 	"minio-s3-cluster.cfg":           {8, "global tune.bufsize is not translated yet"},
 	"monitor-disable-on-404.cfg":     {12, "option log-health-checks: not translated yet"},
-	"mozilla-intermediate.cfg":       {8, "ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tick"},
+	"mozilla-intermediate.cfg":       {},
 	"mozilla-modern.cfg":             {},
 	"multi-tenant-hosts.cfg":         {},
 	"nextcloud-collabora.cfg":        {38, "http-check expect: only 'http-check expect status <code>' is translated"},

@@ -37,8 +37,8 @@ func checkOutcome(t *testing.T, text, out string, err error, want string, has ..
 // tls block where Go honours them. Cipher lists become Go's nearest secure
 // set, with a warning naming each suite left out (a DHE suite, a suite Go
 // has only among its insecure ones, an OpenSSL keyword) or TLS 1.3 suite
-// Go offers anyway; TLS below 1.2 and session tickets off with TLS 1.2 on
-// are refused at their line. Without a bind with ssl they are ignored,
+// Go offers anyway; TLS below 1.2 is refused at its line; session tickets
+// off with TLS 1.2 on are in the adapter's JSON. Without a bind with ssl they are ignored,
 // whatever they say.
 func TestTLSDefaults(t *testing.T) {
 	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
@@ -76,7 +76,10 @@ func TestTLSDefaults(t *testing.T) {
 		{"ssl-default-bind-options ssl-min-ver TLSv1.1\n", site, "k.cfg:2: ssl-default-bind-options: TLSv1.1 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
 		{"ssl-default-bind-options ssl-min-ver TLSv1.4\n", site, "k.cfg:2: ssl-default-bind-options: ssl-min-ver takes one of", nil},
 		{"ssl-default-bind-options no-tlsv12 no-tlsv13\n", site, "k.cfg:2: ssl-default-bind-options: no TLS version is left on", nil},
-		{"ssl-default-bind-options no-tls-tickets\n", site, "k.cfg:2: ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets", nil},
+		// Session tickets off in the adapter's JSON, which the Caddyfile
+		// says at its top (issue 28).
+		{"ssl-default-bind-options no-tls-tickets\n", site, "", []string{"\ttls /etc/site.pem /etc/site.pem\n", "# tickets off in its JSON (apps.tls.session_tickets.disabled), as line 2's no-tls-tickets asks",
+			"approximated: no-tls-tickets: session tickets off in the JSON caddy adapt --adapter haproxy makes"}},
 		{"ssl-default-bind-options strict-sni\n", site, "k.cfg:2: ssl-default-bind-options: strict-sni is not translated yet", nil},
 	} {
 		text := "global\n\t" + tt.global + tt.rest

@@ -40,7 +40,7 @@ var globalKeywords = []keyword{
 	{name: "crt-base", in: inGlobal, status: translated, doc: "a relative crt resolves against it, as in HAProxy", global: readBaseDir},
 	{name: "ssl-default-bind-ciphers", in: inGlobal, status: translated, doc: "each TLS site's `tls { ciphers }`, by Go's names (see below)", global: readBindTLS},
 	{name: "ssl-default-bind-ciphersuites", in: inGlobal, status: translated, doc: "nothing: Go's TLS 1.3 suites are always all on; a list that leaves one out is refused", global: readBindTLS},
-	{name: "ssl-default-bind-options", in: inGlobal, status: translated, doc: "each TLS site's `tls { protocols }` (see below)", global: readBindTLS},
+	{name: "ssl-default-bind-options", in: inGlobal, status: translated, doc: "each TLS site's `tls { protocols }`; `no-tls-tickets` with TLS 1.2 on, session tickets off in the adapter's JSON (see below)", global: readBindTLS},
 	{name: "tune.ssl.default-dh-param", in: inGlobal, status: ignored, doc: noDHE},
 	{name: "ssl-dh-param-file", in: inGlobal, status: ignored, doc: noDHE},
 	{name: "maxconn", in: inGlobal | frontends, status: translated, doc: "global: `max_connections` with group global in each `servers` option; a frontend's: `max_connections` with the frontend's group; a backend's own is ignored, as HAProxy does",

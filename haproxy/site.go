@@ -19,6 +19,7 @@ type siteCerts struct {
 	based       []string // the crt-base notes: "crt <f> is <path>"
 	settings    []string // the tls block's subdirectives
 	notes       []note   // the TLS defaults' notes
+	ticketsOff  *Line    // the TLS defaults' no-tls-tickets, TLS 1.2 on
 }
 
 // forwarding is what the frontend's option forwardfor and header rules
@@ -324,7 +325,7 @@ func (fe *frontend) resolveCerts() error {
 		// directory's do not carry.
 		return refuse(crt.line, "crt %s is a directory and %s a file: one bind with both is not translated (Caddy would pick among the files' certificates only)", c.dirs[0], c.files[0])
 	}
-	var err error
-	fe.certs.settings, fe.certs.notes, err = g.bindTLS.site()
+	d, err := g.bindTLS.site()
+	fe.certs.settings, fe.certs.notes, fe.certs.ticketsOff = d.dirs, d.notes, d.ticketsOff
 	return err
 }

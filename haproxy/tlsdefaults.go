@@ -85,19 +85,28 @@ func tlsRefuse(l Line, why string, args ...any) *Error {
 	return errAt(l.Pos, "%s: %s", l.Words[0], fmt.Sprintf(why, args...))
 }
 
-// site is what the defaults make of a TLS site: the subdirectives of its
-// tls block, and each global line with what became of it. A value Caddy
-// cannot honour is refused at its line.
-func (b *bindTLS) site() ([]string, []note, error) {
+// tlsDefaults are what the global lines make of each TLS site.
+type tlsDefaults struct {
+	dirs  []string // the subdirectives of its tls block
+	notes []note   // each global line, and what became of it
+	// ticketsOff is the ssl-default-bind-options line with no-tls-tickets,
+	// TLS 1.2 on (nil if none): session tickets off in Caddy's TLS app,
+	// which the Caddyfile cannot say (see Translation.Beyond).
+	ticketsOff *Line
+}
+
+// site is what the defaults make of a TLS site. A value Caddy cannot
+// honour is refused at its line.
+func (b *bindTLS) site() (tlsDefaults, error) {
 	t := newTLSSite()
 	for _, l := range b.options {
 		if err := t.readOptions(l); err != nil {
-			return nil, nil, err
+			return tlsDefaults{}, err
 		}
 	}
 	on, err := t.versionsOn()
 	if err != nil {
-		return nil, nil, err
+		return tlsDefaults{}, err
 	}
 	has12, has13 := on[0] == tls12, on[len(on)-1] == tls13
 	t.protocols(has12, has13)
@@ -105,13 +114,13 @@ func (b *bindTLS) site() ([]string, []note, error) {
 	t.ciphers(b.ciphers, has12)
 	t.ciphersuites(b.ciphersuites, has13)
 	if len(t.refusals) > 0 {
-		return nil, nil, slices.MinFunc(t.refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
+		return tlsDefaults{}, slices.MinFunc(t.refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
 	}
-	var out []note
+	d := tlsDefaults{dirs: t.dirs, ticketsOff: t.ticketsOff}
 	for _, l := range b.lines() {
-		out = append(out, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
+		d.notes = append(d.notes, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
 	}
-	return t.dirs, out, nil
+	return d, nil
 }
 
 // tlsSite is what site makes of the global lines so far.
@@ -123,6 +132,7 @@ type tlsSite struct {
 	off            map[int]bool
 	versionLines   []Line   // the options lines that set a version
 	tickets        *Line    // the options line with no-tls-tickets
+	ticketsOff     *Line    // tickets, with TLS 1.2 on: off in Caddy's TLS app
 	what           []string // what became of the options line being read
 
 	dirs         []string
@@ -166,7 +176,7 @@ var defaultBindOptions = func() map[string]defaultBindOption {
 	options := map[string]defaultBindOption{
 		"ssl-min-ver":           (*tlsSite).versionBound,
 		"ssl-max-ver":           (*tlsSite).versionBound,
-		"no-tls-tickets":        (*tlsSite).ticketsOff,
+		"no-tls-tickets":        (*tlsSite).readNoTLSTickets,
 		"prefer-client-ciphers": (*tlsSite).preferClientCiphers,
 	}
 	for v, name := range versionOptions {
@@ -198,9 +208,9 @@ func versionForced(v int) defaultBindOption {
 	}
 }
 
-// ticketsOff reads no-tls-tickets, which noTLSTickets judges once the
+// readNoTLSTickets reads no-tls-tickets, which noTLSTickets judges once the
 // versions are known.
-func (t *tlsSite) ticketsOff(l Line, _ int) (int, error) {
+func (t *tlsSite) readNoTLSTickets(l Line, _ int) (int, error) {
 	t.tickets = &l
 	return 0, nil
 }
@@ -269,16 +279,26 @@ func (t *tlsSite) protocols(has12, has13 bool) {
 	}
 }
 
-// noTLSTickets refuses no-tls-tickets with TLS 1.2 on, and notes it.
+// noTLSTickets reads no-tls-tickets: with TLS 1.2 on, session tickets
+// off in Caddy's TLS app. Go's server then resumes no session, where
+// HAProxy resumes TLS 1.2 sessions by their ID from its cache, and TLS
+// 1.3's with tickets it keeps (OpenSSL's stateful ones): full handshakes,
+// no session to steal a ticket key for.
 func (t *tlsSite) noTLSTickets(has12 bool) {
 	if t.tickets == nil {
 		return
 	}
-	if has12 {
-		t.refusals = append(t.refusals, tlsRefuse(*t.tickets, "no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets (their keys rotated every 12 hours), and a Caddyfile cannot turn them off"))
+	if !has12 {
+		t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+		return
 	}
-	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+	t.ticketsOff = t.tickets
+	t.approximated[t.tickets.Pos] = true
+	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], ticketsOffNote)
 }
+
+// ticketsOffNote says what becomes of no-tls-tickets with TLS 1.2 on.
+const ticketsOffNote = "no-tls-tickets: session tickets off in the JSON caddy adapt --adapter haproxy makes (apps.tls.session_tickets.disabled), which a Caddyfile cannot say; Go's TLS then resumes no session (full handshakes), where HAProxy resumes TLS 1.2 sessions by their ID from its cache and TLS 1.3 sessions with tickets it keeps"
 
 // ciphers writes ssl-default-bind-ciphers (l, if any) as the ciphers
 // subdirective, with TLS 1.2 on.
