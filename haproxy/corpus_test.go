@@ -50,7 +50,7 @@ var corpusOutcomes = map[string]struct {
 	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it too"},
 	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): removed in HAProxy 2.1: write http-request replace-header or r"},
 	"legacy-1.4-stunnel.cfg":         {},
-	"legacy-1.5-ssl-reqadd.cfg":      {23, "bind *:443: bind option \"no-sslv3\" is not translated yet"},
+	"legacy-1.5-ssl-reqadd.cfg":      {},
 	"legacy-1.6-block-reqisetbe.cfg": {20, "block if: not translated yet"},
 	"legacy-1.8-rspadd-hsts.cfg":     {},
 	"legacy-1.x.cfg":                 {},

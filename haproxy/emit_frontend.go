@@ -230,7 +230,9 @@ func (fe *frontend) writeDefaultBackend(c *caddyfile) {
 // TLS defaults.
 func (fe *frontend) writeTLS(c *caddyfile) {
 	certs := fe.certs
-	c.comment(certs.bind.line, "")
+	if !slices.ContainsFunc(certs.notes, func(n note) bool { return n.line.Pos == certs.bind.line.Pos }) {
+		c.comment(certs.bind.line, "")
+	}
 	for _, based := range certs.based {
 		c.comment(*fe.global.crtBase, based)
 	}

@@ -89,6 +89,9 @@ type bind struct {
 	isTLS bool
 	// acceptProxy: a PROXY header begins each connection (accept-proxy).
 	acceptProxy bool
+	// tlsOptions are its own TLS options (no-tlsv11, ssl-min-ver TLSv1.2,
+	// …), in order, as words of ssl-default-bind-options.
+	tlsOptions []string
 }
 
 // headerRule is an http-request or http-response del-header, set-header

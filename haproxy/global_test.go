@@ -173,3 +173,32 @@ func TestUnusedDefaults(t *testing.T) {
 	_, err = translateK(t, "defaults\n\tmode http\n\tfrobnicate 1\n")
 	checkOutcome(t, "", "", err, "k.cfg:3: frobnicate 1: not translated yet")
 }
+
+// A bind's own TLS options apply over the global section's, as in
+// HAProxy: its no- options add to theirs, its bounds replace theirs; the
+// binds of one frontend (one site, one tls block) must agree; its
+// no-tls-tickets turns Caddy's session tickets off for every site, which
+// each other TLS site's bind is warned of.
+func TestBindTLSOptions(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem %s\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		global, bind, want string
+		has                []string
+	}{
+		{"daemon", "no-sslv3 no-tlsv10 no-tlsv11", "", []string{"\ttls /etc/site.pem /etc/site.pem {\n\t\tprotocols tls1.2\n\t}\n"}},
+		{"ssl-default-bind-options no-tlsv13", "ssl-min-ver TLSv1.2", "", []string{"\t\tprotocols tls1.2 tls1.2\n"}},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.2", "ssl-min-ver TLSv1.3", "", []string{"\t\tprotocols tls1.3\n"}},
+		{"daemon", "ssl-min-ver TLSv1.0", "k.cfg:6: bind: TLSv1.0 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
+		{"daemon", "ssl-min-ver", "k.cfg:6: bind :443: ssl-min-ver needs a value", nil},
+		{"daemon", "no-tls-tickets", "", []string{"# tickets off in its JSON (apps.tls.session_tickets.disabled), as line 6's no-tls-tickets asks",
+			"bind :443 ssl crt /etc/site.pem no-tls-tickets  (approximated: no-tls-tickets: session tickets off in the JSON"}},
+		{"daemon", "no-tls-tickets\n\tbind :8443 ssl crt /etc/site.pem", "k.cfg:7: bind :8443: TLS options other than line 6's: one frontend is one TLS site in Caddy", nil},
+	} {
+		text := "global\n\t" + tt.global + "\n" + strings.Replace(site, "%s", tt.bind, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+	text := "global\n\tdaemon\n" + strings.Replace(site, "%s", "no-tls-tickets", 1) + "frontend g\n\tbind :4443 ssl crt /etc/g.pem\n\tdefault_backend b\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "bind :4443 ssl crt /etc/g.pem  (approximated: session tickets off here too: line 6's no-tls-tickets turns Caddy's off for every site")
+}

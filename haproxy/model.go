@@ -81,6 +81,7 @@ func (t *translator) read() (*model, error) {
 		return nil, t.refused.err()
 	}
 	t.global.settleTLSNotes(frontends)
+	settleSessionTickets(frontends)
 	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends)}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {

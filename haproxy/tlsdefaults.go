@@ -95,12 +95,19 @@ type tlsDefaults struct {
 	ticketsOff *Line
 }
 
-// site is what the defaults make of a TLS site. A value Caddy cannot
-// honour is refused at its line.
-func (b *bindTLS) site() (tlsDefaults, error) {
+// site is what the defaults and the TLS options of its bind (own) make
+// of a TLS site. A value Caddy cannot honour is refused at its line.
+func (b *bindTLS) site(own *bind) (tlsDefaults, error) {
 	t := newTLSSite()
 	for _, l := range b.options {
 		if err := t.readOptions(l); err != nil {
+			return tlsDefaults{}, err
+		}
+	}
+	// The bind's own after the defaults: its no- options add to theirs,
+	// its bounds replace theirs, as in HAProxy.
+	if len(own.tlsOptions) > 0 {
+		if err := t.readOptions(Line{Pos: own.line.Pos, Words: append([]string{"bind"}, own.tlsOptions...), Source: own.line.Source}); err != nil {
 			return tlsDefaults{}, err
 		}
 	}
@@ -119,6 +126,9 @@ func (b *bindTLS) site() (tlsDefaults, error) {
 	d := tlsDefaults{dirs: t.dirs, ticketsOff: t.ticketsOff}
 	for _, l := range b.lines() {
 		d.notes = append(d.notes, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
+	}
+	if what := t.notes[own.line.Pos]; what != "" {
+		d.notes = append(d.notes, note{line: own.line, what: what, approximated: t.approximated[own.line.Pos]})
 	}
 	return d, nil
 }
@@ -295,6 +305,27 @@ func (t *tlsSite) noTLSTickets(has12 bool) {
 	t.ticketsOff = t.tickets
 	t.approximated[t.tickets.Pos] = true
 	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], ticketsOffNote)
+}
+
+// settleSessionTickets notes, on each TLS site whose binds HAProxy issues
+// session tickets on, that a bind's no-tls-tickets turns Caddy's off for
+// it too: they are one setting of Caddy's TLS app, for every site.
+func settleSessionTickets(frontends []*frontend) {
+	var off *Line
+	for _, fe := range frontends {
+		if fe.certs.ticketsOff != nil {
+			off = fe.certs.ticketsOff
+		}
+	}
+	if off == nil {
+		return
+	}
+	for _, fe := range frontends {
+		if fe.certs.bind != nil && fe.certs.ticketsOff == nil {
+			fe.certs.notes = append(fe.certs.notes, note{line: fe.certs.bind.line, approximated: true,
+				what: fmt.Sprintf("session tickets off here too: line %d's no-tls-tickets turns Caddy's off for every site (one setting of its TLS app), where HAProxy issues them on this bind", off.Pos.Line)})
+		}
+	}
 }
 
 // ticketsOffNote says what becomes of no-tls-tickets with TLS 1.2 on.
