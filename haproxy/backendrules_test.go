@@ -79,3 +79,25 @@ func TestBackendAuth(t *testing.T) {
 		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
 }
+
+// A backend's own stats page is in its route, after its http-request
+// rules, named after its section's line; a backend with a page and no
+// server answers 503 to the rest, as HAProxy does; stats admin is the
+// page without its admin form, with a warning.
+func TestBackendStatsPage(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\thttp-request deny if { path /x }\n%s\n"
+	for _, tt := range []struct {
+		lines, want string
+		has         []string
+	}{
+		{"\tstats enable\n\tstats uri /s\n\tserver s 10.0.0.1:80", "", []string{"\t\terror @answer_7 403\n", "\t\t@haproxy_stats_6 expression `{http.request.uri}.startsWith(\"/s\")", "\t\treverse_proxy 10.0.0.1:80 {\n"}},
+		{"\tstats enable", "", []string{"startsWith(\"/haproxy?stats\")", "\t\t# no server: HAProxy answers 503 to what the stats page does not take\n\t\terror 503\n\t}\n", "handle_errors 503 {"}},
+		{"\tstats enable\n\tstats admin if TRUE", "", []string{"stats admin if TRUE  (approximated: the page without admin actions: ha_status has no admin level"}},
+		{"\tstats admin", "k.cfg:8: stats admin: takes if or unless and a condition", nil},
+		{"", "k.cfg:6: backend b has no server", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.lines, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}

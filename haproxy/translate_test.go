@@ -200,7 +200,7 @@ func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
 		{"stats auth admin:AdMiN123", "stats auth admin:" + strings.Repeat("x", 72), "s.cfg:12: stats auth: a password longer than 71 bytes"},
 		{"stats realm HAProxy\\ Statistics", "stats realm a\\\"b", "s.cfg:11: stats realm: a realm that is empty or has a quote"},
 		{"stats refresh 1500ms", "stats refresh 5x", `s.cfg:14: stats refresh: "5x": unit "x"`},
-		{"    server app1 127.0.0.1:9001", "    server app1 127.0.0.1:9001\n    stats enable", "s.cfg:25: stats enable: a backend's own stats page is not translated yet"},
+		{"    stats show-legends", "    stats admin", "s.cfg:30: stats admin: takes if or unless and a condition"},
 		{"    bind 127.0.0.1:8404", "    bind 127.0.0.1:8404\n    server s 127.0.0.1:1\n    default_backend app", "s.cfg:26: listen stats has servers and a default_backend"},
 		{"listen stats", "listen stats 127.0.0.1:8405", "s.cfg:26: listen stats: an address after the name"},
 		{"    bind 127.0.0.1:8080", "    bind 127.0.0.1:8080\n    stats uri /web?stats", "s.cfg:9: stats enable: backend app takes this stats page from its defaults, which frontend web does not serve"},
