@@ -242,7 +242,7 @@ func firstAlert(out []byte) string {
 
 // differentialShapes are the adapter's golden configurations of shapes
 // the corpus has few of, compared as the corpus is.
-var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg"}
+var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {

@@ -92,7 +92,7 @@ var corpusOutcomes = map[string]struct {
 	"stats-userlist-sha512.cfg":      {},
 	"sticky-appcookie-table.cfg":     {22, "stick-table type: not translated yet"},
 	"swarm-server-template.cfg":      {11, "resolvers sections are not translated yet"},
-	"tls-termination-hsts.cfg":       {17, "global ssl-default-server-ciphers is not translated yet"},
+	"tls-termination-hsts.cfg":       {},
 	"vaultwarden.cfg":                {},
 	"vendor-api-keys.cfg":            {20, "http-request deny: only [deny_status <code>] is translated"},
 	"vendor-bot-protection.cfg":      {14, "timeout tarpit: not translated yet"},

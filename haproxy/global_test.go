@@ -202,3 +202,31 @@ func TestBindTLSOptions(t *testing.T) {
 	out, err := translateK(t, text)
 	checkOutcome(t, text, out, err, "", "bind :4443 ssl crt /etc/g.pem  (approximated: session tickets off here too: line 6's no-tls-tickets turns Caddy's off for every site")
 }
+
+// The global ssl-default-server- lines apply to the servers with ssl:
+// without one they are ignored; with one, reverse_proxy's transport is Go's
+// client, which takes no versions nor suites: versions other than TLS 1.2
+// and 1.3 are refused, a cipher list is approximated with a warning naming
+// what Go adds or lacks, tickets off is what the transport does.
+func TestServerTLSDefaults(t *testing.T) {
+	rest := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:443 %s\n"
+	const all = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA"
+	for _, tt := range []struct {
+		global, server, want string
+		has                  []string
+	}{
+		{"ssl-default-server-options ssl-min-ver TLSv1.0\n\tssl-default-server-ciphers DHE-RSA-AES128-SHA", "", "", []string{"ssl-min-ver TLSv1.0  (ignored: no server has ssl, so nothing takes it)", "DHE-RSA-AES128-SHA  (ignored: no server has ssl"}},
+		{"ssl-default-server-options no-sslv3 no-tlsv10 no-tlsv11 no-tls-tickets", "ssl verify none", "",
+			[]string{"no-tls-tickets  (Go's client, the transport's TLS, offers TLS 1.2 and 1.3, as these leave on; no-tls-tickets: the transport keeps no TLS session"}},
+		{"ssl-default-server-options ssl-min-ver TLSv1.3", "ssl verify none", "k.cfg:2: ssl-default-server-options: the versions on for servers are TLSv1.3, where Go's client, reverse_proxy's transport (for server s, line 9), offers TLS 1.2 and 1.3", nil},
+		{"ssl-default-server-options ssl-min-ver TLSv1.0", "ssl verify none", "k.cfg:2: ssl-default-server-options: the versions on for servers are TLSv1.0, TLSv1.1, TLSv1.2, TLSv1.3", nil},
+		{"ssl-default-server-ciphers ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256", "ssl verify none", "",
+			[]string{"(approximated: reverse_proxy's transport takes no suites: Go's client offers its own TLS 1.2 suites, also TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,", "; not DHE-RSA-AES128-GCM-SHA256 (Go's TLS has no finite-field Diffie-Hellman"}},
+		{"ssl-default-server-ciphers " + all, "ssl verify none", "", []string{"(ignored: Go's client offers these suites, and no other)"}},
+		{"ssl-default-server-ciphersuites TLS_AES_256_GCM_SHA384", "ssl verify none", "", []string{"(approximated: Go's TLS 1.3 suites, always all three: TLS_AES_128_GCM_SHA256, left out, is offered"}},
+	} {
+		text := "global\n\t" + tt.global + "\n" + strings.Replace(rest, "%s", tt.server, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}

@@ -77,6 +77,7 @@ func (t *translator) read() (*model, error) {
 	if t.refused.count() == 0 { // what follows checks frontends read whole
 		t.checkTogether(frontends)
 	}
+	t.refused.add(t.global.settleServerTLS(frontends))
 	if t.refused.count() > 0 {
 		return nil, t.refused.err()
 	}

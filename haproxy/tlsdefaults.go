@@ -2,15 +2,17 @@ package haproxy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// bindTLS are the global section's ssl-default-bind-ciphers,
+// defaultTLS are the global section's ssl-default-bind-ciphers,
 // -ciphersuites and -options lines, which HAProxy applies to every bind
-// with ssl (a bind's own TLS options are refused), and which become the
-// tls block of each TLS site.
-type bindTLS struct {
+// with ssl (under the bind's own options) and which become the tls block
+// of each TLS site; or its ssl-default-server- lines, which it applies to
+// every server with ssl (see transport).
+type defaultTLS struct {
 	ciphers, ciphersuites *Line // the last of each: it is the one HAProxy keeps
 	options               []Line
 }
@@ -51,26 +53,27 @@ var goInsecureSuites = map[string]bool{
 var goTLS13Suites = []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
 
 // read takes one of the global lines.
-func (b *bindTLS) read(l Line) error {
+func (b *defaultTLS) read(l Line) error {
 	if len(l.Words) < 2 {
 		return refuse(l, "takes a value")
 	}
-	switch l.Words[0] {
-	case "ssl-default-bind-ciphers":
+	options := strings.HasSuffix(l.Words[0], "-options")
+	switch {
+	case strings.HasSuffix(l.Words[0], "-ciphers"):
 		b.ciphers = &l
-	case "ssl-default-bind-ciphersuites":
+	case strings.HasSuffix(l.Words[0], "-ciphersuites"):
 		b.ciphersuites = &l
 	default:
 		b.options = append(b.options, l)
 	}
-	if l.Words[0] != "ssl-default-bind-options" && len(l.Words) != 2 {
+	if !options && len(l.Words) != 2 {
 		return refuse(l, "takes one list")
 	}
 	return nil
 }
 
 // lines are the global lines, in their order.
-func (b *bindTLS) lines() []Line {
+func (b *defaultTLS) lines() []Line {
 	ls := slices.Clone(b.options)
 	for _, l := range []*Line{b.ciphers, b.ciphersuites} {
 		if l != nil {
@@ -97,7 +100,7 @@ type tlsDefaults struct {
 
 // site is what the defaults and the TLS options of its bind (own) make
 // of a TLS site. A value Caddy cannot honour is refused at its line.
-func (b *bindTLS) site(own *bind) (tlsDefaults, error) {
+func (b *defaultTLS) site(own *bind) (tlsDefaults, error) {
 	t := newTLSSite()
 	for _, l := range b.options {
 		if err := t.readOptions(l); err != nil {
@@ -246,23 +249,28 @@ func (t *tlsSite) versionBound(l Line, i int) (int, error) {
 	return 1, nil
 }
 
-// versionsOn are the versions HAProxy offers, lowest first; a set Caddy
-// cannot offer is refused at the last line that set a version.
-func (t *tlsSite) versionsOn() ([]int, error) {
+// versions are the versions HAProxy offers, lowest first, and the last
+// line that set a version.
+func (t *tlsSite) versions() (on []int, at Line) {
 	lo, hi := t.lo, t.hi
 	if t.forced >= 0 {
 		lo, hi = t.forced, t.forced
 	}
-	var on []int
 	for v := lo; v <= hi; v++ {
 		if !t.off[v] {
 			on = append(on, v)
 		}
 	}
-	var at Line
 	if len(t.versionLines) > 0 {
 		at = t.versionLines[len(t.versionLines)-1]
 	}
+	return on, at
+}
+
+// versionsOn are the versions HAProxy offers a client, lowest first; a
+// set Caddy cannot offer is refused at the last line that set a version.
+func (t *tlsSite) versionsOn() ([]int, error) {
+	on, at := t.versions()
 	switch {
 	case len(on) == 0:
 		return nil, tlsRefuse(at, "no TLS version is left on")
@@ -417,4 +425,71 @@ func joinNote(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// transport is what the server defaults make of the reverse_proxy
+// transport's TLS to the servers with ssl (server, the first's line): each
+// line's note. Caddy's transport takes no TLS versions nor suites: Go's
+// client offers TLS 1.2 and 1.3, its default suites, and keeps no session
+// to resume. Versions it cannot offer as HAProxy would are refused; suites
+// are approximated, with a warning naming what differs.
+func (b *defaultTLS) transport(server Line) ([]note, error) {
+	t := newTLSSite()
+	for _, l := range b.options {
+		if err := t.readOptions(l); err != nil {
+			return nil, err
+		}
+		t.notes[l.Pos] = joinNote(t.notes[l.Pos], "Go's client, the transport's TLS, offers TLS 1.2 and 1.3, as these leave on")
+		if slices.Contains(l.Words, "no-tls-tickets") {
+			t.notes[l.Pos] += "; no-tls-tickets: the transport keeps no TLS session, so it resumes none with a ticket"
+		}
+	}
+	if on, at := t.versions(); !slices.Equal(on, []int{tls12, tls13}) {
+		var names []string
+		for _, v := range on {
+			names = append(names, tlsVersions[v])
+		}
+		return nil, tlsRefuse(at, "the versions on for servers are %s, where Go's client, reverse_proxy's transport (for server %s, line %d), offers TLS 1.2 and 1.3 and takes no versions: not translated",
+			strings.Join(append(names, "none")[:max(len(names), 1)], ", "), arg(server, 1), server.Pos.Line)
+	}
+	if l := b.ciphers; l != nil {
+		t.notes[l.Pos], t.approximated[l.Pos] = clientCiphers(*l)
+	}
+	if l := b.ciphersuites; l != nil {
+		t.notes[l.Pos] = "ignored: Go's TLS 1.3 suites are these three, always offered"
+		if differs := tls13Differences(*l); differs != "" {
+			t.notes[l.Pos] = "Go's TLS 1.3 suites, always all three: " + differs
+			t.approximated[l.Pos] = true
+		}
+	}
+	var out []note
+	for _, l := range b.lines() {
+		out = append(out, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
+	}
+	return out, nil
+}
+
+// clientCiphers is what becomes of ssl-default-server-ciphers: Go's
+// client offers its default TLS 1.2 suites (every one of goCipherSuites),
+// which reverse_proxy's transport takes no list of; approximated unless
+// the list names them all and nothing else.
+func clientCiphers(l Line) (string, bool) {
+	names, left := goCiphers(l)
+	var extra []string
+	for _, n := range slices.Sorted(maps.Values(goCipherSuites)) {
+		if !slices.Contains(names, n) {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra)+len(left) == 0 {
+		return "ignored: Go's client offers these suites, and no other", false
+	}
+	what := "reverse_proxy's transport takes no suites: Go's client offers its own TLS 1.2 suites"
+	if len(extra) > 0 {
+		what += ", also " + strings.Join(extra, ", ")
+	}
+	if len(left) > 0 {
+		what += "; not " + strings.Join(left, "; ")
+	}
+	return what, true
 }

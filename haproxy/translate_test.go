@@ -79,7 +79,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
 		{"inter 5s", "inter 5x", `h.cfg:20: default-server inter: "5x": unit "x"`},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Client %[src,lower]", "h.cfg:13: http-request set-header: converter lower in %[src,lower]: Caddy's placeholders have no case conversion"},
-		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Proto %[ssl_fc_protocol]", "h.cfg:13: http-request set-header: log-format sample ssl_fc_protocol is not translated"},
+		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Key %[ssl_fc_session_key]", "h.cfg:13: http-request set-header: log-format sample ssl_fc_session_key is not translated"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Id %ID", "h.cfg:13: http-request set-header: log-format sample %ID: the unique ID"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Backend %b", "h.cfg:13: http-request set-header: log-format sample %b is not translated"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Pct 50%", "h.cfg:13: http-request set-header: a % that begins no log-format variable or sample: write %% for a %"},
