@@ -445,12 +445,16 @@ func (b *defaultTLS) transport(server Line) ([]note, error) {
 		}
 	}
 	if on, at := t.versions(); !slices.Equal(on, []int{tls12, tls13}) {
-		var names []string
-		for _, v := range on {
-			names = append(names, tlsVersions[v])
+		names := "none"
+		for i, v := range on {
+			if i == 0 {
+				names = tlsVersions[v]
+			} else {
+				names += ", " + tlsVersions[v]
+			}
 		}
 		return nil, tlsRefuse(at, "the versions on for servers are %s, where Go's client, reverse_proxy's transport (for server %s, line %d), offers TLS 1.2 and 1.3 and takes no versions: not translated",
-			strings.Join(append(names, "none")[:max(len(names), 1)], ", "), arg(server, 1), server.Pos.Line)
+			names, arg(server, 1), server.Pos.Line)
 	}
 	if l := b.ciphers; l != nil {
 		t.notes[l.Pos], t.approximated[l.Pos] = clientCiphers(*l)
