@@ -74,7 +74,7 @@ func parseDirective(d *caddyfile.Dispenser, option func(name string) error) (opt
 // repeatableOptions may be written more than once in a block: each adds
 // to a list. Any other option written twice is refused, rather than the
 // last one silently winning.
-var repeatableOptions = map[string]bool{"zone": true, "match": true, "leader_paths": true, "address": true, "addresses": true}
+var repeatableOptions = map[string]bool{"zone": true, "match": true, "leader_paths": true, "address": true, "addresses": true, "resolve": true}
 
 // parseOptions reads the block that opens at the current token, handing
 // each option's name to option, which reads its arguments; an option

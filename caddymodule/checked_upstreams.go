@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,7 +41,9 @@ type CheckedUpstreams struct {
 	// How a server is checked: tcp, a connection established passes
 	// (HAProxy's check without option httpchk); or http, a request on
 	// that connection whose answer must be 2xx or 3xx, or expect_status
-	// (option httpchk). Default: tcp.
+	// (option httpchk); or none, every server is up (a server without
+	// check: with resolve, the names' addresses as they resolve).
+	// Default: tcp.
 	Check string `json:"check,omitempty"`
 	// The HTTP check's method. Default: OPTIONS, as HAProxy's.
 	Method string `json:"method,omitempty"`
@@ -69,9 +74,48 @@ type CheckedUpstreams struct {
 	// Passed checks in a row that bring a down server up. Default: 2.
 	Rise int `json:"rise,omitempty"`
 
-	checker *healthcheck.ServerChecker
-	key     string
+	// Resolve are servers named by DNS, instead of servers: resolved
+	// when the source starts and every refresh, as HAProxy's resolvers
+	// resolve a server's name (or a server-template's slots) at run
+	// time; each address found is a server, checked as the others.
+	Resolve []ResolvedName `json:"resolve,omitempty"`
+	// The DNS servers (host:port) that resolve them, asked in turn until
+	// one answers (HAProxy's nameserver lines). Default: the system's
+	// resolver (/etc/resolv.conf).
+	Resolvers []string `json:"resolvers,omitempty"`
+	// Time between two resolutions (HAProxy's hold valid). Default: 10s.
+	Refresh caddy.Duration `json:"refresh,omitempty"`
+	// Bound of one name's lookups by one DNS server (HAProxy's timeout
+	// resolve). Default: 1s.
+	ResolveTimeout caddy.Duration `json:"resolve_timeout,omitempty"`
+	// A name's IPv4 addresses, its IPv6 ones only where it has none;
+	// without it the other way round (HAProxy's resolve-prefer).
+	PreferIPv4 bool `json:"prefer_ipv4,omitempty"`
+	// Two names may give one IP address (resolve-opts allow-dup-ip);
+	// without it an address an earlier name gave is skipped.
+	AllowDupIP bool `json:"allow_dup_ip,omitempty"`
+
+	checker   *healthcheck.ServerChecker
+	key       string
+	resolver  *healthcheck.Resolver
+	stop      context.CancelFunc
+	following sync.WaitGroup
 }
+
+// ResolvedName is a server named by DNS: a host name and the port of its
+// addresses, or an SRV name (_service._proto.name, no port), whose
+// records give the targets and their ports; at most slots addresses.
+type ResolvedName struct {
+	Name  string `json:"name"`
+	Port  string `json:"port,omitempty"`
+	Slots int    `json:"slots,omitempty"` // default 1
+}
+
+// HAProxy 2.6's resolvers defaults (configuration.txt, 5.3.2).
+const (
+	defaultRefresh        = 10 * time.Second // hold valid
+	defaultResolveTimeout = time.Second      // timeout resolve
+)
 
 // CaddyModule returns the Caddy module information.
 func (*CheckedUpstreams) CaddyModule() caddy.ModuleInfo {
@@ -85,6 +129,17 @@ func (u *CheckedUpstreams) setDefaults() {
 	if u.Check == "" {
 		u.Check = "tcp"
 	}
+	if u.Refresh == 0 {
+		u.Refresh = caddy.Duration(defaultRefresh)
+	}
+	if u.ResolveTimeout == 0 {
+		u.ResolveTimeout = caddy.Duration(defaultResolveTimeout)
+	}
+	for i := range u.Resolve {
+		if u.Resolve[i].Slots == 0 {
+			u.Resolve[i].Slots = 1
+		}
+	}
 	c := u.serverCheck().WithDefaults()
 	u.Interval, u.Timeout, u.Fall, u.Rise = caddy.Duration(c.Interval), caddy.Duration(c.Timeout), c.Fall, c.Rise
 	if c.HTTP != nil {
@@ -95,6 +150,7 @@ func (u *CheckedUpstreams) setDefaults() {
 // serverCheck is the check as the healthcheck package takes it.
 func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 	c := healthcheck.ServerCheck{
+		Off:            u.Check == "none",
 		Interval:       time.Duration(u.Interval),
 		FastInterval:   time.Duration(u.FastInterval),
 		DownInterval:   time.Duration(u.DownInterval),
@@ -112,7 +168,36 @@ func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 // Validate checks the settings, unset ones at their defaults: Caddy calls
 // it after Provision, the Caddyfile adapter after the block.
 func (u *CheckedUpstreams) Validate() error {
-	if len(u.Servers) == 0 {
+	if err := u.validateServers(); err != nil {
+		return err
+	}
+	if err := u.validateResolve(); err != nil {
+		return err
+	}
+	switch u.Check {
+	case "", "tcp", "none":
+		for _, f := range []struct {
+			field string
+			set   bool
+		}{{"method", u.Method != ""}, {"uri", u.URI != ""}, {"host", u.Host != ""}, {"expect_status", u.ExpectStatus != 0}} {
+			if f.set {
+				return badSetting(checkedModule, f.field, "is a setting of check http, not of check %s", cmp.Or(u.Check, "tcp"))
+			}
+		}
+	case "http":
+	default:
+		return badSetting(checkedModule, "check", "must be tcp, http or none, not %q", u.Check)
+	}
+	if bad, ok := errors.AsType[*healthcheck.SettingError](u.serverCheck().Validate()); ok {
+		return badSetting(checkedModule, bad.Setting, "%s", bad.Problem)
+	}
+	return nil
+}
+
+// validateServers checks the servers' dial addresses: some, or names to
+// resolve.
+func (u *CheckedUpstreams) validateServers() error {
+	if len(u.Servers) == 0 && len(u.Resolve) == 0 {
 		return badSetting(checkedModule, "servers", "names no server")
 	}
 	seen := map[string]bool{}
@@ -126,24 +211,54 @@ func (u *CheckedUpstreams) Validate() error {
 			return badSetting(checkedModule, "servers", "%q is not a server's host:port (no scheme, network or placeholder: the checks dial it ahead of requests)", s)
 		}
 	}
-	switch u.Check {
-	case "", "tcp":
-		for _, f := range []struct {
-			field string
-			set   bool
-		}{{"method", u.Method != ""}, {"uri", u.URI != ""}, {"host", u.Host != ""}, {"expect_status", u.ExpectStatus != 0}} {
-			if f.set {
-				return badSetting(checkedModule, f.field, "is a setting of check http, not of check tcp")
-			}
-		}
-	case "http":
-	default:
-		return badSetting(checkedModule, "check", "must be tcp or http, not %q", u.Check)
+	return nil
+}
+
+// validateResolve checks the settings of servers named by DNS.
+func (u *CheckedUpstreams) validateResolve() error {
+	if len(u.Resolve) > 0 && len(u.Servers) > 0 {
+		return badSetting(checkedModule, "resolve", "takes the place of servers: write one of them")
 	}
-	if bad, ok := errors.AsType[*healthcheck.SettingError](u.serverCheck().Validate()); ok {
-		return badSetting(checkedModule, bad.Setting, "%s", bad.Problem)
+	for _, n := range u.Resolve {
+		if err := n.validate(); err != nil {
+			return err
+		}
+	}
+	for _, ns := range u.Resolvers {
+		if _, _, err := net.SplitHostPort(ns); err != nil {
+			return badSetting(checkedModule, "resolvers", "%q is not a DNS server's host:port", ns)
+		}
+	}
+	if u.Refresh < 0 || u.ResolveTimeout < 0 {
+		return badSetting(checkedModule, "refresh", "refresh and resolve_timeout must be positive")
 	}
 	return nil
+}
+
+// validate checks a name and its port and slots.
+func (n ResolvedName) validate() error {
+	srv := strings.HasPrefix(n.Name, "_")
+	switch port, err := strconv.Atoi(n.Port); {
+	case n.Name == "" || strings.ContainsAny(n.Name, ":/{ "):
+		return badSetting(checkedModule, "resolve", "%q is not a DNS name", n.Name)
+	case srv && n.Port != "":
+		return badSetting(checkedModule, "resolve", "%s is an SRV name, whose records give the port: write it without one", n.Name)
+	case !srv && (err != nil || port < 1 || port > 65535):
+		return badSetting(checkedModule, "resolve", "%s needs a port (1 to 65535), not %q", n.Name, n.Port)
+	case n.Slots < 0:
+		return badSetting(checkedModule, "resolve", "%s: slots must be at least 1", n.Name)
+	}
+	return nil
+}
+
+// resolving is how the names are resolved, as the healthcheck package
+// takes it.
+func (u *CheckedUpstreams) resolving() ([]healthcheck.ResolvedServer, healthcheck.Resolving) {
+	names := make([]healthcheck.ResolvedServer, len(u.Resolve))
+	for i, n := range u.Resolve {
+		names[i] = healthcheck.ResolvedServer{Name: n.Name, Port: n.Port, Slots: n.Slots}
+	}
+	return names, healthcheck.Resolving{Nameservers: u.Resolvers, PreferIPv4: u.PreferIPv4, AllowDupIP: u.AllowDupIP, Timeout: time.Duration(u.ResolveTimeout)}
 }
 
 // checkers holds, per check (its settings, whatever the servers), the
@@ -176,13 +291,38 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 		return err
 	}
 	obs.checker = u.checker
+	u.startResolving(ctx)
 	u.checker.Start()
 	checkers.Store(u.key, u.checker)
 	return nil
 }
 
+// startResolving resolves the names once before the checks start (as
+// HAProxy resolves a server's name before it serves, by libc), then
+// every refresh through the resolvers; a name that does not resolve is
+// no server until it does (HAProxy's init-addr none).
+func (u *CheckedUpstreams) startResolving(ctx caddy.Context) {
+	if len(u.Resolve) == 0 {
+		return
+	}
+	names, how := u.resolving()
+	u.resolver = healthcheck.NewResolver(how)
+	var follow context.Context
+	follow, u.stop = context.WithCancel(context.Background())
+	u.checker.SetServers(u.resolver.Resolve(ctx, names))
+	u.following.Add(1)
+	go func() {
+		defer u.following.Done()
+		u.resolver.Follow(follow, names, time.Duration(u.Refresh), u.checker.SetServers)
+	}()
+}
+
 // Cleanup stops the checks.
 func (u *CheckedUpstreams) Cleanup() error {
+	if u.stop != nil {
+		u.stop()
+		u.following.Wait()
+	}
 	if u.checker != nil {
 		u.checker.Close()
 		checkers.CompareAndDelete(u.key, u.checker)
@@ -243,7 +383,7 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //
 //	dynamic checked {
 //		servers         <host:port>...
-//		check           tcp|http
+//		check           tcp|http|none
 //		method          <method>
 //		uri             <uri>
 //		host            <host>
@@ -255,6 +395,12 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //		connect_timeout <duration>
 //		fall            <n>
 //		rise            <n>
+//		resolve         <name>[:<port>] [<slots>]
+//		resolvers       <host:port>...
+//		refresh         <duration>
+//		resolve_timeout <duration>
+//		prefer_ipv4
+//		allow_dup_ip
 //	}
 func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseValidated(d, u, nil, func(opt string) error {
@@ -279,25 +425,58 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("expect_status must be an HTTP status, got %s", s)
 				}
 			}
-		case "interval":
-			err = durationArg(d, opt, &u.Interval)
-		case "fast_interval":
-			err = durationArg(d, opt, &u.FastInterval)
-		case "down_interval":
-			err = durationArg(d, opt, &u.DownInterval)
-		case "timeout":
-			err = durationArg(d, opt, &u.Timeout)
-		case "connect_timeout":
-			err = durationArg(d, opt, &u.ConnectTimeout)
+		case "interval", "fast_interval", "down_interval", "timeout", "connect_timeout", "refresh", "resolve_timeout":
+			err = durationArg(d, opt, u.durations()[opt])
 		case "fall":
 			err = countArg(d, opt, &u.Fall)
 		case "rise":
 			err = countArg(d, opt, &u.Rise)
+		case "resolve", "resolvers", "prefer_ipv4", "allow_dup_ip":
+			err = u.unmarshalResolve(d, opt)
 		default:
 			err = d.Errf("unrecognized dynamic checked option '%s'", opt)
 		}
 		return err
 	})
+}
+
+// durations are the duration settings, by option.
+func (u *CheckedUpstreams) durations() map[string]*caddy.Duration {
+	return map[string]*caddy.Duration{"interval": &u.Interval, "fast_interval": &u.FastInterval, "down_interval": &u.DownInterval,
+		"timeout": &u.Timeout, "connect_timeout": &u.ConnectTimeout, "refresh": &u.Refresh, "resolve_timeout": &u.ResolveTimeout}
+}
+
+// unmarshalResolve reads an option of the servers named by DNS.
+func (u *CheckedUpstreams) unmarshalResolve(d *caddyfile.Dispenser, opt string) error {
+	args := d.RemainingArgs()
+	switch opt {
+	case "resolve":
+		if len(args) < 1 || len(args) > 2 {
+			return d.ArgErr()
+		}
+		n := ResolvedName{Name: args[0]}
+		if host, port, err := net.SplitHostPort(args[0]); err == nil {
+			n.Name, n.Port = host, port
+		}
+		if len(args) == 2 {
+			slots, err := strconv.Atoi(args[1])
+			if err != nil || slots < 1 {
+				return d.Errf("resolve: slots must be a whole number from 1, got %s", args[1])
+			}
+			n.Slots = slots
+		}
+		u.Resolve = append(u.Resolve, n)
+	case "resolvers":
+		if u.Resolvers = args; len(args) == 0 {
+			return d.ArgErr()
+		}
+	case "prefer_ipv4", "allow_dup_ip":
+		if len(args) != 0 {
+			return d.ArgErr()
+		}
+		*map[string]*bool{"prefer_ipv4": &u.PreferIPv4, "allow_dup_ip": &u.AllowDupIP}[opt] = true
+	}
+	return nil
 }
 
 // Interface guards

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
+	"github.com/caddy-ha/caddy-ha/internal/hadiff"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
 )
@@ -43,7 +45,25 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		!strings.Contains(got, want) {
 		t.Errorf("adapted to %s (%v), want %s", got, err, want)
 	}
+	got, err = adapt(`{
+			resolve app:8000 5
+			resolve _api._tcp.service.consul 10
+			resolvers 127.0.0.11:53 10.0.0.2:5353
+			refresh 30s
+			resolve_timeout 2s
+			prefer_ipv4
+			allow_dup_ip
+		}`)
+	if want := `"dynamic_upstreams":{"allow_dup_ip":true,"prefer_ipv4":true,"refresh":30000000000,"resolve":[{"name":"app","port":"8000","slots":5},{"name":"_api._tcp.service.consul","slots":10}],"resolve_timeout":2000000000,"resolvers":["127.0.0.11:53","10.0.0.2:5353"],"source":"checked"}`; err != nil ||
+		!strings.Contains(got, want) {
+		t.Errorf("adapted to %s (%v), want %s", got, err, want)
+	}
 	for _, tt := range []struct{ block, want string }{
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tresolve app:80\n\t\t}", "dynamic checked: resolve takes the place of servers: write one of them, at Caddyfile:5"},
+		{"{\n\t\t\tresolve app\n\t\t}", `dynamic checked: resolve app needs a port (1 to 65535), not ""`},
+		{"{\n\t\t\tresolve _a._tcp.app:80\n\t\t}", "is an SRV name, whose records give the port"},
+		{"{\n\t\t\tresolve app:80 0\n\t\t}", "resolve: slots must be a whole number from 1, got 0"},
+		{"{\n\t\t\tresolve app:80\n\t\t\tresolvers 127.0.0.11\n\t\t}", `resolvers "127.0.0.11" is not a DNS server's host:port`},
 		{"{\n\t\t\tcheck tcp\n\t\t}", "dynamic checked: servers names no server, at Caddyfile:5"},
 		{"{\n\t\t\tservers 127.0.0.1:2 127.0.0.1:2\n\t\t}", "servers names 127.0.0.1:2 twice, at Caddyfile:4"},
 		{"{\n\t\t\tservers http://127.0.0.1:2\n\t\t}", `servers "http://127.0.0.1:2" is not a server's host:port`},
@@ -51,7 +71,7 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		{"{\n\t\t\tservers 127.0.0.1:2-3\n\t\t}", `servers "127.0.0.1:2-3" is not a server's host:port`},
 		{"{\n\t\t\tservers unix//run/app.sock\n\t\t}", `servers "unix//run/app.sock" is not a server's host:port`},
 		{"{\n\t\t\tservers {http.request.host}:80\n\t\t}", `is not a server's host:port`},
-		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck udp\n\t\t}", `dynamic checked: check must be tcp or http, not "udp", at Caddyfile:5`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck udp\n\t\t}", `dynamic checked: check must be tcp, http or none, not "udp", at Caddyfile:5`},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\turi /health\n\t\t}", "dynamic checked: uri is a setting of check http, not of check tcp, at Caddyfile:5"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\turi health\n\t\t}", `dynamic checked: uri "health" must start with / (or be *), at Caddyfile:6`},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\tmethod \"GE T\"\n\t\t}", `method "GE T" is not an HTTP method, at Caddyfile:6`},
@@ -439,4 +459,67 @@ func (pair *checkPair) turns(what string, want ...string) {
 	pair.each(func(p *checkProxy) {
 		waitForTurns(pair.t, p.name+" with "+what, func() string { return serverOf(client, "http://"+p.addr+"/") }, want...)
 	})
+}
+
+// dynamic checked's resolve in a real Caddy, through a DNS server on
+// loopback: an SRV name's records are the servers (their ports the
+// records'), at most the slots; a change of the records is followed at
+// the next refresh; a host name's A record takes the port written; the
+// first resolution is done before the first request.
+func TestCheckedUpstreamsResolve(t *testing.T) {
+	a, b, c := newCheckedBackend(t, "a"), newCheckedBackend(t, "b"), newCheckedBackend(t, "c")
+	ns, err := hadiff.StartDNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	target := func(be *checkedBackend) hadiff.SRVTarget {
+		_, port, _ := net.SplitHostPort(be.addr)
+		p, _ := strconv.Atoi(port)
+		return hadiff.SRVTarget{Host: be.name + ".node.test", Port: uint16(p)}
+	}
+	ns.SetSRV("_app._tcp.service.test", target(a), target(b))
+	_, cPort, _ := net.SplitHostPort(c.addr)
+	ns.SetA("single.test", net.IPv4(127, 0, 0, 1))
+	site := fmt.Sprintf(`reverse_proxy {
+		dynamic checked {
+			resolve _app._tcp.service.test 2
+			resolvers %s
+			refresh 200ms
+			allow_dup_ip
+			check tcp
+			interval 100ms
+		}
+		lb_policy round_robin
+	}`, ns.Addr)
+	tc := startCaddy(t, nil, "", site)
+	client := &http.Client{Timeout: 10 * time.Second}
+	ask := func() string { return serverOf(client, tc.url("/")) }
+	if got := ask(); got != "a" && got != "b" {
+		t.Fatalf("the first request: %s, want a or b (resolved before it)", got)
+	}
+	waitForTurns(t, "the records", ask, "a", "b")
+	ns.SetSRV("_app._tcp.service.test", target(c), target(b))
+	waitForTurns(t, "the records changed", ask, "c", "b")
+	// More records than slots: b and c keep theirs.
+	before := ns.Queries("_app._tcp.service.test")
+	ns.SetSRV("_app._tcp.service.test", target(a), target(c), target(b))
+	poll.Until(t, 10*time.Second, "two refreshes", func() bool { return ns.Queries("_app._tcp.service.test") >= before+2 })
+	waitForTurns(t, "three records, two slots", ask, "c", "b")
+
+	// Without allow_dup_ip, one server of the records' one IP.
+	tc.load(nil, "", strings.Replace(site, "allow_dup_ip", "", 1))
+	if got := split(6, ask); len(got) != 1 {
+		t.Errorf("without allow_dup_ip: %v, want one server", got)
+	}
+
+	tc.load(nil, "", fmt.Sprintf("reverse_proxy {\n\t\tdynamic checked {\n\t\t\tresolve single.test:%s\n\t\t\tresolvers %s\n\t\t}\n\t}", cPort, ns.Addr))
+	waitForTurns(t, "an A record with the port written", ask, "c")
+
+	// check none: every address is a server, a stopped one too (HAProxy's
+	// server without check).
+	b.stop()
+	ns.SetSRV("_app._tcp.service.test", target(c), target(b))
+	tc.load(nil, "", strings.Replace(strings.Replace(site, "check tcp", "check none", 1), "resolve _app._tcp.service.test 2", "resolve _app._tcp.service.test 3", 1))
+	waitForTurns(t, "check none", ask, "c", "status 502")
 }

@@ -3,16 +3,19 @@ package caddymodule
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddy-ha/caddy-ha/haproxy"
 	"github.com/caddy-ha/caddy-ha/internal/hadiff"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
+	"github.com/caddy-ha/caddy-ha/internal/poll"
 	"github.com/caddy-ha/caddy-ha/internal/tools"
 )
 
@@ -157,11 +160,12 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known, edi
 		hapBinds[b.Line], caddyBinds[b.Line] = loopback.FreeAddr(), loopback.FreeAddr()
 		hapAddrs = append(hapAddrs, hapBinds[b.Line])
 	}
-	hapText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: hapBinds, Server: servers, File: testFiles, Lines: hadiff.Modern(text, cfg)})
+	nameserver := serveResolved(t, layout, servers)
+	hapText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: hapBinds, Server: servers, File: testFiles, Lines: hadiff.Modern(text, cfg), Nameserver: nameserver})
 	if err != nil {
 		t.Fatal(err)
 	}
-	caddyText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: caddyBinds, Server: servers, File: testFiles})
+	caddyText, err := hadiff.Rewrite(text, layout, hadiff.Addresses{Bind: caddyBinds, Server: servers, File: testFiles, Nameserver: nameserver})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +193,14 @@ func compareCorpusFile(t *testing.T, bin, file string, known []hadiff.Known, edi
 			targets = append(targets, target{b, hadiff.Target{Addr: hapBinds[b.Line], TLS: b.TLS}, hadiff.Target{Addr: caddyBinds[b.Line], TLS: b.TLS}})
 		}
 	}
+	if nameserver != "" {
+		for _, tg := range targets {
+			waitResolved(t, tg.hap)
+		}
+	}
 	var unknown []*diffGroup
 	byWhat := map[string]*diffGroup{}
-	sends, differences, excused := 0, 0, 0
+	sends, differences, excused, unanswered := 0, 0, 0, 0
 sending:
 	for i, req := range der.Requests {
 		for _, tg := range targets {
@@ -205,11 +214,16 @@ sending:
 			hap.Seen = backends.Seen(n + "-haproxy")
 			ch := hadiff.Send(tg.caddyha, req, n+"-caddy-ha", der.ResponseHeaders)
 			ch.Seen = backends.Seen(n + "-caddy-ha")
+			hap.MaskBindPort(tg.hap.Addr)
+			ch.MaskBindPort(tg.caddyha.Addr)
+			if hap.Err != "" && ch.Err != "" {
+				unanswered++ // a connection both closed (a tcp-request connection reject): compared, alike
+			}
 			for _, d := range hadiff.Compare(hap, ch, layout.Balanced) {
 				differences++
 				sent := fmt.Sprintf("%s (derived from: %s)", req, strings.Join(req.Why, "; "))
 				// The file's own warnings: the rewrite keeps every line's number.
-				if k, w, ok := hadiff.Excuse(d, known, tr.Warnings); ok {
+				if k, w, ok := hadiff.Excuse(d, req, known, tr.Warnings); ok {
 					excused++
 					t.Logf("known difference: frontend %s (bind line %d): %s, for %s: %s; warning at line %d: %s", tg.bind.Section, tg.bind.Line, d, sent, k.Why, w.Pos.Line, w.Msg)
 					continue
@@ -224,9 +238,37 @@ sending:
 		}
 	}
 	return corpusResult{
-		summary: fmt.Sprintf("%d requests derived, %d sent to each proxy, %d differences (%d known), %d unknown kinds", len(der.Requests), sends, differences, excused, len(unknown)),
+		summary: fmt.Sprintf("%d requests derived, %d sent to each proxy (%d answered by neither), %d differences (%d known), %d unknown kinds", len(der.Requests), sends, unanswered, differences, excused, len(unknown)),
 		unknown: unknown,
 	}
+}
+
+// serveResolved starts the harness's DNS server for a configuration with
+// servers resolved at run time, answering their names with their
+// backends' addresses, and returns its address ("": none resolved).
+func serveResolved(t *testing.T, layout hadiff.Layout, servers map[int]string) string {
+	if !slices.ContainsFunc(layout.Servers, func(s hadiff.Server) bool { return s.Resolved != "" }) {
+		return ""
+	}
+	d, err := hadiff.StartDNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := layout.Serve(d, servers); err != nil {
+		t.Fatal(err)
+	}
+	return d.Addr
+}
+
+// waitResolved waits for HAProxy to have resolved its servers' names:
+// until then (init-addr none) it answers 503, where dynamic checked
+// resolves them before caddy-ha serves.
+func waitResolved(t *testing.T, hap hadiff.Target) {
+	poll.Until(t, 15*time.Second, "HAProxy at "+hap.Addr+" to answer / otherwise than 503 (its servers resolved)", func() bool {
+		o := hadiff.Send(hap, hadiff.Request{Method: http.MethodGet, Host: "localhost", Target: "/"}, "", nil)
+		return o.Err == "" && o.Status != http.StatusServiceUnavailable
+	})
 }
 
 // firstAlert is the first line of HAProxy's output that says why it
@@ -242,7 +284,8 @@ func firstAlert(out []byte) string {
 
 // differentialShapes are the adapter's golden configurations of shapes
 // the corpus has few of, compared as the corpus is.
-var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg"}
+var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg",
+	"../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {

@@ -25,6 +25,7 @@ const (
 	headerSubject                     // a header's values, split at commas (hdr(<name>))
 	cookieSubject                     // a cookie's value (cook(<name>))
 	sniSubject                        // the TLS client's server name
+	varSubject                        // a variable's sample (variables.go)
 )
 
 // aclFetches are the fetches an ACL may test against values (src aside),
@@ -44,6 +45,25 @@ var aclFetches = func() map[string]aclFetch {
 	}
 	return m
 }()
+
+// fetchOf is the ACL fetch name (written as fetch) with its argument, or
+// why it is refused.
+func fetchOf(name, arg string, l Line, fetch string) (aclFetch, error) {
+	if why, ok := refusedFetches[name]; ok {
+		return aclFetch{}, refuse(l, "ACL fetch %s: %s", fetch, why)
+	}
+	f, ok := aclFetches[name]
+	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
+		return f, refuse(l, "ACL fetch %s is not translated yet", fetch)
+	}
+	return f, nil
+}
+
+// refusedFetches are ACL fetches refused with why.
+var refusedFetches = map[string]string{
+	"nbsrv": "how many of a backend's servers are up is not translated: no Caddy matcher reads the state of reverse_proxy's upstreams; " +
+		"reverse_proxy answers an error 503 when none is available, which handle_errors 503 would catch together with every other 503 error, and without the other backend's rules",
+}
 
 // aclMethods are the match methods (-m) the adapter translates: str
 // (equal), beg, end, sub, reg, dir (a part between slashes), dom (a part
@@ -76,6 +96,10 @@ type acl struct {
 	// http_auth(<userlist>): the userlist's accounts, which only
 	// http-request auth's condition tests (basic_auth).
 	userlist string
+	// var(<name>): the variable, and the sample its set-var computes
+	// (resolved with the rule's condition).
+	variable string
+	sample   *sample
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
@@ -96,13 +120,12 @@ func readACL(words []string, l Line) (acl, error) {
 		return a, err
 	}
 	a.fold = flags.fold
-	if name == "src" && arg == "" {
-		a.src, a.values = true, values
-		return a, a.checkSrc(flags, len(values))
+	if own, err := a.readOwnFetch(name, arg, flags, values); own {
+		return a, err
 	}
-	f, ok := aclFetches[name]
-	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
-		return a, refuse(l, "ACL fetch %s is not translated yet", a.fetch)
+	f, err := fetchOf(name, arg, l, a.fetch)
+	if err != nil {
+		return a, err
 	}
 	if flags.method != "" {
 		f.method = flags.method
@@ -134,6 +157,33 @@ func (a *acl) readValueless(values []string) (bool, error) {
 	}
 	a.term = term
 	return true, nil
+}
+
+// readOwnFetch reads an ACL of src or of var(<name>), each with checks of
+// its own; it tells whether the fetch is one of them.
+func (a *acl) readOwnFetch(name, arg string, flags aclFlagSet, values []string) (bool, error) {
+	switch {
+	case name == "src" && arg == "":
+		a.src, a.values = true, values
+		return true, a.checkSrc(flags, len(values))
+	case name == "var":
+		return true, a.readVariable(arg, flags, values)
+	}
+	return false, nil
+}
+
+// readVariable reads an ACL of var(<name>): HAProxy wants its match
+// method (-m), found aside (a header sent empty sets the variable, which
+// Caddy's placeholder cannot tell from one not sent).
+func (a *acl) readVariable(name string, flags aclFlagSet, values []string) error {
+	switch flags.method {
+	case "":
+		return refuse(a.line, "var(%s) without -m: HAProxy wants the match method first (it refuses it too)", name)
+	case "found":
+		return refuse(a.line, "var(%s) -m found is not translated: a variable set from an empty header is found, which Caddy's placeholder cannot tell from one not sent", name)
+	}
+	a.variable, a.test = name, aclFetch{subject: varSubject, method: flags.method}
+	return a.readValues(values)
 }
 
 // aclFlagSet is what an ACL's flags ask for.
@@ -230,10 +280,11 @@ type term struct {
 // frontend's, or a backend's: HAProxy keeps each proxy's ACLs to its own
 // rules).
 type aclScope struct {
-	acls     map[string][]acl  // named ACLs: each line an alternative
-	cfg      *Config           // where each ACL and rule was written
-	aclLines []Line            // every acl line, in order
-	usedACLs map[Position]bool // acl lines a written condition used
+	acls     map[string][]acl    // named ACLs: each line an alternative
+	cfg      *Config             // where each ACL and rule was written
+	aclLines []Line              // every acl line, in order
+	usedACLs map[Position]bool   // acl lines a written condition used
+	vars     map[string]variable // set by http-request set-var, by name
 }
 
 func newACLScope(cfg *Config) aclScope {
@@ -288,11 +339,19 @@ func (s *aclScope) conditionMatcher(c *Condition, l Line) (matcher, error) {
 
 // termACLs are a term's ACLs: an anonymous one, or a named one's lines.
 func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
+	alts := []acl{{}}
+	var err error
 	if t.Anon == nil {
-		return s.visibleACL(t.ACL, l)
+		alts, err = s.visibleACL(t.ACL, l)
+	} else {
+		alts[0], err = readACL(t.Anon, l)
 	}
-	a, err := readACL(t.Anon, l)
-	return []acl{a}, err
+	for i := range alts {
+		if err == nil && alts[i].variable != "" {
+			err = s.resolveVariable(&alts[i], l)
+		}
+	}
+	return alts, err
 }
 
 // visibleACL is the named ACL's lines that the rule l sees: those of its

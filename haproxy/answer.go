@@ -17,10 +17,11 @@ type answer struct {
 	kind answerKind
 	// error, respond: the status; redir: the code.
 	status string
-	// respond: its Content-Type ("": none) and body (a log-format
-	// string's with lf-string).
-	ctype string
-	body  logFormat
+	// respond: its Content-Type ("": none), body (a log-format string's
+	// with lf-string) and hdr headers, in order.
+	ctype   string
+	body    logFormat
+	headers []answerHeader
 	// redir: how the target is made (location, prefix or scheme) and
 	// the log-format value it is made of.
 	redirect string
@@ -32,62 +33,170 @@ type answer struct {
 	userlist *userlist
 }
 
+// answerHeader is a deny's or return's hdr <name> <fmt>: a header HAProxy
+// adds to its answer, its value a log-format string.
+type answerHeader struct {
+	name string
+	v    logFormat
+}
+
 type answerKind int
 
 const (
-	errorAnswer     answerKind = iota // error <status>: HAProxy's deny
-	respondAnswer                     // respond: HAProxy's return
+	errorAnswer     answerKind = iota // error <status>: HAProxy's deny with its error page
+	respondAnswer                     // respond: HAProxy's return, or a deny with its own answer
 	redirAnswer                       // redir: HAProxy's redirect
 	rateLimitAnswer                   // edge_rate_limit: a deny over the tracked rate
 	authAnswer                        // basic_auth: HAProxy's http-request auth
 )
 
-// denyAnswer is http-request deny's [deny_status <code>] as error
-// (HAProxy's default 403), which an errorfile's handle_errors answers.
-func denyAnswer(words []string, l Line) (answer, error) {
+// formats are the log-format values the answer writes: the redirect's
+// target, the body, the headers' values.
+func (a answer) formats() []logFormat {
+	f := []logFormat{a.target, a.body}
+	for _, h := range a.headers {
+		f = append(f, h.v)
+	}
+	return f
+}
+
+// denyAnswer is http-request deny: without options, or with deny_status
+// alone, error <status> (HAProxy's default 403), which an errorfile's
+// handle_errors answers, as HAProxy's default-errorfiles; with any other
+// option, the answer HAProxy builds as return's (status 403 by default).
+func denyAnswer(words []string, l Line, files Files) (answer, error) {
 	status := "403"
 	switch {
 	case len(words) == 0:
 	case len(words) == 2 && words[0] == "deny_status":
 		status = words[1]
 	default:
-		return answer{}, refuse(l, "only [deny_status <code>] is translated")
+		return builtAnswer(words, "403", l, files)
 	}
 	return answer{kind: errorAnswer, status: status}, checkPageStatus(status, l)
 }
 
-// returnAnswer is http-request return's [status <code>] [content-type
-// <type>] [string <text> | lf-string <log-format>] as respond (HAProxy's
-// default 200, no body).
-func returnAnswer(words []string, l Line) (answer, error) {
-	a := answer{kind: respondAnswer, status: "200", body: literalFormat("")}
+// returnAnswer is http-request return (HAProxy's default 200).
+func returnAnswer(words []string, l Line, files Files) (answer, error) {
+	return builtAnswer(words, "200", l, files)
+}
+
+// builtAnswer is the answer of return's options (deny's too, with
+// deny_status for status): [status <code>] [content-type <type>]
+// [string <text> | lf-string <log-format> | file <path> | errorfile
+// <path>] [hdr <name> <log-format>]*, as respond (HAProxy's defaults:
+// status, no body). An errorfile is sent as it is (its status, headers
+// and body); HAProxy then ignores status, content-type and hdr.
+func builtAnswer(words []string, status string, l Line, files Files) (answer, error) {
+	a := answer{kind: respondAnswer, status: status, body: literalFormat("")}
+	payload := ""
+	var page *errorPage
 	for i := 0; i < len(words); i += 2 {
 		if i+1 >= len(words) {
 			return a, refuse(l, "%s needs a value", words[i])
 		}
-		switch v := words[i+1]; words[i] {
-		case "status":
-			a.status = v
-		case "content-type":
-			a.ctype = v
-		case "string":
-			a.body = literalFormat(v)
-		case "lf-string":
-			var err error
-			if a.body, err = readLogFormat(v, l); err != nil {
+		switch opt := words[i]; {
+		case opt == "hdr":
+			if i+2 >= len(words) {
+				return a, refuse(l, "hdr needs a name and a value")
+			}
+			if err := a.readHeader(words[i+1], words[i+2], l); err != nil {
+				return a, err
+			}
+			i++
+		case payloadOptions[opt] && payload != "":
+			return a, refuse(l, "%s after %s: one payload", opt, payload)
+		case opt == "errorfile":
+			payload = opt
+			p, err := readResponseFile(files, words[i+1], l)
+			if err != nil {
+				return a, err
+			}
+			page = &p
+		case payloadOptions[opt]:
+			payload = opt
+			if err := a.readPayload(opt, words[i+1], l, files); err != nil {
 				return a, err
 			}
 		default:
-			return a, refuse(l, "http-request return %s is not translated yet", words[i])
+			if err := a.readSetting(opt, words[i+1], l); err != nil {
+				return a, err
+			}
 		}
 	}
+	if page != nil {
+		a.sendPage(*page)
+	}
+	return a, a.checkBuilt(payload, l)
+}
+
+// sendPage makes the answer the page's, as HAProxy sends an errorfile:
+// its status, headers and body, whatever the other options said.
+func (a *answer) sendPage(p errorPage) {
+	a.status, a.ctype, a.body, a.headers = p.status, "", literalFormat(p.body), nil
+	for _, h := range p.headers {
+		a.headers = append(a.headers, answerHeader{name: h[0], v: literalFormat(h[1])})
+	}
+}
+
+// payloadOptions are the options of return that give its body.
+var payloadOptions = map[string]bool{"string": true, "lf-string": true, "file": true, "errorfile": true}
+
+// readSetting reads status (deny_status in a deny) and content-type.
+func (a *answer) readSetting(opt, v string, l Line) error {
+	switch {
+	case opt == "status", opt == "deny_status" && l.Words[1] == "deny":
+		a.status = v
+	case opt == "content-type":
+		a.ctype = v
+	default:
+		return refuse(l, "http-request %s %s is not translated yet", l.Words[1], opt)
+	}
+	return nil
+}
+
+// readPayload reads the body: a string, a log-format string, or a file's
+// content, read now as HAProxy reads it when it starts.
+func (a *answer) readPayload(opt, v string, l Line, files Files) error {
+	var err error
+	switch opt {
+	case "string":
+		a.body = literalFormat(v)
+	case "lf-string":
+		a.body, err = readLogFormat(v, l)
+	case "file":
+		var b []byte
+		if b, err = readBoundedFile(files, v, l); err == nil {
+			a.body = literalFormat(string(b))
+		}
+	}
+	return err
+}
+
+func (a *answer) readHeader(name, v string, l Line) error {
+	if !isHTTPName(name) {
+		return refuse(l, "hdr %s: not a header name", name)
+	}
+	f, err := readLogFormat(v, l)
+	a.headers = append(a.headers, answerHeader{name: name, v: f})
+	return err
+}
+
+// checkBuilt checks the answer as HAProxy does: a status from 200 to 599,
+// a content-type for a body; without a body, HAProxy sends no
+// content-type (it ignores the option).
+func (a *answer) checkBuilt(payload string, l Line) error {
 	if err := checkStatus(a.status, 200, 599, l); err != nil {
-		return a, err
+		return err
 	}
-	if a.body.raw != "" && a.ctype == "" {
-		return a, refuse(l, "string without content-type: HAProxy refuses it too")
+	switch {
+	case payload == "errorfile": // its own headers
+	case a.body.raw == "":
+		a.ctype = ""
+	case a.ctype == "":
+		return refuse(l, "%s without content-type: HAProxy refuses it too", payload)
 	}
-	return a, nil
+	return nil
 }
 
 // redirectAnswer is a redirect rule's location, prefix or scheme with
@@ -141,21 +250,22 @@ func checkStatus(v string, lo, hi int, l Line) error {
 	return nil
 }
 
-// responseHeader reads an http-response del-header, set-header or
-// add-header line (reverse_proxy's header_down; with a condition, h.cond,
-// a deferred header directive).
+// responseHeader reads an http-response del-header, set-header,
+// add-header or replace-header line (reverse_proxy's header_down; with a
+// condition, h.cond, a deferred header directive).
 func responseHeader(l Line) (headerRule, error) {
 	words, cond, err := SplitCondition(l.Words, l.Pos)
 	if err != nil {
 		return headerRule{}, err
 	}
 	switch op := arg(l, 1); {
-	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4:
+	case op == "del-header" && len(words) == 3, (op == "set-header" || op == "add-header") && len(words) == 4,
+		op == "replace-header" && len(words) == 5, op == "replace-value":
 		h, err := headerRuleOf(l, words[2:])
 		h.cond = cond
 		return h, err
 	}
-	return headerRule{}, refuse(l, "only http-response del-header <name>, set-header and add-header <name> <value> are translated")
+	return headerRule{}, refuse(l, "only %s del-header <name>, set-header and add-header <name> <value>, and replace-header <name> <regex> <format> are translated", l.Words[0])
 }
 
 // errorPage is an errorfile: the answer HAProxy sends instead of its own
@@ -170,6 +280,22 @@ type errorPage struct {
 // maxErrorFile bounds an errorfile (HAProxy's own bound is its buffer size).
 const maxErrorFile = 64 << 10
 
+// readBoundedFile reads a file the configuration names for an answer (an
+// errorfile, a return's file): a regular file of a bounded size, as
+// HAProxy wants it (never a device that reads forever).
+func readBoundedFile(files Files, file string, l Line) ([]byte, error) {
+	if info, err := files.Stat(file); err != nil {
+		return nil, refuse(l, "%v", err)
+	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
+		return nil, refuse(l, "%s is not a regular file of at most 64 KiB", file)
+	}
+	b, err := files.ReadFile(file)
+	if err != nil {
+		return nil, refuse(l, "%v", err)
+	}
+	return b, nil
+}
+
 // readErrorFile reads errorfile <code> <file> from files.
 func readErrorFile(files Files, l Line) (errorPage, error) {
 	if len(l.Words) != 3 {
@@ -179,16 +305,17 @@ func readErrorFile(files Files, l Line) (errorPage, error) {
 	if err := checkStatus(status, 400, 599, l); err != nil {
 		return errorPage{}, err
 	}
-	// A regular file of a bounded size, as HAProxy wants it (never a
-	// device that reads forever).
-	if info, err := files.Stat(file); err != nil {
-		return errorPage{}, refuse(l, "%v", err)
-	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
-		return errorPage{}, refuse(l, "%s is not a regular file of at most 64 KiB", file)
-	}
-	b, err := files.ReadFile(file)
+	return readResponseFile(files, file, l)
+}
+
+// readResponseFile reads a file that holds a whole HTTP response (an
+// errorfile, a return's errorfile) as HAProxy sends it: its status,
+// headers (but Content-Length and Connection, which Caddy writes) and
+// body.
+func readResponseFile(files Files, file string, l Line) (errorPage, error) {
+	b, err := readBoundedFile(files, file, l)
 	if err != nil {
-		return errorPage{}, refuse(l, "%v", err)
+		return errorPage{}, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(b)), nil)
 	if err != nil {

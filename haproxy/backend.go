@@ -50,7 +50,10 @@ type backend struct {
 	// and the checks', alike for every server, and each server's notes.
 	tls         tlsOptions
 	checkOpts   leaderOptions
+	resolving   resolveOptions // its servers' names resolved at run time (resolvers set)
 	serverNotes [][]string
+	// resolversSections are the configuration's, by name.
+	resolversSections map[string]*resolvers
 	// What resolve settled.
 	transport string // http, or pinned
 	versions  string // the transport's HTTP versions
@@ -70,8 +73,10 @@ type backend struct {
 type server struct {
 	line Line
 	name string
-	addr string
+	addr string // host:port, or an SRV name
 	opts []option
+	// slots is a server-template's count of servers (0: a server line).
+	slots int
 }
 
 // option is a word of a server's options, and the line it is on (the
@@ -92,7 +97,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), userlists: t.userlists}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -518,6 +523,9 @@ func (be *backend) resolve() error {
 		return nil // a stats page's backend: no reverse_proxy
 	}
 	be.noteBalance()
+	if err := be.settleResolved(); err != nil {
+		return err
+	}
 	if err := be.checkCheckedAddrs(); err != nil {
 		return err
 	}
@@ -645,6 +653,9 @@ func (be *backend) checkFrontend(fe *frontend) error {
 		return err
 	}
 	if err := be.checkDeferredResponse(fe); err != nil {
+		return err
+	}
+	if err := be.checkReplaceOrder(fe); err != nil {
 		return err
 	}
 	l := be.forwardFor

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -37,7 +38,7 @@ func (be *backend) httpRequest(l Line) error {
 	if err != nil {
 		return err
 	}
-	a := requestActions[arg(l, 1)]
+	a := requestAction(l)
 	switch {
 	case a == nil:
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
@@ -56,7 +57,7 @@ func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) err
 }
 
 func (be *backend) readAnswer(l Line, args []string, cond *Condition) error {
-	a, err := answerReaders[arg(l, 1)](args, l)
+	a, err := answerReaders[arg(l, 1)](args, l, be.cfg.files())
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, answer: &a})
 	return err
 }
@@ -76,7 +77,7 @@ func (be *backend) readRedirect(l Line) error {
 // format where the regular expression matches it anywhere, the format's
 // \1 to \9 its groups; without log-format expressions.
 func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error {
-	r := pathRewrite{find: "^.*$"}
+	r := pathRewrite{find: "^(.*)$"} // \0 the whole path, as in a replace-path
 	format := ""
 	switch op := arg(l, 1); {
 	case op == "set-path" && len(args) == 1:
@@ -85,44 +86,70 @@ func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error
 		if err := checkRE2(args[0], l); err != nil {
 			return err
 		}
-		// The leftmost match, as PCRE finds it, and the rest of the path
-		// around it: the whole path is replaced.
-		r.find, format = "^(?s:.*?)(?:"+args[0]+")(?s:.*)$", args[1]
+		r.find, format = wholeValueMatch(args[0]), args[1]
 	default:
 		return refuse(l, "set-path takes a path, replace-path a regular expression and a format")
 	}
 	var err error
-	if r.replace, err = expandTemplate(format, l); err != nil {
+	if r.replace, err = expandTemplate(format, l, pathByte); err != nil {
 		return err
 	}
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, path: &r})
 	return nil
 }
 
-// expandTemplate is an HAProxy format as Go's regexp.Expand template: \N
-// its group N, '$' itself; a log-format expression or another escape is
-// refused.
-func expandTemplate(format string, l Line) (string, error) {
+// pathByte refuses a byte of a path's format that Go would send escaped
+// (HAProxy sends it as it is).
+func pathByte(c byte) string {
+	if c <= ' ' || c >= 0x7f || c == '?' || c == '#' {
+		return "in a path: Go would send it escaped, HAProxy as it is"
+	}
+	return ""
+}
+
+// headerValueByte refuses a control character in a header value's
+// format, which no header carries.
+func headerValueByte(c byte) string {
+	if c < ' ' && c != '\t' || c == 0x7f {
+		return "a control character in a header value"
+	}
+	return ""
+}
+
+// expandTemplate is an HAProxy format as Go's regexp.Expand template of
+// wholeValueMatch's expression: \N its group N+1, '$' itself; a
+// log-format expression, another escape, or a byte refused by badByte
+// (why, or "") is refused. Caddy expands its placeholders in a
+// replacement before the template, so that a sample's value would be
+// read as part of the template: log-format is not translated here.
+func expandTemplate(format string, l Line, badByte func(byte) string) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(format); i++ {
 		switch c := format[i]; {
 		case c == '%':
 			return "", refuse(l, "%s: log-format expressions are not translated yet", format)
 		case c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
-			b.WriteString("${" + format[i+1:i+2] + "}")
+			b.WriteString("${" + strconv.Itoa(int(format[i+1]-'0')+1) + "}") // see wholeValueMatch
 			i++
 		case c == '\\':
 			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)
 		case c == '$':
 			b.WriteString("$$")
-		case c <= ' ' || c >= 0x7f || c == '?' || c == '#':
-			return "", refuse(l, "%s: %q in a path: Go would send it escaped, HAProxy as it is", format, c)
+		case badByte(c) != "":
+			return "", refuse(l, "%s: %q %s", format, c, badByte(c))
 		default:
 			b.WriteByte(c)
 		}
 	}
 	return b.String(), nil
 }
+
+// wholeValueMatch is a regular expression (checked by checkRE2) as Go
+// matches HAProxy's replace-path and replace-header: its leftmost match,
+// as PCRE finds it, and the rest of the value around it, so that the
+// whole value is replaced. Its match is group 1, and its groups follow:
+// HAProxy's \0 is ${1}, \N ${N+1} (expandTemplate).
+func wholeValueMatch(expr string) string { return "^(?s:.*?)(" + expr + ")(?s:.*)$" }
 
 // re2Escapes are the letters after a backslash that RE2 and PCRE read
 // alike (classes, anchors, control characters, hexadecimal codes, Unicode
@@ -227,6 +254,36 @@ func (be *backend) checkDeferredResponse(fe *frontend) error {
 		for _, h := range fe.responseHeaders {
 			if strings.EqualFold(h.name, r.header.name) {
 				return refuse(r.line, "with a condition, the backend's http-response rules run after %s %s's (line %d), which changes %s too: not translated", fe.section.Kind, fe.section.Name, h.line.Pos.Line, h.name)
+			}
+		}
+	}
+	return nil
+}
+
+// checkReplaceOrder refuses a replace-header among the rules written as
+// the reverse_proxy's header_down (the backend's, then the frontend's
+// without a condition) that a set-header or add-header of the same
+// header follows: Caddy applies a header_down's additions and settings
+// before its replacements, HAProxy the rules in order.
+func (be *backend) checkReplaceOrder(fe *frontend) error {
+	var down []headerRule
+	if !be.deferredResponse() {
+		for _, r := range be.responseActions {
+			down = append(down, *r.header)
+		}
+	}
+	for _, h := range fe.responseHeaders {
+		if h.cond == nil {
+			down = append(down, h)
+		}
+	}
+	for i, h := range down {
+		if h.op != "replace-header" {
+			continue
+		}
+		for _, later := range down[i+1:] {
+			if (later.op == "set-header" || later.op == "add-header") && strings.EqualFold(later.name, h.name) {
+				return refuse(h.line, "a replace-header before a %s of %s (line %d) is not translated: Caddy's header_down sets and adds before it replaces", later.op, h.name, later.line.Pos.Line)
 			}
 		}
 	}

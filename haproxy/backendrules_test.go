@@ -16,13 +16,13 @@ func TestBackendRules(t *testing.T) {
 		line, want string
 		has        []string
 	}{
-		{`http-request replace-path ^/api/(\d+)/(.*) /v2/\2/id=\1`, "", []string{"route {\n", `uri path_regexp "^(?s:.*?)(?:^/api/(\d+)/(.*))(?s:.*)$" "/v2/$\{2\}/id=$\{1\}"`}},
+		{`http-request replace-path ^/api/(\d+)/(.*) /v2/\2/id=\1`, "", []string{"route {\n", `uri path_regexp "^(?s:.*?)(^/api/(\d+)/(.*))(?s:.*)$" "/v2/$\{3\}/id=$\{2\}"`}},
 		{`http-request replace-path ^/a(.*) /b?\1`, "k.cfg:9: http-request replace-path: /b?\\1: '?' in a path: Go would send it escaped, HAProxy as it is", nil},
-		{`http-request set-path /a$b`, "", []string{`uri path_regexp ^.*$ /a$$b`}},
+		{`http-request set-path /a$b`, "", []string{`uri path_regexp ^(.*)$ /a$$b`}},
 		{`http-request replace-path ^/(?=api) /`, "k.cfg:9: http-request replace-path: ^/(?=api): not a regular expression Go's RE2 reads", nil},
 		{`http-request replace-path ^/api\Z /`, `k.cfg:9: http-request replace-path: ^/api\Z: not a regular expression Go's RE2 reads`, nil},
 		{`http-request replace-path ^/a\v /`, `k.cfg:9: http-request replace-path: ^/a\v: \v reads otherwise in PCRE (HAProxy's) than in Go's RE2`, nil},
-		{`http-request replace-path ^/a(.*) /b{1}\1`, "", []string{`"/b\{1\}$\{1\}"`}},
+		{`http-request replace-path ^/a(.*) /b{1}\1\0`, "", []string{`"/b\{1\}$\{2\}$\{1\}"`}},
 		{`http-request replace-path ^/a(.*) %[path]`, "k.cfg:9: http-request replace-path: %[path]: log-format expressions are not translated yet", nil},
 		{`http-request replace-path ^/a(.*) /\y`, `k.cfg:9: http-request replace-path: /\y: only \0 to \9 are translated after a backslash`, nil},
 		{`http-request set-path`, "k.cfg:9: http-request set-path: set-path takes a path", nil},

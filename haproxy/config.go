@@ -77,6 +77,9 @@ func (l Line) source() string {
 // shownKeyword is the line's first two words, as a message names the
 // line: a word that took a value from the environment as written.
 func (l Line) shownKeyword() string {
+	if l.modernized != "" { // the keyword the file wrote, and the 2.x one read
+		return l.Source[0] + " (read as " + strings.Join(l.Words[:2], " ") + ")"
+	}
 	n := min(2, len(l.Words))
 	shown := slices.Clone(l.Words[:n])
 	for i := range shown {

@@ -226,3 +226,38 @@ func TestCorpusVerdicts(t *testing.T) {
 	}
 	t.Errorf("%s is not HAProxy's verdict today: rerun sh haproxy/testdata/corpus/verdicts.sh", corpusVerdictsFile)
 }
+
+// docs/haproxy.md's counts of the corpus are VERDICTS.tsv's and
+// corpusOutcomes': the files HAProxy accepts, their classes, and how many
+// of the valid HTTP-only ones translate.
+func TestCorpusCountsInDocs(t *testing.T) {
+	_, rows := readCorpusVerdicts(t)
+	valid, classes, validHTTP, translated := 0, map[string]int{}, 0, 0
+	for name, v := range rows {
+		classes[v.class]++
+		if v.status != 0 {
+			continue
+		}
+		valid++
+		if v.class == "http-only" {
+			validHTTP++
+			if corpusOutcomes[name].line == 0 {
+				translated++
+			}
+		}
+	}
+	doc, err := os.ReadFile("../docs/haproxy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	for _, want := range []string{
+		"Today HAProxy accepts " + strconv.Itoa(valid) + " of the " + strconv.Itoa(len(rows)) + " files",
+		strconv.Itoa(classes["http-only"]) + " are HTTP only, " + strconv.Itoa(classes["mixed"]) + " mixed, " + strconv.Itoa(classes["tcp"]) + " TCP; " +
+			strconv.Itoa(validHTTP) + " are both valid and HTTP only, and " + strconv.Itoa(translated) + " of those translate (" + strconv.Itoa(translated*100/validHTTP) + " %;",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("docs/haproxy.md's Corpus section does not say %q", want)
+		}
+	}
+}

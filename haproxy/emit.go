@@ -20,6 +20,7 @@ func emit(m *model) *caddyfile {
 		writeGlobal(c, m.global)
 	}
 	writeDefaults(c, m.defaults)
+	writeResolvers(c, m.resolvers)
 	writeDefaultSNI(c, m.sni)
 	for _, fe := range m.frontends {
 		fe.writeServers(c, m.global.maxconn)
@@ -52,6 +53,17 @@ func writeGlobal(c *caddyfile, g *global) {
 		c.note(n)
 		if n.line.Pos == g.gracePeriodAt {
 			c.line("grace_period %s", g.gracePeriod)
+		}
+	}
+}
+
+// writeResolvers writes each resolvers section as comments: its lines
+// are settings of the dynamic checked of the servers that name it.
+func writeResolvers(c *caddyfile, sections []*resolvers) {
+	for _, r := range sections {
+		c.comment(r.section.line(), "the DNS servers and timings of the dynamic checked of the servers that name it")
+		for _, n := range r.notes {
+			c.note(n)
 		}
 	}
 }

@@ -10,11 +10,17 @@ func (a answer) write(c *caddyfile, matcher string) {
 	case errorAnswer:
 		c.line("error%s %s", matcher, a.status)
 	case respondAnswer:
-		if a.ctype == "" {
+		// hdr adds (HAProxy's answer takes each, a name twice too).
+		for _, h := range a.headers {
+			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v, asWritten))
+		}
+		if a.body.raw == "" {
 			c.line("respond%s %s", matcher, a.status)
 			return
 		}
-		c.line("header%s Content-Type %s", matcher, c.literal(a.ctype))
+		if a.ctype != "" { // else an errorfile's own headers have it
+			c.line("header%s Content-Type %s", matcher, c.literal(a.ctype))
+		}
 		c.line("respond%s %s %s", matcher, c.composed(a.body, asWritten), a.status)
 	case redirAnswer:
 		c.line("redir%s %s %s", matcher, c.composed(a.target, redirectTargets[a.redirect]), a.status)

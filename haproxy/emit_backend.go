@@ -478,14 +478,26 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 	for _, l := range be.check {
 		c.comment(l, "")
 	}
-	c.line("# HAProxy's server checks: the servers that pass them are the upstreams")
+	if be.checked == "none" {
+		c.line("# no check: every server is up while its name resolves, as in HAProxy")
+	} else {
+		c.line("# HAProxy's server checks: the servers that pass them are the upstreams")
+	}
 	c.open("dynamic checked")
-	c.line("servers %s", strings.Join(addrs, " "))
+	if be.resolving.resolvers != nil {
+		be.writeResolve(c, addrs)
+	} else {
+		c.line("servers %s", strings.Join(addrs, " "))
+	}
 	c.line("check %s", be.checked)
+	if be.checked == "none" {
+		c.close()
+		return
+	}
 	lo := be.checkOpts
 	settings := [][2]string{{"interval", lo.interval}, {"fast_interval", lo.fastInterval}, {"down_interval", lo.downInterval}, {"fall", lo.fails}, {"rise", lo.passes}}
 	if be.checked == "http" {
-		settings = append([][2]string{{"method", c.nameIfAny(be.checkMeth)}, {"uri", c.plainIfAny(be.checkURI)}, {"host", c.plainIfAny(be.checkHost)}}, settings...)
+		settings = append([][2]string{{"method", c.nameIfAny(be.checkMeth)}, {"uri", c.plainIfAny(be.checkURI)}, {"host", c.plainIfAny(be.checkHost)}, {"expect_status", be.expect}}, settings...)
 	}
 	if d := be.timeouts["check"]; d != "" {
 		// HAProxy bounds the connection by the smaller of timeout connect
@@ -498,6 +510,36 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 		}
 	}
 	c.close()
+}
+
+// writeResolve writes the servers of dynamic checked as names it
+// resolves at run time (addrs, as written): each with its count of
+// servers, through the resolvers section's DNS servers (none: the
+// system's resolver), again every hold valid.
+func (be *backend) writeResolve(c *caddyfile, addrs []string) {
+	res := be.resolving.resolvers
+	c.line("# server names resolved at run time, as HAProxy's resolvers %s does: each address found is a server, up to the count", c.plain(res.section.Name))
+	for i, s := range be.servers {
+		c.line("resolve %s %d", addrs[i], max(s.slots, 1))
+	}
+	var nameservers []string
+	for _, ns := range res.nameservers {
+		nameservers = append(nameservers, c.plainIn(ns, res.lines))
+	}
+	if len(nameservers) > 0 {
+		c.line("resolvers %s", strings.Join(nameservers, " "))
+	}
+	for _, s := range [][2]string{{"refresh", res.holdValid}, {"resolve_timeout", res.timeout}} {
+		if s[1] != "" {
+			c.line("%s %s", s[0], s[1])
+		}
+	}
+	if be.resolving.preferIPv4 {
+		c.line("prefer_ipv4")
+	}
+	if be.resolving.allowDupIP {
+		c.line("allow_dup_ip")
+	}
 }
 
 // write writes the compression of a backend's answers, its lines as

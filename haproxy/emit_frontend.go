@@ -45,13 +45,15 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 }
 
 // operation is the rule as a header operation of Caddy: -name, name
-// value or +name value.
+// value, +name value, or name find replace (a replacement of each line).
 func (h headerRule) operation(c *caddyfile) string {
 	switch h.op {
 	case "del-header":
 		return "-" + c.name(h.name)
 	case "set-header":
 		return c.name(h.name) + " " + c.composed(h.v, asWritten)
+	case "replace-header":
+		return c.name(h.name) + " " + c.plain(h.find) + " " + c.literal(h.replace)
 	}
 	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
 }
@@ -186,13 +188,14 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	}
 	// A header rule with a matcher would go before those without (Caddy
 	// sorts a directive's matched routes first) but for a route.
-	routed := len(fe.answers)+len(fe.redirects) > 0 || fe.stats != nil || fe.monitorURI != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
+	routed := len(fe.answers)+len(fe.redirects)+len(fe.connectionRules) > 0 || fe.stats != nil || fe.monitorURI != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
 	if routed {
-		// In the order written, as HAProxy runs its rules: the monitor
-		// URI, the header rules, those that answer, the stats page, the
-		// redirect rules, then the backends.
+		// In the order written, as HAProxy runs its rules: the
+		// connection rules, the monitor URI, the header rules, those that
+		// answer, the stats page, the redirect rules, then the backends.
 		c.open("route")
 	}
+	fe.writeConnectionRules(c)
 	fe.writeMonitor(c)
 	fe.writeHeaders(c)
 	writeAnswers(c, fe.answers)
@@ -558,6 +561,34 @@ func writeAfterResponse(c *caddyfile, rules []headerRule) {
 		c.open("header %s", h.operation(c))
 		c.line("defer")
 		c.close()
+	}
+}
+
+// writeConnectionRules writes each tcp-request connection reject as an
+// abort whose matcher is its condition and none of the earlier accepts'
+// (after an accept without a condition, no rule is written: none runs).
+func (fe *frontend) writeConnectionRules(c *caddyfile) {
+	var accepted []string // the earlier accepts' conditions
+	for _, r := range fe.connectionRules {
+		for _, l := range r.when.acls {
+			c.comment(l, "")
+		}
+		e := "true"
+		if r.cond != nil {
+			e = r.when.expression(c)
+		}
+		if !r.reject {
+			c.comment(r.line, "an accepted connection skips the reject rules below")
+			if r.cond == nil {
+				return
+			}
+			accepted = append(accepted, "!"+parenthesized(e))
+			continue
+		}
+		c.note(note{line: r.line, what: connectionNote, approximated: true})
+		name := "@connection_" + strconv.Itoa(r.line.Pos.Line)
+		c.line("%s expression `%s`", name, strings.Join(append([]string{parenthesized(e)}, accepted...), " && "))
+		c.line("abort %s", name)
 	}
 }
 

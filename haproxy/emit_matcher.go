@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -52,7 +53,7 @@ func (a acl) expression(c *caddyfile) string {
 	if a.test.method == "found" {
 		return subject + ` != ""`
 	}
-	if a.test.subject == headerSubject {
+	if a.test.subject == headerSubject && a.sample == nil {
 		// HAProxy tests each of a header's values (its lines, and the
 		// parts between commas), trimmed.
 		return subject + `.split(",").exists(v, ` + a.valuesTest(c, "v.trim()") + ")"
@@ -105,7 +106,16 @@ func matchPattern(method, v string) string {
 // subject is the CEL expression of what the ACL's fetch reads; a header's
 // or a cookie's name through the token writer.
 func (a acl) subject(c *caddyfile) string {
-	switch a.test.subject {
+	if a.sample != nil {
+		return a.sample.expression(c, a.line)
+	}
+	return fetchExpression(c, a.line, a.test.subject, a.arg)
+}
+
+// fetchExpression is the CEL expression of what a fetch of subject reads
+// (of the header or cookie arg), arg through the token writer.
+func fetchExpression(c *caddyfile, l Line, subject fetchSubject, arg string) string {
+	switch subject {
 	case pathSubject:
 		return rawPath
 	case urlSubject:
@@ -119,9 +129,32 @@ func (a acl) subject(c *caddyfile) string {
 	case sniSubject:
 		return "{http.request.tls.server_name}"
 	case cookieSubject:
-		return "{http.request.cookie." + c.nameOf(a.line, a.arg) + "}"
+		return "{http.request.cookie." + c.nameOf(l, arg) + "}"
 	}
-	return "{http.request.header." + c.nameOf(a.line, a.arg) + "}"
+	return "{http.request.header." + c.nameOf(l, arg) + "}"
+}
+
+// expression is the sample's value as CEL, as set-var computes it: a
+// header's last value (after its last comma, trimmed), then each
+// converter in turn.
+func (s sample) expression(c *caddyfile, l Line) string {
+	e := fetchExpression(c, l, s.subject, s.arg)
+	if s.subject == headerSubject {
+		e += `.substring(` + e + `.lastIndexOf(",") + 1).trim()`
+	}
+	for _, conv := range s.converters {
+		switch conv.name {
+		case "lower":
+			e += ".lowerAscii()"
+		case "upper":
+			e += ".upperAscii()"
+		case "field":
+			// HAProxy's field past the last is empty.
+			d := c.celOf(l, conv.delim)
+			e = "(" + e + ".split(" + d + ").size() >= " + strconv.Itoa(conv.index) + " ? " + e + ".split(" + d + ")[" + strconv.Itoa(conv.index-1) + "] : \"\")"
+		}
+	}
+	return e
 }
 
 // join joins alternatives, in parentheses when there are several.

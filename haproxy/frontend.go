@@ -34,6 +34,7 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
+	connectionRules    []connectionRule     // tcp-request connection accept and reject
 	stickTable         *stickTable          // stick-table … store http_req_rate(<period>)
 	trackers           [3]*tracker          // http-request track-sc0, -sc1, -sc2
 	rateLimited        *Line                // a deny over a tracked rate
@@ -94,14 +95,17 @@ type bind struct {
 	tlsOptions []string
 }
 
-// headerRule is an http-request or http-response del-header, set-header
-// or add-header, when its condition (nil: always) holds.
+// headerRule is an http-request or http-response del-header, set-header,
+// add-header or replace-header, when its condition (nil: always) holds.
 type headerRule struct {
 	line     Line
 	op, name string
 	v        logFormat
-	cond     *Condition
-	when     matcher // the condition, resolved
+	// replace-header: each line of the header that find (Go's RE2)
+	// matches becomes replace (a template of Go's regexp.Expand).
+	find, replace string
+	cond          *Condition
+	when          matcher // the condition, resolved
 }
 
 // forwardedHeaders are the headers the forwarded handler removes from a
@@ -459,7 +463,7 @@ func (fe *frontend) httpRequest(l Line) error {
 	if err != nil {
 		return err
 	}
-	a := requestActions[arg(l, 1)]
+	a := requestAction(l)
 	if a == nil {
 		return refuse(l, "http-request %s is not translated yet", arg(l, 1))
 	}
@@ -485,7 +489,7 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 		fe.rateLimited = &l
 		return nil
 	}
-	a, err := answerReaders[op](args, l)
+	a, err := answerReaders[op](args, l, fe.cfg.files())
 	if err != nil {
 		return err
 	}
@@ -493,9 +497,11 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	return nil
 }
 
-// answerReaders read each answering action.
-var answerReaders = map[string]func(args []string, l Line) (answer, error){
-	"deny": denyAnswer, "return": returnAnswer, "redirect": redirectAnswer,
+// answerReaders read each answering action (a return's file through
+// files).
+var answerReaders = map[string]func(args []string, l Line, files Files) (answer, error){
+	"deny": denyAnswer, "return": returnAnswer,
+	"redirect": func(args []string, l Line, _ Files) (answer, error) { return redirectAnswer(args, l) },
 }
 
 func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) error {
@@ -509,9 +515,15 @@ func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) er
 }
 
 // headerRuleOf reads del-header <name>, set-header and add-header <name>
-// <value>, a log-format value.
+// <value>, a log-format value, and replace-header <name> <regex> <format>.
 func headerRuleOf(l Line, args []string) (headerRule, error) {
 	op := arg(l, 1)
+	switch op {
+	case "replace-header":
+		return replaceHeader(l, args)
+	case "replace-value":
+		return headerRule{}, refuse(l, "%s", replaceValueRefusal)
+	}
 	if op == "del-header" {
 		if len(args) != 1 {
 			return headerRule{}, refuse(l, "takes a header name")
@@ -524,6 +536,36 @@ func headerRuleOf(l Line, args []string) (headerRule, error) {
 	h := headerRule{line: l, op: op, name: args[0]}
 	var err error
 	h.v, err = readLogFormat(args[1], l)
+	return h, err
+}
+
+// replaceValueRefusal is why replace-value is refused.
+const replaceValueRefusal = "not translated: HAProxy matches each comma-separated value of a header line (trimmed) and writes a line where one matched anew, its values joined by commas without the spaces; Caddy's header replace reads each line whole (replace-header, whose expression reads the whole line, is translated)"
+
+// replaceHeader reads replace-header <name> <regex> <format>: HAProxy
+// replaces each line of the header (case-sensitively matched anywhere)
+// with the format, \N its groups; Caddy's header replace of the
+// expression around its leftmost match, on each line, does the same. On
+// a request, Host (Go keeps it apart from the headers) and the
+// forwarding headers (which option forwardfor and the forwarded handler
+// write) are refused.
+func replaceHeader(l Line, args []string) (headerRule, error) {
+	if len(args) != 3 {
+		return headerRule{}, refuse(l, "takes a header name, a regular expression and a format")
+	}
+	h := headerRule{line: l, op: "replace-header", name: args[0], find: wholeValueMatch(args[1])}
+	name := strings.ToLower(h.name)
+	switch {
+	case !isHTTPName(h.name):
+		return h, refuse(l, "%s: not a header name", h.name)
+	case l.Words[0] == "http-request" && (name == "host" || forwardedHeaders[name]):
+		return h, refuse(l, "replace-header %s of a request is not translated (Go keeps Host apart from the headers; the forwarding headers are written by option forwardfor and the forwarded handler)", h.name)
+	}
+	if err := checkRE2(args[1], l); err != nil {
+		return h, err
+	}
+	var err error
+	h.replace, err = expandTemplate(args[2], l, headerValueByte)
 	return h, err
 }
 

@@ -25,6 +25,7 @@ const (
 	inListen
 	inBackend
 	inUserlist
+	inResolvers
 )
 
 const (
@@ -41,7 +42,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -92,6 +93,8 @@ type keyword struct {
 	page statsKeyword
 	// userlist reads a line of a userlist section.
 	userlist func(u *userlist, l Line) error
+	// resolvers reads a line of a resolvers section.
+	resolvers func(r *resolvers, l Line) error
 }
 
 // keywords are the registry, by name. Filled by init: readers look
@@ -100,7 +103,7 @@ type keyword struct {
 var keywords map[string]*keyword
 
 func init() {
-	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly)
+	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords)
 }
 
 func indexKeywords(tables ...[]keyword) map[string]*keyword {
@@ -120,7 +123,7 @@ func indexKeywords(tables ...[]keyword) map[string]*keyword {
 // twoWordKeywords are the keywords whose second word names the setting.
 var twoWordKeywords = map[string]bool{"option": true, "timeout": true, "stats": true, "capture": true,
 	"tcp-request": true, "tcp-response": true, "monitor": true, "external-check": true, "persist": true,
-	"rate-limit": true, "stick": true, "email-alert": true, "declare": true, "compression": true}
+	"rate-limit": true, "stick": true, "email-alert": true, "declare": true, "compression": true, "hold": true}
 
 // keywordOf is a line's keyword as HAProxy's matrix names it: "balance",
 // "option httpchk", "timeout server" (a "no" or "default" prefix dropped).
@@ -141,8 +144,12 @@ func keywordAt(l Line) *keyword { return keywords[keywordOf(l)] }
 // notTranslated refuses a line of a keyword with no code for where it is:
 // with the entry's hint if it is a refused one.
 func notTranslated(k *keyword, l Line) error {
-	if k != nil && k.status == refused && k.doc != "" {
+	switch {
+	case k != nil && k.status == refused && k.doc != "":
 		return refuse(l, "%s", k.doc)
+	case k != nil && k.status == approximated && slices.ContainsFunc(matrixOnly, func(m keyword) bool { return m.name == k.name }):
+		// A 1.x keyword in a form not read as its 2.x replacement.
+		return refuse(l, "this form is not translated: %s", k.doc)
 	}
 	return refuse(l, "not translated yet")
 }

@@ -10,7 +10,8 @@ type model struct {
 	global    *global
 	frontends []*frontend // each with the backends it sends to
 	defaults  []defaultsUse
-	sni       []sniNote // HAProxy's default certificate, as Caddy's default_sni
+	sni       []sniNote    // HAProxy's default certificate, as Caddy's default_sni
+	resolvers []*resolvers // the resolvers sections, in the order written
 }
 
 // Beyond is what a configuration asks for that a Caddyfile cannot say and
@@ -49,6 +50,8 @@ type translator struct {
 	refused refusals
 	// userlists are the userlist sections, by name.
 	userlists map[string]*userlist
+	// resolvers are the resolvers sections, by name.
+	resolvers map[string]*resolvers
 	// takers are the proxies that take each defaults section's settings.
 	takers map[*Section][]string
 	// reached are the lines read (a refused configuration's report says
@@ -69,6 +72,7 @@ func (t *translator) reach(pos Position) {
 func (t *translator) read() (*model, error) {
 	t.readGlobal()
 	t.readUserlists()
+	t.readResolvers()
 	for _, err := range t.cfg.checkDefaults() {
 		t.refused.add(err)
 	}
@@ -83,7 +87,7 @@ func (t *translator) read() (*model, error) {
 	}
 	t.global.settleTLSNotes(frontends)
 	settleSessionTickets(frontends)
-	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends)}
+	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder()}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			m.defaults = append(m.defaults, defaultsUse{s, t.takers[s]})
@@ -98,7 +102,7 @@ func (t *translator) readFrontends() []*frontend {
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
-		case "global", "defaults", "backend", "userlist":
+		case "global", "defaults", "backend", "userlist", "resolvers":
 		case "frontend", "listen":
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.

@@ -19,7 +19,7 @@ var sectionKeywords = []keyword{
 	{name: "backend", status: translated, doc: "a `reverse_proxy` in each site that sends to it"},
 	{name: "listen", status: translated, doc: "a frontend, with its own servers as its backend"},
 	{name: "userlist", status: translated, doc: "the accounts of the `basic_auth` that `http-request auth` with its `http_auth(<name>)` ACL becomes"},
-	{name: "resolvers", status: refused, doc: "resolvers sections are not translated yet"},
+	{name: "resolvers", status: translated, doc: "the DNS servers and timings of `dynamic checked`'s `resolve`, for the servers that name it (see Resolvers)"},
 	{name: "peers", status: refused, doc: "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit counts in the ha store that every instance shares"},
 	{name: "mailers", status: refused, doc: "mailers sections are not translated: alert from Caddy's metrics (docs/operations.md)"},
 	{name: "program", status: refused, doc: "program sections are not translated: run the program from the service manager"},
@@ -92,8 +92,8 @@ var proxyKeywords = []keyword{
 	{name: "timeout http-request", in: proxies, status: translated, doc: "`servers { timeouts { read_header } }`", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "timeout http-keep-alive", in: proxies, status: translated, doc: "`servers { timeouts { idle } }`, and the transport's `keepalive` for idle server connections", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`, and `deny`, `return`, `redirect` as `error`, `respond`, `redir`, each with the condition's `expression` matcher, log-format values as Caddy's placeholders (see Log-format samples); `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; in a backend, those and `set-path`, `replace-path` (`uri path_regexp`) in the order written, in a `route` before its `reverse_proxy` (see the actions below); other actions are refused", frontend: (*frontend).httpRequest, backend: (*backend).httpRequest},
-	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
-	{name: "http-after-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` without a condition in a frontend (or its defaults): the site's deferred `header`, and the same in each `handle_errors`, as HAProxy applies them to every answer, its own included; a backend's is refused", frontend: (*frontend).readAfterResponse, backend: (*backend).readAfterResponse},
+	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; `replace-header <name> <regex> <format>` as `header_down <name> ^(?s:.*?)(<regex>)(?s:.*)$ <template>` (each line of the header that the expression matches anywhere replaced whole by the format, as HAProxy does; `\\N` as `${N+1}`, `\\0` its match; an expression RE2 cannot compile or reads otherwise than PCRE, a format with `%[…]`, and a set-header or add-header of the header after it in one header_down (which sets and adds before it replaces), refused); `replace-value` refused (HAProxy rewrites each comma-separated value, Caddy each line whole); with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
+	{name: "http-after-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header`, `replace-header` (as http-response's) without a condition in a frontend (or its defaults): the site's deferred `header`, and the same in each `handle_errors`, as HAProxy applies them to every answer, its own included; a backend's is refused", frontend: (*frontend).readAfterResponse, backend: (*backend).readAfterResponse},
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
 	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
 	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers), for the requests of each backend it holds for (a frontend's or a backend's, the backend's header if both); `except <network>` and `if-none`: vars that have reverse_proxy's header_up give such a request its own header back (or none)", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
@@ -164,7 +164,8 @@ var frontendKeywords = []keyword{
 	{name: "option tcp-smart-accept", in: frontends, status: refused},
 	{name: "option idle-close-on-response", in: frontends, status: refused},
 	{name: "rate-limit sessions", in: frontends, status: refused},
-	{name: "tcp-request connection", in: frontends, rules: true, status: refused},
+	{name: "tcp-request connection", in: frontends, rules: true, status: approximated, doc: "`reject [if|unless <condition>]` on `src` ACLs: `abort` with the condition's `remote_ip` matcher, first in the site, unless an earlier `accept`'s condition held (the first rule that holds decides, as in HAProxy); Caddy closes the connection once it has read a request (after the TLS handshake), HAProxy as it accepts it (a warning); a condition on anything but `src` (which HAProxy never matches there), a frontend with `accept-proxy` (HAProxy's rules see the peer's address, Caddy's remote_ip the PROXY header's) and the other actions are refused",
+		frontend: (*frontend).readConnectionRule},
 	{name: "tcp-request session", in: frontends, rules: true, status: refused},
 	{name: "unique-id-header", in: frontends, status: refused},
 }
@@ -220,7 +221,7 @@ var backendKeywords = []keyword{
 	{name: "persist rdp-cookie", in: backends, status: refused},
 	{name: "retry-on", in: backends, status: refused},
 	{name: "server-state-file-name", in: backends, status: refused},
-	{name: "server-template", in: inListen | inBackend, status: refused},
+	{name: "server-template", in: inListen | inBackend, status: translated, doc: "with `resolvers`: `dynamic checked { resolve <fqdn>:<port> <count> }` (an SRV name `_service._proto.name` without port), up to <count> servers from the name's addresses, each checked (see Resolvers)", backend: (*backend).readServerTemplate},
 	{name: "source", in: backends, status: refused},
 	{name: "srvtcpka-cnt", in: backends, status: refused},
 	{name: "srvtcpka-idle", in: backends, status: refused},
@@ -237,6 +238,24 @@ var backendKeywords = []keyword{
 	{name: "use-server", in: inListen | inBackend, status: refused},
 }
 
+// resolversKeywords are a resolvers section's.
+var resolversKeywords = []keyword{
+	{name: "nameserver", in: inResolvers, status: translated, doc: "`dynamic checked { resolvers <ip:port> }`: asked in turn until one answers (HAProxy asks all and takes the first valid answer); an address by name, `tcp@` are refused", resolvers: (*resolvers).readNameserver},
+	{name: "parse-resolv-conf", in: inResolvers, status: translated, doc: "the system's resolver (dynamic checked without `resolvers`: Go's reads /etc/resolv.conf, and /etc/hosts first, which HAProxy's resolvers do not read)", resolvers: (*resolvers).readParseResolvConf},
+	{name: "hold valid", in: inResolvers, status: translated, doc: "`refresh`: the names resolved again that often (10s by default, as HAProxy's)", resolvers: (*resolvers).readHold},
+	{name: "hold nx", in: inResolvers, status: approximated, doc: "a name that no longer exists (or no longer has a server's record) loses its servers at the next refresh, where HAProxy keeps them this long", resolvers: (*resolvers).readHold},
+	{name: "hold obsolete", in: inResolvers, status: approximated, doc: "a server whose record is gone from an answer is dropped at once, where HAProxy keeps it this long", resolvers: (*resolvers).readHold},
+	{name: "hold other", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "hold refused", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "hold timeout", in: inResolvers, status: ignored, doc: holdFailed, resolvers: (*resolvers).readHold},
+	{name: "timeout resolve", in: inResolvers, status: translated, doc: "`resolve_timeout`: the bound of one name's lookup by one DNS server", resolvers: (*resolvers).readTimeout},
+	{name: "timeout retry", in: inResolvers, status: ignored, doc: "Go's resolver retries a query itself within resolve_timeout", resolvers: (*resolvers).readTimeout},
+	{name: "resolve_retries", in: inResolvers, status: ignored, doc: "Go's resolver retries a query itself within resolve_timeout", resolvers: (*resolvers).readIgnored},
+	{name: "accepted_payload_size", in: inResolvers, status: ignored, doc: "Go's resolver asks over TCP when an answer is too long for UDP, so that no record is lost", resolvers: (*resolvers).readIgnored},
+}
+
+const holdFailed = "a lookup that fails keeps the servers of the last answer until one answers (HAProxy keeps them this long, then takes them down)"
+
 // matrixOnly are the HAProxy 1.x keywords, which HAProxy 2.1 removed
 // (2.6 refuses them): those read as their 2.x replacements (see
 // modernized) and those refused.
@@ -250,10 +269,10 @@ var matrixOnly = []keyword{
 	{name: "reqidel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-request del-header` (a warning); other expressions refused"},
 	{name: "rspdel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-response del-header` (a warning); other expressions refused"},
 	{name: "rspidel", in: proxies, status: approximated, doc: "`^<name>:` read as `http-response del-header` (a warning); other expressions refused"},
-	{name: "reqrep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-request replace-header or replace-path"},
-	{name: "reqirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-request replace-header or replace-path"},
-	{name: "rsprep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
-	{name: "rspirep", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write http-response replace-header"},
+	{name: "reqrep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-request replace-header <name> ^<regex> <format>`, which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-request replace-path, replace-uri or replace-header"},
+	{name: "reqirep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-request replace-header <name> ^<regex> <format>` (the expression without case), which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-request replace-path, replace-uri or replace-header"},
+	{name: "rsprep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-response replace-header <name> ^<regex> <format>`, which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-response replace-header"},
+	{name: "rspirep", in: proxies, status: approximated, doc: "`^<name>:\\ <regex> <name>:\\ <format>` (a header's lines) read as `http-response replace-header <name> ^<regex> <format>` (the expression without case), which replaced it (a warning); another expression (a request line's, a header renamed) refused: write http-response replace-header"},
 }
 
 // action is an entry of the registry of http-request actions.
@@ -273,16 +292,26 @@ var requestActions = indexActions([]action{
 	{name: "set-header", status: translated, conditional: true, doc: "`request_header [@matcher] <name> <value>`, the value's log-format samples as Caddy's placeholders (see Log-format samples); the forwarded handler's proto for X-Forwarded-Proto http or https without a condition with option forwardfor; in a backend, in its route before its reverse_proxy", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
 	{name: "add-header", status: translated, conditional: true, doc: "`request_header [@matcher] +<name> <value>`, as set-header; in a backend, in its route before its reverse_proxy", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
 	{name: "del-header", status: translated, conditional: true, doc: "`request_header [@matcher] -<name>` (without a condition, the forwarded handler for the forwarded headers with option forwardfor); in a backend, in its route before its reverse_proxy", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
-	{name: "deny", status: translated, conditional: true, doc: "`error <status>` (403 by default; `deny_status`), answered by an errorfile's `handle_errors`; over `sc_http_req_rate`, `edge_rate_limit` (a frontend's)", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
-	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`, or `lf-string` (a log-format string)", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "deny", status: translated, conditional: true, doc: "alone or with `deny_status` alone, `error <status>` (403 by default), answered by an errorfile's `handle_errors` (HAProxy's default-errorfiles); with other options (`status`, `content-type`, `string`, `lf-string`, `file`, `errorfile`, `hdr`), the answer HAProxy builds, as return's (403 by default); over `sc_http_req_rate`, `edge_rate_limit` (a frontend's); `errorfiles`, `lf-file` and `default-errorfiles` refused", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "return", status: translated, conditional: true, doc: "`respond` with `status`, `content-type` and `string`, `lf-string` (a log-format string) or `file` (read when adapting, through the same seam as errorfiles, at most 64 KiB; an empty one sends no content-type, as in HAProxy), each `hdr <name> <fmt>` a `header +<name>` (added, a name twice too); `errorfile <file>` (a whole HTTP response, read likewise) sent as it is: its status, headers and body, status and hdr ignored as HAProxy ignores them; `errorfiles`, `lf-file` and `default-errorfiles` refused", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
 	{name: "redirect", status: translated, conditional: true, doc: "`redir` (see redirect), its target a log-format string", read: (*frontend).readAnswer, backend: (*backend).readAnswer},
+	{name: "replace-header", status: translated, conditional: true, doc: "`request_header [@matcher] <name> <find> <replace>`, as http-response replace-header (see it); of Host and the forwarding headers refused; in a backend, in its route before its reverse_proxy", read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
+	{name: "replace-value", status: refused, conditional: true, doc: replaceValueRefusal, read: (*frontend).readRequestHeader, backend: (*backend).readRequestHeader},
 	{name: "set-path", status: translated, conditional: true, doc: "in a backend: `uri path_regexp ^.*$ <path>` (the query kept); `%[…]` refused; in a frontend not translated yet", backend: (*backend).readPathRewrite},
-	{name: "replace-path", status: translated, conditional: true, doc: "in a backend: `uri path_regexp` of the whole path around the expression's leftmost match (HAProxy replaces the whole path with the format), `\\N` as `${N}`; an expression RE2 cannot compile or reads otherwise than PCRE, and `%[…]`, refused; in a frontend not translated yet", backend: (*backend).readPathRewrite},
+	{name: "replace-path", status: translated, conditional: true, doc: "in a backend: `uri path_regexp` of the whole path around the expression's leftmost match (HAProxy replaces the whole path with the format), the expression a group of its own, so that `\\N` is `${N+1}` (`\\0` its match, as in HAProxy); an expression RE2 cannot compile or reads otherwise than PCRE, and `%[…]`, refused; in a frontend not translated yet", backend: (*backend).readPathRewrite},
 	{name: "auth", status: translated, conditional: true, doc: "`unless <ACL of http_auth(<userlist>)>` (or `if !<it>`): `basic_auth` with the userlist's accounts and the realm (the proxy's name by default); 401 answered with HAProxy's own page; in a backend, in its route before its reverse_proxy", read: (*frontend).readAuth, backend: (*backend).readAuth},
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 })
+
+// requestAction is the http-request action of the rule l (set-var of
+// set-var(<name>)), nil for one the registry has not.
+func requestAction(l Line) *action {
+	name, _, _ := strings.Cut(arg(l, 1), "(")
+	return requestActions[name]
+}
 
 func indexActions(table []action) map[string]*action {
 	m := make(map[string]*action, len(table))

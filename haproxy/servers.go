@@ -96,6 +96,10 @@ var serverOptionTable = []serverOption{
 	{name: "weight", value: true, status: translated, doc: "`weighted_round_robin`'s weights (with roundrobin or static-rr)", read: (*serverReading).weight},
 	{name: "cookie", value: true, status: translated, doc: "the server's value of `lb_policy cookie` (Caddy's hashes the address instead)", read: (*serverReading).cookie},
 	{name: "maxconn", value: true, status: translated, doc: "the transport's `max_conns_per_host`", read: (*serverReading).maxconn},
+	{name: "resolvers", value: true, status: translated, doc: "the server's name resolved at run time through that section: `dynamic checked`'s `resolve` (see Resolvers)", read: (*serverReading).resolvedBy},
+	{name: "resolve-prefer", value: true, status: translated, doc: "`ipv4`: `prefer_ipv4` (a name's IPv4 addresses, its IPv6 ones where it has none); `ipv6`, HAProxy's default, the other way round", read: (*serverReading).resolvePrefer},
+	{name: "resolve-opts", value: true, status: translated, doc: "`allow-dup-ip`: `allow_dup_ip`; `prevent-dup-ip` (the default); `ignore-weight`: SRV records' weights unused, as Caddy never uses them", read: (*serverReading).resolveOpts},
+	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
@@ -145,12 +149,14 @@ type leaderOptions struct{ interval, fastInterval, downInterval, fails, passes s
 
 // serverReading is one server's options as they are read.
 type serverReading struct {
-	be    *backend
-	srv   server
-	tls   tlsOptions
-	check leaderOptions
-	notes []string
-	sslAt Line // the line that says ssl
+	be         *backend
+	srv        server
+	tls        tlsOptions
+	check      leaderOptions
+	resolving  resolveOptions
+	notes      []string
+	sslAt      Line  // the line that says ssl
+	initAddrAt *Line // the line that says init-addr
 }
 
 // readServers reads every server's options (default-server's first):
@@ -167,7 +173,13 @@ func (be *backend) readServers() error {
 		if i > 0 && (r.tls != be.tls || r.check != be.checkOpts) {
 			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
 		}
-		be.tls, be.checkOpts = r.tls, r.check
+		if i > 0 && r.resolving != be.resolving {
+			return refuse(s.line, "its resolvers or resolve options differ from %s's: one dynamic checked resolves every name alike", be.servers[0].name)
+		}
+		if err := r.checkResolved(); err != nil {
+			return err
+		}
+		be.tls, be.checkOpts, be.resolving = r.tls, r.check, r.resolving
 		be.serverNotes = append(be.serverNotes, r.notes)
 	}
 	return nil

@@ -48,7 +48,13 @@ func (fe *frontend) resolve() error {
 	if err := fe.resolveConditions(); err != nil {
 		return err
 	}
+	if err := fe.checkVariableSources(); err != nil {
+		return err
+	}
 	if err := fe.resolveTrackers(); err != nil {
+		return err
+	}
+	if err := fe.resolveConnectionRules(); err != nil {
 		return err
 	}
 	fe.resolveForwarding()
@@ -288,8 +294,9 @@ func (fe *frontend) resolveFormatMaps() {
 				headers = append(headers, *r.header)
 			}
 			if r.answer != nil {
-				names = append(names, r.answer.target.maps()...)
-				names = append(names, r.answer.body.maps()...)
+				for _, f := range r.answer.formats() {
+					names = append(names, f.maps()...)
+				}
 			}
 		}
 	}
@@ -297,8 +304,9 @@ func (fe *frontend) resolveFormatMaps() {
 		names = append(names, h.v.maps()...)
 	}
 	for _, a := range slices.Concat(fe.answers, fe.redirects) {
-		names = append(names, a.answer.target.maps()...)
-		names = append(names, a.answer.body.maps()...)
+		for _, f := range a.answer.formats() {
+			names = append(names, f.maps()...)
+		}
 	}
 	slices.Sort(names)
 	fe.formatMaps = slices.Compact(names)

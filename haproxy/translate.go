@@ -92,7 +92,7 @@ func (c *Config) named(err error) error {
 		return err
 	}
 	l, ok := c.lineAt(e.Pos)
-	if !ok || namesKeyword(e.Msg, l.Words[0]) {
+	if !ok || namesKeyword(e.Msg, l.Words[0]) || l.modernized != "" && namesKeyword(e.Msg, l.Source[0]) {
 		return err
 	}
 	return refuse(l, "%s", e.Msg)

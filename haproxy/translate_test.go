@@ -134,7 +134,7 @@ func TestTranslateRefusesRules(t *testing.T) {
 		{"deny_status 429", "deny_status 99", "a.cfg:15: http-request deny: status 99"},
 		{"code 301", "code 305", "a.cfg:18: http-request redirect: code 305"},
 		{"redirect scheme https code 308", "redirect scheme https drop-query", "a.cfg:21: redirect scheme: only [code <code>]"},
-		{"status 204 if", "status 204 file /x if", "a.cfg:17: http-request return: http-request return file is not translated yet"},
+		{"status 204 if", "status 204 lf-file /x if", "a.cfg:17: http-request return: http-request return lf-file is not translated yet"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001 weight 300", "a.cfg:29: server app1: weight takes a whole number from 0 to 256"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance hdr(X-A) if", "a.cfg:30: balance hdr(X-A): takes roundrobin"},
 		{"server app1 127.0.0.1:9001", "server app1 127.0.0.1:9001\n    balance random(x)", "a.cfg:30: balance random(x): random(<draws>) takes a whole number"},

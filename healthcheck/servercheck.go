@@ -19,6 +19,9 @@ import (
 // httpchk), counted with HAProxy's rise and fall. The zero values of the
 // timing fields are HAProxy 2.6's defaults; see WithDefaults.
 type ServerCheck struct {
+	// Off: no server is checked, each is up (HAProxy's server without
+	// check); the other fields are unused.
+	Off bool
 	// HTTP, if set, sends a request on each check's connection; nil is
 	// a connect check: a connection established passes.
 	HTTP *HTTPCheck
@@ -184,14 +187,17 @@ type CheckResult struct {
 }
 
 // ServerChecker checks a set of servers, one check loop per server, and
-// tells which are up.
+// tells which are up. The set can change while it runs (SetServers).
 type ServerChecker struct {
-	check   ServerCheck
+	check  ServerCheck
+	health func(addr string) (int, bool)
+	obs    ServerObserver
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
 	servers []*checkedServer
-	obs     ServerObserver
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 }
 
 // ServerObserver is told of a ServerChecker's events; it must not block.
@@ -207,6 +213,7 @@ type ServerObserver interface {
 type checkedServer struct {
 	addr   string
 	health atomic.Int64
+	stop   context.CancelFunc // ends its check loop (nil: not started)
 }
 
 // NewServerChecker checks the servers at addrs (host:port) with check
@@ -218,49 +225,102 @@ func NewServerChecker(addrs []string, check ServerCheck, health func(addr string
 	if err := check.Validate(); err != nil {
 		return nil, err
 	}
-	c := &ServerChecker{check: check.WithDefaults(), obs: obs}
+	c := &ServerChecker{check: check.WithDefaults(), health: health, obs: obs}
 	for _, addr := range addrs {
-		s := &checkedServer{addr: addr}
-		h, ok := 0, false
-		if health != nil {
-			h, ok = health(addr)
-		}
-		if !ok || h < 0 || h > c.check.Rise+c.check.Fall-1 {
-			h = c.check.Rise
-		}
-		s.health.Store(int64(h))
-		c.servers = append(c.servers, s)
+		c.servers = append(c.servers, c.newServer(addr))
 	}
 	return c, nil
 }
 
+// newServer is addr at its starting health.
+func (c *ServerChecker) newServer(addr string) *checkedServer {
+	s := &checkedServer{addr: addr}
+	h, ok := 0, false
+	if c.health != nil {
+		h, ok = c.health(addr)
+	}
+	if !ok || h < 0 || h > c.check.Rise+c.check.Fall-1 {
+		h = c.check.Rise
+	}
+	s.health.Store(int64(h))
+	return s
+}
+
 // Start starts one check loop per server; the first checks at once.
 func (c *ServerChecker) Start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for _, s := range c.servers {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			recovered.Loop(func(v any, stack []byte) {
-				if c.obs != nil {
-					c.obs.Panicked(s.addr, v, stack)
-				}
-			}, c.check.Interval, c.ctx.Done(), func() { c.checkLoop(s) })
-		}()
+		c.startLoop(s)
 	}
+}
+
+// startLoop starts s's check loop (none with the check off); c.mu is
+// held.
+func (c *ServerChecker) startLoop(s *checkedServer) {
+	if c.check.Off {
+		return
+	}
+	ctx, stop := context.WithCancel(c.ctx)
+	s.stop = stop
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		recovered.Loop(func(v any, stack []byte) {
+			if c.obs != nil {
+				c.obs.Panicked(s.addr, v, stack)
+			}
+		}, c.check.Interval, ctx.Done(), func() { c.checkLoop(ctx, s) })
+	}()
+}
+
+// SetServers makes addrs the servers, in that order: a server already
+// checked keeps its health and its loop, a new one starts as in
+// NewServerChecker (checked at once if the checker is started), one no
+// longer in addrs is no longer checked.
+func (c *ServerChecker) SetServers(addrs []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := map[string]*checkedServer{}
+	for _, s := range c.servers {
+		old[s.addr] = s
+	}
+	servers := make([]*checkedServer, 0, len(addrs))
+	for _, addr := range addrs {
+		s, ok := old[addr]
+		if !ok {
+			s = c.newServer(addr)
+			if c.ctx != nil && c.ctx.Err() == nil {
+				c.startLoop(s)
+			}
+		}
+		delete(old, addr)
+		servers = append(servers, s)
+	}
+	for _, s := range old {
+		if s.stop != nil {
+			s.stop()
+		}
+	}
+	c.servers = servers
 }
 
 // Close stops the check loops, a check under way included, and waits
 // for them.
 func (c *ServerChecker) Close() {
+	c.mu.Lock()
 	if c.cancel != nil {
 		c.cancel()
 	}
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 
 // Up returns the servers that are up, in the order given.
 func (c *ServerChecker) Up() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var up []string
 	for _, s := range c.servers {
 		if int(s.health.Load()) >= c.check.Rise {
@@ -273,6 +333,8 @@ func (c *ServerChecker) Up() []string {
 // Health returns addr's check health (see ServerCheck.next) and whether
 // addr is one of the servers.
 func (c *ServerChecker) Health(addr string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, s := range c.servers {
 		if s.addr == addr {
 			return int(s.health.Load()), true
@@ -282,18 +344,18 @@ func (c *ServerChecker) Health(addr string) (int, bool) {
 }
 
 // checkLoop checks s at once, then an interval after each check ends,
-// until the checker is closed.
-func (c *ServerChecker) checkLoop(s *checkedServer) {
+// until ctx ends (the checker is closed, or s is no longer a server).
+func (c *ServerChecker) checkLoop(ctx context.Context, s *checkedServer) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-timer.C:
 		}
-		r := c.checkOnce(c.ctx, s.addr)
-		if c.ctx.Err() != nil {
+		r := c.checkOnce(ctx, s.addr)
+		if ctx.Err() != nil {
 			return
 		}
 		before := int(s.health.Load())

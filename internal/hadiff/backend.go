@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,6 +15,10 @@ const (
 	RequestHeader = "X-Hadiff-Request"
 	// ServerHeader is the answer's: the server that answered (Server.ID).
 	ServerHeader = "X-Hadiff-Server"
+	// RespondHeader asks a backend for a response header: each line
+	// "<name>: <value>" is a line of its answer (for the configuration's
+	// rules that rewrite what a server answers).
+	RespondHeader = "X-Hadiff-Respond"
 )
 
 // Seen is what a recording backend saw of one request.
@@ -24,8 +29,8 @@ type Seen struct {
 }
 
 // Backends are recording HTTP backends, one per server line: each answers
-// every request 200 with its ID (ServerHeader and the body), health
-// checks too, and files the request line and headers of each request
+// every request 200 with its ID (ServerHeader and the body) and the
+// headers RespondHeader asks for, health checks too, and files the request line and headers of each request
 // that carries RequestHeader.
 type Backends struct {
 	mu      sync.Mutex
@@ -50,6 +55,11 @@ func (b *Backends) Start(id string) (string, error) {
 			b.mu.Lock()
 			b.seen[n] = append(b.seen[n], Seen{Server: id, Line: r.Method + " " + r.RequestURI + " " + r.Proto, Header: h})
 			b.mu.Unlock()
+		}
+		for _, line := range r.Header.Values(RespondHeader) {
+			if name, v, ok := strings.Cut(line, ": "); ok {
+				w.Header().Add(name, v)
+			}
 		}
 		w.Header().Set(ServerHeader, id)
 		w.Header().Set("Content-Type", "text/plain")

@@ -196,7 +196,16 @@ func sortedUnion(a, b map[string]string) []string {
 // Warning.
 type Known struct {
 	Field, Warning, Why string
+	// ClientSent: a difference of a request header is excused only in a
+	// request whose client sent that header (the field's cell says
+	// clientSentQualifier after the field).
+	ClientSent bool
 }
+
+// clientSentQualifier, after a request header's field in its cell, keeps
+// the row to the requests that sent the header: a value the
+// configuration's own rules make is never excused by it.
+const clientSentQualifier = "when the client sent it"
 
 // KnownHeading is the heading of the section ParseKnown reads.
 const KnownHeading = "## Known differences"
@@ -227,12 +236,13 @@ func ParseKnown(markdown []byte) ([]Known, error) {
 		if len(cells) < 3 {
 			return nil, fmt.Errorf("known differences: a row of %d cells: %s", len(cells), line)
 		}
-		field, ok1 := backticked(cells[0])
+		fieldCell, clientSent := strings.CutSuffix(strings.TrimSpace(cells[0]), " "+clientSentQualifier)
+		field, ok1 := backticked(fieldCell)
 		warning, ok2 := backticked(cells[1])
 		if !ok1 || !ok2 || field == "" || warning == "" {
 			return nil, fmt.Errorf("known differences: the field and the warning must be in backticks: %s", line)
 		}
-		out = append(out, Known{Field: field, Warning: warning, Why: strings.TrimSpace(strings.Join(cells[2:], "|"))})
+		out = append(out, Known{Field: field, Warning: warning, Why: strings.TrimSpace(strings.Join(cells[2:], "|")), ClientSent: clientSent})
 	}
 	if !in {
 		return nil, fmt.Errorf("no %q section", KnownHeading)
@@ -248,12 +258,17 @@ func backticked(cell string) (string, bool) {
 	return cell[1 : len(cell)-1], true
 }
 
-// Excuse is the warning that makes d a known difference, if any: of a
-// row of known whose field matches d's, the first warning of the
-// translation that holds the row's warning text.
-func Excuse(d Difference, known []Known, warnings []haproxy.Warning) (Known, haproxy.Warning, bool) {
+// Excuse is the warning that makes d, a difference in the answers to
+// req, a known difference, if any: of a row of known whose field matches
+// d's (and, for a row kept to what the client sent, whose request sent
+// the header), the first warning of the translation that holds the row's
+// warning text.
+func Excuse(d Difference, req Request, known []Known, warnings []haproxy.Warning) (Known, haproxy.Warning, bool) {
 	for _, k := range known {
 		if k.Field != d.Field && !(strings.HasSuffix(k.Field, "*") && strings.HasPrefix(d.Field, strings.TrimSuffix(k.Field, "*"))) {
+			continue
+		}
+		if name, ok := strings.CutPrefix(d.Field, "request header "); k.ClientSent && (!ok || req.Header.Get(name) == "") {
 			continue
 		}
 		for _, w := range warnings {
@@ -263,4 +278,27 @@ func Excuse(d Difference, known []Known, warnings []haproxy.Warning) (Known, hap
 		}
 	}
 	return Known{}, haproxy.Warning{}, false
+}
+
+// BindPort stands in the headers a server saw for the port of the bind
+// the request came in on: each proxy listens on a port of its own here,
+// where the configuration has one (dst_port, %fp).
+const BindPort = "<the bind's port>"
+
+// MaskBindPort writes BindPort for each header value the servers saw
+// that is the port of addr, the bind the request was sent to.
+func (o *Outcome) MaskBindPort(addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return
+	}
+	for _, s := range o.Seen {
+		for _, values := range s.Header {
+			for i, v := range values {
+				if v == port {
+					values[i] = BindPort
+				}
+			}
+		}
+	}
 }

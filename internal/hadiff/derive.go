@@ -94,12 +94,13 @@ func Derive(cfg *haproxy.Config) Derivation {
 			continue
 		}
 		acls := map[string]*test{}
+		d.vars = sectionVariables(s)
 		for _, line := range s.Lines {
 			w := line.Words
 			at := fmt.Sprintf("line %d", line.Pos.Line)
 			switch {
 			case w[0] == "acl" && len(w) >= 3:
-				t, note := aclTest(w[2:])
+				t, note := d.aclTest(w[2:])
 				if note != "" {
 					d.notes = append(d.notes, at+": "+note)
 				}
@@ -121,8 +122,9 @@ func Derive(cfg *haproxy.Config) Derivation {
 					forged.Set(w[2], "client-value")
 				} else {
 					respHeaders[http.CanonicalHeaderKey(w[2])] = true
+					d.serverAnswers(w, at+": "+strings.Join(w, " "))
 				}
-			case w[0] == "http-request" && len(w) >= 2 && w[1] == "return":
+			case w[0] == "http-request" && len(w) >= 2 && answering[w[1]]:
 				for i := 2; i+1 < len(w); i++ {
 					switch w[i] {
 					case "content-type":
@@ -149,10 +151,15 @@ func Derive(cfg *haproxy.Config) Derivation {
 	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(respHeaders)), Notes: d.notes}
 }
 
+// answering are the http-request actions whose content-type and hdr
+// options set headers of the proxy's own answer.
+var answering = map[string]bool{"return": true, "deny": true}
+
 type deriver struct {
 	reqs  []Request
 	seen  map[string]int // the index of each request, by Key
 	notes []string
+	vars  map[string]string // the section's set-var samples, by variable
 }
 
 func (d *deriver) add(r Request, why string) {
@@ -173,6 +180,22 @@ func (d *deriver) add(r Request, why string) {
 	r.Why = []string{why}
 	d.seen[k] = len(d.reqs)
 	d.reqs = append(d.reqs, r)
+}
+
+// serverAnswers derives, for a rule that rewrites a header of what a
+// server answers (replace-header, replace-value), a request whose server
+// answers that header (RespondHeader): a line the expression matches
+// where one is generated, a cookie-like line and one of two values.
+func (d *deriver) serverAnswers(w []string, why string) {
+	if len(w) < 5 || w[1] != "replace-header" && w[1] != "replace-value" {
+		return
+	}
+	var lines []string
+	if v, ok := Generate(w[3], false); ok && !strings.ContainsAny(v, "\r\n") {
+		lines = append(lines, w[2]+": "+v)
+	}
+	lines = append(lines, w[2]+": hadiff=1; Path=/", w[2]+": hadiff, other")
+	d.add(Request{Header: http.Header{RespondHeader: lines}}, why+" (the server answers the header)")
 }
 
 // derive adds the default request with changes made, in order (a nil
@@ -231,7 +254,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 			if end < 0 {
 				break
 			}
-			t, note := aclTest(words[i+1 : i+end])
+			t, note := d.aclTest(words[i+1 : i+end])
 			if note != "" {
 				d.notes = append(d.notes, why+": "+note)
 			}
@@ -277,7 +300,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 // aclTest is what an ACL's fetch, flags and values (the words after its
 // name, or inside { }) derive: its values' requests (in) and near misses
 // (out). A fetch it cannot derive a request for gives a note.
-func aclTest(w []string) (test, string) {
+func aclTest(w []string, encode func(string) string) (test, string) {
 	fetch := w[0]
 	insensitive, match := false, ""
 	var values []string
@@ -324,15 +347,7 @@ func aclTest(w []string) (test, string) {
 		}
 		return t, ""
 	case "src":
-		for _, v := range values {
-			if from, ok := loopbackIn(v); ok {
-				t.in = append(t.in, func(r *Request) { r.From = from })
-			}
-		}
-		if len(t.in) == 0 {
-			return t, fmt.Sprintf("%s %s: no loopback address matches, only the out side sent", fetch, strings.Join(values, " "))
-		}
-		return t, ""
+		return srcTest(fetch, values)
 	case "path", "url", "hdr", "urlp", "cook":
 	default:
 		return t, fmt.Sprintf("fetch %s: not derived", fetch)
@@ -341,6 +356,7 @@ func aclTest(w []string) (test, string) {
 		return t, fmt.Sprintf("fetch %s without a name: not derived", fetch)
 	}
 	set := func(v string) change {
+		v = encode(v)
 		switch subject {
 		case "path", "url":
 			if !strings.HasPrefix(v, "/") {
@@ -361,43 +377,13 @@ func aclTest(w []string) (test, string) {
 	if subject == "path" || subject == "url" {
 		sep = "/"
 	}
+	if match == "found" {
+		values = []string{""} // one request that has it, whatever its value
+	}
 	for _, v := range values {
-		var in, out []string
-		switch match {
-		case "str":
-			in, out = []string{v}, []string{v + "x"}
-		case "beg":
-			in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
-		case "end":
-			in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
-		case "sub":
-			in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
-		case "dir":
-			in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
-		case "dom":
-			in, out = []string{v, "www." + v}, []string{"x" + v}
-		case "reg":
-			s, ok := Generate(v, insensitive)
-			if !ok {
-				return t, fmt.Sprintf("%s %s: no match generated", fetch, v)
-			}
-			in = []string{s}
-		default:
-			return t, fmt.Sprintf("%s -m %s: not derived", fetch, match)
-		}
-		if match != "reg" {
-			if other := swapCase(v); other != v {
-				if insensitive {
-					in = append(in, strings.Replace(in[0], v, other, 1))
-				} else {
-					out = append(out, strings.Replace(in[0], v, other, 1))
-				}
-			}
-			// HAProxy matches a path as sent, percent-encoding and all: a
-			// letter of the value encoded is a near miss.
-			if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
-				out = append(out, encoded)
-			}
+		in, out, ok := variants(match, v, sep, insensitive)
+		if !ok {
+			return t, fmt.Sprintf("%s -m %s %s: not derived", fetch, match, v)
 		}
 		for _, s := range in {
 			t.in = append(t.in, set(s))
@@ -409,6 +395,47 @@ func aclTest(w []string) (test, string) {
 		}
 	}
 	return t, ""
+}
+
+// variants are the values of a subject that the ACL value v matches by
+// method match (in), and near misses (out): a prefix one byte short, the
+// value in the other case (in with -i, out without), a path's letter
+// percent-encoded (sep "/": HAProxy matches a path as sent). A found
+// test is in with any value. ok is false for a method not derived, or an
+// expression no match is generated for.
+func variants(match, v, sep string, insensitive bool) (in, out []string, ok bool) {
+	switch match {
+	case "found":
+		return []string{"hadiff"}, nil, true
+	case "str":
+		in, out = []string{v}, []string{v + "x"}
+	case "beg":
+		in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
+	case "end":
+		in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
+	case "sub":
+		in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
+	case "dir":
+		in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
+	case "dom":
+		in, out = []string{v, "www." + v}, []string{"x" + v}
+	case "reg":
+		s, ok := Generate(v, insensitive)
+		return []string{s}, nil, ok
+	default:
+		return nil, nil, false
+	}
+	if other := swapCase(v); other != v {
+		if insensitive {
+			in = append(in, strings.Replace(in[0], v, other, 1))
+		} else {
+			out = append(out, strings.Replace(in[0], v, other, 1))
+		}
+	}
+	if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
+		out = append(out, encoded)
+	}
+	return in, out, true
 }
 
 func (r *Request) setHeader(name, value string) {
@@ -446,22 +473,79 @@ func swapCase(v string) string {
 	}, v)
 }
 
-// loopbackIn is a client address of 127.0.0.0/8 that the src value v
-// matches, if any: "" for 127.0.0.1, the default client's.
-func loopbackIn(v string) (string, bool) {
+// srcTest is what a src ACL's values derive: a loopback client address
+// each matches (in), and one that none matches (out), so that a rule on
+// the client's address (a tcp-request connection reject, a deny from
+// outside a network) is sent both ways where loopback allows.
+func srcTest(fetch string, values []string) (test, string) {
+	var t test
+	for _, v := range values {
+		if from, ok := loopbackIn(v); ok {
+			t.in = append(t.in, func(r *Request) { r.From = from })
+		}
+	}
+	if from, ok := loopbackOut(values); ok {
+		t.out = append(t.out, func(r *Request) { r.From = from })
+	}
+	switch {
+	case len(t.in) == 0:
+		return t, fmt.Sprintf("%s %s: no loopback address matches, only the out side sent", fetch, strings.Join(values, " "))
+	case len(t.out) == 0:
+		return t, fmt.Sprintf("%s %s: every loopback address matches, only the in side sent", fetch, strings.Join(values, " "))
+	}
+	return t, ""
+}
+
+// srcPrefix is a src value as a range (an address is one of one).
+func srcPrefix(v string) (netip.Prefix, bool) {
 	if !strings.Contains(v, "/") {
 		v += "/32"
 	}
 	p, err := netip.ParsePrefix(v)
+	return p, err == nil && p.Addr().Is4()
+}
+
+// fromAddr is a client address as Request.From says it: "" for
+// 127.0.0.1, the default client's.
+func fromAddr(a netip.Addr) string {
+	if a == netip.MustParseAddr("127.0.0.1") {
+		return ""
+	}
+	return a.String()
+}
+
+// loopbackIn is a client address of 127.0.0.0/8 that the src value v
+// matches, if any: 127.0.0.2 or 127.0.0.1 where the range holds them,
+// else its first address after the network's (its only one for a /32).
+func loopbackIn(v string) (string, bool) {
+	p, ok := srcPrefix(v)
 	switch {
-	case err != nil || !p.Addr().Is4():
+	case !ok:
 		return "", false
 	case p.Contains(netip.MustParseAddr("127.0.0.2")):
 		return "127.0.0.2", true
 	case p.Contains(netip.MustParseAddr("127.0.0.1")):
 		return "", true
-	case netip.MustParsePrefix("127.0.0.0/8").Contains(p.Masked().Addr()):
-		return p.Masked().Addr().Next().String(), true
+	case !netip.MustParsePrefix("127.0.0.0/8").Contains(p.Masked().Addr()):
+		return "", false
+	}
+	if a := p.Masked().Addr(); p.Bits() < 32 {
+		return fromAddr(a.Next()), true
+	}
+	return fromAddr(p.Addr()), true
+}
+
+// outCandidates are the loopback addresses loopbackOut tries, in order.
+var outCandidates = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.1.1", "127.1.0.1", "127.255.255.254"}
+
+// loopbackOut is a client address of 127.0.0.0/8 that no src value
+// matches, if any.
+func loopbackOut(values []string) (string, bool) {
+	for _, c := range outCandidates {
+		a := netip.MustParseAddr(c)
+		if !slices.ContainsFunc(values, func(v string) bool { p, ok := srcPrefix(v); return ok && p.Contains(a) }) {
+			return fromAddr(a), true
+		}
 	}
 	return "", false
 }

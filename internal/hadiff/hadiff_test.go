@@ -1,8 +1,10 @@
 package hadiff
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -123,10 +125,90 @@ func TestRewriteByLine(t *testing.T) {
 	}
 }
 
+// A server resolved through a resolvers section keeps its name, with its
+// backend's port (a host name) or as written (an SRV name), and the
+// harness's DNS server answers the name with the backend's address; the
+// nameserver lines name that server; a server without resolvers is moved
+// to its backend's address as it was.
+func TestRewriteResolved(t *testing.T) {
+	text := `resolvers dns
+    nameserver a 127.0.0.11:53
+defaults
+    mode http
+    default-server resolvers dns init-addr none
+frontend f
+    bind :80
+    default_backend b
+backend b
+    server web app:8000 check
+    server-template task- 1-3 tasks.app:8000 check
+    server-template api 5 _api._tcp.service.consul check
+defaults
+    mode http
+backend c
+    server plain plain.local:80 check
+`
+	l, err := Inspect(parse(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolved []string
+	for _, s := range l.Servers {
+		resolved = append(resolved, s.Resolved)
+	}
+	if want := []string{"app", "tasks.app", "_api._tcp.service.consul", ""}; !slices.Equal(resolved, want) {
+		t.Fatalf("resolved %q, want %q", resolved, want)
+	}
+	backends := map[int]string{10: "127.0.0.1:2001", 11: "127.0.0.1:2002", 12: "127.0.0.1:2003", 16: "127.0.0.1:2004"}
+	out, err := Rewrite([]byte(text), l, Addresses{Bind: map[int]string{7: "127.0.0.1:1001"}, Server: backends, Nameserver: "127.0.0.1:5353"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(out), "\n")
+	for n, want := range map[int]string{
+		2: "    nameserver a 127.0.0.1:5353", 10: "    server web app:2001 check", 11: "    server-template task- 1-3 tasks.app:2002 check",
+		12: "    server-template api 5 _api._tcp.service.consul check", 16: "    server plain 127.0.0.1:2004 check",
+	} {
+		if lines[n-1] != want {
+			t.Errorf("line %d: %q, want %q", n, lines[n-1], want)
+		}
+	}
+	checkServed(t, l, backends)
+}
+
+// checkServed checks that the harness's DNS server, serving l, answers
+// the resolved names with their backends' addresses, and no other name.
+func checkServed(t *testing.T, l Layout, backends map[int]string) {
+	t.Helper()
+	d, err := StartDNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := l.Serve(d, backends); err != nil {
+		t.Fatal(err)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return new(net.Dialer).DialContext(ctx, network, d.Addr)
+	}}
+	ctx := context.Background()
+	if ips, err := r.LookupIP(ctx, "ip4", "tasks.app"); err != nil || len(ips) != 1 || !ips[0].Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("tasks.app: %v %v", ips, err)
+	}
+	if _, srvs, err := r.LookupSRV(ctx, "", "", "_api._tcp.service.consul"); err != nil || len(srvs) != 1 || srvs[0].Port != 2003 {
+		t.Errorf("the SRV name: %v %v", srvs, err)
+	} else if ips, err := r.LookupIP(ctx, "ip4", srvs[0].Target); err != nil || len(ips) != 1 {
+		t.Errorf("its target %s: %v %v", srvs[0].Target, ips, err)
+	}
+	if _, err := r.LookupIP(ctx, "ip4", "plain.local"); err == nil {
+		t.Error("plain.local resolved: the harness's DNS knows only the resolved servers")
+	}
+}
+
 // What the harness cannot move to loopback is refused with its line.
 func TestInspectRefusesWhatItCannotMove(t *testing.T) {
 	for _, tt := range []struct{ line, want string }{
-		{"    server-template app 1-3 app:80 check", "line 8: server-template"},
+		{"    server-template app 1-3 app:80 check\nresolvers dns\n    parse-resolv-conf", "line 10: parse-resolv-conf"},
 		{"    server s1 10.0.0.1:443 ssl verify none", "line 8: server s1 with ssl"},
 		{"    default-server ssl verify none", "line 8: default-server with ssl"},
 		{"    server s1 10.0.0.1:80 check check-ssl", "line 8: server s1 with ssl, check-ssl"},
@@ -254,23 +336,32 @@ func TestCompare(t *testing.T) {
 
 const knownDoc = "# Doc\n\n## Known differences\n\ntext\n\n| field | warning | why |\n|---|---|---|\n" +
 	"| `request header X-Forwarded-Host` | `sends X-Forwarded-Host` | the forwarded handler |\n" +
-	"| `response header *` | `httpclose` | any response header |\n\n## Next\n\n| `status` | `x` | not read |\n"
+	"| `response header *` | `httpclose` | any response header |\n" +
+	"| `request header X-Forwarded-*` when the client sent it | `httpclose` | a client's claim |\n\n## Next\n\n| `status` | `x` | not read |\n"
 
 // Known differences are the rows of their section alone; a difference is
 // excused only by a row of its field whose warning the translation gave.
 func TestKnownDifferences(t *testing.T) {
 	known, err := ParseKnown([]byte(knownDoc))
-	if err != nil || len(known) != 2 || known[0].Field != "request header X-Forwarded-Host" || known[1].Why != "any response header" {
+	if err != nil || len(known) != 3 || known[0].Field != "request header X-Forwarded-Host" || known[1].Why != "any response header" || known[1].ClientSent || !known[2].ClientSent || known[2].Field != "request header X-Forwarded-*" {
 		t.Fatalf("%+v %v", known, err)
 	}
 	warnings := []haproxy.Warning{{Pos: haproxy.Position{File: "f", Line: 7}, Msg: "option httpclose: connections kept alive"}}
-	if _, w, ok := Excuse(Difference{Field: "response header X-A"}, known, warnings); !ok || w.Pos.Line != 7 {
+	var plain Request
+	if _, w, ok := Excuse(Difference{Field: "response header X-A"}, plain, known, warnings); !ok || w.Pos.Line != 7 {
 		t.Errorf("a row with * and its warning: %v %v", w, ok)
 	}
-	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Host"}, known, warnings); ok {
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Proto"}, plain, known, warnings); ok {
+		t.Error("a row kept to what the client sent excused a header the client did not send")
+	}
+	forged := Request{Header: http.Header{"X-Forwarded-Proto": {"http"}}}
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Proto"}, forged, known, warnings); !ok {
+		t.Error("a row kept to what the client sent did not excuse the header the client sent")
+	}
+	if _, _, ok := Excuse(Difference{Field: "request header X-Forwarded-Host"}, plain, known[:1], warnings); ok {
 		t.Error("excused without the row's warning")
 	}
-	if _, _, ok := Excuse(Difference{Field: "status"}, known, warnings); ok {
+	if _, _, ok := Excuse(Difference{Field: "status"}, plain, known, warnings); ok {
 		t.Error("excused by a row of another section")
 	}
 	for _, bad := range []string{"# x\n", "## Known differences\n| a | b | c |\n|---|---|---|\n| status | `w` | why |\n"} {
@@ -352,5 +443,45 @@ func TestModern(t *testing.T) {
 	want := map[int][]string{3: {"timeout", "connect", "5000"}, 6: {"http-request", "add-header", "X-Forwarded-Proto", "http"}}
 	if len(got) != len(want) || !slices.Equal(got[3], want[3]) || !slices.Equal(got[6], want[6]) {
 		t.Errorf("%v, want %v", got, want)
+	}
+}
+
+// A header value that is the port of the bind a proxy was sent to stands
+// for that port, so that dst_port compares equal across the two proxies'
+// ports; another value is kept.
+func TestMaskBindPort(t *testing.T) {
+	o := Outcome{Seen: []Seen{{Header: http.Header{"X-Forwarded-Port": {"41000"}, "X-Other": {"41001", "x41000"}}}}}
+	o.MaskBindPort("127.0.0.1:41000")
+	if got := o.Seen[0].Header; got.Get("X-Forwarded-Port") != BindPort || got.Values("X-Other")[0] != "41001" || got.Values("X-Other")[1] != "x41000" {
+		t.Errorf("%v", got)
+	}
+}
+
+// A src ACL derives a loopback client it matches and one it does not:
+// an address of one is that address, a range its first host (127.0.0.2
+// or 127.0.0.1 where it holds them); the out side the first of
+// outCandidates that no value holds, none where every one does.
+func TestSrcDerivesBothSides(t *testing.T) {
+	for v, want := range map[string]string{"127.0.0.3": "127.0.0.3", "127.0.0.0/8": "127.0.0.2", "127.0.0.1": "", "127.0.0.4/30": "127.0.0.5", "127.0.1.0/24": "127.0.1.1"} {
+		if got, ok := loopbackIn(v); !ok || got != want {
+			t.Errorf("loopbackIn(%s) = %q %t, want %q", v, got, ok, want)
+		}
+	}
+	if _, ok := loopbackIn("10.0.0.0/8"); ok {
+		t.Error("loopbackIn(10.0.0.0/8) found an address")
+	}
+	for _, tt := range []struct {
+		values []string
+		want   string
+		ok     bool
+	}{
+		{[]string{"10.0.0.0/8"}, "", true},
+		{[]string{"127.0.0.1", "127.0.0.2"}, "127.0.0.3", true},
+		{[]string{"127.0.0.0/24"}, "127.0.1.1", true},
+		{[]string{"10.0.0.0/8", "127.0.0.0/8"}, "", false},
+	} {
+		if got, ok := loopbackOut(tt.values); got != tt.want || ok != tt.ok {
+			t.Errorf("loopbackOut(%q) = %q %t, want %q %t", tt.values, got, ok, tt.want, tt.ok)
+		}
 	}
 }

@@ -10,7 +10,10 @@ package hadiff
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/caddy-ha/caddy-ha/haproxy"
@@ -24,12 +27,28 @@ type Bind struct {
 	Words   []string
 }
 
-// Server is a server line of a backend or listen section.
+// Server is a server (or server-template) line of a backend or listen
+// section.
 type Server struct {
 	Line    int
 	Section string // the backend or listen it is in
-	Name    string
+	Name    string // a template's prefix
 	Words   []string
+	// Resolved is the DNS name that HAProxy's resolvers (and caddy-ha's
+	// dynamic checked) resolve at run time ("": none, the server is
+	// moved to its backend's address): a host name, whose A record the
+	// harness's DNS gives as loopback, the port the backend's; or an SRV
+	// name (_service._proto.name), whose record gives a target on
+	// loopback with the backend's port.
+	Resolved string
+}
+
+// addressWord is the index of the server's address among its words.
+func (s Server) addressWord() int {
+	if s.Words[0] == "server-template" {
+		return 3
+	}
+	return 2
 }
 
 // ID is how the server names itself to the harness: section/name.
@@ -46,7 +65,9 @@ type Layout struct {
 	Commented []int // lines written as comments
 	// Outbound are the lines of a log server's, resolver's, peer's or
 	// mailer's network address, by number, their words as written anew:
-	// that address Elsewhere.
+	// that address Elsewhere (a nameserver's, the harness's DNS server);
+	// and the default-server lines with init-addr, written with
+	// init-addr none (see withoutLibc).
 	Outbound map[int][]string
 	// Balanced are the backends whose server for a request depends on
 	// the balance's state (several servers, a balance other than first):
@@ -78,6 +99,7 @@ var outbound = map[string]int{"log": 1, "nameserver": 2, "peer": 2, "mailer": 2}
 // the harness cannot move to loopback faithfully.
 func Inspect(cfg *haproxy.Config) (Layout, error) {
 	l := Layout{Balanced: map[string]bool{}, Outbound: map[int][]string{}}
+	resolvedByDefault := defaultServersResolved(cfg)
 	for _, s := range cfg.Sections {
 		servers, first := 0, false
 		for _, line := range s.Lines {
@@ -85,39 +107,98 @@ func Inspect(cfg *haproxy.Config) (Layout, error) {
 			if i, ok := outbound[w[0]]; ok && i < len(w) && isNetworkAddress(w[i]) {
 				l.Outbound[line.Pos.Line] = slices.Concat(w[:i], []string{Elsewhere}, w[i+1:])
 			}
+			var err error
 			switch {
 			case s.Kind == "global" && processOnly[w[0]]:
 				l.Commented = append(l.Commented, line.Pos.Line)
 			case w[0] == "bind" && (s.Kind == "frontend" || s.Kind == "listen"):
-				if len(w) < 2 {
-					return l, fmt.Errorf("line %d: bind without an address", line.Pos.Line)
-				}
-				for _, unsupported := range []string{"crt-list", "crl-file", "accept-proxy", "quic"} {
-					if slices.Contains(w, unsupported) {
-						return l, fmt.Errorf("line %d: bind … %s: not moved to loopback by the harness", line.Pos.Line, unsupported)
-					}
-				}
-				l.Binds = append(l.Binds, Bind{Line: line.Pos.Line, Section: s.Name, TLS: slices.Contains(w, "ssl"), Words: w})
-			case w[0] == "server" && (s.Kind == "backend" || s.Kind == "listen"):
-				if len(w) < 3 {
-					return l, fmt.Errorf("line %d: server without an address", line.Pos.Line)
-				}
-				if slices.ContainsFunc(w, notPlainHTTP) {
-					return l, fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line, w[1])
-				}
+				err = l.addBind(s.Name, line)
+			case (w[0] == "server" || w[0] == "server-template") && (s.Kind == "backend" || s.Kind == "listen"):
 				servers++
-				l.Servers = append(l.Servers, Server{Line: line.Pos.Line, Section: s.Name, Name: w[1], Words: w})
-			case w[0] == "default-server" && slices.ContainsFunc(w, notPlainHTTP):
-				return l, fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
-			case w[0] == "server-template":
-				return l, fmt.Errorf("line %d: server-template: the harness moves server lines only", line.Pos.Line)
+				err = l.addServer(s.Name, line, resolvedByDefault[s] || slices.Contains(w, "resolvers"))
+			case w[0] == "default-server":
+				err = l.addDefaultServer(line)
+			case w[0] == "parse-resolv-conf":
+				err = fmt.Errorf("line %d: parse-resolv-conf: the harness's DNS server answers only the resolvers' nameserver lines", line.Pos.Line)
 			case w[0] == "balance" && len(w) > 1 && w[1] == "first":
 				first = true
+			}
+			if err != nil {
+				return l, err
 			}
 		}
 		l.Balanced[s.Name] = servers > 1 && !first
 	}
 	return l, nil
+}
+
+// addBind adds a bind line of the frontend or listen section named in.
+func (l *Layout) addBind(in string, line haproxy.Line) error {
+	w := line.Words
+	if len(w) < 2 {
+		return fmt.Errorf("line %d: bind without an address", line.Pos.Line)
+	}
+	for _, unsupported := range []string{"crt-list", "crl-file", "accept-proxy", "quic"} {
+		if slices.Contains(w, unsupported) {
+			return fmt.Errorf("line %d: bind … %s: not moved to loopback by the harness", line.Pos.Line, unsupported)
+		}
+	}
+	l.Binds = append(l.Binds, Bind{Line: line.Pos.Line, Section: in, TLS: slices.Contains(w, "ssl"), Words: w})
+	return nil
+}
+
+// addServer adds a server or server-template line of the backend or
+// listen section named in; resolved: its options or its default-server's
+// name a resolvers section.
+func (l *Layout) addServer(in string, line haproxy.Line, resolved bool) error {
+	s := Server{Line: line.Pos.Line, Section: in, Words: line.Words}
+	if len(s.Words) <= s.addressWord() {
+		return fmt.Errorf("line %d: %s without an address", line.Pos.Line, s.Words[0])
+	}
+	s.Name = s.Words[1]
+	if slices.ContainsFunc(s.Words, notPlainHTTP) {
+		return fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line, s.Name)
+	}
+	host := s.Words[s.addressWord()]
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if _, err := netip.ParseAddr(host); resolved && err != nil {
+		s.Resolved = host
+	}
+	l.Servers = append(l.Servers, s)
+	return nil
+}
+
+// addDefaultServer refuses a default-server line that asks a server for
+// more than plain HTTP, and writes one with init-addr anew (withoutLibc).
+func (l *Layout) addDefaultServer(line haproxy.Line) error {
+	w := line.Words
+	if slices.ContainsFunc(w, notPlainHTTP) {
+		return fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
+	}
+	if slices.Contains(w, "init-addr") {
+		l.Outbound[line.Pos.Line] = withoutLibc(w)
+	}
+	return nil
+}
+
+// defaultServersResolved are the backend and listen sections whose
+// default-server (their own, or their defaults section's) names a
+// resolvers section.
+func defaultServersResolved(cfg *haproxy.Config) map[*haproxy.Section]bool {
+	out := map[*haproxy.Section]bool{}
+	var defaults bool // the last defaults section's
+	for _, s := range cfg.Sections {
+		own := slices.ContainsFunc(s.Lines, func(l haproxy.Line) bool {
+			return l.Words[0] == "default-server" && slices.Contains(l.Words, "resolvers")
+		})
+		if s.Kind == "defaults" {
+			defaults = own
+		}
+		out[s] = own || defaults
+	}
+	return out
 }
 
 // notPlainHTTP are the server keywords that ask a server for more than
@@ -156,6 +237,9 @@ type Addresses struct {
 	// the 1.x lines the reader takes as their 2.x replacements (Modern),
 	// which HAProxy 2.6 refuses.
 	Lines map[int][]string
+	// Nameserver is the address of the harness's DNS server (DNS),
+	// which every nameserver line names ("": Elsewhere).
+	Nameserver string
 }
 
 // Modern are the lines of text that cfg's reader took as other words
@@ -216,6 +300,9 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 		}
 	}
 	for n, words := range l.Outbound {
+		if words[0] == "nameserver" && a.Nameserver != "" {
+			words = slices.Concat(words[:2], []string{a.Nameserver}, words[3:])
+		}
 		if err := replace(n, words); err != nil {
 			return nil, err
 		}
@@ -254,20 +341,70 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("line %d: no address for server %s", s.Line, s.Name)
 		}
-		words := []string{"server", s.Name, addr}
-		for i := 3; i < len(s.Words); i++ {
-			switch w := s.Words[i]; w {
-			case "port", "addr":
-				i++
-			default:
-				words = append(words, w)
-			}
-		}
-		if err := replace(s.Line, words); err != nil {
+		if err := replace(s.Line, s.movedTo(addr)); err != nil {
 			return nil, err
 		}
 	}
 	return []byte(strings.Join(lines, "\n")), nil
+}
+
+// movedTo is the server's line with its address the backend's addr
+// (loopback): a resolved host name keeps its name, with addr's port (the
+// harness's DNS gives the name loopback's address), an SRV name stays as
+// written (its record gives addr's port); port and addr, the check's own
+// address, are dropped: the check goes to the backend.
+func (s Server) movedTo(addr string) []string {
+	at := s.addressWord()
+	if _, port, err := net.SplitHostPort(addr); err == nil && s.Resolved != "" {
+		addr = net.JoinHostPort(s.Resolved, port)
+		if strings.HasPrefix(s.Resolved, "_") {
+			addr = s.Resolved
+		}
+	}
+	words := slices.Concat(s.Words[:at], []string{addr})
+	for i := at + 1; i < len(s.Words); i++ {
+		switch w := s.Words[i]; w {
+		case "port", "addr":
+			i++
+		default:
+			words = append(words, w)
+		}
+	}
+	return withoutLibc(words)
+}
+
+// withoutLibc is a server's (or default-server's) words with init-addr
+// none: the names the harness's DNS server gives are no other resolver's,
+// so HAProxy's libc lookup at start (the system's resolver) finds none,
+// after the system's timeouts, then takes none anyway.
+func withoutLibc(words []string) []string {
+	out := slices.Clone(words)
+	if i := slices.Index(out, "init-addr"); i >= 0 && i+1 < len(out) {
+		out[i+1] = "none"
+	}
+	return out
+}
+
+// Serve has the harness's DNS server answer each resolved server's name
+// with its backend's address (by line, as in Addresses.Server): a host
+// name loopback, an SRV name a target on loopback with the backend's port.
+func (l Layout) Serve(d *DNS, backends map[int]string) error {
+	for _, s := range l.Servers {
+		if s.Resolved == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(backends[s.Line])
+		if err != nil {
+			return fmt.Errorf("line %d: no address for server %s", s.Line, s.Name)
+		}
+		if !strings.HasPrefix(s.Resolved, "_") {
+			d.SetA(s.Resolved, net.IPv4(127, 0, 0, 1))
+			continue
+		}
+		p, _ := strconv.Atoi(port)
+		d.SetSRV(s.Resolved, SRVTarget{Host: strings.Trim(s.Name, "-_.") + ".hadiff.test", Port: uint16(p)})
+	}
+	return nil
 }
 
 // continued reports whether a physical line ends in an unescaped
