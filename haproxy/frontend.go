@@ -92,6 +92,9 @@ type bind struct {
 	isTLS bool
 	// acceptProxy: a PROXY header begins each connection (accept-proxy).
 	acceptProxy bool
+	// tlsOptions are its own TLS options (no-tlsv11, ssl-min-ver TLSv1.2,
+	// …), in order, as words of ssl-default-bind-options.
+	tlsOptions []string
 }
 
 // headerRule is an http-request or http-response del-header, set-header,
@@ -174,7 +177,9 @@ func (t *translator) readFrontendSetting(fe *frontend, l Line) error {
 	if keywordSide(l) == backendSide && hasServers(s) {
 		return nil // the listen's own backend's (see readOwnServers)
 	}
-	if !ownLine(s, l) && keywordSide(l) == backendSide {
+	// A backend's line of the defaults, or of a listen without servers
+	// (a stats page's timeout connect): HAProxy applies it to no server.
+	if (!ownLine(s, l) || s.Kind == "listen") && keywordSide(l) == backendSide {
 		fe.note(l, fromDefaultsNote(l, s.Kind))
 		return nil
 	}

@@ -78,7 +78,7 @@ type Derivation struct {
 // by the client (forged); the stats and monitor URIs. Requests that
 // send the same are one, with each reason kept.
 func Derive(cfg *haproxy.Config) Derivation {
-	d := &deriver{seen: map[string]int{}}
+	d := &deriver{seen: map[string]int{}, accounts: userlistAccounts(cfg)}
 	d.add(Request{Method: http.MethodGet, Target: "/"}, "a plain GET")
 	d.add(Request{Method: http.MethodHead, Target: "/"}, "a plain HEAD")
 	d.add(Request{Method: http.MethodPost, Target: "/"}, "a plain POST")
@@ -161,6 +161,9 @@ type deriver struct {
 	seen  map[string]int // the index of each request, by Key
 	notes []string
 	vars  map[string]string // the section's set-var samples, by variable
+	// accounts are the userlists' accounts an http_auth ACL's requests
+	// send, by userlist.
+	accounts map[string]userlistAccount
 }
 
 func (d *deriver) add(r Request, why string) {
@@ -444,6 +447,13 @@ func variants(match, v, sep string, insensitive bool) (in, out []string, ok bool
 		out = append(out, encoded)
 	}
 	return in, out, true
+}
+
+// setBasicAuth gives the request Basic credentials.
+func (r *Request) setBasicAuth(user, password string) {
+	req := http.Request{Header: http.Header{}}
+	req.SetBasicAuth(user, password)
+	r.setHeader("Authorization", req.Header.Get("Authorization"))
 }
 
 func (r *Request) setHeader(name, value string) {
