@@ -73,6 +73,11 @@ type backend struct {
 	// written, with the ACLs only they see.
 	requestRules, redirects []requestRule
 	aclScope
+	// stats is its own stats page (nil: none), which HAProxy serves to
+	// the requests the backend gets, after its http-request rules; a
+	// backend with one may have no server (HAProxy answers 503).
+	stats     *statsPage
+	userlists map[string]*userlist // the userlist sections, which http_auth ACLs name
 }
 
 type server struct {
@@ -102,7 +107,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -118,7 +123,10 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if t.refused.count() > refused {
 		return nil, errRefused
 	}
-	if len(be.servers) == 0 {
+	if err := t.readOwnStats(be); err != nil {
+		return nil, err
+	}
+	if len(be.servers) == 0 && be.stats == nil {
 		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
@@ -131,6 +139,20 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, err
 	}
 	return be, be.resolve()
+}
+
+// readOwnStats reads a backend section's own stats page, if its own
+// lines make one (they replace its defaults').
+func (t *translator) readOwnStats(be *backend) error {
+	s := be.section
+	if s.Kind != "backend" || len(statsLines(s)) == 0 {
+		return nil
+	}
+	var replaced []note
+	var err error
+	be.stats, replaced, err = t.readStats(s)
+	be.notes = append(be.notes, replaced...)
+	return err
 }
 
 // readSetting reads one of the backend's settings: its own, or its
@@ -527,6 +549,9 @@ func randomPolicy(draws string, l Line) (string, error) {
 func (be *backend) resolve() error {
 	if err := be.resolveRules(); err != nil {
 		return err
+	}
+	if len(be.servers) == 0 {
+		return nil // a stats page's backend: no reverse_proxy
 	}
 	be.noteBalance()
 	if err := be.settleResolved(); err != nil {

@@ -17,6 +17,9 @@ type Config struct {
 	// configuration names; nil: the filesystem.
 	Files     Files
 	sectionOf map[Position]*Section // the section of each line
+	// directives are the lines of conditional blocks and of the
+	// branches not taken (see conditionals), in the order written.
+	directives []directive
 }
 
 // Section is one section: its keyword (global, defaults, frontend,
@@ -167,6 +170,7 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 	var logical strings.Builder
 	var start Position
 	n := 0
+	conds := &conditionals{getenv: getenv}
 	for sc.Scan() {
 		n++
 		text := strings.TrimSuffix(sc.Text(), "\r")
@@ -183,14 +187,21 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 		logical.WriteString(text)
 		line := logical.String()
 		logical.Reset()
-		words, err := lexWords(line, start, getenv)
+		words, err := lexWords(line, start, conds.lexEnv(line))
 		if err != nil {
 			return nil, withKeyword(err, line)
 		}
 		if len(words.text) == 0 {
 			continue
 		}
-		if err := cfg.add(Line{Pos: start, Words: words.text, Source: words.source, Env: words.env, envs: words.uses}); err != nil {
+		l := Line{Pos: start, Words: words.text, Source: words.source, Env: words.env, envs: words.uses}
+		if taken, err := conds.read(l); taken || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := cfg.add(l); err != nil {
 			return nil, err
 		}
 	}
@@ -202,6 +213,10 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 	if logical.Len() > 0 {
 		return nil, errAt(start, "the last line ends in a backslash: nothing continues it")
 	}
+	if err := conds.end(); err != nil {
+		return nil, err
+	}
+	cfg.directives = conds.out
 	return cfg, nil
 }
 

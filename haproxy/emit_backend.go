@@ -18,6 +18,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
 	}
 	routed := be.writeRequestSide(c, fe)
+	if len(be.servers) == 0 {
+		be.writeWithoutServer(c)
+		return
+	}
 	var addrs []string
 	for i, s := range be.servers {
 		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
@@ -44,7 +48,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
 		if l != nil {
 			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
-			c.line("request_buffers 16KiB")
+			c.line("request_buffers %s", fe.global.requestBuffers())
 			break
 		}
 	}
@@ -76,6 +80,18 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 }
 
+// writeWithoutServer writes the end of a backend without a server (its
+// stats page's, in the route writeRequestSide opened): what the page did
+// not take, HAProxy answers 503.
+func (be *backend) writeWithoutServer(c *caddyfile) {
+	for _, n := range be.notes {
+		c.note(n)
+	}
+	c.line("# no server: HAProxy answers 503 to what the stats page does not take")
+	c.line("error 503")
+	c.close()
+}
+
 // writeRequestSide writes what runs before the backend's reverse_proxy:
 // its own rules and the vars its header_up reads, in a route (in the
 // order written, after the frontend's rules, as HAProxy runs a backend's
@@ -84,7 +100,7 @@ func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
 	lacking := be.mayLack(fe)
-	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0
+	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0 || be.stats != nil
 	if routed {
 		c.open("route")
 	}
@@ -120,10 +136,24 @@ func (be *backend) writeDeferredResponse(c *caddyfile) {
 	}
 }
 
-// writeRules writes the backend's own http-request rules, then its
-// redirect rules, each with its condition's matcher.
+// writeRules writes the backend's own http-request rules, its stats
+// page, then its redirect rules, each with its condition's matcher.
 func (be *backend) writeRules(c *caddyfile) {
-	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
+	writeRequestRules(c, be.requestRules)
+	if be.stats != nil {
+		be.stats.write(c)
+	}
+	writeRequestRules(c, be.redirects)
+	for _, l := range be.aclLines {
+		if !be.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+}
+
+// writeRequestRules writes a backend's rules, in order.
+func writeRequestRules(c *caddyfile, rules []requestRule) {
+	for _, r := range rules {
 		switch {
 		case r.header != nil:
 			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
@@ -132,11 +162,6 @@ func (be *backend) writeRules(c *caddyfile) {
 			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
 		default:
 			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
-		}
-	}
-	for _, l := range be.aclLines {
-		if !be.usedACLs[l.Pos] {
-			c.comment(l, "used by no rule")
 		}
 	}
 }
@@ -234,6 +259,10 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	}
 	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
 		c.line("header_up +%s {remote_host}", c.name(u.header))
+	}
+	if h := fe.uniqueID.sentHeader(); h != "" {
+		c.line("# unique-id-header %s: Caddy's ID of the request (see the site)", c.name(h))
+		c.line("header_up +%s {http.request.uuid}", c.name(h))
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

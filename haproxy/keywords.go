@@ -159,9 +159,6 @@ func notTranslated(k *keyword, l Line) error {
 // through the registry.
 func (fe *frontend) read(l Line) error {
 	if keywordSide(l) == backendSide {
-		if fe.section.Kind == "listen" {
-			return refuse(l, "a backend's keyword in a listen section without servers: not translated; give it servers, or write it in a backend")
-		}
 		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
 	}
 	k := keywordAt(l)

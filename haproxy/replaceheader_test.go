@@ -19,7 +19,7 @@ func TestReplaceHeader(t *testing.T) {
 	const tail = "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	for _, tt := range []struct{ rules, want string }{
 		{"\thttp-response replace-header Set-Cookie (.*) \"\\1; Secure\"\n", `header_down Set-Cookie ^(?s:.*?)((.*))(?s:.*)$ "$\{2\}; Secure"`},
-		{"\thttp-response replace-header X-A ^a(b)$ \"\\0-\\1 $1\"\n", `header_down X-A ^(?s:.*?)(^a(b)$)(?s:.*)$ "$\{1\}-$\{2\} $$1"`},
+		{"\thttp-response replace-header X-A ^a(b)$ \"\\0-\\1 \\$1\"\n", `header_down X-A ^(?s:.*?)(^a(b)$)(?s:.*)$ "$\{1\}-$\{2\} $$1"`},
 		{"\thttp-response replace-header X-A a b if { src 10.0.0.0/8 }\n", "header @response_5 {\n\t\tX-A ^(?s:.*?)(a)(?s:.*)$ b\n\t\tdefer"},
 		{"\thttp-request replace-header X-Tenant ^c-(.*)$ \"t-\\1\"\n", `request_header X-Tenant ^(?s:.*?)(^c-(.*)$)(?s:.*)$ "t-$\{2\}"`},
 		{"\thttp-response set-header X-A 1\n\thttp-response replace-header X-A 1 2\n", "header_down X-A ^(?s:.*?)(1)(?s:.*)$ 2"},
