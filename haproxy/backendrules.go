@@ -61,6 +61,15 @@ func (be *backend) readCacheUse(l Line, _ []string, _ *Condition) error {
 	return nil
 }
 
+func (be *backend) readFilter(l Line) error {
+	n, err := filterNote(l, be.cfg)
+	if err != nil {
+		return err
+	}
+	be.notes = append(be.notes, n)
+	return nil
+}
+
 func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) error {
 	h, err := headerRuleOf(l, args)
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, header: &h})

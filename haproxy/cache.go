@@ -58,3 +58,24 @@ func cacheRule(l Line, cfg *Config) (note, error) {
 	}
 	return note{line: l, what: "ignored: nothing is cached (see cache " + words[2] + ")"}, nil
 }
+
+// otherFilters says why the filters other than cache and compression are
+// refused.
+const otherFilters = "SPOE has no counterpart in Caddy (port the agent's logic to a Caddy module); trace, bwlim and fcgi-app are not translated"
+
+// filterNote reads filter cache <name> and filter compression, which
+// declare the order of HAProxy's filters where a proxy has both: ignored,
+// as Caddy has no cache (readCaches) and encode compresses what the
+// server answers (compression lines). Another filter is refused.
+func filterNote(l Line, cfg *Config) (note, error) {
+	switch {
+	case arg(l, 1) == "cache" && len(l.Words) == 3:
+		if cfg.Section("cache", l.Words[2]) == nil {
+			return note{}, refuse(l, "no cache section %s (HAProxy refuses it too)", l.Words[2])
+		}
+		return note{line: l, what: "ignored: nothing is cached (see cache " + l.Words[2] + ")"}, nil
+	case arg(l, 1) == "compression" && len(l.Words) == 2:
+		return note{line: l, what: "ignored: it orders HAProxy's filters; Caddy's encode compresses as the compression lines say"}, nil
+	}
+	return note{}, refuse(l, "%s", otherFilters)
+}

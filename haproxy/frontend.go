@@ -494,6 +494,15 @@ func (fe *frontend) readCacheUse(l Line, _ []string, _ *Condition) error {
 	return nil
 }
 
+func (fe *frontend) readFilter(l Line) error {
+	n, err := filterNote(l, fe.cfg)
+	if err != nil {
+		return err
+	}
+	fe.notes = append(fe.notes, n)
+	return nil
+}
+
 // readAnswer reads a rule that answers the client itself (deny, return,
 // redirect), or a deny over the tracked rate: an edge_rate_limit.
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
