@@ -102,6 +102,9 @@ type acl struct {
 	// (resolved with the rule's condition).
 	variable string
 	sample   *sample
+	// never: HAProxy never matches it where it is tested (a request's
+	// fetch in an http-response rule): false there.
+	never bool
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags

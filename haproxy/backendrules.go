@@ -213,9 +213,9 @@ func (be *backend) resolveRules() error {
 			}
 		}
 	}
-	for _, r := range be.responseActions {
-		if err := checkResponseCondition(r.line, r.when); err != nil {
-			return err
+	for i := range be.responseActions {
+		if n := neverInResponse(be.responseActions[i].line, &be.responseActions[i].when); n != nil {
+			be.notes = append(be.notes, *n)
 		}
 	}
 	return nil

@@ -62,8 +62,16 @@ func TestResponseConditions(t *testing.T) {
 	if last, first := strings.Index(out, "header @response_9 {"), strings.Index(out, "header @response_8 {"); last < 0 || first < last {
 		t.Errorf("the last rule with a condition is not written first:\n%s", out)
 	}
+	// A request's fetch HAProxy never matches in a response: false, as
+	// there (haproxy -c warns), the line noted.
+	out, err = translateText(t, head+"    http-response set-header X-A 1 if { path_beg /api/ }\n    http-response set-header X-B 1 unless { path_beg /api/ } || { src 127.0.0.1 }\n"+tail)
+	for _, want := range []string{"@response_8 expression `false`\n", "@response_9 expression `!(false || remote_ip(\"127.0.0.1\"))`\n",
+		"(HAProxy never matches path_beg (line 8) in an http-response rule (haproxy -c warns): false here too)"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%v: the translation lacks %q:\n%s", err, want, out)
+		}
+	}
 	for _, tt := range []struct{ rules, want string }{
-		{"    http-response set-header X-A 1 if { path_beg /api/ }\n", "b.cfg:8: http-response set-header: acl path_beg at line 8 tests path_beg, which HAProxy cannot read"},
 		{"    http-response set-header X-A 1 if { method GET }\n    http-response del-header x-a\n", "b.cfg:8: http-response set-header: a rule with a condition before one without on X-A (line 9)"},
 	} {
 		if _, err := translateText(t, head+tt.rules+tail); err == nil || !strings.Contains(err.Error(), tt.want) {

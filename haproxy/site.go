@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -155,9 +156,9 @@ func (fe *frontend) resolveHeaderConditions() error {
 			}
 		}
 	}
-	for _, h := range fe.responseHeaders {
-		if err := checkResponseCondition(h.line, h.when); err != nil {
-			return err
+	for i := range fe.responseHeaders {
+		if n := neverInResponse(fe.responseHeaders[i].line, &fe.responseHeaders[i].when); n != nil {
+			fe.notes = append(fe.notes, *n)
 		}
 	}
 	return checkDeferredOrder(fe.responseHeaders)
@@ -168,21 +169,27 @@ func (fe *frontend) resolveHeaderConditions() error {
 // line and headers it cannot, and their ACLs never match there.
 var responseFetches = map[string]bool{"src": true, "method": true, "ssl_fc": true}
 
-// checkResponseCondition refuses an http-response rule (its line l, its
-// condition when) whose condition tests a fetch HAProxy cannot read there
-// (haproxy -c warns that it never matches), where Caddy's matcher, run
-// with the request, would.
-func checkResponseCondition(l Line, when matcher) error {
+// neverInResponse marks the ACLs of an http-response rule's condition
+// (when) that test a fetch HAProxy cannot read there: HAProxy never
+// matches them (haproxy -c warns), so each is false, where Caddy's
+// matcher, run with the request, would read it. It returns the note of
+// the rule's line l, if any ACL is so.
+func neverInResponse(l Line, when *matcher) *note {
+	var never []string
 	for _, terms := range when.any {
 		for _, t := range terms {
-			for _, a := range t.alts {
+			for k, a := range t.alts {
 				if !responseFetches[a.fetch] {
-					return refuse(l, "acl %s at line %d tests %s, which HAProxy cannot read in an http-response rule (it never matches there: haproxy -c warns): not translated", a.fetch, a.line.Pos.Line, a.fetch)
+					t.alts[k].never = true
+					never = append(never, fmt.Sprintf("%s (line %d)", a.fetch, a.line.Pos.Line))
 				}
 			}
 		}
 	}
-	return nil
+	if len(never) == 0 {
+		return nil
+	}
+	return &note{line: l, what: "HAProxy never matches " + strings.Join(never, ", ") + " in an http-response rule (haproxy -c warns): false here too"}
 }
 
 // checkDeferredOrder refuses an http-response rule with a condition
