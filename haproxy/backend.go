@@ -108,8 +108,10 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if t.refused.count() > refused {
 		return nil, errRefused
 	}
+	be.setAsideDisabled()
 	if len(be.servers) == 0 {
-		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
+		// HAProxy runs its rules, and answers 503 to what they leave.
+		return be, be.resolveRules()
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
 	if !be.leader && (len(be.check) > 0 || be.anyServerOption("check")) {
@@ -121,6 +123,38 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, err
 	}
 	return be, be.resolve()
+}
+
+// setAsideDisabled takes the disabled servers (disabled on their line or
+// default-server's, unless a later enabled says otherwise) out of the
+// servers, with a note: HAProxy starts them in maintenance, where they
+// get no request and no check until its runtime API enables them.
+func (be *backend) setAsideDisabled() {
+	var enabled []server
+	for _, s := range be.servers {
+		if !be.isDisabled(s) {
+			enabled = append(enabled, s)
+			continue
+		}
+		be.notes = append(be.notes, note{line: s.line, what: "disabled: HAProxy starts this server in maintenance (no request, no check), so it is not among the upstreams; " +
+			"where HAProxy's runtime API would enable it, Caddy's admin API can change the upstreams"})
+	}
+	be.servers = enabled
+}
+
+// isDisabled tells whether a server starts disabled: the last of disabled
+// and enabled among its default-server's options and its own.
+func (be *backend) isDisabled(s server) bool {
+	disabled := false
+	for _, o := range append(append([]option{}, be.defaults...), s.opts...) {
+		switch o.word {
+		case "disabled":
+			disabled = true
+		case "enabled":
+			disabled = false
+		}
+	}
+	return disabled
 }
 
 // readSetting reads one of the backend's settings: its own, or its

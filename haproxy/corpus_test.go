@@ -44,7 +44,7 @@ var corpusOutcomes = map[string]struct {
 	"ip-allowlist-admin.cfg":         {},
 	"jenkins-agents-mixed.cfg":       {34, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"k8s-apiserver.cfg":              {9, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
-	"k8s-ingress-rendered.cfg":       {24, "timeout client-fin: not translated yet"},
+	"k8s-ingress-rendered.cfg":       {11, "ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets"},
 	"k8s-lb-apiserver-ingress.cfg":   {19, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"keycloak-cluster.cfg":           {34, "cookie AUTH_SESSION_ID: only cookie <name> insert [indirect] [nocache] is translated"},
 	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it too"},

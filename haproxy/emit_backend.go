@@ -18,6 +18,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
 	}
 	routed := be.writeRequestSide(c, fe)
+	if len(be.servers) == 0 {
+		be.writeWithoutServer(c, fe, routed)
+		return
+	}
 	var addrs []string
 	for i, s := range be.servers {
 		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
@@ -71,6 +75,36 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.line("stream_timeout %s", d)
 	}
 	c.close()
+	if routed {
+		c.close()
+	}
+}
+
+// writeWithoutServer writes the end of a backend without a server (its
+// servers all disabled, or none written): HAProxy answers 503, with its
+// own page, to what its rules did not answer; what only a server's
+// answers or the choice of a server would use is noted as ignored.
+func (be *backend) writeWithoutServer(c *caddyfile, fe *frontend, routed bool) {
+	for _, n := range be.notes {
+		c.note(n)
+	}
+	unused := append(append(append([]Line{}, be.check...), be.timeoutSrc...), be.compression.lines...)
+	for _, l := range []*Line{be.balance, be.hashType, be.retries, be.redispatch, be.cookie, be.allBackups, be.reuse, be.bufferRequest, fe.bufferRequest} {
+		if l != nil {
+			unused = append(unused, *l)
+		}
+	}
+	for _, r := range be.responseActions {
+		unused = append(unused, r.line)
+	}
+	for _, h := range fe.responseHeaders {
+		unused = append(unused, h.line)
+	}
+	for _, l := range unused {
+		c.comment(l, "ignored: backend "+be.section.Name+" has no server to send to or answer")
+	}
+	c.line("# no server: HAProxy answers 503 to what the rules above did not answer")
+	c.line("error 503")
 	if routed {
 		c.close()
 	}

@@ -63,6 +63,9 @@ func (fe *frontend) resolvePages() {
 		}
 	}
 	for _, be := range fe.backends() {
+		if len(be.servers) == 0 {
+			statuses["503"] = true
+		}
 		for _, r := range be.requestRules {
 			if r.answer != nil && r.answer.kind == errorAnswer {
 				statuses[r.answer.status] = true

@@ -79,6 +79,8 @@ var serverOptionTable = []serverOption{
 	{name: "resolve-prefer", value: true, status: translated, doc: "`ipv4`: `prefer_ipv4` (a name's IPv4 addresses, its IPv6 ones where it has none); `ipv6`, HAProxy's default, the other way round", read: (*serverReading).resolvePrefer},
 	{name: "resolve-opts", value: true, status: translated, doc: "`allow-dup-ip`: `allow_dup_ip`; `prevent-dup-ip` (the default); `ignore-weight`: SRV records' weights unused, as Caddy never uses them", read: (*serverReading).resolveOpts},
 	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
+	{name: "disabled", status: translated, doc: "the server left out of the upstreams, as HAProxy starts it in maintenance (no request, no check); a backend whose servers all are answers 503 to what its rules leave", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "enabled", status: translated, doc: "undoes a `disabled` before it (default-server's)", read: func(*serverReading, string, Line) error { return nil }},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
