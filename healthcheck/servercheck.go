@@ -276,16 +276,16 @@ type CheckResult struct {
 // ServerChecker checks a set of servers, one check loop per server, and
 // tells which are up. The set can change while it runs (SetServers).
 type ServerChecker struct {
-	check  ServerCheck
+	check ServerCheck
 	// expect is the HTTP check's Expect compiled (nil: none), and
 	// readBody whether it reads the answer's body.
 	expect   func(status int, body []byte) bool
 	readBody bool
 	health   func(addr string) (int, bool)
-	obs    ServerObserver
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	obs      ServerObserver
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu      sync.Mutex
 	servers []*checkedServer
@@ -307,7 +307,7 @@ type checkedServer struct {
 	// drained: its last check passed with a 404 that DisableOn404 takes
 	// as a soft stop; it is no upstream while up.
 	drained atomic.Bool
-	stop   context.CancelFunc // ends its check loop (nil: not started)
+	stop    context.CancelFunc // ends its check loop (nil: not started)
 }
 
 // NewServerChecker checks the servers at addrs (host:port) with check
