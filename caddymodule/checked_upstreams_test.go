@@ -58,7 +58,21 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		!strings.Contains(got, want) {
 		t.Errorf("adapted to %s (%v), want %s", got, err, want)
 	}
+	got, err = adapt(`{
+			servers 127.0.0.1:2
+			check http
+			expect ! rstring "state: (DOWN|MAINT)"
+			disable_on_404
+		}`)
+	if want := `"dynamic_upstreams":{"check":"http","disable_on_404":true,"expect":{"match":"rstring","negate":true,"pattern":"state: (DOWN|MAINT)"},"servers":["127.0.0.1:2"],"source":"checked"}`; err != nil ||
+		!strings.Contains(got, want) {
+		t.Errorf("adapted to %s (%v), want %s", got, err, want)
+	}
 	for _, tt := range []struct{ block, want string }{
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect string\n\t\t}", "expect takes [!] status|rstatus|string|rstring <pattern>, at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect status 2xx\n\t\t}", `dynamic checked: expect status "2xx": want codes`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect_status 200\n\t\t\texpect string up\n\t\t}", "dynamic checked: expect replaces expect_status: set one"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tdisable_on_404\n\t\t}", "dynamic checked: disable_on_404 is a setting of check http, not of check tcp"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tresolve app:80\n\t\t}", "dynamic checked: resolve takes the place of servers: write one of them, at Caddyfile:5"},
 		{"{\n\t\t\tresolve app\n\t\t}", `dynamic checked: resolve app needs a port (1 to 65535), not ""`},
 		{"{\n\t\t\tresolve _a._tcp.app:80\n\t\t}", "is an SRV name, whose records give the port"},
