@@ -20,7 +20,13 @@ type backend struct {
 	checkMeth string
 	checkURI  string
 	checkHost string
-	expect    string
+	expect    string // http-check expect status <code>: the one status
+	// expectRule is an http-check expect other than one status, which
+	// dynamic checked's expect judges (nil: none).
+	expectRule *checkExpect
+	// disableOn404 is http-check disable-on-404 (nil: none): dynamic
+	// checked's disable_on_404.
+	disableOn404 *Line
 	leader    bool // its check asks for the leader (or its description says so)
 	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
@@ -393,12 +399,77 @@ func (be *backend) httpCheck(l Line) error {
 			}
 		}
 	case "expect":
-		if len(w) != 4 || w[2] != "status" {
-			return refuse(l, "only 'http-check expect status <code>' is translated")
+		return be.readExpect(l)
+	case "disable-on-404":
+		if len(w) != 2 {
+			return refuse(l, "takes no argument")
 		}
-		be.expect = w[3]
+		be.disableOn404 = &l
 	default:
 		return refuse(l, "http-check %s is not translated yet", arg(l, 1))
+	}
+	return nil
+}
+
+// checkExpect is an http-check expect rule: [!] <match> <pattern>.
+type checkExpect struct {
+	line           Line
+	negate         bool
+	match, pattern string
+}
+
+// readExpect reads http-check expect [!] <match> <pattern>: one status is
+// Caddy's active health check's; the other statuses (a list, ranges),
+// rstatus, string and rstring are dynamic checked's expect, which judges
+// them as HAProxy does (string and rstring on the body, whatever the
+// status).
+func (be *backend) readExpect(l Line) error {
+	if be.expect != "" || be.expectRule != nil {
+		return refuse(l, "a second http-check expect: HAProxy checks each rule in turn, one is translated")
+	}
+	e := checkExpect{line: l}
+	w := l.Words[2:]
+	if len(w) > 0 && w[0] == "!" {
+		e.negate, w = true, w[1:]
+	}
+	if len(w) != 2 {
+		return refuse(l, "only http-check expect [!] status|rstatus|string|rstring <pattern> is translated (no min-recv, comment, ok-status, error-status, tout-status, on-success, on-error or status-code)")
+	}
+	e.match, e.pattern = w[0], w[1]
+	switch e.match {
+	case "status":
+		if n, err := strconv.Atoi(e.pattern); err == nil && n >= 100 && n <= 599 && !e.negate {
+			be.expect = e.pattern
+			return nil
+		}
+		if err := checkStatusList(e.pattern, l); err != nil {
+			return err
+		}
+	case "rstatus", "rstring":
+		if err := checkRE2(e.pattern, l); err != nil {
+			return err
+		}
+	case "string":
+	default:
+		return refuse(l, "http-check expect %s is not translated yet (status, rstatus, string and rstring are)", e.match)
+	}
+	be.expectRule = &e
+	return nil
+}
+
+// checkStatusList refuses a status list that is not codes (100 to 599)
+// and ranges <low>-<high>, comma-separated.
+func checkStatusList(list string, l Line) error {
+	for item := range strings.SplitSeq(list, ",") {
+		low, high, isRange := strings.Cut(item, "-")
+		if !isRange {
+			high = low
+		}
+		lo, errLow := strconv.Atoi(low)
+		hi, errHigh := strconv.Atoi(high)
+		if errLow != nil || errHigh != nil || lo < 100 || hi > 599 || hi < lo {
+			return refuse(l, "status %s: want codes (100 to 599) and ranges <low>-<high>, comma-separated", item)
+		}
 	}
 	return nil
 }
@@ -427,8 +498,15 @@ func (be *backend) readActiveCheck() error {
 			expect = &be.check[i]
 		}
 	}
-	if expect == nil { // HAProxy passes any 2xx or 3xx answer
+	if expect == nil || be.expectRule != nil || be.disableOn404 != nil {
+		// Without an expect HAProxy passes any 2xx or 3xx answer; an
+		// expect other than one status, and disable-on-404, are dynamic
+		// checked's.
 		be.checked = "http"
+		if be.disableOn404 != nil && be.cookie != nil {
+			be.notes = append(be.notes, note{line: *be.disableOn404, approximated: true,
+				what: "a server drained by a 404 gets no request from Caddy, where HAProxy still sends it those whose cookie names it (its persistent sessions)"})
+		}
 		return nil
 	}
 	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
@@ -606,6 +684,9 @@ func (be *backend) noteBalance() {
 func (be *backend) checkLeaderCheck() error {
 	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
 		return refuse(be.check[0], "the leader's check is a GET")
+	}
+	if be.leader && (be.expectRule != nil || be.disableOn404 != nil) {
+		return refuse(be.check[len(be.check)-1], "the leader answers 200: lb_policy leader's check takes no other http-check expect, nor disable-on-404")
 	}
 	if be.leader && be.expect != "" && be.expect != "200" {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)

@@ -508,6 +508,16 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 	if be.checked == "http" {
 		settings = append([][2]string{{"method", c.nameIfAny(be.checkMeth)}, {"uri", c.plainIfAny(be.checkURI)}, {"host", c.plainIfAny(be.checkHost)}, {"expect_status", be.expect}}, settings...)
 	}
+	if e := be.expectRule; e != nil {
+		negation := ""
+		if e.negate {
+			negation = "! "
+		}
+		c.line("expect %s%s %s", negation, e.match, c.plainOf(e.line, e.pattern))
+	}
+	if be.disableOn404 != nil {
+		c.line("disable_on_404")
+	}
 	if d := be.timeouts["check"]; d != "" {
 		// HAProxy bounds the connection by the smaller of timeout connect
 		// and inter, the answer by timeout check.

@@ -62,7 +62,7 @@ var serverOptionTable = []serverOption{
 	{name: "ssl", status: translated, doc: "the transport's `tls`", read: (*serverReading).ssl},
 	{name: "backup", status: translated, doc: "`lb_policy backup`: used when no other server is up (with checks only)", read: (*serverReading).backup},
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
-	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or `option httpchk` without `http-check expect`)", read: (*serverReading).fastinter},
+	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or an HTTP check other than `http-check expect status <code>`)", read: (*serverReading).fastinter},
 	{name: "downinter", value: true, status: translated, doc: "dynamic checked's `down_interval` (likewise)", read: (*serverReading).downinter},
 	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
 	{name: "rise", value: true, status: translated, doc: "passed checks before a server is up", read: (*serverReading).rise},
@@ -212,7 +212,7 @@ func (r *serverReading) ssl(_ string, at Line) error {
 	r.tls.ssl = true
 	r.sslAt = at
 	if r.be.checked == "http" {
-		return refuse(at, "ssl with option httpchk and no http-check expect: HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
+		return refuse(at, "ssl with an HTTP check that dynamic checked makes (option httpchk without http-check expect, an expect other than one status, or disable-on-404): HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
 	}
 	return nil
 }
@@ -257,7 +257,7 @@ func (r *serverReading) downinter(v string, at Line) error {
 // one interval).
 func (r *serverReading) checkedInterval(v string, at Line) (string, error) {
 	if r.be.checked == "" {
-		return "", refuse(at, "%s is translated for dynamic checked's checks only (a TCP check, or option httpchk without http-check expect): Caddy's active health checks and lb_policy leader check at one interval", at.Words[slices.Index(at.Words, v)-1])
+		return "", refuse(at, "%s is translated for dynamic checked's checks only (a TCP check, or an HTTP check other than http-check expect status <code>): Caddy's active health checks and lb_policy leader check at one interval", at.Words[slices.Index(at.Words, v)-1])
 	}
 	d, err := duration(v, at.Pos)
 	if p, _ := time.ParseDuration(d); err == nil && p <= 0 {
