@@ -436,13 +436,8 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("expect_status must be an HTTP status, got %s", s)
 				}
 			}
-		case "expect":
-			err = u.unmarshalExpect(d)
-		case "disable_on_404":
-			u.DisableOn404 = true
-			if d.NextArg() {
-				err = d.ArgErr()
-			}
+		case "expect", "disable_on_404":
+			err = u.unmarshalExpect(d, opt)
 		case "interval", "fast_interval", "down_interval", "timeout", "connect_timeout", "refresh", "resolve_timeout":
 			err = durationArg(d, opt, u.durations()[opt])
 		case "fall":
@@ -458,9 +453,16 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	})
 }
 
-// unmarshalExpect reads expect [!] <match> <pattern>.
-func (u *CheckedUpstreams) unmarshalExpect(d *caddyfile.Dispenser) error {
+// unmarshalExpect reads expect [!] <match> <pattern>, or disable_on_404.
+func (u *CheckedUpstreams) unmarshalExpect(d *caddyfile.Dispenser, opt string) error {
 	args := d.RemainingArgs()
+	if opt == "disable_on_404" {
+		u.DisableOn404 = true
+		if len(args) > 0 {
+			return d.ArgErr()
+		}
+		return nil
+	}
 	e := &healthcheck.Expect{}
 	if len(args) > 0 && args[0] == "!" {
 		e.Negate, args = true, args[1:]

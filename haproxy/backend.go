@@ -27,8 +27,8 @@ type backend struct {
 	// disableOn404 is http-check disable-on-404 (nil: none): dynamic
 	// checked's disable_on_404.
 	disableOn404 *Line
-	leader    bool // its check asks for the leader (or its description says so)
-	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
+	leader       bool // its check asks for the leader (or its description says so)
+	active       bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
 	// active health checks cannot check as HAProxy does ("": they can).
 	checked    string

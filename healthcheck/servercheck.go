@@ -196,25 +196,37 @@ func (c ServerCheck) Validate() error {
 	case c.Rise < 0:
 		return bad("rise", "must be at least 1")
 	}
-	if h := c.HTTP; h != nil {
-		switch {
-		case h.Method != "" && !isToken(h.Method):
-			return bad("method", "%q is not an HTTP method", h.Method)
-		case h.URI != "" && h.URI != "*" && !strings.HasPrefix(h.URI, "/"):
-			return bad("uri", "%q must start with / (or be *)", h.URI)
-		case h.URI != "" && strings.ContainsFunc(h.URI, isSpaceOrControl):
-			return bad("uri", "%q holds a space or a control character", h.URI)
-		case strings.ContainsFunc(h.Host, isSpaceOrControl):
-			return bad("host", "%q holds a space or a control character", h.Host)
-		case h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599):
-			return bad("expect_status", "%d is not an HTTP status (100 to 599)", h.ExpectStatus)
-		case h.ExpectStatus != 0 && h.Expect != nil:
-			return bad("expect", "replaces expect_status: set one")
-		}
-		if h.Expect != nil {
-			if _, _, err := h.Expect.matcher(); err != nil {
-				return bad("expect", "%v", err)
-			}
+	if c.HTTP != nil {
+		return c.HTTP.validate(bad)
+	}
+	return nil
+}
+
+// validate reports an HTTP check that cannot work, through bad.
+func (h *HTTPCheck) validate(bad func(setting, format string, args ...any) error) error {
+	switch {
+	case h.Method != "" && !isToken(h.Method):
+		return bad("method", "%q is not an HTTP method", h.Method)
+	case h.URI != "" && h.URI != "*" && !strings.HasPrefix(h.URI, "/"):
+		return bad("uri", "%q must start with / (or be *)", h.URI)
+	case h.URI != "" && strings.ContainsFunc(h.URI, isSpaceOrControl):
+		return bad("uri", "%q holds a space or a control character", h.URI)
+	case strings.ContainsFunc(h.Host, isSpaceOrControl):
+		return bad("host", "%q holds a space or a control character", h.Host)
+	}
+	return h.validateExpect(bad)
+}
+
+// validateExpect reports an expect_status or Expect that cannot work.
+func (h *HTTPCheck) validateExpect(bad func(setting, format string, args ...any) error) error {
+	switch {
+	case h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599):
+		return bad("expect_status", "%d is not an HTTP status (100 to 599)", h.ExpectStatus)
+	case h.ExpectStatus != 0 && h.Expect != nil:
+		return bad("expect", "replaces expect_status: set one")
+	case h.Expect != nil:
+		if _, _, err := h.Expect.matcher(); err != nil {
+			return bad("expect", "%v", err)
 		}
 	}
 	return nil
