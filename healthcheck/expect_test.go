@@ -33,6 +33,8 @@ func TestHTTPCheckExpect(t *testing.T) {
 		{200, `{"maintenance":true}`, Expect{Match: "string", Pattern: "installed"}, false},
 		{200, `{"maintenance":true}`, Expect{Match: "string", Pattern: "maintenance", Negate: true}, false},
 		{200, `ok`, Expect{Match: "string", Pattern: "maintenance", Negate: true}, true},
+		{200, "", Expect{Match: "string", Pattern: "maintenance", Negate: true}, false}, // no body: HAProxy fails the check
+		{200, "", Expect{Match: "rstring", Pattern: "^$"}, false},
 		{200, "state: UP\n", Expect{Match: "rstring", Pattern: `state: (UP|READY)`}, true},
 		{200, "state: DOWN\n", Expect{Match: "rstring", Pattern: `state: (UP|READY)`}, false},
 		{200, strings.Repeat("x", MaxCheckBody) + "installed", Expect{Match: "string", Pattern: "installed"}, false},

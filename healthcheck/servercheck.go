@@ -82,7 +82,8 @@ type Expect struct {
 	// of codes and ranges <low>-<high>), rstatus (a regular expression
 	// the status code, as three digits, matches), string (the body holds
 	// Pattern), rstring (a regular expression the body matches). A body
-	// is read up to MaxCheckBody bytes; the status is not looked at.
+	// is read up to MaxCheckBody bytes; the status is not looked at; an
+	// answer without a body fails, negated or not, as in HAProxy.
 	Match string `json:"match"`
 	// Pattern is the codes, the string or the regular expression (RE2).
 	Pattern string `json:"pattern"`
@@ -534,6 +535,9 @@ func (c *ServerChecker) checkOnce(ctx context.Context, addr string) (r CheckResu
 func (c *ServerChecker) judge(status int, body []byte) error {
 	h := c.check.HTTP
 	switch e := h.Expect; {
+	case e != nil && c.readBody && len(body) == 0:
+		// HAProxy fails a body match without a body, negated or not.
+		return fmt.Errorf("status %d: no body for expect %s", status, e.Match)
 	case e != nil && c.expect(status, body) == e.Negate:
 		negation := ""
 		if e.Negate {
