@@ -196,6 +196,20 @@ func TestHAProxyDifferentialUserlist(t *testing.T) {
 	})
 }
 
+// haproxy/testdata/backend-auth.cfg: a backend's http-request auth asks
+// the requests it gets for an account, after the frontend's rules and
+// its own redirect, as HAProxy does.
+func TestHAProxyDifferentialBackendAuth(t *testing.T) {
+	checkBasicAuth(t, "../haproxy/testdata/backend-auth.cfg", []authCase{
+		{"/", "", "", 401},
+		{"/", "alice", "correct-horse-battery", 200},
+		{"/", "alice", "correct-horse-batter", 401},
+		{"/", "bob", "hunter2-bob", 200},
+		{"/", "carol", "hunter2-bob", 401},
+		{"/health", "", "", 200},
+	})
+}
+
 // haproxy/testdata/userlist-sha.cfg: SHA-512 and SHA-256 crypt hashes,
 // which HAProxy checks with crypt(3), checked alike by basic_auth_crypt.
 func TestHAProxyDifferentialUserlistSHACrypt(t *testing.T) {
@@ -376,6 +390,60 @@ func TestHAProxyDifferentialMonitorAfterResponse(t *testing.T) {
 				strings.Join(h.Values("X-Served-By"), "|"), h.Get("X-Powered-By"), h.Get("X-Body"), h.Get("Cache-Control") == "no-cache"}
 			if got != tt.want {
 				t.Errorf("%s: %s %s: %+v, want %+v", name, tt.method, tt.path, got, tt.want)
+			}
+		}
+	}
+}
+
+// dst_port, the port a connection came in on, routes as in HAProxy: a
+// frontend with two binds sends the requests of the second (by its
+// port, or a range holding it) to another backend. Each proxy's
+// configuration names its own ports.
+func TestHAProxyDifferentialDstPort(t *testing.T) {
+	named := func(name string) string {
+		return httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Header().Set("X-Backend", name) }))
+	}
+	api, console := named("api"), named("console")
+	config := func(first, second string) string {
+		_, port, _ := net.SplitHostPort(second)
+		return fmt.Sprintf(`defaults
+    mode http
+    timeout connect 2s
+    timeout client 10s
+    timeout server 10s
+frontend s3
+    bind %s
+    bind %s
+    acl console_port dst_port %s
+    acl console_range dst_port %s:%s
+    acl above dst_port gt %s
+    use_backend console if console_port console_range !above
+    default_backend api
+backend api
+    server a %s
+backend console
+    server c %s
+`, first, second, port, port, port, port, api, console)
+	}
+	hap := []string{loopback.FreeAddr(), loopback.FreeAddr()}
+	caddyAddrs := []string{loopback.FreeAddr(), loopback.FreeAddr()}
+	startHAProxy(t, config(hap[0], hap[1]), hap...)
+	_, _, warnings := runHAProxyConfigWarned(t, config(caddyAddrs[0], caddyAddrs[1]))
+	for _, w := range warnings {
+		checkKnownWarning(t, w.Message)
+	}
+	for i, want := range []string{"api", "console"} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hap[i]}, {"caddy-ha", caddyAddrs[i]}} {
+			// A Host without the port: the connection's port decides.
+			req, _ := http.NewRequest("GET", "http://"+p.addr+"/", nil)
+			req.Host = "s3.example"
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Backend"); got != want {
+				t.Errorf("%s, bind %d: backend %q, want %q", p.name, i+1, got, want)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -174,5 +175,54 @@ func TestHAProxyApproximationsAreWarnings(t *testing.T) {
 	if len(warnings) != 1 || warnings[0].File != "w.cfg" || warnings[0].Line != 8 ||
 		!strings.HasPrefix(warnings[0].Message, "option http-server-close: Caddy keeps its connections to the servers alive") {
 		t.Fatalf("warnings %+v, want one for w.cfg:8 (option http-server-close; http-pretend-keepalive is ignored, not approximated)", warnings)
+	}
+}
+
+// A bind's address and port from the environment (a container's
+// "${BIND_ADDR-0.0.0.0}:${PORT-8080}") are read by Caddy from its
+// environment when it reads the Caddyfile: the site listens there, with
+// the servers option of that listener (timeout client's read_timeout).
+// The backend is on ::1, so that the translation holds 127.0.0.1 only if
+// it holds the environment's value.
+func TestHAProxyAdapterBindFromTheEnvironment(t *testing.T) {
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "from the backend")
+	}))
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no ::1 here: %v", err)
+	}
+	backend.Listener = ln
+	backend.Start()
+	defer backend.Close()
+	addr := loopback.FreeAddr()
+	host, port, _ := net.SplitHostPort(addr)
+	t.Setenv("CADDY_HA_TEST_BIND_ADDR", host)
+	t.Setenv("CADDY_HA_TEST_PORT", port)
+	adapted, text := runHAProxyConfig(t, `defaults
+    mode http
+    timeout connect 2s
+    timeout client 7s
+    timeout server 10s
+
+frontend web
+    bind "${CADDY_HA_TEST_BIND_ADDR-0.0.0.0}:${CADDY_HA_TEST_PORT-8080}"
+    default_backend app
+
+backend app
+    server app1 `+strings.TrimPrefix(backend.URL, "http://")+"\n")
+	if !strings.Contains(text, "servers {$CADDY_HA_TEST_BIND_ADDR:0.0.0.0}:{$CADDY_HA_TEST_PORT:8080} {") || strings.Contains(text, ":"+port) {
+		t.Errorf("the bind is not Caddy's references to the environment:\n%s", text)
+	}
+	if !strings.Contains(string(adapted), `"listen":["`+addr+`"]`) || !strings.Contains(string(adapted), `"read_timeout":7000000000`) {
+		t.Errorf("the server does not listen at %s with its servers option:\n%s", addr, adapted)
+	}
+	resp, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if body, _ := io.ReadAll(resp.Body); string(body) != "from the backend" {
+		t.Errorf("got %q", body)
 	}
 }

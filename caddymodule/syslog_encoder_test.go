@@ -183,3 +183,54 @@ func awaitSyslog(t *testing.T, conn *net.UnixConn, s string, d time.Duration) st
 		}
 	}
 }
+
+// A frontend's own log address beside log global: each request's access
+// line reaches its own socket (facility local2) and the global section's
+// first log line's (local0), as HAProxy sends it to both; Caddy's default
+// logger, which the first global line is, would get none of a site's own
+// logger's entries without the translation's copy of it. A request of
+// set-log-level silent is logged at neither.
+func TestHAProxyAdapterLogsToAProxysOwnTarget(t *testing.T) {
+	dir, err := os.MkdirTemp("", "syslog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	global, own := listenSyslog(t, filepath.Join(dir, "global")), listenSyslog(t, filepath.Join(dir, "own"))
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+	t.Cleanup(app.Close)
+	addr := loopback.FreeAddr()
+	_, text := runHAProxyConfig(t, fmt.Sprintf(`global
+	log %s local0
+defaults
+	mode http
+	log global
+	option httplog
+	timeout connect 5000
+frontend web
+	bind %s
+	log %s local2
+	http-request set-log-level silent if { path /healthz }
+	default_backend app
+backend app
+	server app1 %s
+`, filepath.Join(dir, "global"), addr, filepath.Join(dir, "own"), strings.TrimPrefix(app.URL, "http://")))
+	for _, path := range []string{"/healthz", "/logged"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, s := range []struct {
+		conn     *net.UnixConn
+		priority string
+	}{{global, "<134>"}, {own, "<150>"}} {
+		// The first access line is /logged's: /healthz is not logged
+		// (set-log-level silent: log_skip).
+		msg := awaitSyslog(t, s.conn, `"uri":"/`, 10*time.Second)
+		if !strings.HasPrefix(msg, s.priority) || !strings.Contains(msg, `"logger":"http.log.access.haproxy_frontend_web"`) || !strings.Contains(msg, `"uri":"/logged"`) {
+			t.Fatalf("the access entry at %s is %q, want a %s message of it\n%s", s.conn.LocalAddr(), msg, s.priority, text)
+		}
+	}
+}

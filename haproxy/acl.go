@@ -3,6 +3,7 @@ package haproxy
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +27,7 @@ const (
 	cookieSubject                     // a cookie's value (cook(<name>))
 	sniSubject                        // the TLS client's server name
 	varSubject                        // a variable's sample (variables.go)
+	portSubject                       // the port the connection came in on (dst_port)
 )
 
 // aclFetches are the fetches an ACL may test against values (src aside),
@@ -33,7 +35,7 @@ const (
 // with the match method its name implies, as HAProxy's manual (7.3)
 // derives them: path_beg is path -m beg.
 var aclFetches = func() map[string]aclFetch {
-	m := map[string]aclFetch{"method": {methodSubject, "str"}, "query": {querySubject, "str"}, "ssl_fc_sni": {sniSubject, "str"}}
+	m := map[string]aclFetch{"method": {methodSubject, "str"}, "query": {querySubject, "str"}, "ssl_fc_sni": {sniSubject, "str"}, "dst_port": {portSubject, "int"}}
 	for base, subject := range map[string]fetchSubject{"path": pathSubject, "url": urlSubject, "hdr": headerSubject, "req.hdr": headerSubject, "cook": cookieSubject, "req.cook": cookieSubject} {
 		m[base] = aclFetch{subject, "str"}
 		if subject == headerSubject && base != "hdr" || subject == cookieSubject {
@@ -67,9 +69,9 @@ var refusedFetches = map[string]string{
 
 // aclMethods are the match methods (-m) the adapter translates: str
 // (equal), beg, end, sub, reg, dir (a part between slashes), dom (a part
-// between dots, slashes, colons or question marks) and found (the
-// sample exists: no value).
-var aclMethods = map[string]bool{"str": true, "beg": true, "end": true, "sub": true, "reg": true, "dir": true, "dom": true, "found": true}
+// between dots, slashes, colons or question marks), found (the sample
+// exists: no value), and int of an integer fetch (dst_port).
+var aclMethods = map[string]bool{"str": true, "beg": true, "end": true, "sub": true, "reg": true, "dir": true, "dom": true, "found": true, "int": true}
 
 // rawPath is the request's path as sent (its escapes kept), without the
 // query: HAProxy's path. Caddy's {http.request.uri.path} is decoded, so
@@ -104,8 +106,9 @@ type acl struct {
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
 // translated are -i, -m with the methods of aclMethods, -n (no DNS lookup:
-// Caddy does none) and --.
-func readACL(words []string, l Line) (acl, error) {
+// Caddy does none), -f (values from a file, read through files when the
+// configuration is read, as HAProxy reads it at its start) and --.
+func readACL(words []string, l Line, files Files) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
 	values := words[1:]
 	if valueless, err := a.readValueless(values); valueless || err != nil {
@@ -119,6 +122,13 @@ func readACL(words []string, l Line) (acl, error) {
 	if err != nil {
 		return a, err
 	}
+	for _, name := range flags.files {
+		patterns, err := readPatternFile(files, name, l)
+		if err != nil {
+			return a, err
+		}
+		values = append(values, patterns...)
+	}
 	a.fold = flags.fold
 	if own, err := a.readOwnFetch(name, arg, flags, values); own {
 		return a, err
@@ -127,14 +137,73 @@ func readACL(words []string, l Line) (acl, error) {
 	if err != nil {
 		return a, err
 	}
-	if flags.method != "" {
-		f.method = flags.method
-	}
 	if f.subject == headerSubject && strings.EqualFold(arg, "host") {
 		f.subject = hostSubject // not among Go's headers: the request's Host
 	}
 	a.test, a.arg = f, arg
-	return a, a.readValues(values)
+	return a, a.readTest(flags, values)
+}
+
+// readTest reads the values of a's fetch (a.test) by its match method,
+// -m's if the flags say.
+func (a *acl) readTest(flags aclFlagSet, values []string) error {
+	if a.test.subject == portSubject {
+		return a.readPorts(flags, values)
+	}
+	if flags.method != "" {
+		a.test.method = flags.method
+	}
+	if a.test.method == "int" {
+		return refuse(a.line, "-m int of %s (a string) is not translated", a.fetch)
+	}
+	return a.readValues(values)
+}
+
+// intOperators are HAProxy's operators before an integer value, each as
+// the range of the values it takes beside n.
+var intOperators = map[string]func(n int) (lo, hi string){
+	"eq": func(n int) (string, string) { return strconv.Itoa(n), strconv.Itoa(n) },
+	"ge": func(n int) (string, string) { return strconv.Itoa(n), "" },
+	"gt": func(n int) (string, string) { return strconv.Itoa(n + 1), "" },
+	"le": func(n int) (string, string) { return "", strconv.Itoa(n) },
+	"lt": func(n int) (string, string) { return "", strconv.Itoa(n - 1) },
+}
+
+// readPorts reads the values of an integer fetch (dst_port) as HAProxy's
+// int match does: a number, a range lo:hi (either end may be left out),
+// or an operator (eq, ge, gt, le, lt) and a number; each kept as
+// "lo:hi".
+func (a *acl) readPorts(flags aclFlagSet, values []string) error {
+	if a.fold || flags.method != "" && flags.method != "int" {
+		return refuse(a.line, "%s takes no -i and no -m other than int", a.fetch)
+	}
+	if len(values) == 0 {
+		return refuse(a.line, "an ACL without a value")
+	}
+	for i := 0; i < len(values); i++ {
+		v := values[i]
+		if op := intOperators[v]; op != nil && i+1 < len(values) {
+			n, err := strconv.Atoi(values[i+1])
+			if err != nil {
+				return refuse(a.line, "%s %s %s: want a whole number", a.fetch, v, values[i+1])
+			}
+			lo, hi := op(n)
+			a.values = append(a.values, lo+":"+hi)
+			i++
+			continue
+		}
+		lo, hi, isRange := strings.Cut(v, ":")
+		if !isRange {
+			hi = lo
+		}
+		for _, n := range []string{lo, hi} {
+			if _, err := strconv.Atoi(n); err != nil && (n != "" || !isRange || lo == hi) {
+				return refuse(a.line, "%s %s: want a whole number, a range lo:hi or an operator and a number", a.fetch, v)
+			}
+		}
+		a.values = append(a.values, lo+":"+hi)
+	}
+	return nil
 }
 
 // readValueless reads an ACL of a fetch that takes no value: http_auth of
@@ -188,8 +257,9 @@ func (a *acl) readVariable(name string, flags aclFlagSet, values []string) error
 
 // aclFlagSet is what an ACL's flags ask for.
 type aclFlagSet struct {
-	fold   bool   // -i
-	method string // -m
+	files  []string // -f: pattern files
+	fold   bool     // -i
+	method string   // -m
 }
 
 // aclFlags reads the flags before an ACL's values, and the values after
@@ -207,13 +277,50 @@ func aclFlags(values []string, l Line) (aclFlagSet, []string, error) {
 			f.method = values[1]
 			values = values[1:]
 		case flag == "-m":
-			return f, nil, refuse(l, "ACL match method %s is not translated (str, beg, end, sub, reg, dir, dom and found are)", arg(Line{Words: values}, 1))
+			return f, nil, refuse(l, "ACL match method %s is not translated (str, beg, end, sub, reg, dir, dom, found and int are)", arg(Line{Words: values}, 1))
+		case flag == "-f" && len(values) > 1:
+			f.files = append(f.files, values[1])
+			values = values[1:]
 		default:
 			return f, nil, refuse(l, "ACL flag %s is not translated yet", flag)
 		}
 		values = values[1:]
 	}
 	return f, values, nil
+}
+
+// maxPatterns bounds the values an ACL's pattern files give: each is a
+// term of the matcher, tested in turn.
+const maxPatterns = 100000
+
+// readPatternFile reads an ACL's pattern file (Patterns).
+func readPatternFile(files Files, name string, l Line) ([]string, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return nil, refuse(l, "-f %s: %v (HAProxy refuses a pattern file it cannot read too)", name, err)
+	}
+	patterns := Patterns(b)
+	if len(patterns) > maxPatterns {
+		return nil, refuse(l, "-f %s: more than %d patterns are not translated (each is a term of Caddy's matcher)", name, maxPatterns)
+	}
+	return patterns, nil
+}
+
+// Patterns are the values of a pattern file as HAProxy 2.6 reads them
+// (pat_ref_read_from_file): a line beginning with '#' is a comment; the
+// others, their leading spaces and tabs stripped and up to their CR or
+// LF, each a value, but for those left empty.
+func Patterns(b []byte) []string {
+	var patterns []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if line, _, _ = strings.Cut(strings.TrimLeft(line, " \t"), "\r"); line != "" {
+			patterns = append(patterns, line)
+		}
+	}
+	return patterns
 }
 
 // checkSrc checks src's values: addresses or CIDR ranges, without -i
@@ -297,7 +404,7 @@ func (s *aclScope) readACL(l Line) error {
 	if valueless := boolean || strings.HasPrefix(arg(l, 2), "http_auth("); len(w) < 4 && !(valueless && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
-	a, err := readACL(w[2:], l)
+	a, err := readACL(w[2:], l, s.cfg.files())
 	if err != nil {
 		return err
 	}
@@ -344,7 +451,7 @@ func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 	if t.Anon == nil {
 		alts, err = s.visibleACL(t.ACL, l)
 	} else {
-		alts[0], err = readACL(t.Anon, l)
+		alts[0], err = readACL(t.Anon, l, s.cfg.files())
 	}
 	for i := range alts {
 		if err == nil && alts[i].variable != "" {

@@ -69,6 +69,11 @@ type backend struct {
 	// written, with the ACLs only they see.
 	requestRules, redirects []requestRule
 	aclScope
+	// stats is its own stats page (nil: none), which HAProxy serves to
+	// the requests the backend gets, after its http-request rules; a
+	// backend with one may have no server (HAProxy answers 503).
+	stats     *statsPage
+	userlists map[string]*userlist // the userlist sections, which http_auth ACLs name
 }
 
 type server struct {
@@ -98,7 +103,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -114,9 +119,13 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if t.refused.count() > refused {
 		return nil, errRefused
 	}
+	if err := t.readOwnStats(be); err != nil {
+		return nil, err
+	}
 	be.setAsideDisabled()
 	if len(be.servers) == 0 {
-		// HAProxy runs its rules, and answers 503 to what they leave.
+		// HAProxy runs its rules (and its stats page), and answers 503
+		// to what they leave.
 		return be, be.resolveRules()
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
@@ -161,6 +170,20 @@ func (be *backend) isDisabled(s server) bool {
 		}
 	}
 	return disabled
+}
+
+// readOwnStats reads a backend section's own stats page, if its own
+// lines make one (they replace its defaults').
+func (t *translator) readOwnStats(be *backend) error {
+	s := be.section
+	if s.Kind != "backend" || len(statsLines(s)) == 0 {
+		return nil
+	}
+	var replaced []note
+	var err error
+	be.stats, replaced, err = t.readStats(s)
+	be.notes = append(be.notes, replaced...)
+	return err
 }
 
 // readSetting reads one of the backend's settings: its own, or its

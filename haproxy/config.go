@@ -17,6 +17,9 @@ type Config struct {
 	// configuration names; nil: the filesystem.
 	Files     Files
 	sectionOf map[Position]*Section // the section of each line
+	// directives are the lines of conditional blocks and of the
+	// branches not taken (see conditionals), in the order written.
+	directives []directive
 }
 
 // Section is one section: its keyword (global, defaults, frontend,
@@ -77,6 +80,9 @@ func (l Line) source() string {
 // shownKeyword is the line's first two words, as a message names the
 // line: a word that took a value from the environment as written.
 func (l Line) shownKeyword() string {
+	if l.modernized != "" { // the keyword the file wrote, and the 2.x one read
+		return l.Source[0] + " (read as " + strings.Join(l.Words[:2], " ") + ")"
+	}
 	n := min(2, len(l.Words))
 	shown := slices.Clone(l.Words[:n])
 	for i := range shown {
@@ -164,6 +170,7 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 	var logical strings.Builder
 	var start Position
 	n := 0
+	conds := &conditionals{getenv: getenv}
 	for sc.Scan() {
 		n++
 		text := strings.TrimSuffix(sc.Text(), "\r")
@@ -180,14 +187,21 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 		logical.WriteString(text)
 		line := logical.String()
 		logical.Reset()
-		words, err := lexWords(line, start, getenv)
+		words, err := lexWords(line, start, conds.lexEnv(line))
 		if err != nil {
 			return nil, withKeyword(err, line)
 		}
 		if len(words.text) == 0 {
 			continue
 		}
-		if err := cfg.add(Line{Pos: start, Words: words.text, Source: words.source, Env: words.env, envs: words.uses}); err != nil {
+		l := Line{Pos: start, Words: words.text, Source: words.source, Env: words.env, envs: words.uses}
+		if taken, err := conds.read(l); taken || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := cfg.add(l); err != nil {
 			return nil, err
 		}
 	}
@@ -199,6 +213,10 @@ func Parse(r io.Reader, file string, getenv func(string) (string, bool)) (*Confi
 	if logical.Len() > 0 {
 		return nil, errAt(start, "the last line ends in a backslash: nothing continues it")
 	}
+	if err := conds.end(); err != nil {
+		return nil, err
+	}
+	cfg.directives = conds.out
 	return cfg, nil
 }
 

@@ -11,6 +11,8 @@ func emit(m *model) *caddyfile {
 	c := &caddyfile{}
 	c.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", m.cfg.file())
 	c.line("# its lines is kept as a comment above what it became.")
+	writeDirectives(c, m.cfg.directives)
+	writeBeyond(c, m.beyond())
 	c.open("")
 	c.line("# HAProxy listens only where a bind says: no redirects from port 80")
 	c.line("auto_https disable_redirects")
@@ -20,6 +22,9 @@ func emit(m *model) *caddyfile {
 	}
 	writeDefaults(c, m.defaults)
 	writeResolvers(c, m.resolvers)
+	for _, fe := range m.frontends {
+		fe.writeOwnLoggers(c)
+	}
 	writeDefaultSNI(c, m.sni)
 	for _, fe := range m.frontends {
 		fe.writeServers(c, m.global.maxconn)
@@ -29,6 +34,29 @@ func emit(m *model) *caddyfile {
 		fe.writeSite(c)
 	}
 	return c
+}
+
+// writeDirectives comments the lines of the conditional blocks and of
+// their branches not taken: a .if's comment (and Warning) says which
+// branch the translation holds.
+func writeDirectives(c *caddyfile, ds []directive) {
+	for _, d := range ds {
+		if d.approximated {
+			c.note(note{line: d.line, what: d.why, approximated: true})
+		} else {
+			c.comment(d.line, "ignored: "+d.why)
+		}
+	}
+}
+
+// writeBeyond says what the adapter's JSON carries that the Caddyfile
+// cannot say: caddy adapt of this Caddyfile alone would not do it.
+func writeBeyond(c *caddyfile, b Beyond) {
+	if at := b.SessionTicketsOff; at != nil {
+		c.line("# Not in this Caddyfile, which cannot say it: caddy adapt --adapter haproxy of the HAProxy file turns TLS session")
+		c.line("# tickets off in its JSON (apps.tls.session_tickets.disabled), as line %d's no-tls-tickets asks; this Caddyfile adapted", at.Line)
+		c.line("# by itself leaves them on.")
+	}
 }
 
 // writeGlobal writes the global section's lines as their notes say, a

@@ -48,7 +48,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	for _, l := range []*Line{fe.bufferRequest, be.bufferRequest} {
 		if l != nil {
 			c.comment(*l, "the body, up to HAProxy's buffer size (tune.bufsize), read before the request goes to a server")
-			c.line("request_buffers 16KiB")
+			c.line("request_buffers %s", fe.global.requestBuffers())
 			break
 		}
 	}
@@ -118,7 +118,7 @@ func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
 	lacking := be.mayLack(fe)
-	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0
+	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0 || be.stats != nil
 	if routed {
 		c.open("route")
 	}
@@ -154,10 +154,24 @@ func (be *backend) writeDeferredResponse(c *caddyfile) {
 	}
 }
 
-// writeRules writes the backend's own http-request rules, then its
-// redirect rules, each with its condition's matcher.
+// writeRules writes the backend's own http-request rules, its stats
+// page, then its redirect rules, each with its condition's matcher.
 func (be *backend) writeRules(c *caddyfile) {
-	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
+	writeRequestRules(c, be.requestRules)
+	if be.stats != nil {
+		be.stats.write(c)
+	}
+	writeRequestRules(c, be.redirects)
+	for _, l := range be.aclLines {
+		if !be.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+}
+
+// writeRequestRules writes a backend's rules, in order.
+func writeRequestRules(c *caddyfile, rules []requestRule) {
+	for _, r := range rules {
 		switch {
 		case r.header != nil:
 			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
@@ -166,11 +180,6 @@ func (be *backend) writeRules(c *caddyfile) {
 			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
 		default:
 			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
-		}
-	}
-	for _, l := range be.aclLines {
-		if !be.usedACLs[l.Pos] {
-			c.comment(l, "used by no rule")
 		}
 	}
 }
@@ -268,6 +277,10 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	}
 	if u.header != "" && !strings.EqualFold(u.header, "X-Forwarded-For") {
 		c.line("header_up +%s {remote_host}", c.name(u.header))
+	}
+	if h := fe.uniqueID.sentHeader(); h != "" {
+		c.line("# unique-id-header %s: Caddy's ID of the request (see the site)", c.name(h))
+		c.line("header_up +%s {http.request.uuid}", c.name(h))
 	}
 	if be.tls.ssl {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")

@@ -78,7 +78,7 @@ func (fe *frontend) writeServers(c *caddyfile, global *Line) {
 		for _, l := range fe.timeoutLines {
 			c.comment(l, "")
 		}
-		c.open("servers %s", listener(b.addr))
+		c.open("servers %s", c.plainOf(b.line, listener(b.addr)))
 		fe.writeListenerWrappers(c, global, b)
 		if len(fe.timeouts) > 0 {
 			c.open("timeouts")
@@ -171,7 +171,8 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	for _, n := range fe.notes {
 		c.note(n)
 	}
-	fe.log.writeSite(c, fe.global)
+	fe.log.writeSite(c, fe.global, fe.accessLogger())
+	writeLogSkips(c, fe.logSkips)
 	if withTLS {
 		fe.writeTLS(c)
 	}
@@ -233,7 +234,9 @@ func (fe *frontend) writeDefaultBackend(c *caddyfile) {
 // TLS defaults.
 func (fe *frontend) writeTLS(c *caddyfile) {
 	certs := fe.certs
-	c.comment(certs.bind.line, "")
+	if !slices.ContainsFunc(certs.notes, func(n note) bool { return n.line.Pos == certs.bind.line.Pos }) {
+		c.comment(certs.bind.line, "")
+	}
 	for _, based := range certs.based {
 		c.comment(*fe.global.crtBase, based)
 	}
@@ -456,8 +459,8 @@ func (p *statsPage) write(c *caddyfile) {
 	// HAProxy tests the uri as a prefix of the path and query as sent
 	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
 	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
-		statsMatcher, strconv.Quote(p.uri))
-	c.open("handle %s", statsMatcher)
+		p.matcher(), strconv.Quote(p.uri))
+	c.open("handle %s", p.matcher())
 	if len(p.users) > 0 {
 		c.open("basic_auth bcrypt %s", c.plain(p.realm))
 		for _, u := range p.users {
@@ -474,15 +477,29 @@ func (p *statsPage) write(c *caddyfile) {
 // write writes the logger: the default one (name "") or a named one;
 // chroot is the global chroot line, if any.
 func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
-	what := []string{"Caddy's own log, and the access log of each site with log global, to " + lt.describe(tag)}
+	lt.comment(c, "Caddy's own log, and the access log of each site with log global", tag, chroot)
+	lt.writeLogger(c, name, tag, "")
+}
+
+// comment keeps the log line, saying whose log (whose) goes where.
+func (lt logTarget) comment(c *caddyfile, whose, tag string, chroot *Line) {
+	what := []string{whose + ", to " + lt.describe(tag)}
 	if p, ok := strings.CutPrefix(lt.output, "net unixgram/"); ok && chroot != nil && len(chroot.Words) == 2 {
 		what = append(what, "HAProxy, in its chroot, sends to "+filepath.Join(chroot.Words[1], p)+" (where Debian's rsyslog listens for it); Caddy, in none, to "+p+": syslog files both by the tag")
 	}
 	c.comment(lt.line, strings.Join(append(what, lt.notes...), "; "))
+}
+
+// writeLogger writes the logger's block; include, if not empty, is the
+// one site's access logger whose entries alone it writes.
+func (lt logTarget) writeLogger(c *caddyfile, name, tag, include string) {
 	if name == "" {
 		c.open("log")
 	} else {
-		c.open("log %s", name)
+		c.open("log %s", c.plainOf(lt.line, name))
+	}
+	if include != "" {
+		c.line("include %s", c.plainOf(lt.line, "http.log.access."+include))
 	}
 	if net, ok := strings.CutPrefix(lt.output, "net "); ok {
 		// HAProxy starts without its syslog socket; Caddy then writes to
@@ -509,15 +526,71 @@ func (lt logTarget) write(c *caddyfile, name, tag string, chroot *Line) {
 }
 
 // writeSite writes a frontend's logging lines, and the site's log
-// directive when it logs.
-func (pl *proxyLog) writeSite(c *caddyfile, g *global) {
-	logs := pl.logs(g)
+// directive when it logs: to its access logger (name) if it has log
+// addresses of its own (their loggers are in the global options).
+func (pl *proxyLog) writeSite(c *caddyfile, g *global, name string) {
 	for _, l := range pl.lines {
-		c.comment(l, pl.note(l, g))
+		if _, own := pl.ownAt(l.Pos); !own {
+			c.comment(l, pl.note(l, g))
+		}
 	}
-	if logs {
+	switch {
+	case len(pl.own) > 0:
+		c.line("# the site's access log, which its own loggers write (see the global options)")
+		c.line("log %s", c.plain(name))
+	case pl.logs(g):
 		c.line("# log global: the site's access log, which the global section's loggers write")
 		c.line("log")
+	}
+}
+
+// writeLogSkips writes each http-request set-log-level silent as
+// log_skip, with its condition's matcher.
+func writeLogSkips(c *caddyfile, skips []logSkip) {
+	for _, s := range skips {
+		for _, acl := range s.when.acls {
+			c.comment(acl, "")
+		}
+		c.note(s.note())
+		if s.cond == nil {
+			c.line("log_skip")
+			continue
+		}
+		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
+		c.line("%s expression `%s`", name, s.when.expression(c))
+		c.line("log_skip %s", name)
+	}
+}
+
+// accessLogger is the name of the frontend's access logger, when it has
+// log addresses of its own.
+func (fe *frontend) accessLogger() string {
+	return "haproxy_" + fe.section.Kind + "_" + fe.section.Name
+}
+
+// writeOwnLoggers writes a logger for each log address of the frontend's
+// own, each taking the site's access log alone (include); with log
+// global, the global section's first log line's too, as Caddy's default
+// logger gets none of a site's own logger's entries (the global
+// section's other loggers take every entry).
+func (fe *frontend) writeOwnLoggers(c *caddyfile) {
+	pl := &fe.log
+	if len(pl.own) == 0 {
+		return
+	}
+	name := fe.accessLogger()
+	tag, chroot := "haproxy", (*Line)(nil)
+	if fe.global != nil {
+		tag, chroot = fe.global.tag, fe.global.chroot
+	}
+	for _, lt := range pl.own {
+		lt.comment(c, "the access log of "+fe.section.Kind+" "+fe.section.Name, tag, chroot)
+		lt.writeLogger(c, name+"_"+strconv.Itoa(lt.line.Pos.Line), tag, name)
+	}
+	if pl.logsGlobal(fe.global) {
+		first := fe.global.loggers[0]
+		c.line("# log global: the access log of %s %s to the global section's first log line (line %d) too, which as Caddy's default logger gets none of a site's own logger's entries", fe.section.Kind, c.plain(fe.section.Name), first.line.Pos.Line)
+		first.writeLogger(c, name+"_global", tag, name)
 	}
 }
 

@@ -53,6 +53,9 @@ func (a acl) expression(c *caddyfile) string {
 	if a.test.method == "found" {
 		return subject + ` != ""`
 	}
+	if a.test.subject == portSubject {
+		return portsTest(subject, a.values)
+	}
 	if a.test.subject == headerSubject && a.sample == nil {
 		// HAProxy tests each of a header's values (its lines, and the
 		// parts between commas), trimmed.
@@ -128,6 +131,8 @@ func fetchExpression(c *caddyfile, l Line, subject fetchSubject, arg string) str
 		return "{http.request.hostport}"
 	case sniSubject:
 		return "{http.request.tls.server_name}"
+	case portSubject:
+		return "{http.request.local.port}" // the accepting socket's port, a number
 	case cookieSubject:
 		return "{http.request.cookie." + c.nameOf(l, arg) + "}"
 	}
@@ -155,6 +160,30 @@ func (s sample) expression(c *caddyfile, l Line) string {
 		}
 	}
 	return e
+}
+
+// portsTest is subject (a number) tested against ranges "lo:hi" (an end
+// left out is open): true if it is in any. The ends are whole numbers
+// (readPorts), written as CEL integers.
+func portsTest(subject string, ranges []string) string {
+	alts := make([]string, len(ranges))
+	for i, r := range ranges {
+		lo, hi, _ := strings.Cut(r, ":")
+		var both []string
+		switch {
+		case lo != "" && lo == hi:
+			both = append(both, subject+" == "+lo)
+		default:
+			if lo != "" {
+				both = append(both, subject+" >= "+lo)
+			}
+			if hi != "" {
+				both = append(both, subject+" <= "+hi)
+			}
+		}
+		alts[i] = join(both, " && ")
+	}
+	return join(alts, " || ")
 }
 
 // join joins alternatives, in parentheses when there are several.

@@ -46,6 +46,8 @@ type frontend struct {
 	afterResponse      []headerRule         // http-after-response header rules: deferred header
 	bufferRequest      *Line                // option http-buffer-request: request_buffers
 	log                proxyLog             // log global, option httplog and the like
+	uniqueID           uniqueID             // unique-id-format and unique-id-header
+	logSkips           []logSkip            // http-request set-log-level silent: log_skip
 	global             *global              // the global section's logs and TLS defaults
 	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
 	// What resolve settled.
@@ -90,6 +92,9 @@ type bind struct {
 	isTLS bool
 	// acceptProxy: a PROXY header begins each connection (accept-proxy).
 	acceptProxy bool
+	// tlsOptions are its own TLS options (no-tlsv11, ssl-min-ver TLSv1.2,
+	// …), in order, as words of ssl-default-bind-options.
+	tlsOptions []string
 }
 
 // headerRule is an http-request or http-response del-header, set-header,
@@ -172,7 +177,9 @@ func (t *translator) readFrontendSetting(fe *frontend, l Line) error {
 	if keywordSide(l) == backendSide && hasServers(s) {
 		return nil // the listen's own backend's (see readOwnServers)
 	}
-	if !ownLine(s, l) && keywordSide(l) == backendSide {
+	// A backend's line of the defaults, or of a listen without servers
+	// (a stats page's timeout connect): HAProxy applies it to no server.
+	if (!ownLine(s, l) || s.Kind == "listen") && keywordSide(l) == backendSide {
 		fe.note(l, fromDefaultsNote(l, s.Kind))
 		return nil
 	}

@@ -71,8 +71,8 @@ func checkFuzzRefusal(t *testing.T, cfg *Config, err error) {
 		t.Fatalf("refusal at %s, which is no line of the configuration: %v", e.Pos, err)
 	}
 	kw := l.Words[0]
-	if l.fromEnv(0) {
-		kw = l.Source[0] // a message shows it as written, never the environment's value
+	if l.fromEnv(0) || l.modernized != "" {
+		kw = l.Source[0] // a message shows it as written, never the environment's value nor the 2.x keyword read
 	}
 	if plainKeyword(kw) && !namesKeyword(e.Msg, kw) {
 		t.Fatalf("refusal that does not name its line's keyword %s: %v", kw, err)

@@ -144,8 +144,12 @@ func keywordAt(l Line) *keyword { return keywords[keywordOf(l)] }
 // notTranslated refuses a line of a keyword with no code for where it is:
 // with the entry's hint if it is a refused one.
 func notTranslated(k *keyword, l Line) error {
-	if k != nil && k.status == refused && k.doc != "" {
+	switch {
+	case k != nil && k.status == refused && k.doc != "":
 		return refuse(l, "%s", k.doc)
+	case k != nil && k.status == approximated && slices.ContainsFunc(matrixOnly, func(m keyword) bool { return m.name == k.name }):
+		// A 1.x keyword in a form not read as its 2.x replacement.
+		return refuse(l, "this form is not translated: %s", k.doc)
 	}
 	return refuse(l, "not translated yet")
 }
@@ -154,9 +158,6 @@ func notTranslated(k *keyword, l Line) error {
 // through the registry.
 func (fe *frontend) read(l Line) error {
 	if keywordSide(l) == backendSide {
-		if fe.section.Kind == "listen" {
-			return refuse(l, "a backend's keyword in a listen section without servers: not translated; give it servers, or write it in a backend")
-		}
 		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
 	}
 	k := keywordAt(l)

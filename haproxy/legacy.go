@@ -22,6 +22,37 @@ var legacyHeaderDels = map[string]string{"reqdel": "http-request", "reqidel": "h
 // one header whole: ^<name>: and what follows, as most were written.
 var wholeHeader = regexp.MustCompile(`^\^([!#$%&'*+.^_|~0-9A-Za-z-]+):(\.\*)?$`)
 
+// legacyHeaderReplaces are the 1.x rules that rewrite the header lines a
+// regular expression matches (the i ones without case), by the 2.x rule
+// that replaced them.
+var legacyHeaderReplaces = map[string]string{"reqrep": "http-request", "reqirep": "http-request", "rsprep": "http-response", "rspirep": "http-response"}
+
+// headerLinePrefix matches the beginning of a 1.x rewrite's expression of
+// one header's lines: ^<name>: and a space, as most were written.
+var headerLinePrefix = regexp.MustCompile(`^\^([!#$%&'*+.^_|~0-9A-Za-z-]+): ?`)
+
+// legacyReplace is a 1.x rewrite "^<name>: <regex>" "<name>: <format>" of
+// one header's lines as the 2.x replace-header of that header's value
+// (the expression anchored at the value's beginning, without case for
+// the i rules), and false for another form (a request line's, a header
+// renamed).
+func legacyReplace(rule string, w []string) ([]string, bool) {
+	m := headerLinePrefix.FindStringSubmatch(w[1])
+	if m == nil {
+		return nil, false
+	}
+	name := m[1]
+	format, ok := strings.CutPrefix(w[2], name+":")
+	if !ok {
+		return nil, false
+	}
+	expr := "^" + strings.TrimPrefix(w[1], m[0])
+	if strings.Contains(w[0], "irep") {
+		expr = "(?i)" + expr
+	}
+	return []string{rule, "replace-header", name, expr, strings.TrimPrefix(format, " ")}, true
+}
+
 // modernized is l as the 2.x line that replaced its 1.x keyword, and
 // what the warning says, or l and "" for a line of another keyword (or a
 // 1.x one in a form not translated, which is then refused as it is).
@@ -44,6 +75,12 @@ func modernized(l Line) (Line, string) {
 		if m := wholeHeader.FindStringSubmatch(w[1]); m != nil {
 			l.Words = []string{rule, "del-header", m[1]}
 			return l, "read as " + rule + " del-header " + m[1] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case"
+		}
+	}
+	if rule, ok := legacyHeaderReplaces[w[0]]; ok && len(w) == 3 {
+		if words, ok := legacyReplace(rule, w); ok {
+			l.Words = words
+			return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
 		}
 	}
 	return l, ""

@@ -245,16 +245,15 @@ func escape(s string, weak bool) (int, string, error) {
 // expand reads the variable reference at the start of s (after its '$')
 // and returns how many bytes it took, its value and the use.
 func expand(s string, getenv func(string) (string, bool)) (int, string, envUse, error) {
-	if s == "" {
-		return 0, "$", envUse{}, nil
+	if s == "" || s[0] != '{' && !isNameByte(s[0], true) {
+		// HAProxy 2.6 refuses it too ("forbidden first char in
+		// environment variable name").
+		return 0, "", envUse{}, fmt.Errorf(`a "$" in double quotes begins an environment variable's name: write "\$" for a dollar (HAProxy refuses it too)`)
 	}
 	if s[0] != '{' {
 		n := 0
 		for n < len(s) && isNameByte(s[n], n == 0) {
 			n++
-		}
-		if n == 0 {
-			return 0, "$", envUse{}, nil // a lone dollar is kept
 		}
 		v, ok := getenv(s[:n])
 		if !ok {

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"crypto/tls"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ func TestReadLogFormat(t *testing.T) {
 		{"https://%[hdr(Host)]%[url]", []formatPart{{text: "https://"}, {placeholder: "http.request.hostport"}, {placeholder: "http.request.uri"}}},
 		{"%[req.hdr(X-Real-IP)]", []formatPart{{placeholder: "haproxy.hdr.x-real-ip"}}},
 		{"%[path]?%[query]", []formatPart{{placeholder: "haproxy.path"}, {text: "?"}, {placeholder: "http.request.uri.query"}}},
+		{"%[ssl_fc_protocol] %[ssl_fc_cipher]", []formatPart{{placeholder: "haproxy.ssl_fc_protocol"}, {text: " "}, {placeholder: "haproxy.ssl_fc_cipher"}}},
 		{"%[src", nil},
 		{"%{+Q}ci", nil},
 		{"50%", nil},
@@ -73,5 +75,26 @@ func TestResponseConditions(t *testing.T) {
 	out, err = translateText(t, head+tail+"    http-response del-header X-A if { method GET }\n")
 	if err != nil || !strings.Contains(out, "header @response_11 {") {
 		t.Errorf("a backend's rule with a condition: %v\n%s", err, out)
+	}
+}
+
+// ssl_fc_cipher's map gives OpenSSL's name (HAProxy's) of every suite
+// Go's TLS offers as secure, which are those Caddy negotiates.
+func TestSSLCipherSampleMap(t *testing.T) {
+	m := formatMaps["haproxy.ssl_fc_cipher"]
+	openssl := map[string]string{}
+	for _, c := range m.cases {
+		openssl[c[0]] = c[1]
+	}
+	for _, s := range tls.CipherSuites() {
+		got, ok := openssl[s.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in ssl_fc_cipher's map", s.Name)
+		case slices.Contains(s.SupportedVersions, tls.VersionTLS13) != (got == s.Name):
+			t.Errorf("%s: OpenSSL's name %s", s.Name, got)
+		case goCipherSuites[got] != s.Name && got != s.Name:
+			t.Errorf("%s: OpenSSL's name %s, which goCipherSuites gives %s", s.Name, got, goCipherSuites[got])
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -209,6 +210,9 @@ type proxyLog struct {
 	lines     []Line
 	logGlobal *Line // log global, unless a later no log cleared it
 	httplog   *Line // option httplog or httpslog
+	// own are the proxy's own log addresses (log <address> …), unless a
+	// later no log cleared them: a frontend logs its traffic there too.
+	own []logTarget
 }
 
 // read takes log global, no log, option httplog, option httpslog, option
@@ -231,12 +235,18 @@ func (pl *proxyLog) read(l Line) error {
 	return nil
 }
 
-// readLog takes log global.
+// readLog takes log global, and a log address of the proxy's own, which
+// HAProxy adds to those of log global.
 func (pl *proxyLog) readLog(l Line) error {
-	if len(l.Words) != 2 || l.Words[1] != "global" {
-		return refuse(l, "a proxy's own log address is not translated yet (log global is: the global section's log lines)")
+	if len(l.Words) == 2 && l.Words[1] == "global" {
+		pl.logGlobal = &l
+		return nil
 	}
-	pl.logGlobal = &l
+	lt, err := readLogTarget(l)
+	if err != nil {
+		return err
+	}
+	pl.own = append(pl.own, lt)
 	return nil
 }
 
@@ -244,7 +254,7 @@ func (pl *proxyLog) readLog(l Line) error {
 func (pl *proxyLog) readNo(l Line) error {
 	switch len(l.Words) {
 	case 2: // no log
-		pl.logGlobal = nil
+		pl.logGlobal, pl.own = nil, nil
 	case 3: // no option dontlognull
 	default:
 		return refuse(l, "takes no argument")
@@ -267,9 +277,25 @@ func (pl *proxyLog) readOption(l Line) error {
 }
 
 // logs tells whether the proxy logs its traffic: log global, with a log
-// line in the global section.
+// line in the global section, or a log address of its own.
 func (pl *proxyLog) logs(g *global) bool {
+	return pl.logsGlobal(g) || len(pl.own) > 0
+}
+
+// logsGlobal tells whether the proxy logs its traffic to the global
+// section's log lines.
+func (pl *proxyLog) logsGlobal(g *global) bool {
 	return pl.logGlobal != nil && g != nil && len(g.loggers) > 0
+}
+
+// ownAt is the proxy's own log address of the line at pos.
+func (pl *proxyLog) ownAt(pos Position) (logTarget, bool) {
+	for _, lt := range pl.own {
+		if lt.line.Pos == pos {
+			return lt, true
+		}
+	}
+	return logTarget{}, false
 }
 
 // unlogged is what Caddy's access log has no line for.
@@ -279,9 +305,11 @@ func (pl *proxyLog) note(l Line, g *global) string {
 	logs := pl.logs(g)
 	w := l.Words
 	switch {
+	case w[0] == "log" && len(w) > 2:
+		return "no log clears it: HAProxy logs no traffic of this frontend there, nor does Caddy"
 	case w[0] == "log" && pl.logGlobal == nil:
 		return "no log clears it: HAProxy logs no traffic of this frontend, nor does Caddy"
-	case w[0] == "log" && !logs:
+	case w[0] == "log" && !pl.logsGlobal(g):
 		return "the global section has no log line: HAProxy logs this frontend's traffic nowhere, nor does Caddy"
 	case w[0] == "log" && pl.httplog == nil:
 		return "Caddy's access log below, a line per request, where HAProxy without option httplog logs a line per connection with its addresses; " + unlogged
@@ -305,6 +333,129 @@ func (pl *proxyLog) backendNote(l Line) string {
 		return "a frontend's: see the site's log"
 	case l.Words[0] == "no":
 		return "Caddy's health checks log to Caddy's own log whatever a backend says"
+	case len(l.Words) > 2:
+		return "ignored: a backend's own log address gets what HAProxy logs of its servers (health, state), which Caddy logs to its own log (the global section's loggers); its traffic is logged by the frontend's"
 	}
 	return "Caddy's health checks log to Caddy's own log: the global section's loggers"
+}
+
+// Lines that change how HAProxy logs, not what a request gets: each is a
+// note of its frontend (or backend), approximated where Caddy's log says
+// otherwise.
+
+// logFormatNote is what becomes of log-format: Caddy's access log keeps
+// its own fields.
+const logFormatNote = "Caddy's access log is its JSON entry (the request: client address and port, protocol, method, host, URI, headers, TLS; status, size, duration), not a line laid out by this format"
+
+// readLogFormat reads log-format <format>.
+func (fe *frontend) readLogFormat(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes one format (quote it, or escape its spaces)")
+	}
+	fe.notes = append(fe.notes, note{line: l, what: logFormatNote, approximated: true})
+	return nil
+}
+
+// uniqueIDNote is what becomes of unique-id-header: Caddy's request
+// UUID in its place.
+const uniqueIDNote = "header_up +%s {http.request.uuid} in each reverse_proxy: a random UUID, where HAProxy sends the ID its unique-id-format makes"
+
+// readUniqueID reads unique-id-format <format> and unique-id-header
+// <name>: HAProxy adds the ID to each request it sends to a server under
+// that name (once both are set).
+func (fe *frontend) readUniqueID(l Line) error {
+	if len(l.Words) != 2 {
+		return refuse(l, "takes one argument")
+	}
+	if l.Words[0] == "unique-id-format" {
+		fe.uniqueID.format = &l
+	} else {
+		fe.uniqueID.header = &l
+	}
+	return nil
+}
+
+// uniqueID is what unique-id-format and unique-id-header asked for.
+type uniqueID struct{ format, header *Line }
+
+// sentHeader is the header the ID is sent in: none without a format.
+func (u uniqueID) sentHeader() string {
+	if u.format == nil || u.header == nil || u.format.Words[1] == "" {
+		return ""
+	}
+	return u.header.Words[1]
+}
+
+// notes are what became of the lines.
+func (u uniqueID) notes() []note {
+	var out []note
+	if u.format != nil {
+		out = append(out, note{line: *u.format, approximated: true,
+			what: "Caddy's ID of a request is {http.request.uuid}, a random UUID, not an ID of this format (in the access log too)"})
+	}
+	switch h := u.sentHeader(); {
+	case h != "":
+		out = append(out, note{line: *u.header, approximated: true, what: fmt.Sprintf(uniqueIDNote, h)})
+	case u.header != nil:
+		out = append(out, note{line: *u.header, what: "ignored: without unique-id-format HAProxy sends no ID"})
+	}
+	return out
+}
+
+// readLogOnly reads an http-request action that changes the log line of
+// a request only (capture, set-log-level).
+func readLogOnly(l Line, args []string) (note, error) {
+	if arg(l, 1) == "capture" {
+		if len(args) != 3 || args[1] != "len" && args[1] != "id" {
+			return note{}, refuse(l, "takes <sample> len <length> or <sample> id <slot>")
+		}
+		return note{line: l, what: "ignored: a sample kept for the request's log line (%hr): Caddy's access log holds the request's headers"}, nil
+	}
+	if len(args) != 1 || !slices.Contains([]string{"emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "silent"}, args[0]) {
+		return note{}, refuse(l, "takes a syslog level or silent")
+	}
+	at := "logs them at " + args[0]
+	if args[0] == "silent" {
+		at = "logs none of them"
+	}
+	return note{line: l, approximated: true, what: "Caddy logs these requests' access lines as any other's (at error for a 5xx answer, else at info), where HAProxy " + at}, nil
+}
+
+// readLogOnly reads capture and set-log-level in a frontend: silent
+// there is Caddy's log_skip, with the rule's condition (logSkip).
+func (fe *frontend) readLogOnly(l Line, args []string, cond *Condition) error {
+	n, err := readLogOnly(l, args)
+	if err == nil && arg(l, 1) == "set-log-level" && args[0] == "silent" {
+		fe.logSkips = append(fe.logSkips, logSkip{line: l, cond: cond, afterAnswers: len(fe.answers) > 0})
+		return nil
+	}
+	fe.notes = append(fe.notes, n)
+	return err
+}
+
+// logSkip is http-request set-log-level silent in a frontend: Caddy's
+// log_skip, when its condition (nil: always) holds.
+type logSkip struct {
+	line Line
+	cond *Condition
+	when matcher
+	// afterAnswers: rules that answer come before it, whose requests
+	// HAProxy logs (it never reaches this rule for them), where
+	// log_skip, which runs first, skips them too.
+	afterAnswers bool
+}
+
+// note is what the rule becomes.
+func (s logSkip) note() note {
+	what := "log_skip: Caddy writes no access line of these requests, as HAProxy logs none"
+	if s.afterAnswers {
+		return note{line: s.line, approximated: true, what: what + "; but a request a rule above answers (deny, return, redirect), which HAProxy logs, is not logged either (log_skip runs before them)"}
+	}
+	return note{line: s.line, what: what}
+}
+
+func (be *backend) readLogOnly(l Line, args []string, _ *Condition) error {
+	n, err := readLogOnly(l, args)
+	be.notes = append(be.notes, n)
+	return err
 }

@@ -14,6 +14,27 @@ type model struct {
 	resolvers []*resolvers // the resolvers sections, in the order written
 }
 
+// Beyond is what a configuration asks for that a Caddyfile cannot say and
+// Caddy's JSON can: the haproxy adapter sets it in the JSON it makes of
+// the Caddyfile, whose first lines say so.
+type Beyond struct {
+	// SessionTicketsOff is where ssl-default-bind-options no-tls-tickets
+	// is, with TLS 1.2 on (nil: not asked): Caddy's TLS app with session
+	// tickets off (apps.tls.session_tickets.disabled).
+	SessionTicketsOff *Position
+}
+
+// beyond is what the model asks for beyond the Caddyfile.
+func (m *model) beyond() Beyond {
+	var b Beyond
+	for _, fe := range m.frontends {
+		if l := fe.certs.ticketsOff; l != nil {
+			b.SessionTicketsOff = &l.Pos
+		}
+	}
+	return b
+}
+
 // defaultsUse is a defaults section and the proxies that take it (none:
 // its lines were read, and apply to no proxy).
 type defaultsUse struct {
@@ -60,10 +81,12 @@ func (t *translator) read() (*model, error) {
 	if t.refused.count() == 0 { // what follows checks frontends read whole
 		t.checkTogether(frontends)
 	}
+	t.refused.add(t.global.settleServerTLS(frontends))
 	if t.refused.count() > 0 {
 		return nil, t.refused.err()
 	}
 	t.global.settleTLSNotes(frontends)
+	settleSessionTickets(frontends)
 	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder()}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {

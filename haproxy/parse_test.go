@@ -53,6 +53,10 @@ func TestSplitWordsRefuses(t *testing.T) {
 		{`crt "$NOT_SET"`, "NOT_SET is not set"},
 		{`crt "${1BAD}"`, "not an environment variable name"},
 		{`crt "${OPEN"`, `"${" is not closed`},
+		// HAProxy 2.6: "forbidden first char in environment variable name".
+		{`log "$5x" local0`, `write "\$" for a dollar`},
+		{`log "a$ b" local0`, `write "\$" for a dollar`},
+		{`log "a$" local0`, `write "\$" for a dollar`},
 		{`x \x4`, `two hex digits`},
 		{`x "\xzz"`, `not a hex byte`},
 	} {

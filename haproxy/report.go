@@ -67,7 +67,27 @@ func (c *Config) lineOutcomes(written map[Position]outcome, reached map[Position
 			out = append(out, o)
 		}
 	}
+	out = append(out, c.directiveOutcomes(written)...)
+	slices.SortStableFunc(out, func(a, b LineOutcome) int { return comparePos(a.Pos, b.Pos) })
 	return append(out, unplaced(refusedAt)...)
+}
+
+// directiveOutcomes are what became of the lines of the conditional
+// blocks and of their branches not taken: as the writer commented them,
+// else (no Caddyfile was written) as Parse said.
+func (c *Config) directiveOutcomes(written map[Position]outcome) []LineOutcome {
+	var out []LineOutcome
+	for _, d := range c.directives {
+		o := LineOutcome{Pos: d.line.Pos, Source: d.line.source(), Status: ignored.String(), Why: d.why}
+		if d.approximated {
+			o.Status = approximated.String()
+		}
+		if w, ok := written[d.line.Pos]; ok {
+			o.Status, o.Why = w.status.String(), w.why
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // refusalsAt are the refusals of err (nil: none), each message by its

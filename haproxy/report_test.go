@@ -14,6 +14,10 @@ func configLines(cfg *Config) []Line {
 	for _, s := range cfg.Sections {
 		lines = append(append(lines, s.line()), s.Lines...)
 	}
+	for _, d := range cfg.directives {
+		lines = append(lines, d.line)
+	}
+	slices.SortStableFunc(lines, func(a, b Line) int { return comparePos(a.Pos, b.Pos) })
 	return lines
 }
 

@@ -27,7 +27,7 @@ type serverOption = lineOption[*serverReading]
 
 var (
 	serverOptions = indexOptions(serverOptionTable)
-	bindOptions   = indexOptions(bindOptionTable)
+	bindOptions   = indexOptions(slices.Concat(bindOptionTable, bindTLSOptions))
 )
 
 func indexOptions[T any](table []lineOption[T]) map[string]*lineOption[T] {
@@ -46,6 +46,27 @@ var bindOptionTable = []lineOption[*bind]{
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
+
+// bindTLSOptions are the bind's own TLS options, each an option of
+// ssl-default-bind-options: the site's tls block reads them after the
+// global section's, as HAProxy applies them over its defaults (see
+// tlsdefaults.go).
+var bindTLSOptions = func() []lineOption[*bind] {
+	var table []lineOption[*bind]
+	for _, name := range slices.Sorted(maps.Keys(defaultBindOptions)) {
+		valued := name == "ssl-min-ver" || name == "ssl-max-ver"
+		table = append(table, lineOption[*bind]{name: name, value: valued, status: translated,
+			doc: "as in `ssl-default-bind-options`, over the global section's (see below)",
+			read: func(b *bind, v string, _ Line) error {
+				b.tlsOptions = append(b.tlsOptions, name)
+				if valued {
+					b.tlsOptions = append(b.tlsOptions, v)
+				}
+				return nil
+			}})
+	}
+	return table
+}()
 
 func readBindALPN(b *bind, v string, l Line) error {
 	b.alpn = strings.Split(v, ",")

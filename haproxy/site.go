@@ -19,6 +19,7 @@ type siteCerts struct {
 	based       []string // the crt-base notes: "crt <f> is <path>"
 	settings    []string // the tls block's subdirectives
 	notes       []note   // the TLS defaults' notes
+	ticketsOff  *Line    // the TLS defaults' no-tls-tickets, TLS 1.2 on
 }
 
 // forwarding is what the frontend's option forwardfor and header rules
@@ -60,6 +61,7 @@ func (fe *frontend) resolve() error {
 	fe.resolveForwardingRules()
 	fe.resolveFormatMaps()
 	fe.resolvePages()
+	fe.notes = append(fe.notes, fe.uniqueID.notes()...)
 	return fe.resolveCerts()
 }
 
@@ -73,7 +75,12 @@ func (fe *frontend) resolveBinds() error {
 			if fe.certs.bind != nil && !slices.Equal(fe.certs.bind.crts, b.crts) {
 				return refuse(b.line, "one frontend with two certificates is not translated yet")
 			}
-			fe.certs.bind = &fe.binds[i]
+			if fe.certs.bind != nil && !slices.Equal(fe.certs.bind.tlsOptions, b.tlsOptions) {
+				return refuse(b.line, "TLS options other than line %d's: one frontend is one TLS site in Caddy, with one tls block", fe.certs.bind.line.Pos.Line)
+			}
+			if fe.certs.bind == nil {
+				fe.certs.bind = &fe.binds[i]
+			}
 		}
 		host, port, _ := net.SplitHostPort(b.addr)
 		if !b.isTLS && port == "443" {
@@ -106,6 +113,15 @@ func (fe *frontend) resolveConditions() error {
 	}
 	if err := fe.resolveHeaderConditions(); err != nil {
 		return err
+	}
+	for i, s := range fe.logSkips {
+		if s.cond == nil {
+			continue
+		}
+		var err error
+		if fe.logSkips[i].when, err = fe.conditionMatcher(s.cond, s.line); err != nil {
+			return err
+		}
 	}
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
@@ -332,7 +348,7 @@ func (fe *frontend) resolveCerts() error {
 		// directory's do not carry.
 		return refuse(crt.line, "crt %s is a directory and %s a file: one bind with both is not translated (Caddy would pick among the files' certificates only)", c.dirs[0], c.files[0])
 	}
-	var err error
-	fe.certs.settings, fe.certs.notes, err = g.bindTLS.site()
+	d, err := g.bindTLS.site(crt)
+	fe.certs.settings, fe.certs.notes, fe.certs.ticketsOff = d.dirs, d.notes, d.ticketsOff
 	return err
 }

@@ -68,8 +68,11 @@ func (c *Config) SplitTCP() Split {
 }
 
 // part is an empty configuration of c's sections (their lines are where
-// c's index says).
-func (c *Config) part() *Config { return &Config{Files: c.Files, sectionOf: c.sectionOf} }
+// c's index says), with c's conditional blocks, which were read for the
+// whole file.
+func (c *Config) part() *Config {
+	return &Config{Files: c.Files, sectionOf: c.sectionOf, directives: c.directives}
+}
 
 // defaultsChain are the defaults sections s takes its settings from,
 // nearest first.
@@ -101,6 +104,11 @@ func (c *Config) modeOf(s *Section) string {
 func (c *Config) HAProxyText(header string) string {
 	var b strings.Builder
 	b.WriteString(header)
+	for _, d := range c.directives {
+		if d.approximated { // a .if: its branch taken is here, not the block
+			b.WriteString("# " + d.line.Pos.String() + ": " + d.line.source() + ": read with the environment that split the file; only the branch it took is here\n")
+		}
+	}
 	for _, s := range c.Sections {
 		b.WriteString("\n" + strings.Join(s.line().Source, " ") + "  # " + s.Pos.String() + "\n")
 		for _, l := range s.Lines {

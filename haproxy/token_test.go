@@ -206,3 +206,65 @@ func FuzzFormatToken(f *testing.F) {
 		}
 	})
 }
+
+// A bind's address and port from the environment go out as Caddy's
+// references in the site's address, its bind and its servers option, so
+// that Caddy reads them when it reads the Caddyfile, as HAProxy did when
+// it started (env-vars-container.cfg); a default that is used is the
+// configuration's own text, not a value of the environment.
+func TestBindFromTheEnvironment(t *testing.T) {
+	testEnv["BIND_ADDR"] = "10.1.2.3"
+	defer delete(testEnv, "BIND_ADDR")
+	const rest = "\n    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n"
+	head := "defaults\n    mode http\n    timeout client 5s\nfrontend web\n"
+	out, err := translateText(t, head+"    bind \"${BIND_ADDR-0.0.0.0}:${PORT-8080}\""+rest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"servers {$BIND_ADDR:0.0.0.0}:{$PORT:8080} {", "http://:{$PORT:8080} {", "bind {$BIND_ADDR:0.0.0.0}\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "10.1.2.3") {
+		t.Errorf("the translation holds the environment's value:\n%s", out)
+	}
+	out, err = translateText(t, head+"    bind \"${UNSET_ADDR-127.0.0.10}:8080\""+rest)
+	if err != nil || !strings.Contains(out, "servers {$UNSET_ADDR:127.0.0.10}:8080 {") {
+		t.Errorf("a default used: %v\n%s", err, out)
+	}
+	// A value the configuration also holds as written (a server's
+	// address) is its own text, not a secret of the environment.
+	testEnv["BIND_ADDR"] = "127.0.0.1"
+	out, err = translateText(t, head+"    bind \"${BIND_ADDR}:8080\""+rest)
+	if err != nil || !strings.Contains(out, "servers {$BIND_ADDR}:8080 {") {
+		t.Errorf("a value also written in the configuration: %v\n%s", err, out)
+	}
+	testEnv["BIND_ADDR"] = "10.1.2.3 "
+	if _, err := translateText(t, head+"    bind \"${BIND_ADDR}:80\""+rest); err == nil || !strings.Contains(err.Error(), "bind") {
+		t.Errorf("an address with a space: %v", err)
+	}
+}
+
+// A translation holding a value of the environment as it is is refused
+// with the line that read it, unless the configuration holds that text
+// as written too (its comments show it).
+func TestNoEnvValueInTheTranslation(t *testing.T) {
+	testEnv["API_TOKEN"] = "t0ken-0f-the-api"
+	defer delete(testEnv, "API_TOKEN")
+	cfg, err := Parse(strings.NewReader("global\n\tdescription \"${API_TOKEN}\"\n\tnode t0ken-0f\n"), "e.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.checkNoEnvValue("x t0ken-0f-the-api x"); err == nil || !strings.HasPrefix(err.Error(), "e.cfg:2: description \"${API_TOKEN}\": the value of ${API_TOKEN} would be in the translation as it is") {
+		t.Errorf("the value in the translation: %v", err)
+	}
+	if err := cfg.checkNoEnvValue("x {$API_TOKEN} x t0ken-0f x"); err != nil {
+		t.Errorf("no value in the translation: %v", err)
+	}
+	testEnv["API_TOKEN"] = "t0ken-0f"
+	cfg, _ = Parse(strings.NewReader("global\n\tdescription \"${API_TOKEN}\"\n\tnode t0ken-0f\n"), "e.cfg", lookup)
+	if err := cfg.checkNoEnvValue("x t0ken-0f x"); err != nil {
+		t.Errorf("a value the configuration writes too: %v", err)
+	}
+}

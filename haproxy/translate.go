@@ -36,7 +36,7 @@ func Translate(cfg *Config) (Translation, error) {
 	}
 	warnings := append(cfg.modernizedLines(), c.warnings...)
 	slices.SortStableFunc(warnings, func(a, b Warning) int { return comparePos(a.Pos, b.Pos) })
-	return Translation{Caddyfile: out, Warnings: warnings, Lines: lines}, nil
+	return Translation{Caddyfile: out, Warnings: warnings, Lines: lines, Beyond: m.beyond()}, nil
 }
 
 // modernizedLines are the warnings of the 1.x lines read as their 2.x
@@ -64,6 +64,9 @@ type Translation struct {
 	// when the configuration is refused (then with the refused lines, and
 	// what the others would become or why they were not read).
 	Lines []LineOutcome
+	// Beyond is what the JSON of the Caddyfile must also say (the
+	// haproxy adapter sets it): what the Caddyfile cannot.
+	Beyond Beyond
 }
 
 // shown is a refusal, or each of several, as a message shows it (named,
@@ -89,7 +92,7 @@ func (c *Config) named(err error) error {
 		return err
 	}
 	l, ok := c.lineAt(e.Pos)
-	if !ok || namesKeyword(e.Msg, l.Words[0]) {
+	if !ok || namesKeyword(e.Msg, l.Words[0]) || l.modernized != "" && namesKeyword(e.Msg, l.Source[0]) {
 		return err
 	}
 	return refuse(l, "%s", e.Msg)
@@ -117,12 +120,21 @@ const minCheckedEnvValue = 6
 // checkNoEnvValue refuses a translation that holds a value of the
 // environment as it is: every one the translation needs is written as
 // Caddy's {$NAME} (withEnv), so one found is a value that went out some
-// other way, and would be in a file people commit.
+// other way, and would be in a file people commit. A value the
+// configuration holds as written too (a default that was used,
+// ${BIND_ADDR-0.0.0.0}, or an address another line names) is its own
+// text, which its comments show: it is not looked for.
 func (c *Config) checkNoEnvValue(out string) error {
+	var written strings.Builder
+	for _, s := range c.Sections {
+		for _, l := range append([]Line{s.head}, s.Lines...) {
+			written.WriteString(strings.Join(l.Source, " ") + "\n")
+		}
+	}
 	for _, s := range c.Sections {
 		for _, l := range append([]Line{s.head}, s.Lines...) {
 			for _, u := range l.envs {
-				if len(u.value) >= minCheckedEnvValue && strings.Contains(out, u.value) {
+				if len(u.value) >= minCheckedEnvValue && !strings.Contains(written.String(), u.value) && strings.Contains(out, u.value) {
 					return refuse(l, "the value of %s would be in the translation as it is: this use of the environment is not translated (write the value, or ask for it in the Caddyfile as {$NAME})", u.haproxy)
 				}
 			}

@@ -79,7 +79,7 @@ func TestTranslateRefuses(t *testing.T) {
 		{"http-check expect status 200", "http-check expect status 204", "h.cfg:19: http-check expect: the leader answers 200"},
 		{"inter 5s", "inter 5x", `h.cfg:20: default-server inter: "5x": unit "x"`},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Client %[src,lower]", "h.cfg:13: http-request set-header: converter lower in %[src,lower]: Caddy's placeholders have no case conversion"},
-		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Proto %[ssl_fc_protocol]", "h.cfg:13: http-request set-header: log-format sample ssl_fc_protocol is not translated"},
+		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Key %[ssl_fc_session_key]", "h.cfg:13: http-request set-header: log-format sample ssl_fc_session_key is not translated"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Id %ID", "h.cfg:13: http-request set-header: log-format sample %ID: the unique ID"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Backend %b", "h.cfg:13: http-request set-header: log-format sample %b is not translated"},
 		{"http-request set-header X-Forwarded-Proto https", "http-request set-header X-Pct 50%", "h.cfg:13: http-request set-header: a % that begins no log-format variable or sample: write %% for a %"},
@@ -96,8 +96,8 @@ func TestTranslateRefuses(t *testing.T) {
 			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
 		}
 	}
-	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.bufsize 1\n"), "g.cfg", lookup)
-	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.bufsize is not translated yet") {
+	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.maxrewrite 1024\n"), "g.cfg", lookup)
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.maxrewrite is not translated yet") {
 		t.Errorf("global: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestTranslateRefusesRules(t *testing.T) {
 	for _, tt := range []struct{ from, to, want string }{
 		{"acl health path /health", "acl health base /health", "a.cfg:13: acl health: ACL fetch base is not translated yet"},
 		{"acl health path /health", "acl health path -m len 5", "a.cfg:13: acl health: ACL match method len is not translated"},
-		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: ACL flag -f is not translated yet"},
+		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: -f /etc/haproxy/paths.lst: open /etc/haproxy/paths.lst: no such file or directory (HAProxy refuses a pattern file it cannot read too)"},
 		{"acl health path /health", "acl health req.hdr(X-Key) -m found yes", "a.cfg:13: acl health: -m found takes no value"},
 		{"acl health path /health", "acl health hdr(X-Key,2) x", "a.cfg:13: acl health: ACL fetch hdr(X-Key,2) is not translated yet"},
 		{"acl health path /health", "acl health hdr_reg(host) (a", "a.cfg:13: acl health: hdr_reg(host) (a: not a regular expression RE2 reads"},
@@ -200,7 +200,7 @@ func TestTranslateRefusesStatsAndMaxconn(t *testing.T) {
 		{"stats auth admin:AdMiN123", "stats auth admin:" + strings.Repeat("x", 72), "s.cfg:12: stats auth: a password longer than 71 bytes"},
 		{"stats realm HAProxy\\ Statistics", "stats realm a\\\"b", "s.cfg:11: stats realm: a realm that is empty or has a quote"},
 		{"stats refresh 1500ms", "stats refresh 5x", `s.cfg:14: stats refresh: "5x": unit "x"`},
-		{"    server app1 127.0.0.1:9001", "    server app1 127.0.0.1:9001\n    stats enable", "s.cfg:25: stats enable: a backend's own stats page is not translated yet"},
+		{"    stats show-legends", "    stats admin", "s.cfg:30: stats admin: takes if or unless and a condition"},
 		{"    bind 127.0.0.1:8404", "    bind 127.0.0.1:8404\n    server s 127.0.0.1:1\n    default_backend app", "s.cfg:26: listen stats has servers and a default_backend"},
 		{"listen stats", "listen stats 127.0.0.1:8405", "s.cfg:26: listen stats: an address after the name"},
 		{"    bind 127.0.0.1:8080", "    bind 127.0.0.1:8080\n    stats uri /web?stats", "s.cfg:9: stats enable: backend app takes this stats page from its defaults, which frontend web does not serve"},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -77,7 +78,7 @@ type Derivation struct {
 // by the client (forged); the stats and monitor URIs. Requests that
 // send the same are one, with each reason kept.
 func Derive(cfg *haproxy.Config) Derivation {
-	d := &deriver{seen: map[string]int{}}
+	d := &deriver{seen: map[string]int{}, accounts: userlistAccounts(cfg)}
 	d.add(Request{Method: http.MethodGet, Target: "/"}, "a plain GET")
 	d.add(Request{Method: http.MethodHead, Target: "/"}, "a plain HEAD")
 	d.add(Request{Method: http.MethodPost, Target: "/"}, "a plain POST")
@@ -160,6 +161,9 @@ type deriver struct {
 	seen  map[string]int // the index of each request, by Key
 	notes []string
 	vars  map[string]string // the section's set-var samples, by variable
+	// accounts are the userlists' accounts an http_auth ACL's requests
+	// send, by userlist.
+	accounts map[string]userlistAccount
 }
 
 func (d *deriver) add(r Request, why string) {
@@ -311,8 +315,15 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		case w[i] == "-m" && i+1 < len(w):
 			match = w[i+1]
 			i++
-		case w[i] == "-f" || w[i] == "-M":
-			return test{}, fmt.Sprintf("%s with pattern files: not derived", fetch)
+		case w[i] == "-f" && i+1 < len(w):
+			b, err := os.ReadFile(w[i+1])
+			if err != nil {
+				return test{}, fmt.Sprintf("%s -f %s: %v: not derived", fetch, w[i+1], err)
+			}
+			values = append(values, haproxy.Patterns(b)...)
+			i++
+		case w[i] == "-M":
+			return test{}, fmt.Sprintf("%s with a map file: not derived", fetch)
 		case w[i] == "-n" || w[i] == "--":
 		default:
 			values = append(values, w[i:]...)
@@ -377,43 +388,13 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 	if subject == "path" || subject == "url" {
 		sep = "/"
 	}
+	if match == "found" {
+		values = []string{""} // one request that has it, whatever its value
+	}
 	for _, v := range values {
-		var in, out []string
-		switch match {
-		case "str":
-			in, out = []string{v}, []string{v + "x"}
-		case "beg":
-			in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
-		case "end":
-			in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
-		case "sub":
-			in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
-		case "dir":
-			in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
-		case "dom":
-			in, out = []string{v, "www." + v}, []string{"x" + v}
-		case "reg":
-			s, ok := Generate(v, insensitive)
-			if !ok {
-				return t, fmt.Sprintf("%s %s: no match generated", fetch, v)
-			}
-			in = []string{s}
-		default:
-			return t, fmt.Sprintf("%s -m %s: not derived", fetch, match)
-		}
-		if match != "reg" {
-			if other := swapCase(v); other != v {
-				if insensitive {
-					in = append(in, strings.Replace(in[0], v, other, 1))
-				} else {
-					out = append(out, strings.Replace(in[0], v, other, 1))
-				}
-			}
-			// HAProxy matches a path as sent, percent-encoding and all: a
-			// letter of the value encoded is a near miss.
-			if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
-				out = append(out, encoded)
-			}
+		in, out, ok := variants(match, v, sep, insensitive)
+		if !ok {
+			return t, fmt.Sprintf("%s -m %s %s: not derived", fetch, match, v)
 		}
 		for _, s := range in {
 			t.in = append(t.in, set(s))
@@ -425,6 +406,54 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		}
 	}
 	return t, ""
+}
+
+// variants are the values of a subject that the ACL value v matches by
+// method match (in), and near misses (out): a prefix one byte short, the
+// value in the other case (in with -i, out without), a path's letter
+// percent-encoded (sep "/": HAProxy matches a path as sent). A found
+// test is in with any value. ok is false for a method not derived, or an
+// expression no match is generated for.
+func variants(match, v, sep string, insensitive bool) (in, out []string, ok bool) {
+	switch match {
+	case "found":
+		return []string{"hadiff"}, nil, true
+	case "str":
+		in, out = []string{v}, []string{v + "x"}
+	case "beg":
+		in, out = []string{v, strings.TrimSuffix(v, sep) + sep + "x"}, []string{shorter(v)}
+	case "end":
+		in, out = []string{sep + "x" + v}, []string{sep + "x" + shorter(v)}
+	case "sub":
+		in, out = []string{sep + "x" + v + "x"}, []string{sep + "x" + shorter(v)}
+	case "dir":
+		in, out = []string{v, strings.TrimSuffix(v, "/") + "/x"}, []string{v + "x"}
+	case "dom":
+		in, out = []string{v, "www." + v}, []string{"x" + v}
+	case "reg":
+		s, ok := Generate(v, insensitive)
+		return []string{s}, nil, ok
+	default:
+		return nil, nil, false
+	}
+	if other := swapCase(v); other != v {
+		if insensitive {
+			in = append(in, strings.Replace(in[0], v, other, 1))
+		} else {
+			out = append(out, strings.Replace(in[0], v, other, 1))
+		}
+	}
+	if encoded := encodeLetter(in[0]); sep == "/" && encoded != in[0] {
+		out = append(out, encoded)
+	}
+	return in, out, true
+}
+
+// setBasicAuth gives the request Basic credentials.
+func (r *Request) setBasicAuth(user, password string) {
+	req := http.Request{Header: http.Header{}}
+	req.SetBasicAuth(user, password)
+	r.setHeader("Authorization", req.Header.Get("Authorization"))
 }
 
 func (r *Request) setHeader(name, value string) {
