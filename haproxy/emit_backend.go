@@ -101,7 +101,7 @@ func (be *backend) writeWithoutServer(c *caddyfile, fe *frontend, routed bool) {
 		unused = append(unused, h.line)
 	}
 	for _, l := range unused {
-		c.comment(l, "ignored: backend "+be.section.Name+" has no server to send to or answer")
+		c.comment(l, "ignored: "+be.section.Kind+" "+be.section.Name+" has no server to send to or answer")
 	}
 	c.line("# no server: HAProxy answers 503 to what the rules above did not answer")
 	c.line("error 503")
