@@ -24,6 +24,7 @@ type backend struct {
 	// expectRule is an http-check expect other than one status, which
 	// dynamic checked's expect judges (nil: none).
 	expectRule *checkExpect
+	expectAt   *Line // the http-check expect line read (nil: none)
 	// disableOn404 is http-check disable-on-404 (nil: none): dynamic
 	// checked's disable_on_404.
 	disableOn404 *Line
@@ -447,9 +448,11 @@ type checkExpect struct {
 // them as HAProxy does (string and rstring on the body, whatever the
 // status).
 func (be *backend) readExpect(l Line) error {
-	if be.expect != "" || be.expectRule != nil {
+	if be.expectAt != nil && ownLine(be.section, *be.expectAt) == ownLine(be.section, l) {
 		return refuse(l, "a second http-check expect: HAProxy checks each rule in turn, one is translated")
 	}
+	// The backend's own expect replaces its defaults'.
+	be.expectAt, be.expect, be.expectRule = be.replace(be.expectAt, l), "", nil
 	e := checkExpect{line: l}
 	w := l.Words[2:]
 	if len(w) > 0 && w[0] == "!" {

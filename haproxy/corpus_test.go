@@ -394,6 +394,14 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 	}
 }
 
+// A backend's own http-check expect replaces its defaults', as HAProxy
+// takes the defaults' check rules only into a proxy without its own.
+func TestOwnExpectReplacesTheDefaults(t *testing.T) {
+	text := "defaults\n\tmode http\n\toption httpchk\n\thttp-check expect status 200\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "\t\t\texpect string up\n", "http-check expect status 200  (replaced by line 9)")
+}
+
 // What HAProxy answers itself without an errorfile (a deny, no
 // default_backend) is answered with HAProxy's own page; an errorfile for
 // the status replaces it; deny_status takes the statuses HAProxy has a
