@@ -514,6 +514,9 @@ func (be *backend) readActiveCheck() error {
 	case !httpchk:
 		be.checked = "tcp"
 	}
+	if err := be.checkOwnRules(); err != nil {
+		return err
+	}
 	be.noteUncheckedServers()
 	if be.checked != "" {
 		return nil
@@ -537,6 +540,26 @@ func (be *backend) readActiveCheck() error {
 	}
 	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
 		return refuse(*expect, "status %s: only one status code (100 to 599) is translated, as Caddy's active health check expects one", be.expect)
+	}
+	return nil
+}
+
+// checkOwnRules refuses http-check rules of the backend's own beside an
+// option httpchk of its defaults' alone: HAProxy's check rules are then
+// the backend's, without the request option httpchk sends (HAProxy 2.6
+// sends none, and the check times out).
+func (be *backend) checkOwnRules() error {
+	var ownOption, ownRule *Line
+	for i, l := range be.check {
+		switch own := ownLine(be.section, l); {
+		case own && l.Words[0] == "option":
+			ownOption = &be.check[i]
+		case own && ownRule == nil:
+			ownRule = &be.check[i]
+		}
+	}
+	if ownRule != nil && ownOption == nil {
+		return refuse(*ownRule, "http-check in a backend whose option httpchk is its defaults': HAProxy then checks with the backend's rules alone and sends no request, so every check times out (not translated: write option httpchk in the backend too)")
 	}
 	return nil
 }

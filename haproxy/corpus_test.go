@@ -395,11 +395,17 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 }
 
 // A backend's own http-check expect replaces its defaults', as HAProxy
-// takes the defaults' check rules only into a proxy without its own.
+// takes the defaults' check rules only into a proxy without its own; its
+// own rules without its own option httpchk are refused (HAProxy 2.6 then
+// sends no request: the checks time out).
 func TestOwnExpectReplacesTheDefaults(t *testing.T) {
-	text := "defaults\n\tmode http\n\toption httpchk\n\thttp-check expect status 200\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
+	head := "defaults\n\tmode http\n\toption httpchk\n\thttp-check expect status 200\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n"
+	text := head + "\toption httpchk\n\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
 	out, err := translateK(t, text)
-	checkOutcome(t, text, out, err, "", "\t\t\texpect string up\n", "http-check expect status 200  (replaced by line 9)")
+	checkOutcome(t, text, out, err, "", "\t\t\texpect string up\n", "http-check expect status 200  (replaced by line 10)")
+	text = head + "\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-check expect: http-check in a backend whose option httpchk is its defaults'")
 }
 
 // What HAProxy answers itself without an errorfile (a deny, no
