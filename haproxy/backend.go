@@ -504,7 +504,8 @@ func checkStatusList(list string, l Line) error {
 // leader's: Caddy's active health checks where they check as HAProxy
 // does (option httpchk with http-check expect status <code>), else
 // dynamic checked (HAProxy's checks as an upstream source): a TCP connect
-// check without option httpchk, any 2xx or 3xx answer without an expect.
+// check without option httpchk, any 2xx or 3xx answer without an expect,
+// another expect, disable-on-404.
 func (be *backend) readActiveCheck() error {
 	be.active = true
 	httpchk := slices.ContainsFunc(be.check, func(l Line) bool { return l.Words[0] == "option" })
@@ -521,13 +522,7 @@ func (be *backend) readActiveCheck() error {
 	if be.checked != "" {
 		return nil
 	}
-	var expect *Line
-	for i, l := range be.check {
-		if arg(l, 1) == "expect" {
-			expect = &be.check[i]
-		}
-	}
-	if expect == nil || be.expectRule != nil || be.disableOn404 != nil {
+	if be.expectAt == nil || be.expectRule != nil || be.disableOn404 != nil {
 		// Without an expect HAProxy passes any 2xx or 3xx answer; an
 		// expect other than one status, and disable-on-404, are dynamic
 		// checked's.
@@ -536,10 +531,6 @@ func (be *backend) readActiveCheck() error {
 			be.notes = append(be.notes, note{line: *be.disableOn404, approximated: true,
 				what: "a server drained by a 404 gets no request from Caddy, where HAProxy still sends it those whose cookie names it (its persistent sessions)"})
 		}
-		return nil
-	}
-	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
-		return refuse(*expect, "status %s: only one status code (100 to 599) is translated, as Caddy's active health check expects one", be.expect)
 	}
 	return nil
 }
