@@ -363,7 +363,11 @@ func (l *checkLogger) Checked(addr string, r healthcheck.CheckResult, up, change
 	case up:
 		l.logger.Info("server is up", zap.String("server", addr), zap.Duration("check_duration", r.Duration))
 	default:
-		l.logger.Warn("server is down", zap.String("server", addr), zap.Int("status", r.Status), zap.Error(r.Err),
+		msg := "server is down"
+		if r.Drained {
+			msg = "server is drained: its check answered 404 (disable_on_404), it gets no request until a check passes otherwise"
+		}
+		l.logger.Warn(msg, zap.String("server", addr), zap.Int("status", r.Status), zap.Error(r.Err),
 			zap.Int("servers_up", len(l.checker.Up())))
 		if len(l.checker.Up()) == 0 {
 			l.logger.Error("no server is up: requests are answered 503")
