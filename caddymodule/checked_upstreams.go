@@ -54,6 +54,15 @@ type CheckedUpstreams struct {
 	// The one status that passes an HTTP check (http-check expect
 	// status). Default: any 2xx or 3xx.
 	ExpectStatus int `json:"expect_status,omitempty"`
+	// The answer that passes an HTTP check instead of expect_status's
+	// (HAProxy's other http-check expect rules): its status among codes
+	// and ranges, its status or body matching a regular expression, its
+	// body holding a string; negated or not. Default: none.
+	Expect *healthcheck.Expect `json:"expect,omitempty"`
+	// A 404 from a server that is up passes the HTTP check and takes the
+	// server out of the pool until an answer that passes (HAProxy's
+	// http-check disable-on-404). Default: off.
+	DisableOn404 bool `json:"disable_on_404,omitempty"`
 	// Time from the end of a server's check to its next (HAProxy's
 	// inter). Default: 2s.
 	Interval caddy.Duration `json:"interval,omitempty"`
@@ -160,7 +169,7 @@ func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 		Rise:           u.Rise,
 	}
 	if u.Check == "http" {
-		c.HTTP = &healthcheck.HTTPCheck{Method: u.Method, URI: u.URI, Host: u.Host, ExpectStatus: u.ExpectStatus}
+		c.HTTP = &healthcheck.HTTPCheck{Method: u.Method, URI: u.URI, Host: u.Host, ExpectStatus: u.ExpectStatus, Expect: u.Expect, DisableOn404: u.DisableOn404}
 	}
 	return c
 }
@@ -179,7 +188,7 @@ func (u *CheckedUpstreams) Validate() error {
 		for _, f := range []struct {
 			field string
 			set   bool
-		}{{"method", u.Method != ""}, {"uri", u.URI != ""}, {"host", u.Host != ""}, {"expect_status", u.ExpectStatus != 0}} {
+		}{{"method", u.Method != ""}, {"uri", u.URI != ""}, {"host", u.Host != ""}, {"expect_status", u.ExpectStatus != 0}, {"expect", u.Expect != nil}, {"disable_on_404", u.DisableOn404}} {
 			if f.set {
 				return badSetting(checkedModule, f.field, "is a setting of check http, not of check %s", cmp.Or(u.Check, "tcp"))
 			}
@@ -354,7 +363,11 @@ func (l *checkLogger) Checked(addr string, r healthcheck.CheckResult, up, change
 	case up:
 		l.logger.Info("server is up", zap.String("server", addr), zap.Duration("check_duration", r.Duration))
 	default:
-		l.logger.Warn("server is down", zap.String("server", addr), zap.Int("status", r.Status), zap.Error(r.Err),
+		msg := "server is down"
+		if r.Drained {
+			msg = "server is drained: its check answered 404 (disable_on_404), it gets no request until a check passes otherwise"
+		}
+		l.logger.Warn(msg, zap.String("server", addr), zap.Int("status", r.Status), zap.Error(r.Err),
 			zap.Int("servers_up", len(l.checker.Up())))
 		if len(l.checker.Up()) == 0 {
 			l.logger.Error("no server is up: requests are answered 503")
@@ -388,6 +401,8 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //		uri             <uri>
 //		host            <host>
 //		expect_status   <status>
+//		expect          [!] status|rstatus|string|rstring <pattern>
+//		disable_on_404
 //		interval        <duration>
 //		fast_interval   <duration>
 //		down_interval   <duration>
@@ -425,6 +440,8 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("expect_status must be an HTTP status, got %s", s)
 				}
 			}
+		case "expect", "disable_on_404":
+			err = u.unmarshalExpect(d, opt)
 		case "interval", "fast_interval", "down_interval", "timeout", "connect_timeout", "refresh", "resolve_timeout":
 			err = durationArg(d, opt, u.durations()[opt])
 		case "fall":
@@ -438,6 +455,28 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		return err
 	})
+}
+
+// unmarshalExpect reads expect [!] <match> <pattern>, or disable_on_404.
+func (u *CheckedUpstreams) unmarshalExpect(d *caddyfile.Dispenser, opt string) error {
+	args := d.RemainingArgs()
+	if opt == "disable_on_404" {
+		u.DisableOn404 = true
+		if len(args) > 0 {
+			return d.ArgErr()
+		}
+		return nil
+	}
+	e := &healthcheck.Expect{}
+	if len(args) > 0 && args[0] == "!" {
+		e.Negate, args = true, args[1:]
+	}
+	if len(args) != 2 {
+		return d.Errf("expect takes [!] status|rstatus|string|rstring <pattern>")
+	}
+	e.Match, e.Pattern = args[0], args[1]
+	u.Expect = e
+	return nil
 }
 
 // durations are the duration settings, by option.

@@ -58,7 +58,21 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		!strings.Contains(got, want) {
 		t.Errorf("adapted to %s (%v), want %s", got, err, want)
 	}
+	got, err = adapt(`{
+			servers 127.0.0.1:2
+			check http
+			expect ! rstring "state: (DOWN|MAINT)"
+			disable_on_404
+		}`)
+	if want := `"dynamic_upstreams":{"check":"http","disable_on_404":true,"expect":{"match":"rstring","negate":true,"pattern":"state: (DOWN|MAINT)"},"servers":["127.0.0.1:2"],"source":"checked"}`; err != nil ||
+		!strings.Contains(got, want) {
+		t.Errorf("adapted to %s (%v), want %s", got, err, want)
+	}
 	for _, tt := range []struct{ block, want string }{
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect string\n\t\t}", "expect takes [!] status|rstatus|string|rstring <pattern>, at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect status 2xx\n\t\t}", `dynamic checked: expect status "2xx": want codes`},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect_status 200\n\t\t\texpect string up\n\t\t}", "dynamic checked: expect replaces expect_status: set one"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tdisable_on_404\n\t\t}", "dynamic checked: disable_on_404 is a setting of check http, not of check tcp"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tresolve app:80\n\t\t}", "dynamic checked: resolve takes the place of servers: write one of them, at Caddyfile:5"},
 		{"{\n\t\t\tresolve app\n\t\t}", `dynamic checked: resolve app needs a port (1 to 65535), not ""`},
 		{"{\n\t\t\tresolve _a._tcp.app:80\n\t\t}", "is an SRV name, whose records give the port"},
@@ -91,11 +105,13 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 
 // checkedBackend is an HTTP server at a fixed address that answers with
 // X-Server: its name, answers its checks (OPTIONS, HAProxy's default)
-// with checkStatus and counts them, and can be stopped and started again.
+// with checkStatus and checkBody and counts them, and can be stopped and
+// started again.
 type checkedBackend struct {
 	t           *testing.T
 	name, addr  string
 	checkStatus atomic.Int32
+	checkBody   atomic.Pointer[string]
 	mu          sync.Mutex
 	checks      []int // the statuses its checks were answered
 	srv         *http.Server
@@ -121,6 +137,9 @@ func (b *checkedBackend) start() {
 			b.checks = append(b.checks, status)
 			b.mu.Unlock()
 			w.WriteHeader(status)
+			if body := b.checkBody.Load(); body != nil {
+				w.Write([]byte(*body)) //nolint:errcheck // the check's to read
+			}
 			return
 		}
 		w.Header().Set("X-Server", b.name)
@@ -339,7 +358,7 @@ func TestCheckedUpstreamsWithBackupPolicy(t *testing.T) {
 // side is what docs/haproxy.md gives the adapter to write.
 func TestHAProxyDifferentialServerChecks(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) {
-		pair := startCheckPair(t, "tcp", "200ms", "a", "b")
+		pair := startCheckPair(t, "", "200ms", "a", "b")
 		pair.turns("both up", "a", "b")
 		pair.each(func(p *checkProxy) { p.b.stop() })
 		pair.turns("b stopped", "a")
@@ -347,32 +366,17 @@ func TestHAProxyDifferentialServerChecks(t *testing.T) {
 		pair.turns("b listening again", "a", "b")
 	})
 	t.Run("http", func(t *testing.T) {
-		pair := startCheckPair(t, "http", "200ms", "a", "b")
+		pair := startCheckPair(t, "    option httpchk\n", "200ms", "a", "b")
 		pair.turns("both up", "a", "b")
-		for _, step := range []struct {
-			status int
-			want   []string
-		}{
-			{http.StatusFound, []string{"a", "b"}},
-			{http.StatusNoContent, []string{"a", "b"}},
-			{http.StatusNotFound, []string{"a"}},
-			{http.StatusOK, []string{"a", "b"}},
-			{http.StatusInternalServerError, []string{"a"}},
-			{http.StatusMovedPermanently, []string{"a", "b"}},
+		for _, step := range []checkStep{
+			{http.StatusFound, "", []string{"a", "b"}},
+			{http.StatusNoContent, "", []string{"a", "b"}},
+			{http.StatusNotFound, "", []string{"a"}},
+			{http.StatusOK, "", []string{"a", "b"}},
+			{http.StatusInternalServerError, "", []string{"a"}},
+			{http.StatusMovedPermanently, "", []string{"a", "b"}},
 		} {
-			from := map[*checkProxy]int{}
-			pair.each(func(p *checkProxy) {
-				from[p] = p.b.checkCount()
-				p.b.checkStatus.Store(int32(step.status))
-			})
-			// fall checks answered so: a failing status has taken b down
-			// by then, a passing one has not.
-			pair.each(func(p *checkProxy) {
-				poll.Until(t, 10*time.Second, fmt.Sprintf("3 checks of %s's b answered %d", p.name, step.status), func() bool {
-					return p.b.checksSince(from[p], step.status) >= 3
-				})
-			})
-			pair.turns(fmt.Sprintf("b's checks answered %d", step.status), step.want...)
+			pair.answerChecks(step)
 		}
 	})
 	// b first, so that HAProxy checks it at once too (it spreads its first
@@ -380,9 +384,86 @@ func TestHAProxyDifferentialServerChecks(t *testing.T) {
 	// going down at the first failure (not after fall 3) takes b out
 	// within waitForTurns' 15s.
 	t.Run("dead at start", func(t *testing.T) {
-		pair := startCheckPair(t, "tcp", "30s", "b", "a")
+		pair := startCheckPair(t, "", "30s", "b", "a")
 		pair.turns("b dead at start", "a")
 	})
+}
+
+// HAProxy's http-check expect rules other than one status, and
+// disable-on-404, as dynamic checked's expect and disable_on_404: b's
+// check answers, with and without the string, a status in and out of the
+// list, a 404 to b up and to b down, leave both proxies sending to the
+// same servers.
+func TestHAProxyDifferentialCheckExpect(t *testing.T) {
+	for _, tt := range []struct {
+		name, check string
+		steps       []checkStep
+	}{
+		{"expect string", "    http-check expect string installed\n", []checkStep{
+			{http.StatusOK, `{"installed":true}`, []string{"a", "b"}},
+			{http.StatusOK, `{"maintenance":true}`, []string{"a"}},
+			{http.StatusServiceUnavailable, `{"installed":true}`, []string{"a", "b"}}, // the status is not looked at
+			{http.StatusOK, "", []string{"a"}},
+		}},
+		{"expect ! string", "    http-check expect ! string maintenance\n", []checkStep{
+			{http.StatusOK, "maintenance", []string{"a"}},
+			{http.StatusInternalServerError, "ok", []string{"a", "b"}},
+			{http.StatusOK, "", []string{"a"}}, // no body: HAProxy fails a body match, negated too
+		}},
+		{"expect ! rstatus", "    http-check expect ! rstatus ^5\n", []checkStep{
+			{http.StatusServiceUnavailable, "", []string{"a"}},
+			{http.StatusNotFound, "", []string{"a", "b"}},
+		}},
+		{"expect status list", "    http-check expect status 200,301-302\n", []checkStep{
+			{http.StatusFound, "", []string{"a", "b"}},
+			{http.StatusSeeOther, "", []string{"a"}},
+			{http.StatusMovedPermanently, "", []string{"a", "b"}},
+		}},
+		{"disable-on-404", "    http-check disable-on-404\n    http-check expect status 200\n", []checkStep{
+			{http.StatusNotFound, "", []string{"a"}}, // drained, at once
+			{http.StatusOK, "", []string{"a", "b"}},
+			{http.StatusInternalServerError, "", []string{"a"}}, // down
+			{http.StatusNotFound, "", []string{"a"}},            // a 404 does not bring a down server up
+			{http.StatusOK, "", []string{"a", "b"}},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pair := startCheckPair(t, "    option httpchk\n"+tt.check, "200ms", "a", "b")
+			body := `{"installed":true} ok`
+			pair.each(func(p *checkProxy) { p.a.checkBody.Store(&body) })
+			pair.answerChecks(checkStep{http.StatusOK, body, []string{"a", "b"}})
+			for _, step := range tt.steps {
+				pair.answerChecks(step)
+			}
+		})
+	}
+}
+
+// checkStep is how b answers its checks, and the servers both proxies
+// then send to in turns.
+type checkStep struct {
+	status int
+	body   string
+	want   []string
+}
+
+// answerChecks has b answer its checks as step says and, once fall (3)
+// checks were answered so (a failing answer has taken b down by then, a
+// passing one has not), waits until both proxies send to step.want.
+func (pair *checkPair) answerChecks(step checkStep) {
+	pair.t.Helper()
+	from := map[*checkProxy]int{}
+	pair.each(func(p *checkProxy) {
+		from[p] = p.b.checkCount()
+		p.b.checkBody.Store(&step.body)
+		p.b.checkStatus.Store(int32(step.status))
+	})
+	pair.each(func(p *checkProxy) {
+		poll.Until(pair.t, 10*time.Second, fmt.Sprintf("3 checks of %s's b answered %d", p.name, step.status), func() bool {
+			return p.b.checksSince(from[p], step.status) >= 3
+		})
+	})
+	pair.turns(fmt.Sprintf("b's checks answered %d %q", step.status, step.body), step.want...)
 }
 
 // checkPair is HAProxy and caddy-ha, each with its backends a and b.
@@ -397,11 +478,12 @@ type checkProxy struct {
 }
 
 // startCheckPair starts the backends, and both proxies with the same
-// checks (check tcp or http, a bare option httpchk) every inter, of the
-// servers named in order: HAProxy with a configuration, caddy-ha with the
-// haproxy adapter's translation of it (dynamic checked); b is stopped
-// first if it is named first.
-func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPair {
+// checks (checkLines, the backend's option httpchk and http-check lines:
+// none is a TCP check) every inter, of the servers named in order:
+// HAProxy with a configuration, caddy-ha with the haproxy adapter's
+// translation of it (dynamic checked); b is stopped first if it is named
+// first.
+func startCheckPair(t *testing.T, checkLines, inter string, order ...string) *checkPair {
 	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
 	pair.each(func(p *checkProxy) {
 		p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
@@ -416,10 +498,6 @@ func startCheckPair(t *testing.T, check, inter string, order ...string) *checkPa
 			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
 		}
 		return lines
-	}
-	httpchk := ""
-	if check == "http" {
-		httpchk = "    option httpchk\n"
 	}
 	// The same HAProxy configuration, each proxy with its own backends:
 	// HAProxy runs it, caddy-ha its adaptation (dynamic checked).
@@ -439,7 +517,7 @@ frontend web
 backend app
     balance roundrobin
 %s    default-server inter %s fall 3 rise 2
-%s`, p.addr, httpchk, inter, lines)
+%s`, p.addr, checkLines, inter, lines)
 	}
 	startHAProxy(t, configFor(hap), hap.addr)
 	runHAProxyConfig(t, configFor(ch))

@@ -286,7 +286,8 @@ func firstAlert(out []byte) string {
 // the corpus has few of, compared as the corpus is.
 var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg",
 	"../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg",
-	"../haproxy/testdata/cache.cfg", "../haproxy/testdata/stick.cfg", "../haproxy/testdata/cookie-prefix.cfg"}
+	"../haproxy/testdata/cache.cfg", "../haproxy/testdata/stick.cfg", "../haproxy/testdata/cookie-prefix.cfg",
+	"../haproxy/testdata/server-disabled.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {

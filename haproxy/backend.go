@@ -21,9 +21,16 @@ type backend struct {
 	checkMeth string
 	checkURI  string
 	checkHost string
-	expect    string
-	leader    bool // its check asks for the leader (or its description says so)
-	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
+	expect    string // http-check expect status <code>: the one status
+	// expectRule is an http-check expect other than one status, which
+	// dynamic checked's expect judges (nil: none).
+	expectRule *checkExpect
+	expectAt   *Line // the http-check expect line read (nil: none)
+	// disableOn404 is http-check disable-on-404 (nil: none): dynamic
+	// checked's disable_on_404.
+	disableOn404 *Line
+	leader       bool // its check asks for the leader (or its description says so)
+	active       bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
 	// active health checks cannot check as HAProxy does ("": they can).
 	checked  string
@@ -126,8 +133,11 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if err := t.readOwnStats(be); err != nil {
 		return nil, err
 	}
-	if len(be.servers) == 0 && be.stats == nil {
-		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
+	be.setAsideDisabled()
+	if len(be.servers) == 0 {
+		// HAProxy runs its rules (and its stats page), and answers 503
+		// to what they leave.
+		return be, be.resolveRules()
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
 	if !be.leader && (len(be.check) > 0 || be.anyServerOption("check")) {
@@ -139,6 +149,38 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 		return nil, err
 	}
 	return be, be.resolve()
+}
+
+// setAsideDisabled takes the disabled servers (disabled on their line or
+// default-server's, unless a later enabled says otherwise) out of the
+// servers, with a note: HAProxy starts them in maintenance, where they
+// get no request and no check until its runtime API enables them.
+func (be *backend) setAsideDisabled() {
+	var enabled []server
+	for _, s := range be.servers {
+		if !be.isDisabled(s) {
+			enabled = append(enabled, s)
+			continue
+		}
+		be.notes = append(be.notes, note{line: s.line, what: "disabled: HAProxy starts this server in maintenance (no request, no check), so it is not among the upstreams; " +
+			"where HAProxy's runtime API would enable it, Caddy's admin API can change the upstreams"})
+	}
+	be.servers = enabled
+}
+
+// isDisabled tells whether a server starts disabled: the last of disabled
+// and enabled among its default-server's options and its own.
+func (be *backend) isDisabled(s server) bool {
+	disabled := false
+	for _, o := range append(append([]option{}, be.defaults...), s.opts...) {
+		switch o.word {
+		case "disabled":
+			disabled = true
+		case "enabled":
+			disabled = false
+		}
+	}
+	return disabled
 }
 
 // readOwnStats reads a backend section's own stats page, if its own
@@ -409,12 +451,79 @@ func (be *backend) httpCheck(l Line) error {
 			}
 		}
 	case "expect":
-		if len(w) != 4 || w[2] != "status" {
-			return refuse(l, "only 'http-check expect status <code>' is translated")
+		return be.readExpect(l)
+	case "disable-on-404":
+		if len(w) != 2 {
+			return refuse(l, "takes no argument")
 		}
-		be.expect = w[3]
+		be.disableOn404 = &l
 	default:
 		return refuse(l, "http-check %s is not translated yet", arg(l, 1))
+	}
+	return nil
+}
+
+// checkExpect is an http-check expect rule: [!] <match> <pattern>.
+type checkExpect struct {
+	line           Line
+	negate         bool
+	match, pattern string
+}
+
+// readExpect reads http-check expect [!] <match> <pattern>: one status is
+// Caddy's active health check's; the other statuses (a list, ranges),
+// rstatus, string and rstring are dynamic checked's expect, which judges
+// them as HAProxy does (string and rstring on the body, whatever the
+// status).
+func (be *backend) readExpect(l Line) error {
+	if be.expectAt != nil && ownLine(be.section, *be.expectAt) == ownLine(be.section, l) {
+		return refuse(l, "a second http-check expect: HAProxy checks each rule in turn, one is translated")
+	}
+	// The backend's own expect replaces its defaults'.
+	be.expectAt, be.expect, be.expectRule = be.replace(be.expectAt, l), "", nil
+	e := checkExpect{line: l}
+	w := l.Words[2:]
+	if len(w) > 0 && w[0] == "!" {
+		e.negate, w = true, w[1:]
+	}
+	if len(w) != 2 {
+		return refuse(l, "only http-check expect [!] status|rstatus|string|rstring <pattern> is translated (no min-recv, comment, ok-status, error-status, tout-status, on-success, on-error or status-code)")
+	}
+	e.match, e.pattern = w[0], w[1]
+	switch e.match {
+	case "status":
+		if n, err := strconv.Atoi(e.pattern); err == nil && n >= 100 && n <= 599 && !e.negate {
+			be.expect = e.pattern
+			return nil
+		}
+		if err := checkStatusList(e.pattern, l); err != nil {
+			return err
+		}
+	case "rstatus", "rstring":
+		if err := checkRE2(e.pattern, l); err != nil {
+			return err
+		}
+	case "string":
+	default:
+		return refuse(l, "http-check expect %s is not translated yet (status, rstatus, string and rstring are)", e.match)
+	}
+	be.expectRule = &e
+	return nil
+}
+
+// checkStatusList refuses a status list that is not codes (100 to 599)
+// and ranges <low>-<high>, comma-separated.
+func checkStatusList(list string, l Line) error {
+	for item := range strings.SplitSeq(list, ",") {
+		low, high, isRange := strings.Cut(item, "-")
+		if !isRange {
+			high = low
+		}
+		lo, errLow := strconv.Atoi(low)
+		hi, errHigh := strconv.Atoi(high)
+		if errLow != nil || errHigh != nil || lo < 100 || hi > 599 || hi < lo {
+			return refuse(l, "status %s: want codes (100 to 599) and ranges <low>-<high>, comma-separated", item)
+		}
 	}
 	return nil
 }
@@ -423,7 +532,8 @@ func (be *backend) httpCheck(l Line) error {
 // leader's: Caddy's active health checks where they check as HAProxy
 // does (option httpchk with http-check expect status <code>), else
 // dynamic checked (HAProxy's checks as an upstream source): a TCP connect
-// check without option httpchk, any 2xx or 3xx answer without an expect.
+// check without option httpchk, any 2xx or 3xx answer without an expect,
+// another expect, disable-on-404.
 func (be *backend) readActiveCheck() error {
 	be.active = true
 	httpchk := slices.ContainsFunc(be.check, func(l Line) bool { return l.Words[0] == "option" })
@@ -433,22 +543,42 @@ func (be *backend) readActiveCheck() error {
 	case !httpchk:
 		be.checked = "tcp"
 	}
+	if err := be.checkOwnRules(); err != nil {
+		return err
+	}
 	be.noteUncheckedServers()
 	if be.checked != "" {
 		return nil
 	}
-	var expect *Line
-	for i, l := range be.check {
-		if arg(l, 1) == "expect" {
-			expect = &be.check[i]
+	if be.expectAt == nil || be.expectRule != nil || be.disableOn404 != nil {
+		// Without an expect HAProxy passes any 2xx or 3xx answer; an
+		// expect other than one status, and disable-on-404, are dynamic
+		// checked's.
+		be.checked = "http"
+		if be.disableOn404 != nil && be.cookie != nil {
+			be.notes = append(be.notes, note{line: *be.disableOn404, approximated: true,
+				what: "a server drained by a 404 gets no request from Caddy, where HAProxy still sends it those whose cookie names it (its persistent sessions)"})
 		}
 	}
-	if expect == nil { // HAProxy passes any 2xx or 3xx answer
-		be.checked = "http"
-		return nil
+	return nil
+}
+
+// checkOwnRules refuses http-check rules of the backend's own beside an
+// option httpchk of its defaults' alone: HAProxy's check rules are then
+// the backend's, without the request option httpchk sends (HAProxy 2.6
+// sends none, and the check times out).
+func (be *backend) checkOwnRules() error {
+	var ownOption, ownRule *Line
+	for i, l := range be.check {
+		switch own := ownLine(be.section, l); {
+		case own && l.Words[0] == "option":
+			ownOption = &be.check[i]
+		case own && ownRule == nil:
+			ownRule = &be.check[i]
+		}
 	}
-	if n, err := strconv.Atoi(be.expect); err != nil || n < 100 || n > 599 {
-		return refuse(*expect, "status %s: only one status code (100 to 599) is translated, as Caddy's active health check expects one", be.expect)
+	if ownRule != nil && ownOption == nil {
+		return refuse(*ownRule, "http-check in a backend whose option httpchk is its defaults': HAProxy then checks with the backend's rules alone and sends no request, so every check times out (not translated: write option httpchk in the backend too)")
 	}
 	return nil
 }
@@ -550,9 +680,6 @@ func (be *backend) resolve() error {
 	if err := be.resolveRules(); err != nil {
 		return err
 	}
-	if len(be.servers) == 0 {
-		return nil // a stats page's backend: no reverse_proxy
-	}
 	be.noteBalance()
 	if err := be.settleResolved(); err != nil {
 		return err
@@ -640,6 +767,9 @@ func (be *backend) checkChecks() error {
 func (be *backend) checkLeaderCheck() error {
 	if be.leader && be.checkMeth != "" && be.checkMeth != "GET" {
 		return refuse(be.check[0], "the leader's check is a GET")
+	}
+	if be.leader && (be.expectRule != nil || be.disableOn404 != nil) {
+		return refuse(be.check[len(be.check)-1], "the leader answers 200: lb_policy leader's check takes no other http-check expect, nor disable-on-404")
 	}
 	if be.leader && be.expect != "" && be.expect != "200" {
 		return refuse(be.check[len(be.check)-1], "the leader answers 200: expect status %s cannot be the leader's check", be.expect)

@@ -91,10 +91,10 @@ func TestBackendStatsPage(t *testing.T) {
 		has         []string
 	}{
 		{"\tstats enable\n\tstats uri /s\n\tserver s 10.0.0.1:80", "", []string{"\t\terror @answer_7 403\n", "\t\t@haproxy_stats_6 expression `{http.request.uri}.startsWith(\"/s\")", "\t\treverse_proxy 10.0.0.1:80 {\n"}},
-		{"\tstats enable", "", []string{"startsWith(\"/haproxy?stats\")", "\t\t# no server: HAProxy answers 503 to what the stats page does not take\n\t\terror 503\n\t}\n", "handle_errors 503 {"}},
+		{"\tstats enable", "", []string{"startsWith(\"/haproxy?stats\")", "\t\t# no server: HAProxy answers 503 to what the rules above did not answer\n\t\terror 503\n\t}\n", "handle_errors 503 {"}},
 		{"\tstats enable\n\tstats admin if TRUE", "", []string{"stats admin if TRUE  (approximated: the page without admin actions: ha_status has no admin level"}},
 		{"\tstats admin", "k.cfg:8: stats admin: takes if or unless and a condition", nil},
-		{"", "k.cfg:6: backend b has no server", nil},
+		{"", "", []string{"\t\t# no server: HAProxy answers 503 to what the rules above did not answer\n\t\terror 503\n"}}, // no page, no server: its rules, then 503
 	} {
 		text := strings.Replace(site, "%s", tt.lines, 1)
 		out, err := translateK(t, text)

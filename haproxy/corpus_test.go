@@ -44,7 +44,7 @@ var corpusOutcomes = map[string]struct {
 	"ip-allowlist-admin.cfg":         {},
 	"jenkins-agents-mixed.cfg":       {34, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"k8s-apiserver.cfg":              {9, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
-	"k8s-ingress-rendered.cfg":       {38, "server srv003: server option \"disabled\" is not translated yet"},
+	"k8s-ingress-rendered.cfg":       {},
 	"k8s-lb-apiserver-ingress.cfg":   {19, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"keycloak-cluster.cfg":           {},
 	"legacy-1.3-listen.cfg":          {23, "listen webfarm: an address after the name: write it as a bind line (HAProxy refuses it too"},
@@ -69,7 +69,7 @@ var corpusOutcomes = map[string]struct {
 	"mozilla-intermediate.cfg":       {},
 	"mozilla-modern.cfg":             {},
 	"multi-tenant-hosts.cfg":         {},
-	"nextcloud-collabora.cfg":        {38, "http-check expect: only 'http-check expect status <code>' is translated"},
+	"nextcloud-collabora.cfg":        {},
 	"nomad-consul-srv.cfg":           {},
 	"oauth2-proxy-sso.cfg":           {20, "http-request redirect: converter url_enc in %[url,url_enc] is not translated"},
 	"path-prefix-strip.cfg":          {32, "http-request set-path: %[path,regsub(^/search/,/)]: log-format expressions are not transla"},
@@ -298,15 +298,16 @@ func TestRefusalsNameTheKeyword(t *testing.T) {
 
 // A checked backend's status: HAProxy passes any 2xx or 3xx without
 // http-check expect, Caddy's active health check one status; a check
-// without it, or expecting a range, is refused rather than written as a
-// health_status Caddy cannot read (found by the corpus: the classic
-// cookie SERVERID backend with option httpchk alone did not adapt).
+// without it, or expecting a range, is dynamic checked's rather than
+// written as a health_status Caddy cannot read (found by the corpus: the
+// classic cookie SERVERID backend with option httpchk alone did not
+// adapt); a status HAProxy does not take is refused.
 func TestActiveCheckWantsOneStatus(t *testing.T) {
 	base := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\toption httpchk GET /health\n%s\tserver s1 10.0.0.1:80 check\n"
 	for _, tt := range []struct{ expect, want string }{
 		{"", ""}, // any 2xx or 3xx passes: dynamic checked (TestServerChecksAsDynamicChecked)
-		{"\thttp-check expect status 200-399\n", "k.cfg:8: http-check expect: status 200-399: only one status code"},
-		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status 99: only one status code"},
+		{"\thttp-check expect status 200-399\n", ""},
+		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status 99: want codes (100 to 599)"},
 		{"\thttp-check expect status 204\n", ""},
 	} {
 		cfg, err := Parse(strings.NewReader(strings.Replace(base, "%s", tt.expect, 1)), "k.cfg", lookup)
@@ -315,7 +316,9 @@ func TestActiveCheckWantsOneStatus(t *testing.T) {
 		}
 		out, err := caddyfileOf(cfg)
 		switch {
-		case tt.want == "" && tt.expect != "" && (err != nil || !strings.Contains(out, "health_status 204\n")):
+		case strings.Contains(tt.expect, "200-399") && (err != nil || !strings.Contains(out, "\t\t\texpect status 200-399\n")):
+			t.Errorf("%q: %v\n%s", tt.expect, err, out)
+		case strings.Contains(tt.expect, "204") && (err != nil || !strings.Contains(out, "health_status 204\n")):
 			t.Errorf("%q: %v\n%s", tt.expect, err, out)
 		case tt.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.want)):
 			t.Errorf("%q: error %v, want %s…", tt.expect, err, tt.want)
@@ -369,7 +372,19 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 		{"\thttp-check send meth GET uri /h\n\toption httpchk\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\tmethod GET\n\t\t\turi /h\n"}},
 		{"\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:7: http-check expect: http-check without option httpchk", nil},
 		{"\tserver s1 10.0.0.1:80 check weight 2\n\tserver s2 10.0.0.2:80 check\n", "k.cfg:7: server s1: weights with dynamic checked's checks are not translated", nil},
-		{"\toption httpchk\n\tserver s1 10.0.0.1:443 check ssl verify none\n", "k.cfg:8: server s1: ssl with option httpchk and no http-check expect", nil},
+		{"\toption httpchk\n\tserver s1 10.0.0.1:443 check ssl verify none\n", "k.cfg:8: server s1: ssl with an HTTP check that dynamic checked makes", nil},
+		{"\toption httpchk GET /status.php\n\thttp-check expect string installed\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\tcheck http\n", "\t\t\texpect string installed\n"}},
+		{"\toption httpchk\n\thttp-check expect ! rstatus ^5\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\texpect ! rstatus ^5\n"}},
+		{"\toption httpchk\n\thttp-check expect ! status 200\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\texpect ! status 200\n"}},
+		{"\toption httpchk\n\thttp-check expect rstring \"state: (UP|READY)\"\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\texpect rstring \"state: (UP|READY)\"\n"}},
+		{"\toption httpchk\n\thttp-check expect status 200,301-302\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\texpect status 200,301-302\n"}},
+		{"\toption httpchk\n\thttp-check disable-on-404\n\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check\n", "", []string{"\t\t\texpect_status 200\n", "\t\t\tdisable_on_404\n"}},
+		{"\tcookie SRV insert\n\toption httpchk\n\thttp-check disable-on-404\n\tserver s1 10.0.0.1:80 check cookie s1\n", "", []string{"\t\t\tdisable_on_404\n", "approximated: a server drained by a 404 gets no request from Caddy"}},
+		{"\toption httpchk\n\thttp-check expect hdr name X-Up\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:8: http-check expect: only http-check expect [!] status|rstatus|string|rstring <pattern> is translated", nil},
+		{"\toption httpchk\n\thttp-check expect fhdr x\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:8: http-check expect: http-check expect fhdr is not translated yet", nil},
+		{"\toption httpchk\n\thttp-check expect min-recv 10 string up\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:8: http-check expect: only http-check expect [!]", nil},
+		{"\toption httpchk\n\thttp-check expect status 200\n\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:9: http-check expect: a second http-check expect", nil},
+		{"\toption httpchk\n\thttp-check expect rstring up\\Z\n\tserver s1 10.0.0.1:80 check\n", "k.cfg:8: http-check expect: up\\Z: not a regular expression", nil},
 		{"\tserver s1 10.0.0.1:443 check ssl verify none\n", "", []string{"dynamic checked's TCP check only connects"}},
 		{"\toption httpchk\n\thttp-check expect status 200\n\tserver s1 10.0.0.1:80 check fastinter 1s\n", "k.cfg:9: server s1: fastinter is translated for dynamic checked's checks only", nil},
 		{"\tserver s1 10.0.0.1:80 check\n\tserver s2 10.0.0.1:80 check\n", "k.cfg:8: server s2: 10.0.0.1:80 is server s1's address too (line 7)", nil},
@@ -377,6 +392,20 @@ func TestServerChecksAsDynamicChecked(t *testing.T) {
 		out, err := translateK(t, fe+tt.backend)
 		checkOutcome(t, tt.backend, out, err, tt.want, tt.has...)
 	}
+}
+
+// A backend's own http-check expect replaces its defaults', as HAProxy
+// takes the defaults' check rules only into a proxy without its own; its
+// own rules without its own option httpchk are refused (HAProxy 2.6 then
+// sends no request: the checks time out).
+func TestOwnExpectReplacesTheDefaults(t *testing.T) {
+	head := "defaults\n\tmode http\n\toption httpchk\n\thttp-check expect status 200\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n"
+	text := head + "\toption httpchk\n\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "\t\t\texpect string up\n", "http-check expect status 200  (replaced by line 10)")
+	text = head + "\thttp-check expect string up\n\tserver s1 10.0.0.1:80 check\n"
+	out, err = translateK(t, text)
+	checkOutcome(t, text, out, err, "k.cfg:9: http-check expect: http-check in a backend whose option httpchk is its defaults'")
 }
 
 // What HAProxy answers itself without an errorfile (a deny, no

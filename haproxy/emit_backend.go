@@ -19,7 +19,7 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 	routed := be.writeRequestSide(c, fe)
 	if len(be.servers) == 0 {
-		be.writeWithoutServer(c)
+		be.writeWithoutServer(c, fe, routed)
 		return
 	}
 	var addrs []string
@@ -81,15 +81,33 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 }
 
 // writeWithoutServer writes the end of a backend without a server (its
-// stats page's, in the route writeRequestSide opened): what the page did
-// not take, HAProxy answers 503.
-func (be *backend) writeWithoutServer(c *caddyfile) {
+// servers all disabled, or none written): HAProxy answers 503, with its
+// own page, to what its rules did not answer; what only a server's
+// answers or the choice of a server would use is noted as ignored.
+func (be *backend) writeWithoutServer(c *caddyfile, fe *frontend, routed bool) {
 	for _, n := range be.notes {
 		c.note(n)
 	}
-	c.line("# no server: HAProxy answers 503 to what the stats page does not take")
+	unused := append(append(append([]Line{}, be.check...), be.timeoutSrc...), be.compression.lines...)
+	for _, l := range []*Line{be.balance, be.hashType, be.retries, be.redispatch, be.cookie, be.allBackups, be.reuse, be.bufferRequest, fe.bufferRequest} {
+		if l != nil {
+			unused = append(unused, *l)
+		}
+	}
+	for _, r := range be.responseActions {
+		unused = append(unused, r.line)
+	}
+	for _, h := range fe.responseHeaders {
+		unused = append(unused, h.line)
+	}
+	for _, l := range unused {
+		c.comment(l, "ignored: "+be.section.Kind+" "+be.section.Name+" has no server to send to or answer")
+	}
+	c.line("# no server: HAProxy answers 503 to what the rules above did not answer")
 	c.line("error 503")
-	c.close()
+	if routed {
+		c.close()
+	}
 }
 
 // writeRequestSide writes what runs before the backend's reverse_proxy:
@@ -505,6 +523,16 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 	settings := [][2]string{{"interval", lo.interval}, {"fast_interval", lo.fastInterval}, {"down_interval", lo.downInterval}, {"fall", lo.fails}, {"rise", lo.passes}}
 	if be.checked == "http" {
 		settings = append([][2]string{{"method", c.nameIfAny(be.checkMeth)}, {"uri", c.plainIfAny(be.checkURI)}, {"host", c.plainIfAny(be.checkHost)}, {"expect_status", be.expect}}, settings...)
+	}
+	if e := be.expectRule; e != nil {
+		negation := ""
+		if e.negate {
+			negation = "! "
+		}
+		c.line("expect %s%s %s", negation, e.match, c.plainOf(e.line, e.pattern))
+	}
+	if be.disableOn404 != nil {
+		c.line("disable_on_404")
 	}
 	if d := be.timeouts["check"]; d != "" {
 		// HAProxy bounds the connection by the smaller of timeout connect

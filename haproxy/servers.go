@@ -88,7 +88,7 @@ var serverOptionTable = []serverOption{
 	{name: "ssl", status: translated, doc: "the transport's `tls`", read: (*serverReading).ssl},
 	{name: "backup", status: translated, doc: "`lb_policy backup`: used when no other server is up (with checks only)", read: (*serverReading).backup},
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
-	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or `option httpchk` without `http-check expect`)", read: (*serverReading).fastinter},
+	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or an HTTP check other than `http-check expect status <code>`)", read: (*serverReading).fastinter},
 	{name: "downinter", value: true, status: translated, doc: "dynamic checked's `down_interval` (likewise)", read: (*serverReading).downinter},
 	{name: "port", value: true, status: translated, doc: "the check's port: `health_port` of Caddy's active health checks (`option httpchk` with `http-check expect status`); with dynamic checked's checks or the leader's, refused", read: (*serverReading).checkPort},
 	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
@@ -106,6 +106,8 @@ var serverOptionTable = []serverOption{
 	{name: "resolve-prefer", value: true, status: translated, doc: "`ipv4`: `prefer_ipv4` (a name's IPv4 addresses, its IPv6 ones where it has none); `ipv6`, HAProxy's default, the other way round", read: (*serverReading).resolvePrefer},
 	{name: "resolve-opts", value: true, status: translated, doc: "`allow-dup-ip`: `allow_dup_ip`; `prevent-dup-ip` (the default); `ignore-weight`: SRV records' weights unused, as Caddy never uses them", read: (*serverReading).resolveOpts},
 	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
+	{name: "disabled", status: translated, doc: "the server left out of the upstreams, as HAProxy starts it in maintenance (no request, no check); a backend whose servers all are answers 503 to what its rules leave", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "enabled", status: translated, doc: "undoes a `disabled` before it (default-server's)", read: func(*serverReading, string, Line) error { return nil }},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
@@ -240,7 +242,7 @@ func (r *serverReading) ssl(_ string, at Line) error {
 	r.tls.ssl = true
 	r.sslAt = at
 	if r.be.checked == "http" {
-		return refuse(at, "ssl with option httpchk and no http-check expect: HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
+		return refuse(at, "ssl with an HTTP check that dynamic checked makes (option httpchk without http-check expect, an expect other than one status, or disable-on-404): HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
 	}
 	return nil
 }
@@ -294,7 +296,7 @@ func (r *serverReading) downinter(v string, at Line) error {
 // one interval).
 func (r *serverReading) checkedInterval(v string, at Line) (string, error) {
 	if r.be.checked == "" {
-		return "", refuse(at, "%s is translated for dynamic checked's checks only (a TCP check, or option httpchk without http-check expect): Caddy's active health checks and lb_policy leader check at one interval", at.Words[slices.Index(at.Words, v)-1])
+		return "", refuse(at, "%s is translated for dynamic checked's checks only (a TCP check, or an HTTP check other than http-check expect status <code>): Caddy's active health checks and lb_policy leader check at one interval", at.Words[slices.Index(at.Words, v)-1])
 	}
 	d, err := duration(v, at.Pos)
 	if p, _ := time.ParseDuration(d); err == nil && p <= 0 {

@@ -2,10 +2,15 @@ package healthcheck
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,8 +62,82 @@ type HTTPCheck struct {
 	// Host header; default the server's address.
 	Host string
 	// ExpectStatus, if set, is the one status that passes (http-check
-	// expect status); without it any 2xx or 3xx passes.
+	// expect status); without it (and without Expect) any 2xx or 3xx
+	// passes.
 	ExpectStatus int
+	// Expect, if set, is the answer that passes instead of ExpectStatus's
+	// (HAProxy's other http-check expect rules).
+	Expect *Expect
+	// DisableOn404: a 404 answer from a server that is up passes, and
+	// takes the server out of the upstreams until an answer that passes
+	// otherwise (http-check disable-on-404, HAProxy's soft stop: no new
+	// request); a server that is down is checked as without it.
+	DisableOn404 bool
+}
+
+// Expect is an HTTP check's http-check expect rule: the answer passes
+// when its status or body matches the pattern (or, negated, does not).
+type Expect struct {
+	// Match is what is matched: status (Pattern a comma-separated list
+	// of codes and ranges <low>-<high>), rstatus (a regular expression
+	// the status code, as three digits, matches), string (the body holds
+	// Pattern), rstring (a regular expression the body matches). A body
+	// is read up to MaxCheckBody bytes; the status is not looked at; an
+	// answer without a body fails, negated or not, as in HAProxy.
+	Match string `json:"match"`
+	// Pattern is the codes, the string or the regular expression (RE2).
+	Pattern string `json:"pattern"`
+	// Negate: the answer passes when it does not match (HAProxy's !).
+	Negate bool `json:"negate,omitempty"`
+}
+
+// MaxCheckBody bounds the body a check reads to match a string: the size
+// of HAProxy's check buffer (tune.bufsize).
+const MaxCheckBody = 16384
+
+// matcher is e compiled: whether a status and body match (negation
+// aside), and whether the body is needed.
+func (e *Expect) matcher() (match func(status int, body []byte) bool, needsBody bool, err error) {
+	switch e.Match {
+	case "status":
+		ranges, err := statusRanges(e.Pattern)
+		if err != nil {
+			return nil, false, err
+		}
+		return func(status int, _ []byte) bool {
+			return slices.ContainsFunc(ranges, func(r [2]int) bool { return r[0] <= status && status <= r[1] })
+		}, false, nil
+	case "rstatus", "rstring":
+		re, err := regexp.Compile(e.Pattern)
+		if err != nil {
+			return nil, false, err
+		}
+		if e.Match == "rstatus" {
+			return func(status int, _ []byte) bool { return re.MatchString(strconv.Itoa(status)) }, false, nil
+		}
+		return func(_ int, body []byte) bool { return re.Match(body) }, true, nil
+	case "string":
+		return func(_ int, body []byte) bool { return bytes.Contains(body, []byte(e.Pattern)) }, true, nil
+	}
+	return nil, false, fmt.Errorf("match %q: want status, rstatus, string or rstring", e.Match)
+}
+
+// statusRanges reads a list of codes and ranges: 200,301-308.
+func statusRanges(list string) ([][2]int, error) {
+	var ranges [][2]int
+	for item := range strings.SplitSeq(list, ",") {
+		low, high, isRange := strings.Cut(item, "-")
+		if !isRange {
+			high = low
+		}
+		lo, errLow := strconv.Atoi(low)
+		hi, errHigh := strconv.Atoi(high)
+		if errLow != nil || errHigh != nil || lo < 100 || hi > 599 || hi < lo {
+			return nil, fmt.Errorf("status %q: want codes (100 to 599) and ranges <low>-<high>, comma-separated", item)
+		}
+		ranges = append(ranges, [2]int{lo, hi})
+	}
+	return ranges, nil
 }
 
 // HAProxy 2.6's check defaults (configuration.txt: inter, rise, fall;
@@ -118,18 +197,37 @@ func (c ServerCheck) Validate() error {
 	case c.Rise < 0:
 		return bad("rise", "must be at least 1")
 	}
-	if h := c.HTTP; h != nil {
-		switch {
-		case h.Method != "" && !isToken(h.Method):
-			return bad("method", "%q is not an HTTP method", h.Method)
-		case h.URI != "" && h.URI != "*" && !strings.HasPrefix(h.URI, "/"):
-			return bad("uri", "%q must start with / (or be *)", h.URI)
-		case h.URI != "" && strings.ContainsFunc(h.URI, isSpaceOrControl):
-			return bad("uri", "%q holds a space or a control character", h.URI)
-		case strings.ContainsFunc(h.Host, isSpaceOrControl):
-			return bad("host", "%q holds a space or a control character", h.Host)
-		case h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599):
-			return bad("expect_status", "%d is not an HTTP status (100 to 599)", h.ExpectStatus)
+	if c.HTTP != nil {
+		return c.HTTP.validate(bad)
+	}
+	return nil
+}
+
+// validate reports an HTTP check that cannot work, through bad.
+func (h *HTTPCheck) validate(bad func(setting, format string, args ...any) error) error {
+	switch {
+	case h.Method != "" && !isToken(h.Method):
+		return bad("method", "%q is not an HTTP method", h.Method)
+	case h.URI != "" && h.URI != "*" && !strings.HasPrefix(h.URI, "/"):
+		return bad("uri", "%q must start with / (or be *)", h.URI)
+	case h.URI != "" && strings.ContainsFunc(h.URI, isSpaceOrControl):
+		return bad("uri", "%q holds a space or a control character", h.URI)
+	case strings.ContainsFunc(h.Host, isSpaceOrControl):
+		return bad("host", "%q holds a space or a control character", h.Host)
+	}
+	return h.validateExpect(bad)
+}
+
+// validateExpect reports an expect_status or Expect that cannot work.
+func (h *HTTPCheck) validateExpect(bad func(setting, format string, args ...any) error) error {
+	switch {
+	case h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599):
+		return bad("expect_status", "%d is not an HTTP status (100 to 599)", h.ExpectStatus)
+	case h.ExpectStatus != 0 && h.Expect != nil:
+		return bad("expect", "replaces expect_status: set one")
+	case h.Expect != nil:
+		if _, _, err := h.Expect.matcher(); err != nil {
+			return bad("expect", "%v", err)
 		}
 	}
 	return nil
@@ -184,17 +282,23 @@ type CheckResult struct {
 	Status int
 	// Err says why the check failed; nil: it passed.
 	Err error
+	// Drained: a 404 that DisableOn404 took as a soft stop (passed).
+	Drained bool
 }
 
 // ServerChecker checks a set of servers, one check loop per server, and
 // tells which are up. The set can change while it runs (SetServers).
 type ServerChecker struct {
-	check  ServerCheck
-	health func(addr string) (int, bool)
-	obs    ServerObserver
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	check ServerCheck
+	// expect is the HTTP check's Expect compiled (nil: none), and
+	// readBody whether it reads the answer's body.
+	expect   func(status int, body []byte) bool
+	readBody bool
+	health   func(addr string) (int, bool)
+	obs      ServerObserver
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu      sync.Mutex
 	servers []*checkedServer
@@ -213,7 +317,10 @@ type ServerObserver interface {
 type checkedServer struct {
 	addr   string
 	health atomic.Int64
-	stop   context.CancelFunc // ends its check loop (nil: not started)
+	// drained: its last check passed with a 404 that DisableOn404 takes
+	// as a soft stop; it is no upstream while up.
+	drained atomic.Bool
+	stop    context.CancelFunc // ends its check loop (nil: not started)
 }
 
 // NewServerChecker checks the servers at addrs (host:port) with check
@@ -226,6 +333,9 @@ func NewServerChecker(addrs []string, check ServerCheck, health func(addr string
 		return nil, err
 	}
 	c := &ServerChecker{check: check.WithDefaults(), health: health, obs: obs}
+	if h := c.check.HTTP; h != nil && h.Expect != nil {
+		c.expect, c.readBody, _ = h.Expect.matcher() // Validate compiled it
+	}
 	for _, addr := range addrs {
 		c.servers = append(c.servers, c.newServer(addr))
 	}
@@ -323,7 +433,7 @@ func (c *ServerChecker) Up() []string {
 	defer c.mu.Unlock()
 	var up []string
 	for _, s := range c.servers {
-		if int(s.health.Load()) >= c.check.Rise {
+		if c.isUp(s, int(s.health.Load())) {
 			up = append(up, s.addr)
 		}
 	}
@@ -359,14 +469,29 @@ func (c *ServerChecker) checkLoop(ctx context.Context, s *checkedServer) {
 			return
 		}
 		before := int(s.health.Load())
+		wasUp := c.isUp(s, before)
+		if h := c.check.HTTP; h != nil && h.DisableOn404 && r.Status == 404 && before >= c.check.Rise {
+			// HAProxy's soft stop, before any expect rule, of a server
+			// that is not down: a pass that takes no new request.
+			r.Err, r.Drained = nil, true
+		}
 		health := c.check.next(before, r.Err == nil)
 		s.health.Store(int64(health))
-		up := health >= c.check.Rise
+		if r.Err == nil {
+			s.drained.Store(r.Drained)
+		}
+		up := c.isUp(s, health)
 		if c.obs != nil {
-			c.obs.Checked(s.addr, r, up, up != (before >= c.check.Rise))
+			c.obs.Checked(s.addr, r, up, up != wasUp)
 		}
 		timer.Reset(c.check.interval(health))
 	}
+}
+
+// isUp tells whether s, at that health, is an upstream: up, and not
+// drained.
+func (c *ServerChecker) isUp(s *checkedServer, health int) bool {
+	return health >= c.check.Rise && !s.drained.Load()
 }
 
 // checkOnce runs one check of addr.
@@ -398,13 +523,39 @@ func (c *ServerChecker) checkOnce(ctx context.Context, addr string) (r CheckResu
 		r.Err = err
 		return r
 	}
-	r.Status, r.Err = c.check.HTTP.exchange(conn, addr)
+	var body []byte
+	if r.Status, body, r.Err = c.check.HTTP.exchange(conn, addr, c.readBody); r.Err == nil {
+		r.Err = c.judge(r.Status, body)
+	}
 	return r
 }
 
+// judge tells why an HTTP check's answer fails (nil: it passes): the
+// Expect, else the ExpectStatus, else not a 2xx or 3xx.
+func (c *ServerChecker) judge(status int, body []byte) error {
+	h := c.check.HTTP
+	switch e := h.Expect; {
+	case e != nil && c.readBody && len(body) == 0:
+		// HAProxy fails a body match without a body, negated or not.
+		return fmt.Errorf("status %d: no body for expect %s", status, e.Match)
+	case e != nil && c.expect(status, body) == e.Negate:
+		negation := ""
+		if e.Negate {
+			negation = "! "
+		}
+		return fmt.Errorf("status %d: the answer fails expect %s%s %q", status, negation, e.Match, e.Pattern)
+	case e != nil:
+	case h.ExpectStatus != 0 && status != h.ExpectStatus:
+		return fmt.Errorf("status %d, not the expected %d", status, h.ExpectStatus)
+	case h.ExpectStatus == 0 && (status < 200 || status > 399):
+		return fmt.Errorf("status %d, not 2xx or 3xx", status)
+	}
+	return nil
+}
+
 // exchange sends the check's request on conn and reads the answer's
-// status line and headers: HAProxy judges the status alone.
-func (h *HTTPCheck) exchange(conn net.Conn, addr string) (int, error) {
+// status, and with readBody its body up to MaxCheckBody bytes.
+func (h *HTTPCheck) exchange(conn net.Conn, addr string, readBody bool) (int, []byte, error) {
 	host := h.Host
 	if host == "" {
 		host = addr
@@ -413,18 +564,18 @@ func (h *HTTPCheck) exchange(conn net.Conn, addr string) (int, error) {
 	// OPTIONS *), which http.Request would rewrite.
 	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", h.Method, h.URI, host)
 	if _, err := conn.Write([]byte(req)); err != nil {
-		return 0, fmt.Errorf("sending the check: %w", err)
+		return 0, nil, fmt.Errorf("sending the check: %w", err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: h.Method})
 	if err != nil {
-		return 0, fmt.Errorf("reading the answer: %w", err)
+		return 0, nil, fmt.Errorf("reading the answer: %w", err)
 	}
-	// The body is left unread: the connection closes after the check.
-	switch {
-	case h.ExpectStatus != 0 && resp.StatusCode != h.ExpectStatus:
-		return resp.StatusCode, fmt.Errorf("status %d, not the expected %d", resp.StatusCode, h.ExpectStatus)
-	case h.ExpectStatus == 0 && (resp.StatusCode < 200 || resp.StatusCode > 399):
-		return resp.StatusCode, fmt.Errorf("status %d, not 2xx or 3xx", resp.StatusCode)
+	if !readBody {
+		return resp.StatusCode, nil, nil // the connection closes after the check
 	}
-	return resp.StatusCode, nil
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxCheckBody))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("reading the body: %w", err)
+	}
+	return resp.StatusCode, body, nil
 }
