@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"fmt"
+	"github.com/caddy-ha/caddy-ha/healthcheck"
 	"slices"
 	"strconv"
 	"strings"
@@ -496,8 +497,8 @@ func (be *backend) readExpect(l Line) error {
 			be.expect = e.pattern
 			return nil
 		}
-		if err := checkStatusList(e.pattern, l); err != nil {
-			return err
+		if _, err := healthcheck.StatusRanges(e.pattern); err != nil {
+			return refuse(l, "%v", err)
 		}
 	case "rstatus", "rstring":
 		if err := checkRE2(e.pattern, l); err != nil {
@@ -508,23 +509,6 @@ func (be *backend) readExpect(l Line) error {
 		return refuse(l, "http-check expect %s is not translated yet (status, rstatus, string and rstring are)", e.match)
 	}
 	be.expectRule = &e
-	return nil
-}
-
-// checkStatusList refuses a status list that is not codes (100 to 599)
-// and ranges <low>-<high>, comma-separated.
-func checkStatusList(list string, l Line) error {
-	for item := range strings.SplitSeq(list, ",") {
-		low, high, isRange := strings.Cut(item, "-")
-		if !isRange {
-			high = low
-		}
-		lo, errLow := strconv.Atoi(low)
-		hi, errHigh := strconv.Atoi(high)
-		if errLow != nil || errHigh != nil || lo < 100 || hi > 599 || hi < lo {
-			return refuse(l, "status %s: want codes (100 to 599) and ranges <low>-<high>, comma-separated", item)
-		}
-	}
 	return nil
 }
 

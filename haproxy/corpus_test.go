@@ -307,7 +307,7 @@ func TestActiveCheckWantsOneStatus(t *testing.T) {
 	for _, tt := range []struct{ expect, want string }{
 		{"", ""}, // any 2xx or 3xx passes: dynamic checked (TestServerChecksAsDynamicChecked)
 		{"\thttp-check expect status 200-399\n", ""},
-		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status 99: want codes (100 to 599)"},
+		{"\thttp-check expect status 99\n", "k.cfg:8: http-check expect: status \"99\": want codes (100 to 599)"},
 		{"\thttp-check expect status 204\n", ""},
 	} {
 		cfg, err := Parse(strings.NewReader(strings.Replace(base, "%s", tt.expect, 1)), "k.cfg", lookup)

@@ -100,7 +100,7 @@ const MaxCheckBody = 16384
 func (e *Expect) matcher() (match func(status int, body []byte) bool, needsBody bool, err error) {
 	switch e.Match {
 	case "status":
-		ranges, err := statusRanges(e.Pattern)
+		ranges, err := StatusRanges(e.Pattern)
 		if err != nil {
 			return nil, false, err
 		}
@@ -122,8 +122,9 @@ func (e *Expect) matcher() (match func(status int, body []byte) bool, needsBody 
 	return nil, false, fmt.Errorf("match %q: want status, rstatus, string or rstring", e.Match)
 }
 
-// statusRanges reads a list of codes and ranges: 200,301-308.
-func statusRanges(list string) ([][2]int, error) {
+// StatusRanges reads a list of codes and ranges: 200,301-308 (HAProxy's
+// http-check expect status list, which the HAProxy adapter checks with it).
+func StatusRanges(list string) ([][2]int, error) {
 	var ranges [][2]int
 	for item := range strings.SplitSeq(list, ",") {
 		low, high, isRange := strings.Cut(item, "-")
