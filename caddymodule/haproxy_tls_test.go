@@ -101,18 +101,7 @@ func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, pemBytes, err := ca.Issue("www.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crt := filepath.Join(t.TempDir(), "site.pem")
-	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	crt, pool := siteCertificate(t, "www.example")
 	app, certbot := startAppServer(t), startAppServer(t)
 	hap := [2]string{loopback.FreeAddr(), loopback.FreeAddr()}
 	cdy := [2]string{loopback.FreeAddr(), loopback.FreeAddr()}
@@ -121,8 +110,6 @@ func TestHAProxyDifferentialHTTPSRedirect(t *testing.T) {
 	startHAProxy(t, cfg, hap[1])
 	runHAProxyConfig(t, strings.NewReplacer(hap[0], cdy[0], hap[1], cdy[1]).Replace(cfg))
 
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "www.example"}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	type result struct {
@@ -266,20 +253,7 @@ func httptestServer(t *testing.T, h http.Handler) string {
 // resumes through HAProxy (OpenSSL's stateful tickets), not through
 // caddy-ha (Go's TLS keeps no session): the warning's difference.
 func TestHAProxyDifferentialNoTLSTickets(t *testing.T) {
-	ca, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, pemBytes, err := ca.Issue("site.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crt := filepath.Join(t.TempDir(), "site.pem")
-	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
+	crt, pool := siteCertificate(t, "site.example")
 	app := startAppServer(t)
 	for _, off := range []bool{false, true} {
 		t.Run(fmt.Sprintf("no-tls-tickets %v", off), func(t *testing.T) {
@@ -350,20 +324,7 @@ func resumesSession(t *testing.T, addr string, version uint16, pool *x509.CertPo
 // suite the client got (HAProxy and Go choose it by their own orders: the
 // warning's difference); nothing over plain HTTP.
 func TestHAProxyDifferentialTLSSamples(t *testing.T) {
-	ca, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, pemBytes, err := ca.Issue("site.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crt := filepath.Join(t.TempDir(), "site.pem")
-	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.PEM)
+	crt, pool := siteCertificate(t, "site.example")
 	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
 	text, err := os.ReadFile("../haproxy/testdata/tls-samples.cfg")
 	if err != nil {
@@ -420,4 +381,26 @@ func TestHAProxyDifferentialTLSSamples(t *testing.T) {
 			}
 		}
 	}
+}
+
+// siteCertificate writes a certificate and key for host, issued by a CA of
+// its own, to a PEM file (HAProxy's crt), and gives the CA's pool that
+// verifies it.
+func siteCertificate(t *testing.T, host string) (crt string, pool *x509.CertPool) {
+	t.Helper()
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt = filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	return crt, pool
 }
