@@ -51,7 +51,7 @@ var corpusOutcomes = map[string]struct {
 	"legacy-1.4-reqrep.cfg":          {29, "reqrep ^([^ :]*) /api/(.*): this form is not translated: `^<name>:\\ <regex> <name>:\\ <format>` (a header's lines)"},
 	"legacy-1.4-stunnel.cfg":         {},
 	"legacy-1.5-ssl-reqadd.cfg":      {},
-	"legacy-1.6-block-reqisetbe.cfg": {20, "block if: not translated yet"},
+	"legacy-1.6-block-reqisetbe.cfg": {21, "reqisetbe ^[^ ]* /images/: removed in HAProxy 2.1: write `use_backend <backend> if <ACL>`"},
 	"legacy-1.8-rspadd-hsts.cfg":     {},
 	"legacy-1.x.cfg":                 {},
 	"letsencrypt-redirect.cfg":       {},

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -87,6 +88,16 @@ func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
 	if _, err := Translate(cfg); err == nil || !strings.HasPrefix(err.Error(), "l.cfg:9: rspdel") {
 		t.Errorf("rspdel of part of a header: %v, want a refusal at l.cfg:9", err)
 	}
+	// block: http-request deny's syntax, which replaced it; reqideny and
+	// the like are refused with what to write.
+	cfg, _ = Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "block if { path_beg /admin }", 1)), "l.cfg", lookup)
+	tr, err = Translate(cfg)
+	if err != nil || !strings.Contains(tr.Caddyfile, "# l.cfg:9: block if { path_beg /admin }\n") || !strings.Contains(tr.Caddyfile, "error @answer_9 403") ||
+		!slices.ContainsFunc(tr.Warnings, func(w Warning) bool { return w.Pos.Line == 9 && strings.Contains(w.Msg, "read as http-request deny") }) {
+		t.Errorf("block: %v %+v\n%s", err, tr.Warnings, tr.Caddyfile)
+	}
+	out, err := translateK(t, strings.Replace(text, "rspdel ^Server:.*", "reqideny ^GET\\ /admin", 1))
+	checkOutcome(t, text, out, err, "k.cfg:9: reqideny ^GET /admin: removed in HAProxy 2.1: write `http-request deny if <ACL>` (with `-i`)")
 }
 
 // Issue 28: an ACL's -f pattern files are read through the seam as

@@ -62,6 +62,10 @@ func modernized(l Line) (Line, string) {
 		l.Words = []string{"timeout", name, w[1]}
 		return l, "read as timeout " + name + ", which replaced " + w[0] + " (removed in HAProxy 2.1)"
 	}
+	if w[0] == "block" && len(w) >= 3 && (w[1] == "if" || w[1] == "unless") {
+		l.Words = append([]string{"http-request", "deny"}, w[1:]...)
+		return l, "read as http-request deny, which replaced block with the same syntax (removed in HAProxy 2.1)"
+	}
 	if rule, ok := legacyHeaderAdds[w[0]]; ok && len(w) == 2 {
 		// reqadd "<name>: <value>" (its space escaped), a whole header
 		// line.

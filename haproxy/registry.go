@@ -275,6 +275,17 @@ var cacheKeywords = []keyword{
 // (2.6 refuses them): those read as their 2.x replacements (see
 // modernized) and those refused.
 var matrixOnly = []keyword{
+	{name: "block", in: proxies, status: approximated, doc: "`block if|unless <condition>` read as `http-request deny if|unless <condition>`, which replaced it with the same syntax (a warning)"},
+	{name: "reqsetbe", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `use_backend <backend> if <ACL>` (a `path_reg`, `hdr_reg` or `method` ACL of what the expression matched in the request line)"},
+	{name: "reqisetbe", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `use_backend <backend> if <ACL>` (a `path_reg -i`, `hdr_reg -i` or `method` ACL of what the expression matched in the request line)"},
+	{name: "reqdeny", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request deny if <ACL>` (a `path_reg`, `hdr_reg` or `method` ACL of what the expression matched)"},
+	{name: "reqideny", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request deny if <ACL>` (with `-i`)"},
+	{name: "reqallow", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request allow if <ACL>`"},
+	{name: "reqiallow", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request allow if <ACL>` (with `-i`)"},
+	{name: "reqtarpit", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request tarpit if <ACL>`"},
+	{name: "reqitarpit", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-request tarpit if <ACL>` (with `-i`)"},
+	{name: "rspdeny", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-response deny if <ACL>`"},
+	{name: "rspideny", in: proxies, status: refused, doc: "removed in HAProxy 2.1: write `http-response deny if <ACL>` (with `-i`)"},
 	{name: "contimeout", in: proxies, status: approximated, doc: "read as `timeout connect`, which replaced it (a warning)"},
 	{name: "clitimeout", in: proxies, status: approximated, doc: "read as `timeout client`, which replaced it (a warning)"},
 	{name: "srvtimeout", in: proxies, status: approximated, doc: "read as `timeout server`, which replaced it (a warning)"},
