@@ -120,6 +120,18 @@ func (be *backend) writeDeferredResponse(c *caddyfile) {
 	}
 }
 
+// writePath writes the rule's path rewrite as uri path_regexp (a query
+// set as rewrite ?<query>), with its condition's matcher.
+func (r requestRule) writePath(c *caddyfile) {
+	n := note{line: r.line, what: r.path.approx, approximated: r.path.approx != ""}
+	m := writeNotedCondition(c, n, r.cond, r.when, "path")
+	if r.path.setsQuery {
+		c.line("rewrite%s %s", m, c.literal("?"+r.path.query))
+		return
+	}
+	c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+}
+
 // writeRules writes the backend's own http-request rules, then its
 // redirect rules, each with its condition's matcher.
 func (be *backend) writeRules(c *caddyfile) {
@@ -128,8 +140,7 @@ func (be *backend) writeRules(c *caddyfile) {
 		case r.header != nil:
 			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
 		case r.path != nil:
-			m := writeCondition(c, r.line, r.cond, r.when, "path")
-			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+			r.writePath(c)
 		default:
 			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
 		}

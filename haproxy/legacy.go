@@ -53,6 +53,34 @@ func legacyReplace(rule string, w []string) ([]string, bool) {
 	return []string{rule, "replace-header", name, expr, strings.TrimPrefix(format, " ")}, true
 }
 
+// requestLineMethod matches the beginning of a 1.x rewrite's expression
+// of the request line: ^, the method as a group of its own (a class that
+// takes neither a space nor a colon, so that no header line matches),
+// and a space; its format begins with the method (\1) and a space.
+var requestLineMethod = regexp.MustCompile(`^\^\(\[\^ :\][*+]\) `)
+
+// laterGroup is a reference to a group after the method's, \2 to \9:
+// \1 to \8 of the URI's expression.
+var laterGroup = regexp.MustCompile(`\\[2-9]`)
+
+// legacyRequestLine is a 1.x rewrite "^([^ :]*) <regex>" "\1 <format>"
+// of the request line as the 2.x replace-uri <regex> <format> (its groups
+// one less: the method's is gone; without case for reqirep), and false
+// for another form.
+func legacyRequestLine(w []string) ([]string, bool) {
+	m := requestLineMethod.FindString(w[1])
+	format, ok := strings.CutPrefix(w[2], `\1 `)
+	if m == "" || !ok || strings.Contains(format, `\0`) || strings.Contains(format, `\1`) {
+		return nil, false
+	}
+	expr := "^" + strings.TrimPrefix(w[1], m)
+	if w[0] == "reqirep" {
+		expr = "(?i)" + expr
+	}
+	format = laterGroup.ReplaceAllStringFunc(format, func(g string) string { return `\` + string(g[1]-1) })
+	return []string{"http-request", "replace-uri", expr, format}, true
+}
+
 // modernized is l as the 2.x line that replaced its 1.x keyword, and
 // what the warning says, or l and "" for a line of another keyword (or a
 // 1.x one in a form not translated, which is then refused as it is).
@@ -81,6 +109,12 @@ func modernized(l Line) (Line, string) {
 		if words, ok := legacyReplace(rule, w); ok {
 			l.Words = words
 			return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
+		}
+	}
+	if rule, ok := legacyHeaderReplaces[w[0]]; ok && rule == "http-request" && len(w) == 3 {
+		if words, ok := legacyRequestLine(w); ok {
+			l.Words = words
+			return l, "read as http-request replace-uri " + words[2] + " " + words[3] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the request line's URI, its method kept"
 		}
 	}
 	return l, ""
