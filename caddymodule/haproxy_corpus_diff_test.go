@@ -284,7 +284,7 @@ func firstAlert(out []byte) string {
 
 // differentialShapes are the adapter's golden configurations of shapes
 // the corpus has few of, compared as the corpus is.
-var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg"}
+var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg", "../haproxy/testdata/path-rewrite.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {
