@@ -106,16 +106,24 @@ func modernized(l Line) (Line, string) {
 		}
 	}
 	if rule, ok := legacyHeaderReplaces[w[0]]; ok && len(w) == 3 {
-		if words, ok := legacyReplace(rule, w); ok {
-			l.Words = words
-			return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
-		}
+		return modernizedReplace(l, rule)
 	}
-	if rule, ok := legacyHeaderReplaces[w[0]]; ok && rule == "http-request" && len(w) == 3 {
-		if words, ok := legacyRequestLine(w); ok {
-			l.Words = words
-			return l, "read as http-request replace-uri " + words[2] + " " + words[3] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the request line's URI, its method kept"
-		}
+	return l, ""
+}
+
+// modernizedReplace is the 1.x rewrite l (reqrep and the like) as the
+// 2.x rule (rule) that replaced it, and what the warning says: of one
+// header's lines, replace-header; of the request line, replace-uri; l
+// and "" for another form.
+func modernizedReplace(l Line, rule string) (Line, string) {
+	w := l.Words
+	if words, ok := legacyReplace(rule, w); ok {
+		l.Words = words
+		return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
+	}
+	if words, ok := legacyRequestLine(w); rule == "http-request" && ok {
+		l.Words = words
+		return l, "read as http-request replace-uri " + words[2] + " " + words[3] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the request line's URI, its method kept"
 	}
 	return l, ""
 }

@@ -366,6 +366,21 @@ func (fe *frontend) checkRewriteOrder(r requestRule) error {
 			return refuse(h.line, "after the path rewrite at line %d, which the translation runs after every header rule: not translated where either has a condition or the header's value a sample", r.line.Pos.Line)
 		}
 	}
+	if err := fe.checkMatchesBefore(r, after); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(fe.vars)) {
+		v := fe.vars[name]
+		if s := v.sample.subject; !after(v.line) && (s == pathSubject || s == urlSubject || s == querySubject) {
+			return refuse(r.line, "rewrites what set-var(%s) at line %d read: its ACLs would test the rewritten request (they test the sample itself)", name, v.line.Pos.Line)
+		}
+	}
+	return nil
+}
+
+// checkMatchesBefore refuses a log_skip or a track-sc with a condition
+// after the rewrite r: Caddy matches them before any route runs.
+func (fe *frontend) checkMatchesBefore(r requestRule, after func(Line) bool) error {
 	for _, s := range fe.logSkips {
 		if after(s.line) && s.cond != nil {
 			return refuse(s.line, "log_skip runs before the path rewrite at line %d: not translated with a condition", r.line.Pos.Line)
@@ -374,12 +389,6 @@ func (fe *frontend) checkRewriteOrder(r requestRule) error {
 	for _, tr := range fe.trackers {
 		if tr != nil && after(tr.line) && tr.cond != nil {
 			return refuse(tr.line, "edge_rate_limit matches before the path rewrite at line %d: not translated with a condition", r.line.Pos.Line)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(fe.vars)) {
-		v := fe.vars[name]
-		if s := v.sample.subject; !after(v.line) && (s == pathSubject || s == urlSubject || s == querySubject) {
-			return refuse(r.line, "rewrites what set-var(%s) at line %d read: its ACLs would test the rewritten request (they test the sample itself)", name, v.line.Pos.Line)
 		}
 	}
 	return nil
