@@ -75,3 +75,15 @@ func TestResponseConditions(t *testing.T) {
 		t.Errorf("a backend's rule with a condition: %v\n%s", err, out)
 	}
 }
+
+// url_enc is refused with why Caddy's {http.request.uri_escaped} is not
+// HAProxy's encoding: Go encodes the URI as it re-escapes it, HAProxy the
+// bytes as sent (tested on HAProxy 2.6: /"x/%7e gives %2F%22x%2F%257e,
+// {http.request.uri_escaped} %2F%2522x%2F~).
+func TestURLEncRefused(t *testing.T) {
+	l := Line{Words: []string{"http-request", "redirect"}}
+	_, err := readLogFormat("/oauth2/start?rd=%[url,url_enc]", l)
+	if err == nil || !strings.Contains(err.Error(), "converter url_enc in %[url,url_enc]: Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it") {
+		t.Errorf("%v, want url_enc refused with why {http.request.uri_escaped} differs", err)
+	}
+}
