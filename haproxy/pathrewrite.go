@@ -32,6 +32,11 @@ type pathRewrite struct {
 // differs.
 const uriAsPathNote = "HAProxy rewrites the URI as the request line has it, Caddy the path, the query kept: alike for a request of a path (origin form); a request in absolute form (GET http://host/…) begins with its scheme, which HAProxy's expression does not match"
 
+// unrootedNote is how HAProxy's path differs where a rewrite leaves it
+// without its leading / (an anchored regsub whose subst has none: of
+// /legacy, regsub(^/legacy,) leaves nothing).
+const unrootedNote = "where the rewritten path is empty or does not begin with /, HAProxy sends it so (GET  HTTP/1.1 for an empty one), Go's request / for an empty one"
+
 // pathRewriteOf reads set-path <format> and set-uri <format>, and
 // replace-path <regex> <format> and replace-uri <regex> <format>: HAProxy
 // replaces the whole path (the URI) with the format where the regular
@@ -317,12 +322,17 @@ func (r regsub) rewrite(l Line, ofURI bool) (pathRewrite, error) {
 		return pathRewrite{}, err
 	}
 	p := pathRewrite{find: "^((?s:.*?))(" + expr + ")((?s:.*))$"}
+	var notes []string
 	if ofURI {
 		if err := checkPathPrefix(r.expr, topSequence(r.expr), l); err != nil {
 			return p, err
 		}
-		p.approx = uriAsPathNote
+		notes = append(notes, uriAsPathNote)
 	}
+	if topSequence(r.expr)[0].Op == syntax.OpBeginText && !strings.HasPrefix(r.subst, "/") {
+		notes = append(notes, unrootedNote)
+	}
+	p.approx = strings.Join(notes, "; ")
 	subst, err := expandTemplate(r.subst, l, pathByte, 2)
 	rest := regexp.MustCompile(r.expr).NumSubexp() + 3
 	p.replace = "${1}" + subst + "${" + strconv.Itoa(rest) + "}"

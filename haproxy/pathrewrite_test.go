@@ -19,6 +19,7 @@ func TestPathRewrites(t *testing.T) {
 		{`http-request set-path %[path,regsub(^/search/,/)]`, "", []string{`uri path_regexp ^((?s:.*?))(^/search/)((?s:.*))$ "$\{1\}/$\{3\}"`}},
 		{`http-request set-path "%[path,regsub('/a/([^/]*)/(.*)','/\2/\1')]"`, "", []string{`uri path_regexp ^((?s:.*?))(/a/([^/]*)/(.*))((?s:.*))$ "$\{1\}/$\{4\}/$\{3\}$\{5\}"`}},
 		{`http-request set-path %[path,regsub(b,Q,i)]`, "", []string{`uri path_regexp ^((?s:.*?))((?i:b))((?s:.*))$`}},
+		{`http-request set-path %[path,regsub(^/s/,)]`, "", []string{"(approximated: where the rewritten path is empty or does not begin with /, HAProxy sends it so"}},
 		{`http-request set-path %[path,regsub(b,Q,g)]`, "k.cfg:8: http-request set-path: regsub's flags g: only i is translated", nil},
 		{`http-request set-path /app%[path]/x`, "", []string{`uri path_regexp ^(.*)$ "/app$\{1\}/x"`}},
 		{`http-request set-path /app%[path,regsub(^/a,)]`, "k.cfg:8: http-request set-path: /app%[path,regsub(^/a,)]: text around %[…,regsub(…)] is not translated", nil},
