@@ -308,17 +308,12 @@ func regsubOf(words []string, end int, l Line) (regsub, int, error) {
 // expression the substitution (ofURI: of the URI, where the expression
 // matches within the path alone, checkPathPrefix): the path around the
 // match kept as groups of their own, the expression's groups after the
-// first, so that \N is ${N+2}.
+// first, so that \N is ${N+2}. With the flag g, every match: Caddy's
+// path_regexp replaces each, the match a group of its own (\N is
+// ${N+1}).
 func (r regsub) rewrite(l Line, ofURI bool) (pathRewrite, error) {
-	expr := r.expr
-	switch r.flags {
-	case "":
-	case "i":
-		expr = "(?i:" + expr + ")"
-	default:
-		return pathRewrite{}, refuse(l, "regsub's flags %s: only i is translated (g replaces every match, stepping over empty ones otherwise than Go)", r.flags)
-	}
-	if err := checkRE2(r.expr, l); err != nil {
+	expr, global, err := r.flagged(l)
+	if err != nil {
 		return pathRewrite{}, err
 	}
 	p := pathRewrite{find: "^((?s:.*?))(" + expr + ")((?s:.*))$"}
@@ -333,10 +328,70 @@ func (r regsub) rewrite(l Line, ofURI bool) (pathRewrite, error) {
 		notes = append(notes, unrootedNote)
 	}
 	p.approx = strings.Join(notes, "; ")
+	if global {
+		p.find = "(" + expr + ")"
+		p.replace, err = expandTemplate(r.subst, l, pathByte, 1)
+		return p, err
+	}
 	subst, err := expandTemplate(r.subst, l, pathByte, 2)
 	rest := regexp.MustCompile(r.expr).NumSubexp() + 3
 	p.replace = "${1}" + subst + "${" + strconv.Itoa(rest) + "}"
 	return p, err
+}
+
+// flagged is regsub's expression (checked by checkRE2) as its flags make
+// it, without case for i (?i:…), and whether g replaces every match. g
+// is refused for an expression that may match empty (HAProxy then steps
+// one byte on, where Go skips an empty match that abuts the one before)
+// or that tests what comes before a match (\A and \b, which HAProxy
+// matches again from each match's end, \A at each: PCRE's NOTBOL spares
+// ^ alone).
+func (r regsub) flagged(l Line) (expr string, global bool, err error) {
+	if err := checkRE2(r.expr, l); err != nil {
+		return "", false, err
+	}
+	expr = r.expr
+	if strings.Trim(r.flags, "gi") != "" {
+		return "", false, refuse(l, "regsub's flags %s: only g and i are translated", r.flags)
+	}
+	if strings.Contains(r.flags, "i") {
+		expr = "(?i:" + expr + ")"
+	}
+	if global = strings.Contains(r.flags, "g"); !global {
+		return expr, false, nil
+	}
+	re, _ := syntax.Parse(r.expr, syntax.Perl)
+	if minLength(re) == 0 || strings.Contains(r.expr, `\A`) || strings.Contains(r.expr, `\b`) || strings.Contains(r.expr, `\B`) {
+		return "", false, refuse(l, "regsub(%s,…,%s): g of an expression that may match empty or tests what comes before its match (\\A, \\b, \\B) is not translated: HAProxy steps over empty matches, and matches again from each match's end, otherwise than Go", r.expr, r.flags)
+	}
+	return expr, true, nil
+}
+
+// minLength is the fewest characters re matches.
+func minLength(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minLength(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minLength(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minLength(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := minLength(re.Sub[0])
+		for _, sub := range re.Sub[1:] {
+			n = min(n, minLength(sub))
+		}
+		return n
+	}
+	return 0 // an empty match, an assertion, a star or a question mark
 }
 
 // resolvePathRewrites settles the matchers of the frontend's path

@@ -20,7 +20,10 @@ func TestPathRewrites(t *testing.T) {
 		{`http-request set-path "%[path,regsub('/a/([^/]*)/(.*)','/\2/\1')]"`, "", []string{`uri path_regexp ^((?s:.*?))(/a/([^/]*)/(.*))((?s:.*))$ "$\{1\}/$\{4\}/$\{3\}$\{5\}"`}},
 		{`http-request set-path %[path,regsub(b,Q,i)]`, "", []string{`uri path_regexp ^((?s:.*?))((?i:b))((?s:.*))$`}},
 		{`http-request set-path %[path,regsub(^/s/,)]`, "", []string{"(approximated: where the rewritten path is empty or does not begin with /, HAProxy sends it so"}},
-		{`http-request set-path %[path,regsub(b,Q,g)]`, "k.cfg:8: http-request set-path: regsub's flags g: only i is translated", nil},
+		{`http-request set-path %[path,regsub(/+,/,g)]`, "", []string{`uri path_regexp (/+) /`}},
+		{`http-request set-path %[path,regsub(x*,/,g)]`, "k.cfg:8: http-request set-path: regsub(x*,…,g): g of an expression that may match empty", nil},
+		{`http-request set-path "%[path,regsub('\bx',/,g)]"`, "k.cfg:8: http-request set-path: regsub(\\bx,…,g): g of an expression that may match empty or tests what comes before", nil},
+		{`http-request set-path %[path,regsub(x,/,s)]`, "k.cfg:8: http-request set-path: regsub's flags s: only g and i are translated", nil},
 		{`http-request set-path /app%[path]/x`, "", []string{`uri path_regexp ^(.*)$ "/app$\{1\}/x"`}},
 		{`http-request set-path /app%[path,regsub(^/a,)]`, "k.cfg:8: http-request set-path: /app%[path,regsub(^/a,)]: text around %[…,regsub(…)] is not translated", nil},
 		{`http-request set-path %[path,lower]`, "k.cfg:8: http-request set-path: %[path,lower]: only the converter regsub is translated in a path", nil},
@@ -65,6 +68,11 @@ func TestRegsubAsPathRegexp(t *testing.T) {
 		{"%[path,regsub(^/search/,/)]", "/search/x/search/", "/x/search/"},
 		{"%[path,regsub(x*,Y)]", "/a", "Y/a"},
 		{"%[path,regsub(z,Y)]", "/a", "/a"},
+		{"%[path,regsub(/+,/,g)]", "//a///b/", "/a/b/"},
+		{"%[path,regsub(a|ab,X,g)]", "/abab", "/XbXb"},
+		{"%[path,regsub(^/x,Y,g)]", "/x/x", "Y/x"},
+		{"%[path,regsub('([a-z])([0-9])','\\2\\1',g)]", "/a1b2/c3", "/1a2b/3c"},
+		{"%[path,regsub(B,q,gi)]", "/abBb", "/aqqq"},
 	} {
 		l := Line{Words: []string{"http-request", "set-path", tt.format}}
 		r, err := pathRewriteOf(l, l.Words[2:])
