@@ -33,8 +33,9 @@ type pathRewrite struct {
 const uriAsPathNote = "HAProxy rewrites the URI as the request line has it, Caddy the path, the query kept: alike for a request of a path (origin form); a request in absolute form (GET http://host/…) begins with its scheme, which HAProxy's expression does not match"
 
 // unrootedNote is how HAProxy's path differs where a rewrite leaves it
-// without its leading / (an anchored regsub whose subst has none: of
-// /legacy, regsub(^/legacy,) leaves nothing).
+// without its leading / (an anchored regsub whose subst has none, a
+// replace-uri whose format has none: of /legacy, regsub(^/legacy,) leaves
+// nothing).
 const unrootedNote = "where the rewritten path is empty or does not begin with /, HAProxy sends it so (GET  HTTP/1.1 for an empty one), Go's request / for an empty one"
 
 // pathRewriteOf reads set-path <format> and set-uri <format>, and
@@ -84,6 +85,9 @@ func replacePath(l Line, expr, format string) (pathRewrite, error) {
 			return r, err
 		}
 		r.approx = uriAsPathNote
+		if !strings.HasPrefix(format, "/") {
+			r.approx += "; " + unrootedNote
+		}
 	}
 	var err error
 	r.replace, err = expandTemplate(format, l, pathByte, 1)

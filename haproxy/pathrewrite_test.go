@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -131,8 +132,10 @@ func TestFrontendPathRewrites(t *testing.T) {
 func TestLegacyRequestLineReadAsReplaceURI(t *testing.T) {
 	head := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
 	for rule, want := range map[string]string{
-		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\2`:            `uri path_regexp ^(?s:.*?)(^/api/(.*))(?s:.*)$ "/$\{2\}"`,
-		`reqirep ^([^\ :]+)\ /API/(v1)/(.*) \1\ /\2/x/\3`: `uri path_regexp ^(?s:.*?)((?i)^/API/(v1)/(.*))(?s:.*)$ "/$\{2\}/x/$\{3\}"`,
+		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\2`:                        `uri path_regexp ^(?s:.*?)(^/api/(.*))(?s:.*)$ "/$\{2\}"`,
+		`reqirep ^([^\ :]+)\ /API/(v1)/(.*) \1\ /\2/x/\3`:             `uri path_regexp ^(?s:.*?)((?i)^/API/(v1)/(.*))(?s:.*)$ "/$\{2\}/x/$\{3\}"`,
+		`reqrep ^([^\ ]*)\ /cam/(.*) \1\ /\2`:                         `uri path_regexp ^(?s:.*?)(^/cam/(.*))(?s:.*)$ "/$\{2\}"`,
+		`reqrep ^([^\ :]*)\ /(.*)$ \1\ /new/\2 if { src 10.0.0.0/8 }`: `uri @path_8 path_regexp ^(?s:.*?)(^/(.*)$)(?s:.*)$ "/new/$\{2\}"`,
 	} {
 		cfg, err := Parse(strings.NewReader(head+"\t"+rule+"\n"), "l.cfg", lookup)
 		if err != nil {
@@ -145,10 +148,14 @@ func TestLegacyRequestLineReadAsReplaceURI(t *testing.T) {
 		if lines := warnedLines(tr, strings.Fields(rule)[0]+": read as http-request replace-uri"); len(lines) != 1 || lines[0] != 8 {
 			t.Errorf("%s: warnings %+v, want one at line 8", rule, tr.Warnings)
 		}
+		headerLines := strings.Contains(rule, `([^\ ]*)`)
+		if said := slices.ContainsFunc(tr.Warnings, func(w Warning) bool { return strings.Contains(w.Msg, "1.x rewrote a header line") }); said != headerLines {
+			t.Errorf("%s: warnings %+v, want the header lines said for [^ ] only", rule, tr.Warnings)
+		}
 	}
 	for rule, want := range map[string]string{
 		`reqrep ^([^\ :]*)\ /api/(.*)\ HTTP/1.1 \1\ /\2`: "l.cfg:8: reqrep (read as http-request replace-uri)",
-		`reqrep ^([^\ ]*)\ /api/(.*) \1\ /\2`:            "l.cfg:8: reqrep ^([^ ]*) /api/(.*): this form is not translated",
+		`reqrep ^(GET)\ /api/(.*) \1\ /\2`:               "l.cfg:8: reqrep ^(GET) /api/(.*): this form is not translated",
 		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\1\2`:         "l.cfg:8: reqrep ^([^ :]*) /api/(.*): this form is not translated",
 	} {
 		cfg, err := Parse(strings.NewReader(head+"\t"+rule+"\n"), "l.cfg", lookup)
