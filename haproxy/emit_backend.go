@@ -121,12 +121,12 @@ func (be *backend) writeDeferredResponse(c *caddyfile) {
 }
 
 // writePath writes the rule's path rewrite as uri path_regexp (a query
-// set as rewrite ?<query>), with its condition's matcher.
+// or a URI set as rewrite <uri>), with its condition's matcher.
 func (r requestRule) writePath(c *caddyfile) {
 	n := note{line: r.line, what: r.path.approx, approximated: r.path.approx != ""}
 	m := writeNotedCondition(c, n, r.cond, r.when, "path")
-	if r.path.setsQuery {
-		c.line("rewrite%s %s", m, c.literal("?"+r.path.query))
+	if r.path.uri != "" {
+		c.line("rewrite%s %s", m, c.literal(r.path.uri))
 		return
 	}
 	c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))

@@ -19,10 +19,9 @@ import (
 // matched by find, becomes replace (a template of Go's regexp.Expand).
 type pathRewrite struct {
 	find, replace string
-	// query, for set-query (setsQuery): the query that replaces the
-	// request's, as Caddy's rewrite ?<query> writes it.
-	query     string
-	setsQuery bool
+	// uri is what Caddy's rewrite <uri> writes instead ("": none):
+	// set-query's ?<query>, set-uri's <path>?<query>.
+	uri string
 	// approx says how HAProxy's rewrite differs ("": it does not), a
 	// warning of the line.
 	approx string
@@ -56,21 +55,53 @@ func pathRewriteOf(l Line, args []string) (pathRewrite, error) {
 
 // setQuery reads set-query <text>: HAProxy writes the query after the
 // path's ?, Caddy's rewrite ?<text> the same (its literal components as
-// they are). An empty one (HAProxy keeps the ?, Go's request drops it)
-// and a sample are refused.
+// they are). A sample is refused.
 func setQuery(l Line, format string) (pathRewrite, error) {
 	if s, err := readPathFormat(format, l); err != nil || s.fetch != "" {
 		return pathRewrite{}, cmp.Or(err, refuse(l, "%s: log-format samples are not translated in a query", format))
 	}
-	if format == "" {
-		return pathRewrite{}, refuse(l, "an empty query: HAProxy keeps the ?, which Go's request drops: not translated")
+	return pathRewrite{uri: "?" + format}, checkQueryText(format, l)
+}
+
+// checkQueryText refuses a query as text that Caddy's rewrite would not
+// write as it is: an empty one (HAProxy keeps the ?, Go's request drops
+// it), one with a byte Caddy reads otherwise or Go escapes.
+func checkQueryText(query string, l Line) error {
+	if query == "" {
+		return refuse(l, "an empty query: HAProxy keeps the ?, which Go's request drops: not translated")
 	}
-	for i := 0; i < len(format); i++ {
-		if c := format[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("#{}", c) >= 0 {
-			return pathRewrite{}, refuse(l, "%s: %q in a query: Caddy's rewrite would read it otherwise (a fragment, a placeholder) or Go send it escaped", format, c)
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("#{}", c) >= 0 {
+			return refuse(l, "%s: %q in a query: Caddy's rewrite would read it otherwise (a fragment, a placeholder) or Go send it escaped", query, c)
 		}
 	}
-	return pathRewrite{query: format, setsQuery: true}, nil
+	return nil
+}
+
+// rewrittenPathBytes are the bytes besides letters and digits that Go
+// sends as they are in a path that Caddy's rewrite set (it escapes the
+// others, HAProxy sends them as written).
+const rewrittenPathBytes = "-_.~$&+,/:;=@"
+
+// setURIText reads set-uri <path>[?<query>] as text: Caddy's rewrite of
+// the path and the query, none where the text has none (HAProxy drops
+// the request's).
+func setURIText(l Line, format string) (pathRewrite, error) {
+	path, query, hasQuery := strings.Cut(format, "?")
+	if !strings.HasPrefix(path, "/") {
+		return pathRewrite{}, refuse(l, "%s: only a path (/…) is translated in set-uri (HAProxy sends another URI as it is)", format)
+	}
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') && strings.IndexByte(rewrittenPathBytes, c) < 0 {
+			return pathRewrite{}, refuse(l, "%s: %q in a path: Caddy's rewrite has Go send it escaped, HAProxy as it is", format, c)
+		}
+	}
+	if hasQuery {
+		if err := checkQueryText(query, l); err != nil {
+			return pathRewrite{}, err
+		}
+	}
+	return pathRewrite{uri: path + "?" + query}, nil
 }
 
 // replacePath reads replace-path, and replace-uri where it rewrites the
@@ -178,7 +209,8 @@ func mayLeaveThePath(re *syntax.Regexp) string {
 
 // setPath reads set-path's format: text alone (the whole path
 // replaced), %[path] with text around it, or %[path,regsub(…)] alone;
-// set-uri's: %[url,regsub(^…)] alone, where it rewrites the path alone.
+// set-uri's: text alone, or %[url,regsub(^…)] alone, where it rewrites
+// the path alone.
 func setPath(l Line, format string) (pathRewrite, error) {
 	fetch := map[string]string{"set-path": "path", "set-uri": "url"}[arg(l, 1)]
 	s, err := readPathFormat(format, l)
@@ -186,7 +218,7 @@ func setPath(l Line, format string) (pathRewrite, error) {
 	case err != nil:
 		return pathRewrite{}, err
 	case s.fetch == "" && fetch == "url":
-		return pathRewrite{}, refuse(l, "%s: set-uri of a format without %%[url,regsub(…)] is not translated (HAProxy replaces the query too)", format)
+		return setURIText(l, format)
 	case s.fetch == "":
 		// \0 the whole path, as in a replace-path
 		replace, err := expandTemplate(format, l, pathByte, 1)
