@@ -256,3 +256,46 @@ func echoServer(t *testing.T) string {
 	}()
 	return ln.Addr().String()
 }
+
+// What the Caddyfile cannot say (session tickets off, for
+// ssl-default-bind-options no-tls-tickets): caddy ha migrate says at the
+// top of its Caddyfile that the adapter's JSON carries it, and --report
+// at the line; the adapter's JSON has it.
+func TestMigrateSaysWhatTheCaddyfileCannot(t *testing.T) {
+	const file = "../haproxy/testdata/corpus/mozilla-intermediate.cfg"
+	out, _, err := runHA(t, "migrate", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := strings.Join(strings.Split(out, "\n")[:5], "\n")
+	if !strings.Contains(top, "caddy adapt --adapter haproxy of the HAProxy file turns TLS session\n# tickets off in its JSON (apps.tls.session_tickets.disabled), as line 8's no-tls-tickets asks") {
+		t.Errorf("the Caddyfile's first lines do not say what its JSON carries:\n%s", top)
+	}
+	report, _, err := runHA(t, "migrate", "--report", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(report, ":8   approximated  ssl-default-bind-options prefer-client-ciphers no-sslv3 no-tlsv10 no-tlsv11 no-tls-tickets  — prefer-client-ciphers ignored: Go orders the suites itself, in neither HAProxy's order nor the client's; no-tls-tickets: session tickets off in the JSON caddy adapt --adapter haproxy makes (apps.tls.session_tickets.disabled), which a Caddyfile cannot say") {
+		t.Errorf("--report does not say it at line 8:\n%s", report)
+	}
+	body, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _, err := HAProxyAdapter{}.Adapt(body, map[string]any{"filename": file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Apps struct {
+			TLS struct {
+				SessionTickets struct {
+					Disabled bool `json:"disabled"`
+				} `json:"session_tickets"`
+			} `json:"tls"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(adapted, &cfg); err != nil || !cfg.Apps.TLS.SessionTickets.Disabled {
+		t.Errorf("the adapter's JSON has no apps.tls.session_tickets.disabled (%v): %s", err, adapted)
+	}
+}

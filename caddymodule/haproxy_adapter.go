@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/caddy-ha/caddy-ha/haproxy"
 )
@@ -47,11 +48,46 @@ func (HAProxyAdapter) Adapt(body []byte, options map[string]any) ([]byte, []cadd
 		var cfg *caddy.Config
 		var warnings []caddyconfig.Warning
 		if cfg, warnings, err = (httpcaddyfile.ServerType{}).Setup(blocks, map[string]any{"filename": name}); err == nil {
+			if err := setBeyond(cfg, tr.Beyond); err != nil {
+				return nil, nil, err
+			}
 			out, err := json.Marshal(cfg)
 			return out, append(approximated, warnings...), err
 		}
 	}
 	return nil, nil, fmt.Errorf("the translation of %s does not adapt (a caddy-ha bug): %v", file, err)
+}
+
+// setBeyond sets in cfg what the translation asks for beyond its
+// Caddyfile (which says so at its top).
+func setBeyond(cfg *caddy.Config, b haproxy.Beyond) error {
+	if b.SessionTicketsOff == nil {
+		return nil
+	}
+	// The TLS app as the Caddyfile made it, every other field kept as it
+	// is; its session tickets off.
+	app := map[string]json.RawMessage{}
+	if raw := cfg.AppsRaw["tls"]; raw != nil {
+		if err := json.Unmarshal(raw, &app); err != nil {
+			return err
+		}
+	}
+	var tickets caddytls.SessionTicketService
+	if raw := app["session_tickets"]; raw != nil {
+		if err := json.Unmarshal(raw, &tickets); err != nil {
+			return err
+		}
+	}
+	tickets.Disabled = true
+	var err error
+	if app["session_tickets"], err = json.Marshal(tickets); err != nil {
+		return err
+	}
+	if cfg.AppsRaw == nil {
+		cfg.AppsRaw = caddy.ModuleMap{}
+	}
+	cfg.AppsRaw["tls"], err = json.Marshal(app)
+	return err
 }
 
 // migrate is the translation of the HAProxy configuration body, read

@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/caddy-ha/caddy-ha/fakecluster"
+	"github.com/caddy-ha/caddy-ha/haproxy"
 	"github.com/caddy-ha/caddy-ha/internal/hadiff"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
@@ -112,15 +113,34 @@ func runHAProxyConfigWarned(t *testing.T, cfgText string) (adapted []byte, caddy
 		t.Fatal(err)
 	}
 	text := tr.Caddyfile
-	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(text), nil)
-	if err != nil {
-		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, text)
-	}
+	viaCaddyfile := caddyfileJSON(t, tr)
 	if string(adapted) != string(viaCaddyfile) {
-		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile differ:\n%s\n%s", adapted, viaCaddyfile)
+		t.Fatalf("--adapter haproxy and caddy ha migrate's Caddyfile (with what it cannot say) differ:\n%s\n%s", adapted, viaCaddyfile)
 	}
 	loadAdapted(t, adapted, text)
 	return adapted, text, warnings
+}
+
+// caddyfileJSON is the JSON of the translation's Caddyfile, as caddy
+// adapt makes it, with what the Caddyfile cannot say (its first lines say
+// so), which the adapter's JSON carries: the same as the adapter's.
+func caddyfileJSON(t *testing.T, tr haproxy.Translation) []byte {
+	t.Helper()
+	viaCaddyfile, _, err := caddyfile.Adapter{ServerType: httpcaddyfile.ServerType{}}.Adapt([]byte(tr.Caddyfile), nil)
+	if err != nil {
+		t.Fatalf("caddy ha migrate's Caddyfile does not adapt: %v\n%s", err, tr.Caddyfile)
+	}
+	var cfg *caddy.Config
+	if err := json.Unmarshal(viaCaddyfile, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := setBeyond(cfg, tr.Beyond); err != nil {
+		t.Fatal(err)
+	}
+	if viaCaddyfile, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return viaCaddyfile
 }
 
 // loadAdapted runs Caddy on adapted (the JSON of the Caddyfile text),

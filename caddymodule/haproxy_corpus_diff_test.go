@@ -284,7 +284,9 @@ func firstAlert(out []byte) string {
 
 // differentialShapes are the adapter's golden configurations of shapes
 // the corpus has few of, compared as the corpus is.
-var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg", "../haproxy/testdata/path-rewrite.cfg"}
+var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg",
+	"../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg",
+	"../haproxy/testdata/cache.cfg", "../haproxy/testdata/stick.cfg", "../haproxy/testdata/cookie-prefix.cfg", "../haproxy/testdata/path-rewrite.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {
@@ -298,4 +300,34 @@ func knownDifferences(t *testing.T) []hadiff.Known {
 		t.Fatal(err)
 	}
 	return known
+}
+
+// ACLs of -f pattern files (a path list, an address block list), their
+// files written here: HAProxy 2.6 and caddy-ha, which read them when the
+// configuration is read, route and deny the requests derived from the
+// files' patterns alike.
+func TestHAProxyDifferentialPatternFiles(t *testing.T) {
+	bin, ok := tools.Find(t, "haproxy", "pattern files are not compared with HAProxy")
+	if !ok {
+		t.SkipNow()
+	}
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	paths := write("api.lst", "# the API's prefixes\n/api/\n  /v2/\r\n\n")
+	blocked := write("blocked.lst", "127.0.0.2\n")
+	cfg := write("patterns.cfg", "defaults\n    mode http\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n\n"+
+		"frontend web\n    bind 127.0.0.1:8080\n    acl blocked src -f "+blocked+"\n    acl api path_beg -f "+paths+"\n"+
+		"    http-request deny if blocked\n    use_backend api if api\n    default_backend app\n\n"+
+		"backend api\n    server api1 127.0.0.1:9001\n\nbackend app\n    server app1 127.0.0.1:9002\n")
+	r := compareCorpusFile(t, bin, cfg, knownDifferences(t), nil)
+	for _, g := range r.unknown {
+		t.Errorf("HAProxy and caddy-ha differ, not a known difference: %s", g)
+	}
+	t.Log(r.summary)
 }

@@ -49,7 +49,6 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 				t.Logf("refused, not validated (TestCorpus asserts the refusal): %v", err)
 				return
 			}
-			text := tr.Caddyfile
 			translated = append(translated, filepath.Base(file))
 			adapted, warnings, err := caddyconfig.GetAdapter("haproxy").Adapt(body, map[string]any{"filename": file})
 			if err != nil || len(warnings) != len(tr.Warnings) {
@@ -60,9 +59,8 @@ func TestHAProxyCorpusValidates(t *testing.T) {
 					t.Errorf("a warning without its file and line: %+v", w)
 				}
 			}
-			viaCaddyfile, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
-			if err != nil || string(viaCaddyfile) != string(adapted) {
-				t.Fatalf("caddy ha migrate's Caddyfile adapts otherwise than --adapter haproxy (%v):\n%s\n%s", err, adapted, viaCaddyfile)
+			if viaCaddyfile := caddyfileJSON(t, tr); string(viaCaddyfile) != string(adapted) {
+				t.Fatalf("caddy ha migrate's Caddyfile adapts otherwise than --adapter haproxy:\n%s\n%s", adapted, viaCaddyfile)
 			}
 			var cfg *caddy.Config
 			if err := caddy.StrictUnmarshalJSON(caddy.RemoveMetaFields(adapted), &cfg); err != nil {

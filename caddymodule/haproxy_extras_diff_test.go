@@ -196,6 +196,20 @@ func TestHAProxyDifferentialUserlist(t *testing.T) {
 	})
 }
 
+// haproxy/testdata/backend-auth.cfg: a backend's http-request auth asks
+// the requests it gets for an account, after the frontend's rules and
+// its own redirect, as HAProxy does.
+func TestHAProxyDifferentialBackendAuth(t *testing.T) {
+	checkBasicAuth(t, "../haproxy/testdata/backend-auth.cfg", []authCase{
+		{"/", "", "", 401},
+		{"/", "alice", "correct-horse-battery", 200},
+		{"/", "alice", "correct-horse-batter", 401},
+		{"/", "bob", "hunter2-bob", 200},
+		{"/", "carol", "hunter2-bob", 401},
+		{"/health", "", "", 200},
+	})
+}
+
 // haproxy/testdata/userlist-sha.cfg: SHA-512 and SHA-256 crypt hashes,
 // which HAProxy checks with crypt(3), checked alike by basic_auth_crypt.
 func TestHAProxyDifferentialUserlistSHACrypt(t *testing.T) {

@@ -418,3 +418,49 @@ func TestHAProxyDifferentialStats(t *testing.T) {
 		}
 	}
 }
+
+// haproxy/testdata/stats-backend.cfg: a backend's own stats page answers
+// the requests that backend gets, behind its stats auth, after its
+// http-request rules; the rest go to its server, or (a backend without
+// one) are answered 503, through HAProxy 2.6 and caddy-ha alike.
+func TestHAProxyDifferentialBackendStats(t *testing.T) {
+	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	hapAddr, caddyAddr, _ := startBoth(t, "../haproxy/testdata/stats-backend.cfg", "127.0.0.1:8080", "127.0.0.1:9001", app.addr)
+	client := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tt := range []struct {
+		method, path, user, password string
+		status                       int
+		page                         bool // the answer is the stats page (not the server's "app")
+	}{
+		{"GET", "/ops/stats", "", "", 401, false},
+		{"GET", "/ops/stats", "ops", "wrong", 401, false},
+		{"GET", "/ops/stats", "ops", "s3cret", 200, true},
+		{"PUT", "/ops/stats", "", "", 200, false},
+		{"GET", "/ops/private/stats", "ops", "s3cret", 403, false},
+		{"GET", "/ops/other", "", "", 200, false},
+		{"GET", "/status", "", "", 200, true},
+		{"GET", "/status/x", "", "", 200, true},
+		{"DELETE", "/status", "", "", 503, false},
+		{"GET", "/", "", "", 200, false},
+	} {
+		for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+			req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+			if tt.user != "" {
+				req.SetBasicAuth(tt.user, tt.password)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			page := map[string]string{"haproxy": "Statistics Report", "caddy-ha": "caddy-ha"}[p.name]
+			if resp.StatusCode != tt.status || tt.page != strings.Contains(string(body), page) || (tt.status == 200 && !tt.page) != (string(body) == "app") {
+				t.Errorf("%s: %s %s as %q: %d %.60q, want %d (the page: %v)", p.name, tt.method, tt.path, tt.user, resp.StatusCode, body, tt.status, tt.page)
+			}
+			if tt.status == 401 && resp.Header.Get("WWW-Authenticate") != `Basic realm="Operators"` {
+				t.Errorf("%s: %s: WWW-Authenticate %q", p.name, tt.path, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+	}
+}

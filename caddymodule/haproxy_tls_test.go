@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
@@ -255,4 +257,167 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	go srv.Serve(ln) //nolint:errcheck // until Close
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// ssl-default-bind-options no-tls-tickets, through HAProxy 2.6 and
+// caddy-ha: no TLS 1.2 session resumes through either (HAProxy issues no
+// ticket; the adapter's JSON turns Caddy's off, which its Caddyfile cannot
+// say), where both resume one without the option. A TLS 1.3 session
+// resumes through HAProxy (OpenSSL's stateful tickets), not through
+// caddy-ha (Go's TLS keeps no session): the warning's difference.
+func TestHAProxyDifferentialNoTLSTickets(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue("site.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt := filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	app := startAppServer(t)
+	for _, off := range []bool{false, true} {
+		t.Run(fmt.Sprintf("no-tls-tickets %v", off), func(t *testing.T) {
+			options := "ssl-min-ver TLSv1.2"
+			if off {
+				options += " no-tls-tickets"
+			}
+			hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+			cfg := "global\n\tssl-default-bind-options " + options + "\ndefaults\n\tmode http\n\ttimeout connect 2s\n\ttimeout client 10s\n\ttimeout server 10s\n" +
+				"frontend web\n\tbind " + hapAddr + " ssl crt " + crt + "\n\tdefault_backend app\nbackend app\n\tserver app1 " + app.addr + "\n"
+			startHAProxy(t, cfg, hapAddr)
+			_, text, warnings := runHAProxyConfigWarned(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+			if said := strings.Contains(text, "apps.tls.session_tickets.disabled"); said != off {
+				t.Errorf("the Caddyfile says the JSON turns tickets off: %v", said)
+			}
+			if warned := slices.ContainsFunc(warnings, func(w caddyconfig.Warning) bool {
+				return strings.Contains(w.Message, "Go's TLS then resumes no session")
+			}); warned != off {
+				t.Errorf("warned of the resumption: %v (%v)", warned, warnings)
+			}
+			for _, v := range []struct {
+				name                  string
+				version               uint16
+				haproxyResumes, caddy bool
+			}{
+				{"TLS 1.2", tls.VersionTLS12, !off, !off},
+				{"TLS 1.3", tls.VersionTLS13, true, !off},
+			} {
+				if got := resumesSession(t, hapAddr, v.version, pool); got != v.haproxyResumes {
+					t.Errorf("haproxy, %s: the second connection resumed the session: %v, want %v", v.name, got, v.haproxyResumes)
+				}
+				if got := resumesSession(t, caddyAddr, v.version, pool); got != v.caddy {
+					t.Errorf("caddy-ha, %s: the second connection resumed the session: %v, want %v", v.name, got, v.caddy)
+				}
+			}
+		})
+	}
+}
+
+// resumesSession tells whether a client that keeps its sessions (Go's:
+// tickets only) resumes on its second connection to addr: each sends a
+// request and reads the answer, after which TLS 1.3's tickets come.
+func resumesSession(t *testing.T, addr string, version uint16, pool *x509.CertPool) bool {
+	t.Helper()
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{
+		ServerName: "site.example", RootCAs: pool, MinVersion: version, MaxVersion: version,
+		ClientSessionCache: tls.NewLRUClientSessionCache(4),
+	}}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resumed := false
+	for range 2 {
+		resp, err := client.Get("https://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body) //nolint:errcheck // the answer read to its end, for TLS 1.3's tickets
+		resp.Body.Close()
+		resumed = resp.TLS.DidResume
+	}
+	return resumed
+}
+
+// haproxy/testdata/tls-samples.cfg's samples: the version and suite each
+// client negotiated reach the server by OpenSSL's names through HAProxy
+// 2.6 and caddy-ha alike (ssl_fc_cipher's map), for each suite both
+// negotiate with an ECDSA certificate over TLS 1.2, and over TLS 1.3 the
+// suite the client got (HAProxy and Go choose it by their own orders: the
+// warning's difference); nothing over plain HTTP.
+func TestHAProxyDifferentialTLSSamples(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pemBytes, err := ca.Issue("site.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt := filepath.Join(t.TempDir(), "site.pem")
+	if err := os.WriteFile(crt, pemBytes, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
+	text, err := os.ReadFile("../haproxy/testdata/tls-samples.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string][2]string{}
+	for _, proxy := range []string{"haproxy", "caddy-ha"} {
+		plain, tlsAddr := loopback.FreeAddr(), loopback.FreeAddr()
+		addrs[proxy] = [2]string{plain, tlsAddr}
+		cfg := strings.NewReplacer("127.0.0.1:8080", plain, "127.0.0.1:8443", tlsAddr, "/etc/haproxy/certs/site.pem", crt, "127.0.0.1:9001", app.addr).Replace(string(text))
+		if proxy == "haproxy" {
+			startHAProxy(t, cfg, plain, tlsAddr)
+		} else {
+			runHAProxyConfig(t, cfg)
+		}
+	}
+	for i, c := range []struct {
+		version          uint16
+		suite            uint16 // 0: the version's own choice
+		protocol, cipher string
+	}{
+		{tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, "TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"},
+		{tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, "TLSv1.2", "ECDHE-ECDSA-AES256-GCM-SHA384"},
+		{tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, "TLSv1.2", "ECDHE-ECDSA-CHACHA20-POLY1305"},
+		{tls.VersionTLS13, 0, "TLSv1.3", ""},
+		{0, 0, "", ""},
+	} {
+		for _, proxy := range []string{"haproxy", "caddy-ha"} {
+			name := fmt.Sprintf("%s-%d", proxy, i)
+			url := "http://" + addrs[proxy][0] + "/"
+			tr := &http.Transport{}
+			if c.version != 0 {
+				url = "https://" + addrs[proxy][1] + "/"
+				tr.TLSClientConfig = &tls.Config{ServerName: "site.example", RootCAs: pool, MinVersion: c.version, MaxVersion: c.version}
+				if c.suite != 0 {
+					tr.TLSClientConfig.CipherSuites = []uint16{c.suite}
+				}
+			}
+			req, _ := http.NewRequest("GET", url, nil)
+			req.Header.Set("X-Client", name)
+			resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			resp.Body.Close()
+			tr.CloseIdleConnections()
+			want := [2]string{c.protocol, c.cipher}
+			if c.version == tls.VersionTLS13 {
+				want[1] = tls.CipherSuiteName(resp.TLS.CipherSuite) // OpenSSL's TLS 1.3 names are IANA's, as Go's
+			}
+			h := app.header(name)
+			if got := [2]string{h.Get("X-SSL-Protocol"), h.Get("X-SSL-Cipher")}; got != want {
+				t.Errorf("%s: the server saw X-SSL-Protocol and X-SSL-Cipher %q, want %q", name, got, want)
+			}
+		}
+	}
 }

@@ -102,12 +102,16 @@ type acl struct {
 	// (resolved with the rule's condition).
 	variable string
 	sample   *sample
+	// never: HAProxy never matches it where it is tested (a request's
+	// fetch in an http-response rule): false there.
+	never bool
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
 // translated are -i, -m with the methods of aclMethods, -n (no DNS lookup:
-// Caddy does none) and --.
-func readACL(words []string, l Line) (acl, error) {
+// Caddy does none), -f (values from a file, read through files when the
+// configuration is read, as HAProxy reads it at its start) and --.
+func readACL(words []string, l Line, files Files) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
 	values := words[1:]
 	if valueless, err := a.readValueless(values); valueless || err != nil {
@@ -120,6 +124,13 @@ func readACL(words []string, l Line) (acl, error) {
 	flags, values, err := aclFlags(values, l)
 	if err != nil {
 		return a, err
+	}
+	for _, name := range flags.files {
+		patterns, err := readPatternFile(files, name, l)
+		if err != nil {
+			return a, err
+		}
+		values = append(values, patterns...)
 	}
 	a.fold = flags.fold
 	if own, err := a.readOwnFetch(name, arg, flags, values); own {
@@ -249,8 +260,9 @@ func (a *acl) readVariable(name string, flags aclFlagSet, values []string) error
 
 // aclFlagSet is what an ACL's flags ask for.
 type aclFlagSet struct {
-	fold   bool   // -i
-	method string // -m
+	files  []string // -f: pattern files
+	fold   bool     // -i
+	method string   // -m
 }
 
 // aclFlags reads the flags before an ACL's values, and the values after
@@ -269,12 +281,49 @@ func aclFlags(values []string, l Line) (aclFlagSet, []string, error) {
 			values = values[1:]
 		case flag == "-m":
 			return f, nil, refuse(l, "ACL match method %s is not translated (str, beg, end, sub, reg, dir, dom, found and int are)", arg(Line{Words: values}, 1))
+		case flag == "-f" && len(values) > 1:
+			f.files = append(f.files, values[1])
+			values = values[1:]
 		default:
 			return f, nil, refuse(l, "ACL flag %s is not translated yet", flag)
 		}
 		values = values[1:]
 	}
 	return f, values, nil
+}
+
+// maxPatterns bounds the values an ACL's pattern files give: each is a
+// term of the matcher, tested in turn.
+const maxPatterns = 100000
+
+// readPatternFile reads an ACL's pattern file (Patterns).
+func readPatternFile(files Files, name string, l Line) ([]string, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return nil, refuse(l, "-f %s: %v (HAProxy refuses a pattern file it cannot read too)", name, err)
+	}
+	patterns := Patterns(b)
+	if len(patterns) > maxPatterns {
+		return nil, refuse(l, "-f %s: more than %d patterns are not translated (each is a term of Caddy's matcher)", name, maxPatterns)
+	}
+	return patterns, nil
+}
+
+// Patterns are the values of a pattern file as HAProxy 2.6 reads them
+// (pat_ref_read_from_file): a line beginning with '#' is a comment; the
+// others, their leading spaces and tabs stripped and up to their CR or
+// LF, each a value, but for those left empty.
+func Patterns(b []byte) []string {
+	var patterns []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if line, _, _ = strings.Cut(strings.TrimLeft(line, " \t"), "\r"); line != "" {
+			patterns = append(patterns, line)
+		}
+	}
+	return patterns
 }
 
 // checkSrc checks src's values: addresses or CIDR ranges, without -i
@@ -358,7 +407,7 @@ func (s *aclScope) readACL(l Line) error {
 	if valueless := boolean || strings.HasPrefix(arg(l, 2), "http_auth("); len(w) < 4 && !(valueless && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
-	a, err := readACL(w[2:], l)
+	a, err := readACL(w[2:], l, s.cfg.files())
 	if err != nil {
 		return err
 	}
@@ -405,7 +454,7 @@ func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 	if t.Anon == nil {
 		alts, err = s.visibleACL(t.ACL, l)
 	} else {
-		alts[0], err = readACL(t.Anon, l)
+		alts[0], err = readACL(t.Anon, l, s.cfg.files())
 	}
 	for i := range alts {
 		if err == nil && alts[i].variable != "" {

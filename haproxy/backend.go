@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,13 +26,22 @@ type backend struct {
 	active    bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
 	// active health checks cannot check as HAProxy does ("": they can).
-	checked    string
-	balance    *Line
-	hashType   *Line
-	retries    *Line // retries <n>
-	cookie     *Line // cookie <name> insert [indirect] [nocache]
-	redispatch *Line // option redispatch
-	forwardFor *Line // option forwardfor, from the defaults
+	checked  string
+	balance  *Line
+	hashType *Line
+	retries  *Line // retries <n>
+	// cookie is the line that pins a client with lb_policy cookie:
+	// cookie <name> insert|prefix|rewrite, or the stick store-response
+	// that learns the server's session cookie (settleStick).
+	cookie *Line
+	// cookieName is the cookie Caddy's policy sets: insert's own, or one
+	// beside the server's session cookie; cookieNote says how that
+	// differs from HAProxy ("": it does not).
+	cookieName, cookieNote string
+	stick                  backendStick
+	stickSource            *Line // stick on src: ip_hash
+	redispatch             *Line // option redispatch
+	forwardFor             *Line // option forwardfor, from the defaults
 
 	allBackups *Line                  // option allbackups
 	weights    map[Position]weighting // by server line: the servers with a weight
@@ -63,6 +73,11 @@ type backend struct {
 	// written, with the ACLs only they see.
 	requestRules, redirects []requestRule
 	aclScope
+	// stats is its own stats page (nil: none), which HAProxy serves to
+	// the requests the backend gets, after its http-request rules; a
+	// backend with one may have no server (HAProxy answers 503).
+	stats     *statsPage
+	userlists map[string]*userlist // the userlist sections, which http_auth ACLs name
 }
 
 type server struct {
@@ -92,7 +107,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -108,7 +123,10 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	if t.refused.count() > refused {
 		return nil, errRefused
 	}
-	if len(be.servers) == 0 {
+	if err := t.readOwnStats(be); err != nil {
+		return nil, err
+	}
+	if len(be.servers) == 0 && be.stats == nil {
 		return nil, errAt(s.Pos, "backend %s has no server", s.Name)
 	}
 	be.leader = be.leader || be.checkURI == LeaderPath
@@ -123,11 +141,25 @@ func (t *translator) readBackend(s *Section) (*backend, error) {
 	return be, be.resolve()
 }
 
+// readOwnStats reads a backend section's own stats page, if its own
+// lines make one (they replace its defaults').
+func (t *translator) readOwnStats(be *backend) error {
+	s := be.section
+	if s.Kind != "backend" || len(statsLines(s)) == 0 {
+		return nil
+	}
+	var replaced []note
+	var err error
+	be.stats, replaced, err = t.readStats(s)
+	be.notes = append(be.notes, replaced...)
+	return err
+}
+
 // readSetting reads one of the backend's settings: its own, or its
 // defaults' of its side (the others noted as another side's).
 func (be *backend) readSetting(l Line) error {
 	s := be.section
-	if s.Kind == "listen" && keywordSide(l) != backendSide && l.Words[0] != "mode" && l.Words[0] != "description" {
+	if s.Kind == "listen" && keywordSide(l) != backendSide && !slices.Contains([]string{"mode", "description", "stick-table"}, l.Words[0]) {
 		return nil // the listen's frontend's (see the site)
 	}
 	if !ownLine(s, l) && keywordSide(l) == frontendSide {
@@ -264,18 +296,33 @@ func (be *backend) readErrorFile(l Line) error {
 	return nil
 }
 
+// readCookie reads cookie <name> insert [indirect] [nocache], Caddy's
+// cookie policy, and cookie <name> prefix|rewrite [nocache], where
+// HAProxy writes the server into the server's own cookie: the policy with
+// a cookie of Caddy's own beside it (a warning).
 func (be *backend) readCookie(l Line) error {
 	w := l.Words
-	if len(w) < 3 || w[2] != "insert" {
-		return refuse(l, "only cookie <name> insert [indirect] [nocache] is translated")
+	if len(w) < 3 || w[2] != "insert" && w[2] != "prefix" && w[2] != "rewrite" {
+		return refuse(l, "only cookie <name> insert [indirect] [nocache], prefix [nocache] and rewrite [nocache] are translated")
 	}
 	for _, o := range w[3:] {
-		if o != "indirect" && o != "nocache" {
+		if o != "nocache" && (o != "indirect" || w[2] != "insert") {
 			return refuse(l, "cookie option %s is not translated yet", o)
 		}
 	}
 	be.cookie = be.replace(be.cookie, l)
+	be.cookieName, be.cookieNote = w[1], ""
+	if w[2] != "insert" {
+		be.cookieName += pinCookieSuffix
+		be.cookieNote = fmt.Sprintf("Caddy keeps the client on its server with a cookie of its own, %s (a hash of the server's address), set on its first answer; the server's %s passes unchanged both ways, where HAProxy %s", be.cookieName, w[1], cookieModes[w[2]])
+	}
 	return nil
+}
+
+// cookieModes say what HAProxy does with the server's own cookie.
+var cookieModes = map[string]string{
+	"prefix":  "prefixes its value with the server's cookie value (<value>~) and strips that before the server sees it",
+	"rewrite": "rewrites its value to the server's cookie value",
 }
 
 func (be *backend) readRetries(l Line) error {
@@ -311,6 +358,9 @@ func (be *backend) readForwardFor(l Line) error {
 }
 
 func (be *backend) readResponseHeader(l Line) error {
+	if arg(l, 1) == "cache-store" {
+		return be.readCacheUse(l, nil, nil)
+	}
 	h, err := responseHeader(l)
 	be.responseActions = append(be.responseActions, requestRule{line: l, cond: h.cond, header: &h})
 	return err
@@ -451,6 +501,9 @@ var balancePolicies = map[string]string{"roundrobin": "round_robin", "static-rr"
 
 // lbPolicy is the lb_policy line of a backend other than the leader's.
 func (be *backend) lbPolicy() (string, error) {
+	if be.stickSource != nil {
+		return "ip_hash", nil // in place of the balance (settleStick's warning)
+	}
 	if be.balance == nil {
 		return "round_robin", nil // HAProxy's default
 	}
@@ -497,18 +550,14 @@ func (be *backend) resolve() error {
 	if err := be.resolveRules(); err != nil {
 		return err
 	}
+	if len(be.servers) == 0 {
+		return nil // a stats page's backend: no reverse_proxy
+	}
 	be.noteBalance()
 	if err := be.settleResolved(); err != nil {
 		return err
 	}
-	if err := be.checkCheckedAddrs(); err != nil {
-		return err
-	}
-	if be.checked == "tcp" && be.tls.ssl {
-		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
-			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
-	}
-	if err := be.checkLeaderCheck(); err != nil {
+	if err := be.checkChecks(); err != nil {
 		return err
 	}
 	be.transport = "http"
@@ -525,6 +574,9 @@ func (be *backend) resolve() error {
 		be.versions = "1.1 2"
 	default:
 		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	}
+	if err := be.settleStick(); err != nil {
+		return err
 	}
 	if be.leader {
 		return nil
@@ -565,6 +617,22 @@ func (be *backend) noteBalance() {
 			be.notes = append(be.notes, note{line: *l, what: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same"})
 		}
 	}
+}
+
+// checkChecks refuses what the servers' checks cannot be in Caddy, and
+// notes a TCP check of servers with ssl.
+func (be *backend) checkChecks() error {
+	if err := be.checkCheckedAddrs(); err != nil {
+		return err
+	}
+	if be.checked == "tcp" && be.tls.ssl {
+		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
+			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
+	}
+	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
+		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
+	}
+	return be.checkLeaderCheck()
 }
 
 // checkLeaderCheck refuses a check the leader's pool cannot take: the

@@ -43,6 +43,26 @@ func (be *backend) httpRequest(l Line) error {
 	return a.backend(be, l, words[2:], cond)
 }
 
+// readCacheUse reads http-request cache-use or http-response cache-store
+// (see cacheRule).
+func (be *backend) readCacheUse(l Line, _ []string, _ *Condition) error {
+	n, err := cacheRule(l, be.cfg)
+	if err != nil {
+		return err
+	}
+	be.notes = append(be.notes, n)
+	return nil
+}
+
+func (be *backend) readFilter(l Line) error {
+	n, err := filterNote(l, be.cfg)
+	if err != nil {
+		return err
+	}
+	be.notes = append(be.notes, n)
+	return nil
+}
+
 func (be *backend) readRequestHeader(l Line, args []string, cond *Condition) error {
 	h, err := headerRuleOf(l, args)
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, header: &h})
@@ -168,9 +188,9 @@ func (be *backend) resolveRules() error {
 			}
 		}
 	}
-	for _, r := range be.responseActions {
-		if err := checkResponseCondition(r.line, r.when); err != nil {
-			return err
+	for i := range be.responseActions {
+		if n := neverInResponse(be.responseActions[i].line, &be.responseActions[i].when); n != nil {
+			be.notes = append(be.notes, *n)
 		}
 	}
 	return nil

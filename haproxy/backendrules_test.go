@@ -47,10 +47,53 @@ func TestBackendRules(t *testing.T) {
 	// HAProxy never matches a request's fetch in an http-response rule.
 	text = strings.Replace(text, "{ src 10.0.0.0/8 }", "{ path /a }", 1)
 	out, err = translateK(t, text)
-	checkOutcome(t, text, out, err, "k.cfg:9: http-response set-header: acl path at line 9 tests path, which HAProxy cannot read in an http-response rule")
+	checkOutcome(t, text, out, err, "", "(HAProxy never matches path (line 9) in an http-response rule (haproxy -c warns): false here too)", "@response_9 expression `false`")
 	// Behind the frontend's forwarded handler, which writes every
 	// forwarding header, a backend's rule on one is refused.
 	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption forwardfor\n\thttp-request del-header X-Forwarded-For\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\thttp-request set-header X-Forwarded-Proto https\n"
 	out, err = translateK(t, text)
 	checkOutcome(t, text, out, err, "k.cfg:10: http-request set-header: frontend f writes the forwarding headers with the forwarded handler")
+}
+
+// A backend's http-request auth asks the requests that backend gets for
+// an account of the userlist, in the order of its rules, with the
+// backend's name as the realm by default.
+func TestBackendAuth(t *testing.T) {
+	site := "userlist u\n\tuser alice insecure-password pw\ndefaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\tacl ok http_auth(u)\n\t%s\n"
+	for _, tt := range []struct {
+		line, want string
+		has        []string
+	}{
+		{"http-request auth unless ok", "", []string{"route {\n", "\t\tbasic_auth bcrypt b {\n", "\t\t\talice $2a$10$"}},
+		{"http-request auth realm Staff if !{ http_auth(u) }", "", []string{"basic_auth bcrypt Staff {\n"}},
+		{"http-request auth if ok", "k.cfg:11: http-request auth: only http-request auth unless <ACL of http_auth(<userlist>)>", nil},
+		{"http-request auth unless { http_auth(v) }", "k.cfg:11: http-request auth: no userlist v", nil},
+		{"http-request deny unless ok", "k.cfg:11: http-request deny: http_auth is translated only as the condition of http-request auth", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.line, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+}
+
+// A backend's own stats page is in its route, after its http-request
+// rules, named after its section's line; a backend with a page and no
+// server answers 503 to the rest, as HAProxy does; stats admin is the
+// page without its admin form, with a warning.
+func TestBackendStatsPage(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\thttp-request deny if { path /x }\n%s\n"
+	for _, tt := range []struct {
+		lines, want string
+		has         []string
+	}{
+		{"\tstats enable\n\tstats uri /s\n\tserver s 10.0.0.1:80", "", []string{"\t\terror @answer_7 403\n", "\t\t@haproxy_stats_6 expression `{http.request.uri}.startsWith(\"/s\")", "\t\treverse_proxy 10.0.0.1:80 {\n"}},
+		{"\tstats enable", "", []string{"startsWith(\"/haproxy?stats\")", "\t\t# no server: HAProxy answers 503 to what the stats page does not take\n\t\terror 503\n\t}\n", "handle_errors 503 {"}},
+		{"\tstats enable\n\tstats admin if TRUE", "", []string{"stats admin if TRUE  (approximated: the page without admin actions: ha_status has no admin level"}},
+		{"\tstats admin", "k.cfg:8: stats admin: takes if or unless and a condition", nil},
+		{"", "k.cfg:6: backend b has no server", nil},
+	} {
+		text := strings.Replace(site, "%s", tt.lines, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
 }

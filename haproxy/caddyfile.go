@@ -116,8 +116,23 @@ func (c *caddyfile) literal(v string) string {
 // composed is formatToken(f) (a log-format value, which Caddy's replacer
 // reads) of the line being written, made into a value by compose.
 func (c *caddyfile) composed(f logFormat, compose func(lit string) string) string {
+	for _, why := range f.differs {
+		c.approximate(why)
+	}
 	tok, err := formatToken(f, c.at.envs, compose)
 	return c.token(tok, err, f.raw, c.at)
+}
+
+// approximate says that a value of the line last commented is
+// approximated (why): a comment above the directive being written, a
+// Warning, and the line's outcome.
+func (c *caddyfile) approximate(why string) {
+	w := Warning{Pos: c.at.Pos, Msg: c.at.shownKeyword() + ": " + why}
+	if !slices.Contains(c.warnings, w) {
+		c.warnings = append(c.warnings, w)
+	}
+	c.line("%s", commentText("# approximated: "+why))
+	c.record(c.at.Pos, "approximated: "+why)
 }
 
 // celOf is celString(v) of line l: a CEL string literal.

@@ -12,6 +12,7 @@ func emit(m *model) *caddyfile {
 	c.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", m.cfg.file())
 	c.line("# its lines is kept as a comment above what it became.")
 	writeDirectives(c, m.cfg.directives)
+	writeBeyond(c, m.beyond())
 	c.open("")
 	c.line("# HAProxy listens only where a bind says: no redirects from port 80")
 	c.line("auto_https disable_redirects")
@@ -21,6 +22,11 @@ func emit(m *model) *caddyfile {
 	}
 	writeDefaults(c, m.defaults)
 	writeResolvers(c, m.resolvers)
+	for _, cs := range m.caches {
+		for _, n := range cs.notes {
+			c.note(n)
+		}
+	}
 	for _, fe := range m.frontends {
 		fe.writeOwnLoggers(c)
 	}
@@ -45,6 +51,16 @@ func writeDirectives(c *caddyfile, ds []directive) {
 		} else {
 			c.comment(d.line, "ignored: "+d.why)
 		}
+	}
+}
+
+// writeBeyond says what the adapter's JSON carries that the Caddyfile
+// cannot say: caddy adapt of this Caddyfile alone would not do it.
+func writeBeyond(c *caddyfile, b Beyond) {
+	if at := b.SessionTicketsOff; at != nil {
+		c.line("# Not in this Caddyfile, which cannot say it: caddy adapt --adapter haproxy of the HAProxy file turns TLS session")
+		c.line("# tickets off in its JSON (apps.tls.session_tickets.disabled), as line %d's no-tls-tickets asks; this Caddyfile adapted", at.Line)
+		c.line("# by itself leaves them on.")
 	}
 }
 

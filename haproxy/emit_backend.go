@@ -18,6 +18,10 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 		c.comment(*l, "HAProxy adds the header if the frontend or the backend asks for it, in the backend's: see the reverse_proxy's header_up")
 	}
 	routed := be.writeRequestSide(c, fe)
+	if len(be.servers) == 0 {
+		be.writeWithoutServer(c)
+		return
+	}
 	var addrs []string
 	for i, s := range be.servers {
 		c.comment(s.line, strings.Join(be.serverNotes[i], "; "))
@@ -76,6 +80,18 @@ func (be *backend) write(c *caddyfile, fe *frontend) {
 	}
 }
 
+// writeWithoutServer writes the end of a backend without a server (its
+// stats page's, in the route writeRequestSide opened): what the page did
+// not take, HAProxy answers 503.
+func (be *backend) writeWithoutServer(c *caddyfile) {
+	for _, n := range be.notes {
+		c.note(n)
+	}
+	c.line("# no server: HAProxy answers 503 to what the stats page does not take")
+	c.line("error 503")
+	c.close()
+}
+
 // writeRequestSide writes what runs before the backend's reverse_proxy:
 // its own rules and the vars its header_up reads, in a route (in the
 // order written, after the frontend's rules, as HAProxy runs a backend's
@@ -84,7 +100,7 @@ func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
 	lacking := be.mayLack(fe)
-	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0
+	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0 || be.stats != nil
 	if routed {
 		c.open("route")
 	}
@@ -132,10 +148,24 @@ func (r requestRule) writePath(c *caddyfile) {
 	c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
 }
 
-// writeRules writes the backend's own http-request rules, then its
-// redirect rules, each with its condition's matcher.
+// writeRules writes the backend's own http-request rules, its stats
+// page, then its redirect rules, each with its condition's matcher.
 func (be *backend) writeRules(c *caddyfile) {
-	for _, r := range append(append([]requestRule{}, be.requestRules...), be.redirects...) {
+	writeRequestRules(c, be.requestRules)
+	if be.stats != nil {
+		be.stats.write(c)
+	}
+	writeRequestRules(c, be.redirects)
+	for _, l := range be.aclLines {
+		if !be.usedACLs[l.Pos] {
+			c.comment(l, "used by no rule")
+		}
+	}
+}
+
+// writeRequestRules writes a backend's rules, in order.
+func writeRequestRules(c *caddyfile, rules []requestRule) {
+	for _, r := range rules {
 		switch {
 		case r.header != nil:
 			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
@@ -143,11 +173,6 @@ func (be *backend) writeRules(c *caddyfile) {
 			r.writePath(c)
 		default:
 			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
-		}
-	}
-	for _, l := range be.aclLines {
-		if !be.usedACLs[l.Pos] {
-			c.comment(l, "used by no rule")
 		}
 	}
 }
@@ -318,6 +343,9 @@ func (be *backend) writeHealth(c *caddyfile, lo leaderOptions) {
 		meth = "OPTIONS"
 	}
 	c.line("health_uri %s", c.plain(uri))
+	if lo.port != "" {
+		c.line("health_port %s", lo.port)
+	}
 	c.line("health_method %s", c.name(meth))
 	if be.checkHost != "" {
 		c.open("health_headers")
@@ -377,11 +405,11 @@ func (be *backend) writePolicy(c *caddyfile) {
 	// balance policy while a client has none. A cookie naming a backup
 	// that is up sends to it, as in HAProxy.
 	l := *be.cookie
-	c.comment(l, "")
-	c.open("lb_policy cookie %s", c.name(l.Words[1]))
+	c.note(note{line: l, what: be.cookieNote, approximated: be.cookieNote != ""})
+	c.open("lb_policy cookie %s", c.name(be.cookieName))
 	be.writeSelection(c, "fallback")
 	c.close()
-	if slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
+	if l.Words[0] == "cookie" && slices.Contains(l.Words[3:], "indirect") { // the server never sees the cookie
 		c.line(`header_up Cookie "(^|;\s*)%s=[^;]*" ""`, regexp.QuoteMeta(l.Words[1]))
 	}
 	if slices.Contains(l.Words[3:], "nocache") { // no cache keeps an answer that may set it

@@ -235,7 +235,9 @@ func (fe *frontend) writeDefaultBackend(c *caddyfile) {
 // TLS defaults.
 func (fe *frontend) writeTLS(c *caddyfile) {
 	certs := fe.certs
-	c.comment(certs.bind.line, "")
+	if !slices.ContainsFunc(certs.notes, func(n note) bool { return n.line.Pos == certs.bind.line.Pos }) {
+		c.comment(certs.bind.line, "")
+	}
 	for _, based := range certs.based {
 		c.comment(*fe.global.crtBase, based)
 	}
@@ -478,8 +480,8 @@ func (p *statsPage) write(c *caddyfile) {
 	// HAProxy tests the uri as a prefix of the path and query as sent
 	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
 	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
-		statsMatcher, strconv.Quote(p.uri))
-	c.open("handle %s", statsMatcher)
+		p.matcher(), strconv.Quote(p.uri))
+	c.open("handle %s", p.matcher())
 	if len(p.users) > 0 {
 		c.open("basic_auth bcrypt %s", c.plain(p.realm))
 		for _, u := range p.users {

@@ -38,6 +38,8 @@ func (m matcher) expression(c *caddyfile) string {
 // expression is the ACL's test as CEL: true if any value matches.
 func (a acl) expression(c *caddyfile) string {
 	switch {
+	case a.never:
+		return "false"
 	case a.term != "":
 		return a.term
 	case a.src:

@@ -52,19 +52,28 @@ func checkPageStatus(status string, l Line) error {
 	return nil
 }
 
+// hasOwnPage tells whether HAProxy answers with its own page (a deny's
+// status, http-request auth's 401), unless an errorfile's.
+func (a answer) hasOwnPage() bool {
+	return a.kind == errorAnswer || a.kind == authAnswer
+}
+
 // resolvePages settles which statuses the site answers with HAProxy's own
 // page: those its deny rules answer, and 503 where no default_backend
 // takes what no rule does, but for an errorfile's.
 func (fe *frontend) resolvePages() {
 	statuses := map[string]bool{}
 	for _, a := range fe.answers {
-		if a.answer.kind == errorAnswer || a.answer.kind == authAnswer {
+		if a.answer.hasOwnPage() {
 			statuses[a.answer.status] = true
 		}
 	}
 	for _, be := range fe.backends() {
+		if len(be.servers) == 0 {
+			statuses["503"] = true
+		}
 		for _, r := range be.requestRules {
-			if r.answer != nil && r.answer.kind == errorAnswer {
+			if r.answer != nil && r.answer.hasOwnPage() {
 				statuses[r.answer.status] = true
 			}
 		}

@@ -88,3 +88,37 @@ func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
 		t.Errorf("rspdel of part of a header: %v, want a refusal at l.cfg:9", err)
 	}
 }
+
+// Issue 28: an ACL's -f pattern files are read through the seam as
+// HAProxy 2.6 reads them: '#' at a line's start a comment, leading
+// spaces and tabs stripped, a line up to its CR, empty lines left out;
+// several files and inline values add up; a file that cannot be read is
+// refused at the ACL's line.
+func TestACLPatternFiles(t *testing.T) {
+	const text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n" +
+		"\tacl blocked src -f /etc/haproxy/blocked.lst 192.0.2.7\n\tacl api path_beg -f /etc/haproxy/api.lst -f /etc/haproxy/more.lst\n" +
+		"\thttp-request deny if blocked\n\tuse_backend b if api\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	cfg, err := Parse(strings.NewReader(text), "p.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = mapFiles{
+		"/etc/haproxy/blocked.lst": "# bad networks\n203.0.113.0/24\r\n\n  198.51.100.9\n",
+		"/etc/haproxy/api.lst":     "/api/\n #/hash\n",
+		"/etc/haproxy/more.lst":    "\t/v2/ \n",
+	}
+	out, err := caddyfileOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`remote_ip("192.0.2.7", "203.0.113.0/24", "198.51.100.9")`,
+		`startsWith("/api/") || {http.request.uri}.split("?")[0].startsWith("#/hash") || {http.request.uri}.split("?")[0].startsWith("/v2/ ")`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the translation lacks %s:\n%s", want, out)
+		}
+	}
+	delete(cfg.Files.(mapFiles), "/etc/haproxy/more.lst")
+	if _, err = caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "p.cfg:6: acl api: -f /etc/haproxy/more.lst:") {
+		t.Errorf("a missing pattern file: %v, want a refusal at p.cfg:6", err)
+	}
+}

@@ -95,6 +95,9 @@ type bind struct {
 	isTLS bool
 	// acceptProxy: a PROXY header begins each connection (accept-proxy).
 	acceptProxy bool
+	// tlsOptions are its own TLS options (no-tlsv11, ssl-min-ver TLSv1.2,
+	// …), in order, as words of ssl-default-bind-options.
+	tlsOptions []string
 }
 
 // headerRule is an http-request or http-response del-header, set-header,
@@ -177,7 +180,9 @@ func (t *translator) readFrontendSetting(fe *frontend, l Line) error {
 	if keywordSide(l) == backendSide && hasServers(s) {
 		return nil // the listen's own backend's (see readOwnServers)
 	}
-	if !ownLine(s, l) && keywordSide(l) == backendSide {
+	// A backend's line of the defaults, or of a listen without servers
+	// (a stats page's timeout connect): HAProxy applies it to no server.
+	if (!ownLine(s, l) || s.Kind == "listen") && keywordSide(l) == backendSide {
 		fe.note(l, fromDefaultsNote(l, s.Kind))
 		return nil
 	}
@@ -296,6 +301,9 @@ func (fe *frontend) readBufferRequest(l Line) error {
 }
 
 func (fe *frontend) readResponseHeader(l Line) error {
+	if arg(l, 1) == "cache-store" {
+		return fe.readCacheUse(l, nil, nil)
+	}
 	r, err := responseHeader(l)
 	fe.responseHeaders = append(fe.responseHeaders, r)
 	return err
@@ -476,6 +484,26 @@ func (fe *frontend) httpRequest(l Line) error {
 		return refuse(l, "conditions are not translated yet")
 	}
 	return a.read(fe, l, words[2:], cond)
+}
+
+// readCacheUse reads http-request cache-use or http-response cache-store
+// (see cacheRule).
+func (fe *frontend) readCacheUse(l Line, _ []string, _ *Condition) error {
+	n, err := cacheRule(l, fe.cfg)
+	if err != nil {
+		return err
+	}
+	fe.notes = append(fe.notes, n)
+	return nil
+}
+
+func (fe *frontend) readFilter(l Line) error {
+	n, err := filterNote(l, fe.cfg)
+	if err != nil {
+		return err
+	}
+	fe.notes = append(fe.notes, n)
+	return nil
 }
 
 // readAnswer reads a rule that answers the client itself (deny, return,

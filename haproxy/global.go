@@ -15,11 +15,12 @@ type global struct {
 	tag             string // log-tag: the syslog tag, HAProxy's program name by default
 	crtBase, caBase *Line
 	chroot          *Line
-	bindTLS         bindTLS
-	maxconn         *Line    // every frontend's connections together
-	bufsize         int      // tune.bufsize, 0 if unset
-	gracePeriod     string   // hard-stop-after, as a Caddy duration
-	gracePeriodAt   Position // its line
+	bindTLS         defaultTLS // ssl-default-bind- lines
+	serverTLS       defaultTLS // ssl-default-server- lines
+	maxconn         *Line      // every frontend's connections together
+	bufsize         int        // tune.bufsize, 0 if unset
+	gracePeriod     string     // hard-stop-after, as a Caddy duration
+	gracePeriodAt   Position   // its line
 	// notes are the section's lines, each with what became of it, in
 	// the order written (a log line's logger is written in its place).
 	notes []note
@@ -111,6 +112,53 @@ func readBaseDir(g *global, l Line) error {
 func readBindTLS(g *global, l Line) error {
 	g.note(l, "") // settleTLSNotes
 	return g.bindTLS.read(l)
+}
+
+func readServerTLS(g *global, l Line) error {
+	g.note(l, "") // settleServerTLS
+	return g.serverTLS.read(l)
+}
+
+// settleServerTLS says what becomes of the ssl-default-server- lines,
+// once the backends are read: nothing without a server with ssl, else
+// the transport's TLS (defaultTLS.transport), which may refuse them.
+func (g *global) settleServerTLS(frontends []*frontend) error {
+	lines := g.serverTLS.lines()
+	if len(lines) == 0 {
+		return nil
+	}
+	var notes []note
+	if server := sslServer(frontends); server == nil {
+		for _, l := range lines {
+			notes = append(notes, note{line: l, what: "ignored: no server has ssl, so nothing takes it"})
+		}
+	} else {
+		var err error
+		if notes, err = g.serverTLS.transport(*server); err != nil {
+			return err
+		}
+	}
+	for _, n := range notes {
+		for i := range g.notes {
+			if g.notes[i].line.Pos == n.line.Pos {
+				g.notes[i] = n
+			}
+		}
+	}
+	return nil
+}
+
+// sslServer is the line of the first server with ssl a frontend sends
+// to, nil if none.
+func sslServer(frontends []*frontend) *Line {
+	for _, fe := range frontends {
+		for _, be := range fe.backends() {
+			if be.tls.ssl && len(be.servers) > 0 {
+				return &be.servers[0].line
+			}
+		}
+	}
+	return nil
 }
 
 func readGlobalMaxconn(g *global, l Line) error {

@@ -37,8 +37,8 @@ func checkOutcome(t *testing.T, text, out string, err error, want string, has ..
 // tls block where Go honours them. Cipher lists become Go's nearest secure
 // set, with a warning naming each suite left out (a DHE suite, a suite Go
 // has only among its insecure ones, an OpenSSL keyword) or TLS 1.3 suite
-// Go offers anyway; TLS below 1.2 and session tickets off with TLS 1.2 on
-// are refused at their line. Without a bind with ssl they are ignored,
+// Go offers anyway; TLS below 1.2 is refused at its line; session tickets
+// off with TLS 1.2 on are in the adapter's JSON. Without a bind with ssl they are ignored,
 // whatever they say.
 func TestTLSDefaults(t *testing.T) {
 	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
@@ -76,7 +76,10 @@ func TestTLSDefaults(t *testing.T) {
 		{"ssl-default-bind-options ssl-min-ver TLSv1.1\n", site, "k.cfg:2: ssl-default-bind-options: TLSv1.1 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
 		{"ssl-default-bind-options ssl-min-ver TLSv1.4\n", site, "k.cfg:2: ssl-default-bind-options: ssl-min-ver takes one of", nil},
 		{"ssl-default-bind-options no-tlsv12 no-tlsv13\n", site, "k.cfg:2: ssl-default-bind-options: no TLS version is left on", nil},
-		{"ssl-default-bind-options no-tls-tickets\n", site, "k.cfg:2: ssl-default-bind-options: no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets", nil},
+		// Session tickets off in the adapter's JSON, which the Caddyfile
+		// says at its top (issue 28).
+		{"ssl-default-bind-options no-tls-tickets\n", site, "", []string{"\ttls /etc/site.pem /etc/site.pem\n", "# tickets off in its JSON (apps.tls.session_tickets.disabled), as line 2's no-tls-tickets asks",
+			"approximated: no-tls-tickets: session tickets off in the JSON caddy adapt --adapter haproxy makes"}},
 		{"ssl-default-bind-options strict-sni\n", site, "k.cfg:2: ssl-default-bind-options: strict-sni is not translated yet", nil},
 	} {
 		text := "global\n\t" + tt.global + tt.rest
@@ -214,5 +217,62 @@ func TestLoggingOnlyLines(t *testing.T) {
 		if tt.want == "" && strings.Count(out, "{http.request.uuid}") > 0 != strings.Contains(tt.text, "unique-id-format") {
 			t.Errorf("%q: the request UUID sent without unique-id-format, or not with it:\n%s", tt.text, out)
 		}
+	}
+}
+
+// A bind's own TLS options apply over the global section's, as in
+// HAProxy: its no- options add to theirs, its bounds replace theirs; the
+// binds of one frontend (one site, one tls block) must agree; its
+// no-tls-tickets turns Caddy's session tickets off for every site, which
+// each other TLS site's bind is warned of.
+func TestBindTLSOptions(t *testing.T) {
+	site := "defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt /etc/site.pem %s\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		global, bind, want string
+		has                []string
+	}{
+		{"daemon", "no-sslv3 no-tlsv10 no-tlsv11", "", []string{"\ttls /etc/site.pem /etc/site.pem {\n\t\tprotocols tls1.2\n\t}\n"}},
+		{"ssl-default-bind-options no-tlsv13", "ssl-min-ver TLSv1.2", "", []string{"\t\tprotocols tls1.2 tls1.2\n"}},
+		{"ssl-default-bind-options ssl-min-ver TLSv1.2", "ssl-min-ver TLSv1.3", "", []string{"\t\tprotocols tls1.3\n"}},
+		{"daemon", "ssl-min-ver TLSv1.0", "k.cfg:6: bind: TLSv1.0 is on: Caddy speaks TLS 1.2 and 1.3 only", nil},
+		{"daemon", "ssl-min-ver", "k.cfg:6: bind :443: ssl-min-ver needs a value", nil},
+		{"daemon", "no-tls-tickets", "", []string{"# tickets off in its JSON (apps.tls.session_tickets.disabled), as line 6's no-tls-tickets asks",
+			"bind :443 ssl crt /etc/site.pem no-tls-tickets  (approximated: no-tls-tickets: session tickets off in the JSON"}},
+		{"daemon", "no-tls-tickets\n\tbind :8443 ssl crt /etc/site.pem", "k.cfg:7: bind :8443: TLS options other than line 6's: one frontend is one TLS site in Caddy", nil},
+	} {
+		text := "global\n\t" + tt.global + "\n" + strings.Replace(site, "%s", tt.bind, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
+	}
+	text := "global\n\tdaemon\n" + strings.Replace(site, "%s", "no-tls-tickets", 1) + "frontend g\n\tbind :4443 ssl crt /etc/g.pem\n\tdefault_backend b\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "bind :4443 ssl crt /etc/g.pem  (approximated: session tickets off here too: line 6's no-tls-tickets turns Caddy's off for every site")
+}
+
+// The global ssl-default-server- lines apply to the servers with ssl:
+// without one they are ignored; with one, reverse_proxy's transport is Go's
+// client, which takes no versions nor suites: versions other than TLS 1.2
+// and 1.3 are refused, a cipher list is approximated with a warning naming
+// what Go adds or lacks, tickets off is what the transport does.
+func TestServerTLSDefaults(t *testing.T) {
+	rest := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:443 %s\n"
+	const all = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES128-SHA:ECDHE-RSA-AES256-SHA"
+	for _, tt := range []struct {
+		global, server, want string
+		has                  []string
+	}{
+		{"ssl-default-server-options ssl-min-ver TLSv1.0\n\tssl-default-server-ciphers DHE-RSA-AES128-SHA", "", "", []string{"ssl-min-ver TLSv1.0  (ignored: no server has ssl, so nothing takes it)", "DHE-RSA-AES128-SHA  (ignored: no server has ssl"}},
+		{"ssl-default-server-options no-sslv3 no-tlsv10 no-tlsv11 no-tls-tickets", "ssl verify none", "",
+			[]string{"no-tls-tickets  (Go's client, the transport's TLS, offers TLS 1.2 and 1.3, as these leave on; no-tls-tickets: the transport keeps no TLS session"}},
+		{"ssl-default-server-options ssl-min-ver TLSv1.3", "ssl verify none", "k.cfg:2: ssl-default-server-options: the versions on for servers are TLSv1.3, where Go's client, reverse_proxy's transport (for server s, line 9), offers TLS 1.2 and 1.3", nil},
+		{"ssl-default-server-options ssl-min-ver TLSv1.0", "ssl verify none", "k.cfg:2: ssl-default-server-options: the versions on for servers are TLSv1.0, TLSv1.1, TLSv1.2, TLSv1.3", nil},
+		{"ssl-default-server-ciphers ECDHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES128-GCM-SHA256", "ssl verify none", "",
+			[]string{"(approximated: reverse_proxy's transport takes no suites: Go's client offers its own TLS 1.2 suites, also TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,", "; not DHE-RSA-AES128-GCM-SHA256 (Go's TLS has no finite-field Diffie-Hellman"}},
+		{"ssl-default-server-ciphers " + all, "ssl verify none", "", []string{"(ignored: Go's client offers these suites, and no other)"}},
+		{"ssl-default-server-ciphersuites TLS_AES_256_GCM_SHA384", "ssl verify none", "", []string{"(approximated: Go's TLS 1.3 suites, always all three: TLS_AES_128_GCM_SHA256, left out, is offered"}},
+	} {
+		text := "global\n\t" + tt.global + "\n" + strings.Replace(rest, "%s", tt.server, 1)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, tt.has...)
 	}
 }

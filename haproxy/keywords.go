@@ -26,6 +26,7 @@ const (
 	inBackend
 	inUserlist
 	inResolvers
+	inCache
 )
 
 const (
@@ -42,7 +43,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers", "cache"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -103,7 +104,7 @@ type keyword struct {
 var keywords map[string]*keyword
 
 func init() {
-	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords)
+	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords, cacheKeywords)
 }
 
 func indexKeywords(tables ...[]keyword) map[string]*keyword {
@@ -158,9 +159,6 @@ func notTranslated(k *keyword, l Line) error {
 // through the registry.
 func (fe *frontend) read(l Line) error {
 	if keywordSide(l) == backendSide {
-		if fe.section.Kind == "listen" {
-			return refuse(l, "a backend's keyword in a listen section without servers: not translated; give it servers, or write it in a backend")
-		}
 		return refuse(l, "a backend's keyword, which HAProxy ignores in a frontend (with a warning): not translated; write it in the backend or in the defaults")
 	}
 	k := keywordAt(l)

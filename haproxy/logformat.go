@@ -19,6 +19,9 @@ import (
 type logFormat struct {
 	raw   string
 	parts []formatPart
+	// differs says how each of its samples whose placeholder may give
+	// other bytes than HAProxy's differs (a Warning at its line).
+	differs []string
 }
 
 // literalFormat is v taken as written: literal text.
@@ -40,6 +43,7 @@ type formatEntry struct {
 	takesName   bool   // a header's name, in parentheses: hdr(<name>)
 	doc         string // what HAProxy gives, and Caddy's counterpart
 	refusal     string
+	differs     string // how Caddy's value may differ: a Warning
 }
 
 // formatMap is a placeholder no module of Caddy gives as HAProxy's sample
@@ -61,6 +65,26 @@ var formatMaps = map[string]formatMap{
 	"haproxy.base":    {source: "{http.request.hostport}{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
 	"haproxy.ssl_fc":  {source: "{http.request.scheme}", cases: [][2]string{{"https", "1"}}, fallback: "0"},
 	"haproxy.req_ver": {source: "{http.request.proto}", cases: [][2]string{{"~^HTTP/(.*)$", "${1}"}}},
+	// OpenSSL's names of the version and the suite, as HAProxy gives
+	// them, of Caddy's (Go's) names: every version and suite Caddy's TLS
+	// negotiates; nothing without TLS, where HAProxy's sample fails.
+	"haproxy.ssl_fc_protocol": {source: "{http.request.tls.version}", cases: [][2]string{{"tls1.2", "TLSv1.2"}, {"tls1.3", "TLSv1.3"}}},
+	"haproxy.ssl_fc_cipher":   {source: "{http.request.tls.cipher_suite}", cases: opensslSuiteNames()},
+}
+
+// opensslSuiteNames are the cases of Go's name of each suite Caddy's TLS
+// negotiates (goCipherSuites, goTLS13Suites) to OpenSSL's, in Go's names'
+// order: TLS 1.3's are the same in both.
+func opensslSuiteNames() [][2]string {
+	var cases [][2]string
+	for openssl, goName := range goCipherSuites {
+		cases = append(cases, [2]string{goName, openssl})
+	}
+	for _, n := range goTLS13Suites {
+		cases = append(cases, [2]string{n, n})
+	}
+	slices.SortFunc(cases, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	return cases
 }
 
 // placeholder is a formatEntry's placeholder that takes no argument.
@@ -95,21 +119,27 @@ func formatMapOf(name string) (formatMap, bool) {
 // formatFetches are the sample fetches of %[…]; formatVariables the
 // log-format variables. docs/haproxy.md's table is written from them.
 var formatFetches = map[string]formatEntry{
-	"src":        {placeholder: placeholder("http.request.remote.host"), doc: "the client's address"},
-	"src_port":   {placeholder: placeholder("http.request.remote.port"), doc: "the client's port"},
-	"dst":        {placeholder: placeholder("http.request.local.host"), doc: "the address the client connected to"},
-	"dst_port":   {placeholder: placeholder("http.request.local.port"), doc: "the port the client connected to"},
-	"hdr":        {placeholder: headerPlaceholder, takesName: true, doc: "the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
-	"req.hdr":    {placeholder: headerPlaceholder, takesName: true, doc: "as `hdr`"},
-	"query":      {placeholder: placeholder("http.request.uri.query"), doc: "the query string as sent, without `?`"},
-	"url":        {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},
-	"method":     {placeholder: placeholder("http.request.method"), doc: "the request's method"},
-	"ssl_fc_sni": {placeholder: placeholder("http.request.tls.server_name"), doc: "the name the client sent in TLS (SNI), empty without"},
-	"path":       {placeholder: placeholder("haproxy.path"), doc: "the path as sent, without the query: a `map` of `{http.request.uri}` (Caddy's `{http.request.uri.path}` is decoded)"},
-	"base":       {placeholder: placeholder("haproxy.base"), doc: "the Host and the path as sent: a `map` of `{http.request.hostport}{http.request.uri}`"},
-	"ssl_fc":     {placeholder: placeholder("haproxy.ssl_fc"), doc: "1 over TLS, else 0: a `map` of `{http.request.scheme}`"},
-	"req.ver":    {placeholder: placeholder("haproxy.req_ver"), doc: "the HTTP version (1.1, 2.0): a `map` of `{http.request.proto}`"},
+	"src":             {placeholder: placeholder("http.request.remote.host"), doc: "the client's address"},
+	"src_port":        {placeholder: placeholder("http.request.remote.port"), doc: "the client's port"},
+	"dst":             {placeholder: placeholder("http.request.local.host"), doc: "the address the client connected to"},
+	"dst_port":        {placeholder: placeholder("http.request.local.port"), doc: "the port the client connected to"},
+	"hdr":             {placeholder: headerPlaceholder, takesName: true, doc: "the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
+	"req.hdr":         {placeholder: headerPlaceholder, takesName: true, doc: "as `hdr`"},
+	"query":           {placeholder: placeholder("http.request.uri.query"), doc: "the query string as sent, without `?`"},
+	"url":             {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},
+	"method":          {placeholder: placeholder("http.request.method"), doc: "the request's method"},
+	"ssl_fc_sni":      {placeholder: placeholder("http.request.tls.server_name"), doc: "the name the client sent in TLS (SNI), empty without"},
+	"path":            {placeholder: placeholder("haproxy.path"), doc: "the path as sent, without the query: a `map` of `{http.request.uri}` (Caddy's `{http.request.uri.path}` is decoded)"},
+	"base":            {placeholder: placeholder("haproxy.base"), doc: "the Host and the path as sent: a `map` of `{http.request.hostport}{http.request.uri}`"},
+	"ssl_fc":          {placeholder: placeholder("haproxy.ssl_fc"), doc: "1 over TLS, else 0: a `map` of `{http.request.scheme}`"},
+	"req.ver":         {placeholder: placeholder("haproxy.req_ver"), doc: "the HTTP version (1.1, 2.0): a `map` of `{http.request.proto}`"},
+	"ssl_fc_protocol": {placeholder: placeholder("haproxy.ssl_fc_protocol"), doc: "OpenSSL's name of the TLS version (`TLSv1.2`, `TLSv1.3`), empty without TLS: a `map` of `{http.request.tls.version}` (`tls1.2`, `tls1.3`)"},
+	"ssl_fc_cipher":   {placeholder: placeholder("haproxy.ssl_fc_cipher"), doc: "OpenSSL's name of the suite (`ECDHE-RSA-AES128-GCM-SHA256`; TLS 1.3's, `TLS_AES_128_GCM_SHA256`, as IANA's), empty without TLS: a `map` of `{http.request.tls.cipher_suite}`, Go's (IANA's) name, for each suite Caddy negotiates", differs: suiteChoiceDiffers},
 }
+
+// suiteChoiceDiffers is how the suite Caddy negotiates may differ from
+// HAProxy's.
+const suiteChoiceDiffers = "ssl_fc_cipher is the suite Go's TLS chose, by OpenSSL's name: Go picks by its own order (AES-128-GCM first where both ends have AES hardware), HAProxy by OpenSSL's (TLS 1.3's AES-256-GCM first by default), so a client may get another suite from each"
 
 var formatVariables = map[string]formatEntry{
 	"ci": {placeholder: placeholder("http.request.remote.host"), doc: "as `src`"},
@@ -169,6 +199,9 @@ func readLogFormat(v string, l Line) (f logFormat, err error) {
 			text.Reset()
 		}
 		f.parts = append(f.parts, formatPart{placeholder: e.placeholder(arg)})
+		if e.differs != "" && !slices.Contains(f.differs, e.differs) {
+			f.differs = append(f.differs, e.differs)
+		}
 	}
 	if text.Len() > 0 || len(f.parts) == 0 {
 		f.parts = append(f.parts, formatPart{text: text.String()})
@@ -284,6 +317,8 @@ func formatTable() string {
 		switch {
 		case e.refusal != "":
 			fmt.Fprintf(&b, "| `%s` | refused | %s |\n", name, e.refusal)
+		case e.differs != "":
+			fmt.Fprintf(&b, "| `%s` | approximated | %s: `{%s}`; %s |\n", name, e.doc, e.placeholder("<name>"), e.differs)
 		default:
 			fmt.Fprintf(&b, "| `%s` | translated | %s: `{%s}` |\n", name, e.doc, e.placeholder("<name>"))
 		}

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"crypto/tls"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ func TestReadLogFormat(t *testing.T) {
 		{"https://%[hdr(Host)]%[url]", []formatPart{{text: "https://"}, {placeholder: "http.request.hostport"}, {placeholder: "http.request.uri"}}},
 		{"%[req.hdr(X-Real-IP)]", []formatPart{{placeholder: "haproxy.hdr.x-real-ip"}}},
 		{"%[path]?%[query]", []formatPart{{placeholder: "haproxy.path"}, {text: "?"}, {placeholder: "http.request.uri.query"}}},
+		{"%[ssl_fc_protocol] %[ssl_fc_cipher]", []formatPart{{placeholder: "haproxy.ssl_fc_protocol"}, {text: " "}, {placeholder: "haproxy.ssl_fc_cipher"}}},
 		{"%[src", nil},
 		{"%{+Q}ci", nil},
 		{"50%", nil},
@@ -60,8 +62,16 @@ func TestResponseConditions(t *testing.T) {
 	if last, first := strings.Index(out, "header @response_9 {"), strings.Index(out, "header @response_8 {"); last < 0 || first < last {
 		t.Errorf("the last rule with a condition is not written first:\n%s", out)
 	}
+	// A request's fetch HAProxy never matches in a response: false, as
+	// there (haproxy -c warns), the line noted.
+	out, err = translateText(t, head+"    http-response set-header X-A 1 if { path_beg /api/ }\n    http-response set-header X-B 1 unless { path_beg /api/ } || { src 127.0.0.1 }\n"+tail)
+	for _, want := range []string{"@response_8 expression `false`\n", "@response_9 expression `!(false || remote_ip(\"127.0.0.1\"))`\n",
+		"(HAProxy never matches path_beg (line 8) in an http-response rule (haproxy -c warns): false here too)"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%v: the translation lacks %q:\n%s", err, want, out)
+		}
+	}
 	for _, tt := range []struct{ rules, want string }{
-		{"    http-response set-header X-A 1 if { path_beg /api/ }\n", "b.cfg:8: http-response set-header: acl path_beg at line 8 tests path_beg, which HAProxy cannot read"},
 		{"    http-response set-header X-A 1 if { method GET }\n    http-response del-header x-a\n", "b.cfg:8: http-response set-header: a rule with a condition before one without on X-A (line 9)"},
 	} {
 		if _, err := translateText(t, head+tt.rules+tail); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -85,5 +95,26 @@ func TestURLEncRefused(t *testing.T) {
 	_, err := readLogFormat("/oauth2/start?rd=%[url,url_enc]", l)
 	if err == nil || !strings.Contains(err.Error(), "converter url_enc in %[url,url_enc]: Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it") {
 		t.Errorf("%v, want url_enc refused with why {http.request.uri_escaped} differs", err)
+	}
+}
+
+// ssl_fc_cipher's map gives OpenSSL's name (HAProxy's) of every suite
+// Go's TLS offers as secure, which are those Caddy negotiates.
+func TestSSLCipherSampleMap(t *testing.T) {
+	m := formatMaps["haproxy.ssl_fc_cipher"]
+	openssl := map[string]string{}
+	for _, c := range m.cases {
+		openssl[c[0]] = c[1]
+	}
+	for _, s := range tls.CipherSuites() {
+		got, ok := openssl[s.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not in ssl_fc_cipher's map", s.Name)
+		case slices.Contains(s.SupportedVersions, tls.VersionTLS13) != (got == s.Name):
+			t.Errorf("%s: OpenSSL's name %s", s.Name, got)
+		case goCipherSuites[got] != s.Name && got != s.Name:
+			t.Errorf("%s: OpenSSL's name %s, which goCipherSuites gives %s", s.Name, got, goCipherSuites[got])
+		}
 	}
 }

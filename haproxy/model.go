@@ -12,6 +12,28 @@ type model struct {
 	defaults  []defaultsUse
 	sni       []sniNote    // HAProxy's default certificate, as Caddy's default_sni
 	resolvers []*resolvers // the resolvers sections, in the order written
+	caches    []*cacheSection
+}
+
+// Beyond is what a configuration asks for that a Caddyfile cannot say and
+// Caddy's JSON can: the haproxy adapter sets it in the JSON it makes of
+// the Caddyfile, whose first lines say so.
+type Beyond struct {
+	// SessionTicketsOff is where ssl-default-bind-options no-tls-tickets
+	// is, with TLS 1.2 on (nil: not asked): Caddy's TLS app with session
+	// tickets off (apps.tls.session_tickets.disabled).
+	SessionTicketsOff *Position
+}
+
+// beyond is what the model asks for beyond the Caddyfile.
+func (m *model) beyond() Beyond {
+	var b Beyond
+	for _, fe := range m.frontends {
+		if l := fe.certs.ticketsOff; l != nil {
+			b.SessionTicketsOff = &l.Pos
+		}
+	}
+	return b
 }
 
 // defaultsUse is a defaults section and the proxies that take it (none:
@@ -52,6 +74,7 @@ func (t *translator) read() (*model, error) {
 	t.readGlobal()
 	t.readUserlists()
 	t.readResolvers()
+	caches := t.readCaches()
 	for _, err := range t.cfg.checkDefaults() {
 		t.refused.add(err)
 	}
@@ -60,11 +83,13 @@ func (t *translator) read() (*model, error) {
 	if t.refused.count() == 0 { // what follows checks frontends read whole
 		t.checkTogether(frontends)
 	}
+	t.refused.add(t.global.settleServerTLS(frontends))
 	if t.refused.count() > 0 {
 		return nil, t.refused.err()
 	}
 	t.global.settleTLSNotes(frontends)
-	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder()}
+	settleSessionTickets(frontends)
+	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder(), caches: caches}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			m.defaults = append(m.defaults, defaultsUse{s, t.takers[s]})
@@ -79,7 +104,7 @@ func (t *translator) readFrontends() []*frontend {
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
-		case "global", "defaults", "backend", "userlist", "resolvers":
+		case "global", "defaults", "backend", "userlist", "resolvers", "cache":
 		case "frontend", "listen":
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.

@@ -76,6 +76,9 @@ func (fe *frontend) readStickTable(l Line) error {
 			return refuse(l, "stick-table %s is not translated", w[i])
 		}
 	}
+	if t.period == "" && fe.section.Kind == "listen" && hasServers(fe.section) {
+		return nil // the listen's backend's: a table of its stick rules (readStickTable of backend)
+	}
 	if t.period == "" {
 		return refuse(l, "without store http_req_rate(<period>) there is nothing to translate")
 	}

@@ -25,7 +25,7 @@ var sectionKeywords = []keyword{
 	{name: "program", status: refused, doc: "program sections are not translated: run the program from the service manager"},
 	{name: "http-errors", status: refused, doc: "http-errors sections are not translated yet (errorfile lines are)"},
 	{name: "ring", status: refused, doc: "ring sections are not translated: Caddy's loggers write to the network themselves"},
-	{name: "cache", status: refused, doc: "cache sections are not translated yet"},
+	{name: "cache", status: approximated, doc: "nothing: " + cacheApproximation + "; a copy of the server's answer is what the client gets either way, HAProxy's only older"},
 	{name: "crt-store", status: refused, doc: "crt-store sections (HAProxy 3) are not translated: name each certificate in its bind's crt"},
 	{name: "traces", status: refused, doc: "traces sections are not translated"},
 }
@@ -40,7 +40,10 @@ var globalKeywords = []keyword{
 	{name: "crt-base", in: inGlobal, status: translated, doc: "a relative crt resolves against it, as in HAProxy", global: readBaseDir},
 	{name: "ssl-default-bind-ciphers", in: inGlobal, status: translated, doc: "each TLS site's `tls { ciphers }`, by Go's names (see below)", global: readBindTLS},
 	{name: "ssl-default-bind-ciphersuites", in: inGlobal, status: translated, doc: "nothing: Go's TLS 1.3 suites are always all on; a list that leaves one out is refused", global: readBindTLS},
-	{name: "ssl-default-bind-options", in: inGlobal, status: translated, doc: "each TLS site's `tls { protocols }` (see below)", global: readBindTLS},
+	{name: "ssl-default-server-ciphers", in: inGlobal, status: approximated, doc: "with a server with `ssl`: Go's client's own TLS 1.2 suites (reverse_proxy's transport takes no list), a warning naming those it adds or lacks; without one, ignored", global: readServerTLS},
+	{name: "ssl-default-server-ciphersuites", in: inGlobal, status: translated, doc: "nothing: Go's TLS 1.3 suites are always all offered (a list that differs, a warning)", global: readServerTLS},
+	{name: "ssl-default-server-options", in: inGlobal, status: translated, doc: "with a server with `ssl`: versions that leave TLS 1.2 and 1.3 on are Go's client's (the transport takes none; other versions are refused), `no-tls-tickets` is what the transport does (it keeps no session); without one, ignored", global: readServerTLS},
+	{name: "ssl-default-bind-options", in: inGlobal, status: translated, doc: "each TLS site's `tls { protocols }`; `no-tls-tickets` with TLS 1.2 on, session tickets off in the adapter's JSON (see below)", global: readBindTLS},
 	{name: "tune.ssl.default-dh-param", in: inGlobal, status: ignored, doc: noDHE},
 	{name: "tune.bufsize", in: inGlobal, status: approximated, doc: "the size of `request_buffers` (option http-buffer-request); HAProxy's bound of a request's line and headers (less tune.maxrewrite, 1024), where Caddy's is its `max_header_size`, 1 MiB by default", global: readTuneBufsize},
 	{name: "server-state-file", in: inGlobal, status: ignored, doc: "the file load-server-state-from-file reads (see it)"},
@@ -92,10 +95,10 @@ var proxyKeywords = []keyword{
 	{name: "timeout http-request", in: proxies, status: translated, doc: "`servers { timeouts { read_header } }`", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "timeout http-keep-alive", in: proxies, status: translated, doc: "`servers { timeouts { idle } }`, and the transport's `keepalive` for idle server connections", frontend: (*frontend).timeout, backend: (*backend).readTimeout},
 	{name: "http-request", in: proxies, rules: true, status: translated, doc: "in a frontend: `set-header`, `add-header`, `del-header` as `request_header`, and `deny`, `return`, `redirect` as `error`, `respond`, `redir`, each with the condition's `expression` matcher, log-format values as Caddy's placeholders (see Log-format samples); `track-sc<n>` with a rate-limit deny as `edge_rate_limit`; in a backend, those and `set-path`, `replace-path` (`uri path_regexp`) in the order written, in a `route` before its `reverse_proxy` (see the actions below); other actions are refused", frontend: (*frontend).httpRequest, backend: (*backend).httpRequest},
-	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; `replace-header <name> <regex> <format>` as `header_down <name> ^(?s:.*?)(<regex>)(?s:.*)$ <template>` (each line of the header that the expression matches anywhere replaced whole by the format, as HAProxy does; `\\N` as `${N+1}`, `\\0` its match; an expression RE2 cannot compile or reads otherwise than PCRE, a format with `%[…]`, and a set-header or add-header of the header after it in one header_down (which sets and adds before it replaces), refused); `replace-value` refused (HAProxy rewrites each comma-separated value, Caddy each line whole); with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
+	{name: "http-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header` as `header_down` (the backend's, then the frontend's), log-format values as Caddy's placeholders; `replace-header <name> <regex> <format>` as `header_down <name> ^(?s:.*?)(<regex>)(?s:.*)$ <template>` (each line of the header that the expression matches anywhere replaced whole by the format, as HAProxy does; `\\N` as `${N+1}`, `\\0` its match; an expression RE2 cannot compile or reads otherwise than PCRE, a format with `%[…]`, and a set-header or add-header of the header after it in one header_down (which sets and adds before it replaces), refused); `replace-value` refused (HAProxy rewrites each comma-separated value, Caddy each line whole); with a condition on what HAProxy reads in a response (`src`, `method`, `ssl_fc`), a deferred `header` with the condition's matcher; other conditions refused; `cache-store <name>` ignored (nothing is cached: see `cache`)", frontend: (*frontend).readResponseHeader, backend: (*backend).readResponseHeader},
 	{name: "http-after-response", in: proxies, rules: true, status: translated, doc: "`set-header`, `add-header`, `del-header`, `replace-header` (as http-response's) without a condition in a frontend (or its defaults): the site's deferred `header`, and the same in each `handle_errors`, as HAProxy applies them to every answer, its own included; a backend's is refused", frontend: (*frontend).readAfterResponse, backend: (*backend).readAfterResponse},
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
-	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "`type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits)", frontend: (*frontend).readStickTable},
+	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "in a frontend, `type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits); in a backend, `type ip`, `ipv6` or `string` with its `stick` rules (see them; its `size` and `expire` are a table's that is not there), `peers` refused", frontend: (*frontend).readStickTable, backend: (*backend).readStickTable},
 	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers), for the requests of each backend it holds for (a frontend's or a backend's, the backend's header if both); `except <network>` and `if-none`: vars that have reverse_proxy's header_up give such a request its own header back (or none)", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
 	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); a backend's, of its own rules only", frontend: (*frontend).readACL, backend: (*backend).readACL},
 	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher, its target as written (HAProxy reads log-format in http-request redirect only); in a backend after its http-request rules", frontend: (*frontend).readRedirect, backend: (*backend).readRedirect},
@@ -109,10 +112,11 @@ var proxyKeywords = []keyword{
 	{name: "stats show-node", page: statsNote("ignored: " + statsView), in: proxies, status: ignored, doc: statsView, frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats show-desc", page: statsNote("ignored: " + statsView), in: proxies, status: ignored, doc: statsView, frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats show-modules", page: statsNote("ignored: " + statsView), in: proxies, status: ignored, doc: statsView, frontend: readByStatsPage, backend: (*backend).frontendSetting},
-	{name: "stats admin", in: inFrontend | inListen | inBackend, status: refused, doc: "ha_status has no admin level (servers set up or down from the page): not translated"},
-	{name: "stats scope", in: proxies, status: refused, doc: "ha_status shows the whole process: a page limited to some proxies is not translated"},
+	{name: "stats admin", page: readStatsAdmin, in: inFrontend | inListen | inBackend, status: approximated, doc: statsAdminDoc, frontend: readByStatsPage, backend: (*backend).frontendSetting},
+	{name: "stats scope", in: proxies, status: refused, doc: "ha_status shows the whole process (every leader pool and its servers, rate-limit zones and their keys, stores, pins), which a page limited to some proxies hid: not translated; drop it, and keep the page from those who should not see the rest (stats auth, or a bind on an internal address)"},
 	{name: "stats http-request", in: inFrontend | inListen | inBackend, status: refused, doc: "stats http-request rules are not translated yet"},
-	{name: "filter", in: inFrontend | inListen | inBackend, status: refused, doc: "HAProxy's filters (SPOE, compression, cache, trace) are not translated: SPOE has no counterpart in Caddy (port the agent's logic to a Caddy module)"},
+	{name: "filter", in: inFrontend | inListen | inBackend, status: ignored, doc: "`cache <name>` and `compression`: nothing, as they only order HAProxy's filters (the cache is not there, see `cache`; compression is the `compression` lines'); the others refused: " + otherFilters,
+		frontend: (*frontend).readFilter, backend: (*backend).readFilter},
 	{name: "id", in: inFrontend | inListen | inBackend, status: refused},
 	{name: "compression algo", in: proxies, status: approximated, doc: compressionDoc, frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression type", in: proxies, status: approximated, doc: "`encode`'s `match { header Content-Type <type>* }`: HAProxy matches each type as a prefix, without case; Caddy with case", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
@@ -176,7 +180,7 @@ var backendKeywords = []keyword{
 	{name: "default-server", in: backends, status: translated, doc: "its options in every server below", backend: (*backend).readDefaultServer},
 	{name: "balance", in: backends, status: translated, doc: "`lb_policy`: roundrobin and static-rr `round_robin` (`weighted_round_robin` with weights), leastconn `least_conn`, first `first`, source `ip_hash`, uri `uri_hash`, hdr(<name>) `header`, random[(<n>)] `random_choose`", backend: (*backend).readBalance},
 	{name: "hash-type", in: backends, status: approximated, doc: "Caddy's hash policies are its own: a client or key keeps its server while the servers stay the same", backend: (*backend).readHashType},
-	{name: "cookie", in: backends, status: translated, doc: "`<name> insert [indirect] [nocache]`: `lb_policy cookie`", backend: (*backend).readCookie},
+	{name: "cookie", in: backends, status: translated, doc: "`<name> insert [indirect] [nocache]`: `lb_policy cookie`; `<name> prefix [nocache]` and `rewrite [nocache]` approximated: `lb_policy cookie <name>_SERVER`, a cookie of Caddy's own beside the server's, which passes unchanged (HAProxy writes the server's cookie value into the server's own cookie)", backend: (*backend).readCookie},
 	{name: "option httpchk", in: backends, status: translated, doc: "with `http-check expect status <code>`, Caddy's active health checks (`health_uri`, `health_method`); without, `dynamic checked { check http }`, which passes any 2xx or 3xx as HAProxy does; `lb_policy leader`'s probe for the leader's path. Servers with `check` and no `option httpchk`: `dynamic checked { check tcp }`, HAProxy's connect check", backend: (*backend).readHTTPCheck},
 	{name: "http-check", in: backends, status: translated, doc: "`send meth|uri|hdr Host` and `expect status <code>`: the check's (with `option httpchk` only)", backend: (*backend).readCheckRule},
 	{name: "http-reuse", in: backends, status: translated, doc: "`never`: `transport pinned` (a server connection per client connection, for Windows SSO); the others: Caddy's pool", backend: (*backend).readReuse},
@@ -227,10 +231,10 @@ var backendKeywords = []keyword{
 	{name: "srvtcpka-cnt", in: backends, status: refused},
 	{name: "srvtcpka-idle", in: backends, status: refused},
 	{name: "srvtcpka-intvl", in: backends, status: refused},
-	{name: "stick match", in: inListen | inBackend, status: refused},
-	{name: "stick on", in: inListen | inBackend, status: refused},
-	{name: "stick store-request", in: inListen | inBackend, status: refused},
-	{name: "stick store-response", in: inListen | inBackend, status: refused},
+	{name: "stick match", in: inListen | inBackend, status: approximated, doc: "`req.cook(<name>)` with `stick store-response res.cook(<name>)`: see `stick store-response`", backend: (*backend).readStick},
+	{name: "stick on", in: inListen | inBackend, status: approximated, doc: "`src` with a table of type ip or ipv6: `lb_policy ip_hash` in place of the balance (Caddy hashes the client's address, HAProxy balances a client's first request and remembers its server until the entry expires); `req.cook(<name>)`: see `stick store-response`", backend: (*backend).readStick},
+	{name: "stick store-request", in: inListen | inBackend, status: approximated, doc: "`req.cook(<name>)` with `stick store-response res.cook(<name>)`: see `stick store-response`", backend: (*backend).readStick},
+	{name: "stick store-response", in: inListen | inBackend, status: approximated, doc: "`res.cook(<name>)` with `stick on` or `stick match req.cook(<name>)` (the server's session cookie learned into a string table, 1.x's appsession): `lb_policy cookie <name>_SERVER`, a cookie of Caddy's own naming the server by a hash of its address, set on the first answer, the server's cookie passing unchanged; other samples, a table of another proxy and conditions are refused", backend: (*backend).readStick},
 	{name: "tcp-check", in: backends, status: refused},
 	{name: "tcp-response content", in: backends, rules: true, status: refused},
 	{name: "tcp-response inspect-delay", in: backends, rules: true, status: refused},
@@ -256,6 +260,16 @@ var resolversKeywords = []keyword{
 }
 
 const holdFailed = "a lookup that fails keeps the servers of the last answer until one answers (HAProxy keeps them this long, then takes them down)"
+
+// cacheKeywords are a cache section's: the settings of a cache that is not
+// there (see cache.go).
+var cacheKeywords = []keyword{
+	{name: "total-max-size", in: inCache, status: ignored, doc: "the cache's size: nothing is cached"},
+	{name: "max-object-size", in: inCache, status: ignored, doc: "the largest answer cached: nothing is cached"},
+	{name: "max-age", in: inCache, status: ignored, doc: "how long a copy is answered: nothing is cached"},
+	{name: "process-vary", in: inCache, status: ignored, doc: "answers with Vary cached: nothing is cached"},
+	{name: "max-secondary-entries", in: inCache, status: ignored, doc: "copies per URL with Vary: nothing is cached"},
+}
 
 // matrixOnly are the HAProxy 1.x keywords, which HAProxy 2.1 removed
 // (2.6 refuses them): those read as their 2.x replacements (see
@@ -303,10 +317,11 @@ var requestActions = indexActions([]action{
 	{name: "set-uri", status: approximated, conditional: true, doc: "`%[url,regsub(^<regex>,<subst>[,i])]` alone, where the expression cannot match past the path (no `?`, `.`, `$` or `\\b`), as set-path's regsub of the path (the query kept), a warning: a request in absolute form (`GET http://host/…`) begins with its scheme, which HAProxy's expression does not match; text alone, a path (`/…`, of letters, digits and `-_.~$&+,/:;=@`, which Go sends as they are) with or without a query, as `rewrite <path>?<query>` (none: the request's dropped, as HAProxy drops it); another format refused", read: (*frontend).readPathRewrite, backend: (*backend).readPathRewrite},
 	{name: "replace-uri", status: approximated, conditional: true, doc: "`^<prefix>(.*)` with a format ending in that last group (the rest of the URI), where the prefix cannot match past the path (as set-uri's), as replace-path of the path (the query kept), a warning as set-uri's; the 1.x `reqrep ^([^\\ :]*)\\ <regex> \\1\\ <format>` of the request line is read as it; another form refused", read: (*frontend).readPathRewrite, backend: (*backend).readPathRewrite},
 	{name: "set-query", status: translated, conditional: true, doc: "text alone: `rewrite ?<query>` (the path kept); an empty query (HAProxy keeps the `?`), a sample, and `#`, braces, spaces or bytes Go escapes, refused; where it runs as set-path's", read: (*frontend).readPathRewrite, backend: (*backend).readPathRewrite},
-	{name: "auth", status: translated, conditional: true, doc: "`unless <ACL of http_auth(<userlist>)>` (or `if !<it>`): `basic_auth` with the userlist's accounts and the realm (the proxy's name by default); 401 answered with HAProxy's own page", read: (*frontend).readAuth},
+	{name: "auth", status: translated, conditional: true, doc: "`unless <ACL of http_auth(<userlist>)>` (or `if !<it>`): `basic_auth` with the userlist's accounts and the realm (the proxy's name by default); 401 answered with HAProxy's own page; in a backend, in its route before its reverse_proxy", read: (*frontend).readAuth, backend: (*backend).readAuth},
 	{name: "track-sc0", status: translated, conditional: true, doc: "`src`, or of a string table `req.hdr(<name>)` or `req.cook(<name>)`: the key of `edge_rate_limit`, its condition the zone's `match` (see Rate limits)", read: (*frontend).readTrack},
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
+	{name: "cache-use", status: ignored, conditional: true, doc: "nothing: the cache is not there (see `cache`), so every request goes on to its server", read: (*frontend).readCacheUse, backend: (*backend).readCacheUse},
 	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 	{name: "capture", status: ignored, conditional: true, doc: "a sample kept for the request's log line: Caddy's access log holds the request's headers", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 	{name: "set-log-level", status: approximated, conditional: true, doc: "`silent` in a frontend: `log_skip` with the condition's matcher (approximated after rules that answer: log_skip skips their requests too, which HAProxy logs); another level, or in a backend: Caddy logs the access line at its own level (error for a 5xx answer, else info)", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},

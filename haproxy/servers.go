@@ -27,7 +27,7 @@ type serverOption = lineOption[*serverReading]
 
 var (
 	serverOptions = indexOptions(serverOptionTable)
-	bindOptions   = indexOptions(bindOptionTable)
+	bindOptions   = indexOptions(slices.Concat(bindOptionTable, bindTLSOptions))
 )
 
 func indexOptions[T any](table []lineOption[T]) map[string]*lineOption[T] {
@@ -43,9 +43,35 @@ var bindOptionTable = []lineOption[*bind]{
 	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
 	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
 	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
+	{name: "transparent", status: refused, doc: transparentRefusal, read: func(_ *bind, _ string, l Line) error { return refuse(l, "transparent: %s", transparentRefusal) }},
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
+
+// transparentRefusal says why bind … transparent (IP_TRANSPARENT: an
+// address the host may not have, keepalived's virtual one) is refused.
+const transparentRefusal = "Caddy's listeners bind only an address the host has; for a virtual address that keepalived moves, set the sysctl net.ipv4.ip_nonlocal_bind=1 (net.ipv6.ip_nonlocal_bind for IPv6) and drop transparent, or bind the port on every address"
+
+// bindTLSOptions are the bind's own TLS options, each an option of
+// ssl-default-bind-options: the site's tls block reads them after the
+// global section's, as HAProxy applies them over its defaults (see
+// tlsdefaults.go).
+var bindTLSOptions = func() []lineOption[*bind] {
+	var table []lineOption[*bind]
+	for _, name := range slices.Sorted(maps.Keys(defaultBindOptions)) {
+		valued := name == "ssl-min-ver" || name == "ssl-max-ver"
+		table = append(table, lineOption[*bind]{name: name, value: valued, status: translated,
+			doc: "as in `ssl-default-bind-options`, over the global section's (see below)",
+			read: func(b *bind, v string, _ Line) error {
+				b.tlsOptions = append(b.tlsOptions, name)
+				if valued {
+					b.tlsOptions = append(b.tlsOptions, v)
+				}
+				return nil
+			}})
+	}
+	return table
+}()
 
 func readBindALPN(b *bind, v string, l Line) error {
 	b.alpn = strings.Split(v, ",")
@@ -64,6 +90,7 @@ var serverOptionTable = []serverOption{
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
 	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or `option httpchk` without `http-check expect`)", read: (*serverReading).fastinter},
 	{name: "downinter", value: true, status: translated, doc: "dynamic checked's `down_interval` (likewise)", read: (*serverReading).downinter},
+	{name: "port", value: true, status: translated, doc: "the check's port: `health_port` of Caddy's active health checks (`option httpchk` with `http-check expect status`); with dynamic checked's checks or the leader's, refused", read: (*serverReading).checkPort},
 	{name: "fall", value: true, status: translated, doc: "failed checks before a server is down", read: (*serverReading).fall},
 	{name: "rise", value: true, status: translated, doc: "passed checks before a server is up", read: (*serverReading).rise},
 	{name: "verify", value: true, status: translated, doc: "`none`: `tls_insecure_skip_verify`; `required` (HAProxy's default) needs a `ca-file` and a name to verify", read: (*serverReading).verify},
@@ -124,7 +151,10 @@ type tlsOptions struct {
 
 // leaderOptions are the check settings of lb_policy leader (and of the
 // other checks: fastinter and downinter of dynamic checked's only).
-type leaderOptions struct{ interval, fastInterval, downInterval, fails, passes string }
+type leaderOptions struct {
+	interval, fastInterval, downInterval, fails, passes string
+	port                                                string // the check's port ("": the server's)
+}
 
 // serverReading is one server's options as they are read.
 type serverReading struct {
@@ -226,6 +256,15 @@ func (r *serverReading) backup(_ string, at Line) error {
 	default:
 		r.notes = append(r.notes, "backup: lb_policy backup sends to the first backup up when no other server is")
 	}
+	return nil
+}
+
+// checkPort reads port <n>: the port HAProxy checks the server on.
+func (r *serverReading) checkPort(v string, at Line) error {
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {
+		return refuse(at, "port %s: want a port from 1 to 65535", v)
+	}
+	r.check.port = v
 	return nil
 }
 

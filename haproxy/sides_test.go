@@ -107,3 +107,12 @@ func TestDefaultModeIsTCP(t *testing.T) {
 		checkOutcome(t, tt.text, out, err, tt.want, tt.has...)
 	}
 }
+
+// A listen section without servers (a stats page) applies its backend
+// keywords to no server, as HAProxy takes them (haproxy -c accepts a
+// stats listen with timeout connect): each is noted, none refused.
+func TestListenWithoutServersNotesBackendLines(t *testing.T) {
+	text := "defaults\n\tmode http\nlisten stats\n\tbind :8404\n\tstats enable\n\tstats uri /stats\n\ttimeout client 5s\n\ttimeout connect 5s\n\ttimeout server 5s\n"
+	out, err := translateK(t, text)
+	checkOutcome(t, text, out, err, "", "# k.cfg:8: timeout connect 5s  (a backend's: this listen section has no server)", "# k.cfg:9: timeout server 5s  (a backend's: this listen section has no server)")
+}

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ type siteCerts struct {
 	based       []string // the crt-base notes: "crt <f> is <path>"
 	settings    []string // the tls block's subdirectives
 	notes       []note   // the TLS defaults' notes
+	ticketsOff  *Line    // the TLS defaults' no-tls-tickets, TLS 1.2 on
 }
 
 // forwarding is what the frontend's option forwardfor and header rules
@@ -77,7 +79,12 @@ func (fe *frontend) resolveBinds() error {
 			if fe.certs.bind != nil && !slices.Equal(fe.certs.bind.crts, b.crts) {
 				return refuse(b.line, "one frontend with two certificates is not translated yet")
 			}
-			fe.certs.bind = &fe.binds[i]
+			if fe.certs.bind != nil && !slices.Equal(fe.certs.bind.tlsOptions, b.tlsOptions) {
+				return refuse(b.line, "TLS options other than line %d's: one frontend is one TLS site in Caddy, with one tls block", fe.certs.bind.line.Pos.Line)
+			}
+			if fe.certs.bind == nil {
+				fe.certs.bind = &fe.binds[i]
+			}
 		}
 		host, port, _ := net.SplitHostPort(b.addr)
 		if !b.isTLS && port == "443" {
@@ -152,9 +159,9 @@ func (fe *frontend) resolveHeaderConditions() error {
 			}
 		}
 	}
-	for _, h := range fe.responseHeaders {
-		if err := checkResponseCondition(h.line, h.when); err != nil {
-			return err
+	for i := range fe.responseHeaders {
+		if n := neverInResponse(fe.responseHeaders[i].line, &fe.responseHeaders[i].when); n != nil {
+			fe.notes = append(fe.notes, *n)
 		}
 	}
 	return checkDeferredOrder(fe.responseHeaders)
@@ -165,21 +172,27 @@ func (fe *frontend) resolveHeaderConditions() error {
 // line and headers it cannot, and their ACLs never match there.
 var responseFetches = map[string]bool{"src": true, "method": true, "ssl_fc": true}
 
-// checkResponseCondition refuses an http-response rule (its line l, its
-// condition when) whose condition tests a fetch HAProxy cannot read there
-// (haproxy -c warns that it never matches), where Caddy's matcher, run
-// with the request, would.
-func checkResponseCondition(l Line, when matcher) error {
+// neverInResponse marks the ACLs of an http-response rule's condition
+// (when) that test a fetch HAProxy cannot read there: HAProxy never
+// matches them (haproxy -c warns), so each is false, where Caddy's
+// matcher, run with the request, would read it. It returns the note of
+// the rule's line l, if any ACL is so.
+func neverInResponse(l Line, when *matcher) *note {
+	var never []string
 	for _, terms := range when.any {
 		for _, t := range terms {
-			for _, a := range t.alts {
+			for k, a := range t.alts {
 				if !responseFetches[a.fetch] {
-					return refuse(l, "acl %s at line %d tests %s, which HAProxy cannot read in an http-response rule (it never matches there: haproxy -c warns): not translated", a.fetch, a.line.Pos.Line, a.fetch)
+					t.alts[k].never = true
+					never = append(never, fmt.Sprintf("%s (line %d)", a.fetch, a.line.Pos.Line))
 				}
 			}
 		}
 	}
-	return nil
+	if len(never) == 0 {
+		return nil
+	}
+	return &note{line: l, what: "HAProxy never matches " + strings.Join(never, ", ") + " in an http-response rule (haproxy -c warns): false here too"}
 }
 
 // checkDeferredOrder refuses an http-response rule with a condition
@@ -345,7 +358,7 @@ func (fe *frontend) resolveCerts() error {
 		// directory's do not carry.
 		return refuse(crt.line, "crt %s is a directory and %s a file: one bind with both is not translated (Caddy would pick among the files' certificates only)", c.dirs[0], c.files[0])
 	}
-	var err error
-	fe.certs.settings, fe.certs.notes, err = g.bindTLS.site()
+	d, err := g.bindTLS.site(crt)
+	fe.certs.settings, fe.certs.notes, fe.certs.ticketsOff = d.dirs, d.notes, d.ticketsOff
 	return err
 }

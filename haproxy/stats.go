@@ -36,8 +36,18 @@ const (
 	defaultStatsRealm = "HAProxy Statistics"
 )
 
-// statsMatcher names the page's matcher in the site.
+// statsMatcher names the page's matcher in the site; a backend's page's
+// is named after its section's line (see matcher).
 const statsMatcher = "@haproxy_stats"
+
+// matcher is the name of the page's matcher: a site may have its
+// frontend's page and its backends'.
+func (p *statsPage) matcher() string {
+	if p.from.Kind == "backend" {
+		return statsMatcher + "_" + strconv.Itoa(p.from.Pos.Line)
+	}
+	return statsMatcher
+}
 
 // statsLines are the stats lines written in s itself.
 func statsLines(s *Section) []Line {
@@ -132,7 +142,7 @@ func (p *statsPage) read(l Line, s *Section) error {
 	if err != nil {
 		return err
 	}
-	p.lines = append(p.lines, note{line: l, what: what})
+	p.lines = append(p.lines, note{line: l, what: what, approximated: k.status == approximated})
 	return nil
 }
 
@@ -235,12 +245,13 @@ func statsRefresh(v string, l Line) (string, error) {
 // uses a defaults' maxconn in frontends only, and ignores a backend's own
 // (with a warning); a backend's stats page from its defaults is the
 // frontend's, which answers first (readFrontend checks that the frontend
-// serves that same page); a backend's own page is refused.
+// serves that same page); a backend's own page is its own (readBackend).
 func (be *backend) frontendSetting(l Line) error {
 	own := ownLine(be.section, l)
 	switch {
-	case l.Words[0] == "stats" && own:
-		return refuse(l, "a backend's own stats page is not translated yet (a frontend's, a listen's or the defaults' is)")
+	case l.Words[0] == "stats" && len(statsLines(be.section)) > 0:
+		// The backend's own page (readBackend reads it), whose lines
+		// replace its defaults'.
 	case l.Words[0] == "stats":
 		be.notes = append(be.notes, note{line: l, what: "the frontend's stats page, which answers first"})
 	case own:
@@ -256,7 +267,7 @@ func (be *backend) frontendSetting(l Line) error {
 // requests it routes there.
 func (t *translator) checkBackendStats(fe *frontend, be *backend) error {
 	from, err := t.statsSource(be.section)
-	if err != nil || from == nil {
+	if err != nil || from == nil || from == be.section {
 		return err
 	}
 	if fe.stats == nil || fe.stats.from != from {
@@ -264,6 +275,20 @@ func (t *translator) checkBackendStats(fe *frontend, be *backend) error {
 			be.section.Name, fe.section.Kind, fe.section.Name)
 	}
 	return nil
+}
+
+// statsAdminDoc is what becomes of stats admin.
+const statsAdminDoc = "the page without admin actions: ha_status has no admin level, so nothing on it sets a server up, down, to drain or to maintenance as HAProxy's admin form does for the requests the condition takes"
+
+// readStatsAdmin reads stats admin { if | unless } <condition>: the page
+// without its admin form. What was an operator's way to change servers'
+// state is gone, and nothing is exposed that was not: the safe way to
+// approximate it.
+func readStatsAdmin(_ *statsPage, l Line, _ *Section) (string, error) {
+	if w := arg(l, 2); (w != "if" && w != "unless") || len(l.Words) < 4 {
+		return "", refuse(l, "takes if or unless and a condition")
+	}
+	return statsAdminDoc, nil
 }
 
 func readStatsEnable(_ *statsPage, l Line, _ *Section) (string, error) {

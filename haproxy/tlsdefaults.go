@@ -2,15 +2,17 @@ package haproxy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
 
-// bindTLS are the global section's ssl-default-bind-ciphers,
+// defaultTLS are the global section's ssl-default-bind-ciphers,
 // -ciphersuites and -options lines, which HAProxy applies to every bind
-// with ssl (a bind's own TLS options are refused), and which become the
-// tls block of each TLS site.
-type bindTLS struct {
+// with ssl (under the bind's own options) and which become the tls block
+// of each TLS site; or its ssl-default-server- lines, which it applies to
+// every server with ssl (see transport).
+type defaultTLS struct {
 	ciphers, ciphersuites *Line // the last of each: it is the one HAProxy keeps
 	options               []Line
 }
@@ -51,26 +53,27 @@ var goInsecureSuites = map[string]bool{
 var goTLS13Suites = []string{"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
 
 // read takes one of the global lines.
-func (b *bindTLS) read(l Line) error {
+func (b *defaultTLS) read(l Line) error {
 	if len(l.Words) < 2 {
 		return refuse(l, "takes a value")
 	}
-	switch l.Words[0] {
-	case "ssl-default-bind-ciphers":
+	options := strings.HasSuffix(l.Words[0], "-options")
+	switch {
+	case strings.HasSuffix(l.Words[0], "-ciphers"):
 		b.ciphers = &l
-	case "ssl-default-bind-ciphersuites":
+	case strings.HasSuffix(l.Words[0], "-ciphersuites"):
 		b.ciphersuites = &l
 	default:
 		b.options = append(b.options, l)
 	}
-	if l.Words[0] != "ssl-default-bind-options" && len(l.Words) != 2 {
+	if !options && len(l.Words) != 2 {
 		return refuse(l, "takes one list")
 	}
 	return nil
 }
 
 // lines are the global lines, in their order.
-func (b *bindTLS) lines() []Line {
+func (b *defaultTLS) lines() []Line {
 	ls := slices.Clone(b.options)
 	for _, l := range []*Line{b.ciphers, b.ciphersuites} {
 		if l != nil {
@@ -85,19 +88,35 @@ func tlsRefuse(l Line, why string, args ...any) *Error {
 	return errAt(l.Pos, "%s: %s", l.Words[0], fmt.Sprintf(why, args...))
 }
 
-// site is what the defaults make of a TLS site: the subdirectives of its
-// tls block, and each global line with what became of it. A value Caddy
-// cannot honour is refused at its line.
-func (b *bindTLS) site() ([]string, []note, error) {
+// tlsDefaults are what the global lines make of each TLS site.
+type tlsDefaults struct {
+	dirs  []string // the subdirectives of its tls block
+	notes []note   // each global line, and what became of it
+	// ticketsOff is the ssl-default-bind-options line with no-tls-tickets,
+	// TLS 1.2 on (nil if none): session tickets off in Caddy's TLS app,
+	// which the Caddyfile cannot say (see Translation.Beyond).
+	ticketsOff *Line
+}
+
+// site is what the defaults and the TLS options of its bind (own) make
+// of a TLS site. A value Caddy cannot honour is refused at its line.
+func (b *defaultTLS) site(own *bind) (tlsDefaults, error) {
 	t := newTLSSite()
 	for _, l := range b.options {
 		if err := t.readOptions(l); err != nil {
-			return nil, nil, err
+			return tlsDefaults{}, err
+		}
+	}
+	// The bind's own after the defaults: its no- options add to theirs,
+	// its bounds replace theirs, as in HAProxy.
+	if len(own.tlsOptions) > 0 {
+		if err := t.readOptions(Line{Pos: own.line.Pos, Words: append([]string{"bind"}, own.tlsOptions...), Source: own.line.Source}); err != nil {
+			return tlsDefaults{}, err
 		}
 	}
 	on, err := t.versionsOn()
 	if err != nil {
-		return nil, nil, err
+		return tlsDefaults{}, err
 	}
 	has12, has13 := on[0] == tls12, on[len(on)-1] == tls13
 	t.protocols(has12, has13)
@@ -105,13 +124,16 @@ func (b *bindTLS) site() ([]string, []note, error) {
 	t.ciphers(b.ciphers, has12)
 	t.ciphersuites(b.ciphersuites, has13)
 	if len(t.refusals) > 0 {
-		return nil, nil, slices.MinFunc(t.refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
+		return tlsDefaults{}, slices.MinFunc(t.refusals, func(a, b *Error) int { return a.Pos.Line - b.Pos.Line })
 	}
-	var out []note
+	d := tlsDefaults{dirs: t.dirs, ticketsOff: t.ticketsOff}
 	for _, l := range b.lines() {
-		out = append(out, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
+		d.notes = append(d.notes, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
 	}
-	return t.dirs, out, nil
+	if what := t.notes[own.line.Pos]; what != "" {
+		d.notes = append(d.notes, note{line: own.line, what: what, approximated: t.approximated[own.line.Pos]})
+	}
+	return d, nil
 }
 
 // tlsSite is what site makes of the global lines so far.
@@ -123,6 +145,7 @@ type tlsSite struct {
 	off            map[int]bool
 	versionLines   []Line   // the options lines that set a version
 	tickets        *Line    // the options line with no-tls-tickets
+	ticketsOff     *Line    // tickets, with TLS 1.2 on: off in Caddy's TLS app
 	what           []string // what became of the options line being read
 
 	dirs         []string
@@ -166,7 +189,7 @@ var defaultBindOptions = func() map[string]defaultBindOption {
 	options := map[string]defaultBindOption{
 		"ssl-min-ver":           (*tlsSite).versionBound,
 		"ssl-max-ver":           (*tlsSite).versionBound,
-		"no-tls-tickets":        (*tlsSite).ticketsOff,
+		"no-tls-tickets":        (*tlsSite).readNoTLSTickets,
 		"prefer-client-ciphers": (*tlsSite).preferClientCiphers,
 	}
 	for v, name := range versionOptions {
@@ -198,9 +221,9 @@ func versionForced(v int) defaultBindOption {
 	}
 }
 
-// ticketsOff reads no-tls-tickets, which noTLSTickets judges once the
+// readNoTLSTickets reads no-tls-tickets, which noTLSTickets judges once the
 // versions are known.
-func (t *tlsSite) ticketsOff(l Line, _ int) (int, error) {
+func (t *tlsSite) readNoTLSTickets(l Line, _ int) (int, error) {
 	t.tickets = &l
 	return 0, nil
 }
@@ -226,23 +249,28 @@ func (t *tlsSite) versionBound(l Line, i int) (int, error) {
 	return 1, nil
 }
 
-// versionsOn are the versions HAProxy offers, lowest first; a set Caddy
-// cannot offer is refused at the last line that set a version.
-func (t *tlsSite) versionsOn() ([]int, error) {
+// versions are the versions HAProxy offers, lowest first, and the last
+// line that set a version.
+func (t *tlsSite) versions() (on []int, at Line) {
 	lo, hi := t.lo, t.hi
 	if t.forced >= 0 {
 		lo, hi = t.forced, t.forced
 	}
-	var on []int
 	for v := lo; v <= hi; v++ {
 		if !t.off[v] {
 			on = append(on, v)
 		}
 	}
-	var at Line
 	if len(t.versionLines) > 0 {
 		at = t.versionLines[len(t.versionLines)-1]
 	}
+	return on, at
+}
+
+// versionsOn are the versions HAProxy offers a client, lowest first; a
+// set Caddy cannot offer is refused at the last line that set a version.
+func (t *tlsSite) versionsOn() ([]int, error) {
+	on, at := t.versions()
 	switch {
 	case len(on) == 0:
 		return nil, tlsRefuse(at, "no TLS version is left on")
@@ -269,16 +297,47 @@ func (t *tlsSite) protocols(has12, has13 bool) {
 	}
 }
 
-// noTLSTickets refuses no-tls-tickets with TLS 1.2 on, and notes it.
+// noTLSTickets reads no-tls-tickets: with TLS 1.2 on, session tickets
+// off in Caddy's TLS app. Go's server then resumes no session, where
+// HAProxy resumes TLS 1.2 sessions by their ID from its cache, and TLS
+// 1.3's with tickets it keeps (OpenSSL's stateful ones): full handshakes,
+// no session to steal a ticket key for.
 func (t *tlsSite) noTLSTickets(has12 bool) {
 	if t.tickets == nil {
 		return
 	}
-	if has12 {
-		t.refusals = append(t.refusals, tlsRefuse(*t.tickets, "no-tls-tickets: Caddy resumes TLS 1.2 sessions with session tickets (their keys rotated every 12 hours), and a Caddyfile cannot turn them off"))
+	if !has12 {
+		t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+		return
 	}
-	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], "no-tls-tickets ignored: HAProxy's applies up to TLS 1.2, which is off")
+	t.ticketsOff = t.tickets
+	t.approximated[t.tickets.Pos] = true
+	t.notes[t.tickets.Pos] = joinNote(t.notes[t.tickets.Pos], ticketsOffNote)
 }
+
+// settleSessionTickets notes, on each TLS site whose binds HAProxy issues
+// session tickets on, that a bind's no-tls-tickets turns Caddy's off for
+// it too: they are one setting of Caddy's TLS app, for every site.
+func settleSessionTickets(frontends []*frontend) {
+	var off *Line
+	for _, fe := range frontends {
+		if fe.certs.ticketsOff != nil {
+			off = fe.certs.ticketsOff
+		}
+	}
+	if off == nil {
+		return
+	}
+	for _, fe := range frontends {
+		if fe.certs.bind != nil && fe.certs.ticketsOff == nil {
+			fe.certs.notes = append(fe.certs.notes, note{line: fe.certs.bind.line, approximated: true,
+				what: fmt.Sprintf("session tickets off here too: line %d's no-tls-tickets turns Caddy's off for every site (one setting of its TLS app), where HAProxy issues them on this bind", off.Pos.Line)})
+		}
+	}
+}
+
+// ticketsOffNote says what becomes of no-tls-tickets with TLS 1.2 on.
+const ticketsOffNote = "no-tls-tickets: session tickets off in the JSON caddy adapt --adapter haproxy makes (apps.tls.session_tickets.disabled), which a Caddyfile cannot say; Go's TLS then resumes no session (full handshakes), where HAProxy resumes TLS 1.2 sessions by their ID from its cache and TLS 1.3 sessions with tickets it keeps"
 
 // ciphers writes ssl-default-bind-ciphers (l, if any) as the ciphers
 // subdirective, with TLS 1.2 on.
@@ -366,4 +425,75 @@ func joinNote(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// transport is what the server defaults make of the reverse_proxy
+// transport's TLS to the servers with ssl (server, the first's line): each
+// line's note. Caddy's transport takes no TLS versions nor suites: Go's
+// client offers TLS 1.2 and 1.3, its default suites, and keeps no session
+// to resume. Versions it cannot offer as HAProxy would are refused; suites
+// are approximated, with a warning naming what differs.
+func (b *defaultTLS) transport(server Line) ([]note, error) {
+	t := newTLSSite()
+	for _, l := range b.options {
+		if err := t.readOptions(l); err != nil {
+			return nil, err
+		}
+		t.notes[l.Pos] = joinNote(t.notes[l.Pos], "Go's client, the transport's TLS, offers TLS 1.2 and 1.3, as these leave on")
+		if slices.Contains(l.Words, "no-tls-tickets") {
+			t.notes[l.Pos] += "; no-tls-tickets: the transport keeps no TLS session, so it resumes none with a ticket"
+		}
+	}
+	if on, at := t.versions(); !slices.Equal(on, []int{tls12, tls13}) {
+		names := "none"
+		for i, v := range on {
+			if i == 0 {
+				names = tlsVersions[v]
+			} else {
+				names += ", " + tlsVersions[v]
+			}
+		}
+		return nil, tlsRefuse(at, "the versions on for servers are %s, where Go's client, reverse_proxy's transport (for server %s, line %d), offers TLS 1.2 and 1.3 and takes no versions: not translated",
+			names, arg(server, 1), server.Pos.Line)
+	}
+	if l := b.ciphers; l != nil {
+		t.notes[l.Pos], t.approximated[l.Pos] = clientCiphers(*l)
+	}
+	if l := b.ciphersuites; l != nil {
+		t.notes[l.Pos] = "ignored: Go's TLS 1.3 suites are these three, always offered"
+		if differs := tls13Differences(*l); differs != "" {
+			t.notes[l.Pos] = "Go's TLS 1.3 suites, always all three: " + differs
+			t.approximated[l.Pos] = true
+		}
+	}
+	var out []note
+	for _, l := range b.lines() {
+		out = append(out, note{line: l, what: t.notes[l.Pos], approximated: t.approximated[l.Pos]})
+	}
+	return out, nil
+}
+
+// clientCiphers is what becomes of ssl-default-server-ciphers: Go's
+// client offers its default TLS 1.2 suites (every one of goCipherSuites),
+// which reverse_proxy's transport takes no list of; approximated unless
+// the list names them all and nothing else.
+func clientCiphers(l Line) (string, bool) {
+	names, left := goCiphers(l)
+	var extra []string
+	for _, n := range slices.Sorted(maps.Values(goCipherSuites)) {
+		if !slices.Contains(names, n) {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra)+len(left) == 0 {
+		return "ignored: Go's client offers these suites, and no other", false
+	}
+	what := "reverse_proxy's transport takes no suites: Go's client offers its own TLS 1.2 suites"
+	if len(extra) > 0 {
+		what += ", also " + strings.Join(extra, ", ")
+	}
+	if len(left) > 0 {
+		what += "; not " + strings.Join(left, "; ")
+	}
+	return what, true
 }

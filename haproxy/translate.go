@@ -36,7 +36,7 @@ func Translate(cfg *Config) (Translation, error) {
 	}
 	warnings := append(cfg.modernizedLines(), c.warnings...)
 	slices.SortStableFunc(warnings, func(a, b Warning) int { return comparePos(a.Pos, b.Pos) })
-	return Translation{Caddyfile: out, Warnings: warnings, Lines: lines}, nil
+	return Translation{Caddyfile: out, Warnings: warnings, Lines: lines, Beyond: m.beyond()}, nil
 }
 
 // modernizedLines are the warnings of the 1.x lines read as their 2.x
@@ -64,6 +64,9 @@ type Translation struct {
 	// when the configuration is refused (then with the refused lines, and
 	// what the others would become or why they were not read).
 	Lines []LineOutcome
+	// Beyond is what the JSON of the Caddyfile must also say (the
+	// haproxy adapter sets it): what the Caddyfile cannot.
+	Beyond Beyond
 }
 
 // shown is a refusal, or each of several, as a message shows it (named,

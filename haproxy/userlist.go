@@ -115,50 +115,62 @@ func (u *userlist) readGroup(l Line) error {
 	return nil
 }
 
-// userlistOf is the userlist an http_auth ACL names.
-func (fe *frontend) userlistOf(a acl, l Line) (*userlist, error) {
-	u := fe.userlists[a.userlist]
-	if u == nil {
-		return nil, refuse(l, "no userlist %s", a.userlist)
+// readAuth reads a frontend's http-request auth (see authAnswer): its
+// realm is the frontend's name by default.
+func (fe *frontend) readAuth(l Line, args []string, cond *Condition) error {
+	a, when, err := fe.authAnswer(l, args, cond, fe.userlists, fe.section.Name)
+	if err != nil {
+		return err
 	}
-	return u, nil
+	fe.answers = append(fe.answers, answerRule{line: l, answer: a, when: when})
+	return nil
 }
 
-// readAuth reads http-request auth [realm <realm>] unless <http_auth
-// ACL> (or if !<it>): basic_auth with the userlist's accounts, where
-// HAProxy answers 401 to a request without them. HAProxy's realm is the
-// proxy's name by default.
-func (fe *frontend) readAuth(l Line, args []string, cond *Condition) error {
-	realm := fe.section.Name
+// readAuth reads a backend's http-request auth (see authAnswer), which
+// HAProxy runs on the requests the backend gets, in the order of its
+// rules: its realm is the backend's name by default.
+func (be *backend) readAuth(l Line, args []string, cond *Condition) error {
+	a, when, err := be.authAnswer(l, args, cond, be.userlists, be.section.Name)
+	if err != nil {
+		return err
+	}
+	be.requestRules = append(be.requestRules, requestRule{line: l, answer: &a, when: when})
+	return nil
+}
+
+// authAnswer reads http-request auth [realm <realm>] unless <http_auth
+// ACL> (or if !<it>) with the proxy's ACLs (s) and the userlist sections:
+// basic_auth with the userlist's accounts, where HAProxy answers 401 to a
+// request without them; when holds the http_auth ACL lines it uses. The
+// realm is realm (the proxy's name) unless the rule names one.
+func (s *aclScope) authAnswer(l Line, args []string, cond *Condition, userlists map[string]*userlist, realm string) (answer, matcher, error) {
 	switch {
 	case len(args) == 2 && args[0] == "realm":
 		realm = args[1]
 	case len(args) != 0:
-		return refuse(l, "only [realm <realm>] is translated")
+		return answer{}, matcher{}, refuse(l, "only [realm <realm>] is translated")
 	}
 	if cond == nil || len(cond.Any) != 1 || len(cond.Any[0]) != 1 || cond.Any[0][0].Not == cond.Unless {
-		return refuse(l, "only http-request auth unless <ACL of http_auth(<userlist>)> (or if !<it>) is translated: basic_auth asks for the userlist's accounts")
+		return answer{}, matcher{}, refuse(l, "only http-request auth unless <ACL of http_auth(<userlist>)> (or if !<it>) is translated: basic_auth asks for the userlist's accounts")
 	}
 	t := cond.Any[0][0]
-	alts, err := fe.termACLs(t, l)
+	alts, err := s.termACLs(t, l)
 	if err != nil {
-		return err
+		return answer{}, matcher{}, err
 	}
 	var list *userlist
 	var lines []Line
 	for _, a := range alts {
 		if a.userlist == "" || list != nil && a.userlist != list.section.Name {
-			return refuse(l, "only an ACL of http_auth(<userlist>) of one userlist is translated as its condition")
+			return answer{}, matcher{}, refuse(l, "only an ACL of http_auth(<userlist>) of one userlist is translated as its condition")
 		}
-		if list, err = fe.userlistOf(a, l); err != nil {
-			return err
+		if list = userlists[a.userlist]; list == nil {
+			return answer{}, matcher{}, refuse(l, "no userlist %s", a.userlist)
 		}
 		if t.Anon == nil {
-			fe.usedACLs[a.line.Pos] = true
+			s.usedACLs[a.line.Pos] = true
 			lines = append(lines, a.line)
 		}
 	}
-	fe.answers = append(fe.answers, answerRule{line: l, answer: answer{kind: authAnswer, status: "401", realm: realm, userlist: list},
-		when: matcher{acls: lines}})
-	return nil
+	return answer{kind: authAnswer, status: "401", realm: realm, userlist: list}, matcher{acls: lines}, nil
 }

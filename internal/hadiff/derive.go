@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -77,7 +78,7 @@ type Derivation struct {
 // by the client (forged); the stats and monitor URIs. Requests that
 // send the same are one, with each reason kept.
 func Derive(cfg *haproxy.Config) Derivation {
-	d := &deriver{seen: map[string]int{}}
+	d := &deriver{seen: map[string]int{}, accounts: userlistAccounts(cfg)}
 	d.add(Request{Method: http.MethodGet, Target: "/"}, "a plain GET")
 	d.add(Request{Method: http.MethodHead, Target: "/"}, "a plain HEAD")
 	d.add(Request{Method: http.MethodPost, Target: "/"}, "a plain POST")
@@ -160,6 +161,9 @@ type deriver struct {
 	seen  map[string]int // the index of each request, by Key
 	notes []string
 	vars  map[string]string // the section's set-var samples, by variable
+	// accounts are the userlists' accounts an http_auth ACL's requests
+	// send, by userlist.
+	accounts map[string]userlistAccount
 }
 
 func (d *deriver) add(r Request, why string) {
@@ -311,8 +315,15 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		case w[i] == "-m" && i+1 < len(w):
 			match = w[i+1]
 			i++
-		case w[i] == "-f" || w[i] == "-M":
-			return test{}, fmt.Sprintf("%s with pattern files: not derived", fetch)
+		case w[i] == "-f" && i+1 < len(w):
+			b, err := os.ReadFile(w[i+1])
+			if err != nil {
+				return test{}, fmt.Sprintf("%s -f %s: %v: not derived", fetch, w[i+1], err)
+			}
+			values = append(values, haproxy.Patterns(b)...)
+			i++
+		case w[i] == "-M":
+			return test{}, fmt.Sprintf("%s with a map file: not derived", fetch)
 		case w[i] == "-n" || w[i] == "--":
 		default:
 			values = append(values, w[i:]...)
@@ -436,6 +447,13 @@ func variants(match, v, sep string, insensitive bool) (in, out []string, ok bool
 		out = append(out, encoded)
 	}
 	return in, out, true
+}
+
+// setBasicAuth gives the request Basic credentials.
+func (r *Request) setBasicAuth(user, password string) {
+	req := http.Request{Header: http.Header{}}
+	req.SetBasicAuth(user, password)
+	r.setHeader("Authorization", req.Header.Get("Authorization"))
 }
 
 func (r *Request) setHeader(name, value string) {

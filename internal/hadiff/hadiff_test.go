@@ -485,3 +485,25 @@ func TestSrcDerivesBothSides(t *testing.T) {
 		}
 	}
 }
+
+// An http_auth ACL derives a request with the credentials of its
+// userlist's account whose password is in clear, and one with another
+// password; a list without one, a note.
+func TestDeriveUserlistCredentials(t *testing.T) {
+	cfg := parse(t, "userlist admins\n\tuser bob password $2b$05$pZ.bAYENttwDZLni28iqFuFrheiyULNpbR6plyb7iM1T9iUEpMQ1.\n\tuser alice insecure-password pw\nuserlist hashed\n\tuser carol password $6$x$y\n"+
+		"defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl ok http_auth(admins)\n\tacl ok2 http_auth(hashed)\n\thttp-request auth unless ok\n\thttp-request auth unless ok2\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n")
+	d := Derive(cfg)
+	var sent []string
+	for _, r := range d.Requests {
+		if a := r.Header.Get("Authorization"); a != "" {
+			sent = append(sent, a)
+		}
+	}
+	// alice:pw and alice:pwx
+	if want := []string{"Basic YWxpY2U6cHc=", "Basic YWxpY2U6cHd4"}; !slices.Equal(sent, want) {
+		t.Errorf("Authorization sent %q, want %q", sent, want)
+	}
+	if !slices.ContainsFunc(d.Notes, func(n string) bool { return strings.Contains(n, "no user of userlist hashed has an insecure-password") }) {
+		t.Errorf("no note of userlist hashed: %q", d.Notes)
+	}
+}

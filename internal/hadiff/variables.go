@@ -25,6 +25,9 @@ func sectionVariables(s *haproxy.Section) map[string]string {
 // sample its set-var stores: the sample's fetch sent a value its
 // converters turn into the ACL's (encodeSample).
 func (d *deriver) aclTest(w []string) (test, string) {
+	if strings.HasPrefix(w[0], "http_auth(") {
+		return d.authTest(w[0])
+	}
 	name, ok := strings.CutPrefix(w[0], "var(")
 	if !ok {
 		return aclTest(w, func(v string) string { return v })
