@@ -63,8 +63,8 @@ var requestLineMethod = regexp.MustCompile(`^\^\(\[\^ (:?)\][*+]\) `)
 // \1 to \8 of the URI's expression.
 var laterGroup = regexp.MustCompile(`\\[2-9]`)
 
-// legacyRequestLine is a 1.x rewrite "^([^ :]*) <regex>" "\1 <format>"
-// [<condition>] of the request line as the 2.x replace-uri <regex>
+// legacyRequestLine is a 1.x rewrite "^([^ :]*) <regex>[ HTTP]"
+// "\1 <format>[ HTTP]" [<condition>] of the request line as the 2.x replace-uri <regex>
 // <format> [<condition>] (its groups one less: the method's is gone;
 // without case for reqirep), what its warning adds, and false for
 // another form. 1.x matched each header line too: the method's group
@@ -83,11 +83,24 @@ func legacyRequestLine(w []string) ([]string, string, bool) {
 		expr = "(?i)" + expr
 	}
 	format = laterGroup.ReplaceAllStringFunc(format, func(g string) string { return `\` + string(g[1]-1) })
+	// "<regex> HTTP" "<format> HTTP": the URI up to the line's version,
+	// which the format writes back.
+	if e, f, ok := cutBoth(expr, format, " HTTP"); ok {
+		expr, format = e, f
+	}
 	note := ""
 	if m[1] == "" {
 		note = "; 1.x rewrote a header line the expression matched too (its [^ ] takes the header's name and colon), which replace-uri leaves as it is"
 	}
 	return append([]string{"http-request", "replace-uri", expr, format}, w[3:]...), note, true
+}
+
+// cutBoth is a and b without the suffix they both end with, and false
+// where either does not.
+func cutBoth(a, b, suffix string) (string, string, bool) {
+	a, okA := strings.CutSuffix(a, suffix)
+	b, okB := strings.CutSuffix(b, suffix)
+	return a, b, okA && okB
 }
 
 // modernized is l as the 2.x line that replaced its 1.x keyword, and

@@ -139,6 +139,7 @@ func TestLegacyRequestLineReadAsReplaceURI(t *testing.T) {
 	for rule, want := range map[string]string{
 		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\2`:                        `uri path_regexp ^(?s:.*?)(^/api/(.*))(?s:.*)$ "/$\{2\}"`,
 		`reqirep ^([^\ :]+)\ /API/(v1)/(.*) \1\ /\2/x/\3`:             `uri path_regexp ^(?s:.*?)((?i)^/API/(v1)/(.*))(?s:.*)$ "/$\{2\}/x/$\{3\}"`,
+		`reqrep ^([^\ :]*)\ /s/(.*)\ HTTP \1\ /\2\ HTTP`:              `uri path_regexp ^(?s:.*?)(^/s/(.*))(?s:.*)$ "/$\{2\}"`,
 		`reqrep ^([^\ ]*)\ /cam/(.*) \1\ /\2`:                         `uri path_regexp ^(?s:.*?)(^/cam/(.*))(?s:.*)$ "/$\{2\}"`,
 		`reqrep ^([^\ :]*)\ /(.*)$ \1\ /new/\2 if { src 10.0.0.0/8 }`: `uri @path_8 path_regexp ^(?s:.*?)(^/(.*)$)(?s:.*)$ "/new/$\{2\}"`,
 	} {
@@ -159,9 +160,10 @@ func TestLegacyRequestLineReadAsReplaceURI(t *testing.T) {
 		}
 	}
 	for rule, want := range map[string]string{
-		`reqrep ^([^\ :]*)\ /api/(.*)\ HTTP/1.1 \1\ /\2`: "l.cfg:8: reqrep (read as http-request replace-uri)",
-		`reqrep ^(GET)\ /api/(.*) \1\ /\2`:               "l.cfg:8: reqrep ^(GET) /api/(.*): this form is not translated",
-		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\1\2`:         "l.cfg:8: reqrep ^([^ :]*) /api/(.*): this form is not translated",
+		`reqrep ^([^\ :]*)\ /api/(.*)\ HTTP/1.1 \1\ /\2`:        "l.cfg:8: reqrep (read as http-request replace-uri)",
+		`reqrep ^([^\ ]*)\ /(.*)\ HTTP \1\ /\2&ipfrom=A1\ HTTP`: "l.cfg:8: reqrep (read as http-request replace-uri): /\\1&ipfrom=A1: only a format that ends with \\1",
+		`reqrep ^(GET)\ /api/(.*) \1\ /\2`:                      "l.cfg:8: reqrep ^(GET) /api/(.*): this form is not translated",
+		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\1\2`:                "l.cfg:8: reqrep ^([^ :]*) /api/(.*): this form is not translated",
 	} {
 		cfg, err := Parse(strings.NewReader(head+"\t"+rule+"\n"), "l.cfg", lookup)
 		if err != nil {
