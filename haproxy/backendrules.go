@@ -24,13 +24,6 @@ type requestRule struct {
 	answer *answer
 }
 
-// pathRewrite is set-path or replace-path as Caddy's uri path_regexp:
-// the path as sent, matched by find, becomes replace (a template of Go's
-// regexp.Expand).
-type pathRewrite struct {
-	find, replace string
-}
-
 // httpRequest reads a backend's http-request rule through the actions'
 // registry.
 func (be *backend) httpRequest(l Line) error {
@@ -92,30 +85,11 @@ func (be *backend) readRedirect(l Line) error {
 	return err
 }
 
-// readPathRewrite reads set-path <path> (the whole path replaced) and
-// replace-path <regex> <format>: HAProxy replaces the whole path with the
-// format where the regular expression matches it anywhere, the format's
-// \1 to \9 its groups; without log-format expressions.
+// readPathRewrite reads a path rewrite (pathRewriteOf).
 func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error {
-	r := pathRewrite{find: "^(.*)$"} // \0 the whole path, as in a replace-path
-	format := ""
-	switch op := arg(l, 1); {
-	case op == "set-path" && len(args) == 1:
-		format = args[0]
-	case op == "replace-path" && len(args) == 2:
-		if err := checkRE2(args[0], l); err != nil {
-			return err
-		}
-		r.find, format = wholeValueMatch(args[0]), args[1]
-	default:
-		return refuse(l, "set-path takes a path, replace-path a regular expression and a format")
-	}
-	var err error
-	if r.replace, err = expandTemplate(format, l, pathByte); err != nil {
-		return err
-	}
+	r, err := pathRewriteOf(l, args)
 	be.requestRules = append(be.requestRules, requestRule{line: l, cond: cond, path: &r})
-	return nil
+	return err
 }
 
 // pathByte refuses a byte of a path's format that Go would send escaped
@@ -137,19 +111,20 @@ func headerValueByte(c byte) string {
 }
 
 // expandTemplate is an HAProxy format as Go's regexp.Expand template of
-// wholeValueMatch's expression: \N its group N+1, '$' itself; a
+// an expression whose groups from shift+1 are HAProxy's \0 to \9
+// (wholeValueMatch's from 2: shift 1): \N its group N+shift, '$' itself; a
 // log-format expression, another escape, or a byte refused by badByte
 // (why, or "") is refused. Caddy expands its placeholders in a
 // replacement before the template, so that a sample's value would be
 // read as part of the template: log-format is not translated here.
-func expandTemplate(format string, l Line, badByte func(byte) string) (string, error) {
+func expandTemplate(format string, l Line, badByte func(byte) string, shift int) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(format); i++ {
 		switch c := format[i]; {
 		case c == '%':
 			return "", refuse(l, "%s: log-format expressions are not translated yet", format)
 		case c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
-			b.WriteString("${" + strconv.Itoa(int(format[i+1]-'0')+1) + "}") // see wholeValueMatch
+			b.WriteString("${" + strconv.Itoa(int(format[i+1]-'0')+shift) + "}")
 			i++
 		case c == '\\':
 			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)

@@ -25,7 +25,7 @@ func TestBackendRules(t *testing.T) {
 		{`http-request replace-path ^/a(.*) /b{1}\1\0`, "", []string{`"/b\{1\}$\{2\}$\{1\}"`}},
 		{`http-request replace-path ^/a(.*) %[path]`, "k.cfg:9: http-request replace-path: %[path]: log-format expressions are not translated yet", nil},
 		{`http-request replace-path ^/a(.*) /\y`, `k.cfg:9: http-request replace-path: /\y: only \0 to \9 are translated after a backslash`, nil},
-		{`http-request set-path`, "k.cfg:9: http-request set-path: set-path takes a path", nil},
+		{`http-request set-path`, "k.cfg:9: http-request set-path: set-path, set-uri and set-query take a format", nil},
 		{`http-request deny if fe_acl`, "k.cfg:9: http-request deny: ACL fe_acl is not defined before this line", nil},
 		{`http-request track-sc0 src`, "k.cfg:9: http-request track-sc0: http-request track-sc0 in a backend is not translated yet", nil},
 		{`http-request set-header X-A 1 if { path /a }`, "", []string{"@header_9 expression", "request_header @header_9 X-A 1"}},
@@ -48,10 +48,6 @@ func TestBackendRules(t *testing.T) {
 	text = strings.Replace(text, "{ src 10.0.0.0/8 }", "{ path /a }", 1)
 	out, err = translateK(t, text)
 	checkOutcome(t, text, out, err, "", "(HAProxy never matches path (line 9) in an http-response rule (haproxy -c warns): false here too)", "@response_9 expression `false`")
-	// A frontend's set-path and replace-path are not translated yet.
-	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\thttp-request set-path /a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
-	out, err = translateK(t, text)
-	checkOutcome(t, text, out, err, "k.cfg:5: http-request set-path: http-request set-path in a frontend is not translated yet (a backend's is)")
 	// Behind the frontend's forwarded handler, which writes every
 	// forwarding header, a backend's rule on one is refused.
 	text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\toption forwardfor\n\thttp-request del-header X-Forwarded-For\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n\thttp-request set-header X-Forwarded-Proto https\n"

@@ -154,6 +154,18 @@ func (be *backend) writeDeferredResponse(c *caddyfile) {
 	}
 }
 
+// writePath writes the rule's path rewrite as uri path_regexp (a query
+// or a URI set as rewrite <uri>), with its condition's matcher.
+func (r requestRule) writePath(c *caddyfile) {
+	n := note{line: r.line, what: r.path.approx, approximated: r.path.approx != ""}
+	m := writeNotedCondition(c, n, r.cond, r.when, "path")
+	if r.path.uri != "" {
+		c.line("rewrite%s %s", m, c.literal(r.path.uri))
+		return
+	}
+	c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+}
+
 // writeRules writes the backend's own http-request rules, its stats
 // page, then its redirect rules, each with its condition's matcher.
 func (be *backend) writeRules(c *caddyfile) {
@@ -176,8 +188,7 @@ func writeRequestRules(c *caddyfile, rules []requestRule) {
 		case r.header != nil:
 			r.header.writeOp(c, "request_header"+writeCondition(c, r.line, r.cond, r.when, "header"))
 		case r.path != nil:
-			m := writeCondition(c, r.line, r.cond, r.when, "path")
-			c.line("uri%s path_regexp %s %s", m, c.plain(r.path.find), c.literal(r.path.replace))
+			r.writePath(c)
 		default:
 			r.answer.write(c, writeCondition(c, r.line, r.cond, r.when, "answer"))
 		}

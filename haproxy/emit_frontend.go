@@ -189,17 +189,18 @@ func (fe *frontend) writeSiteBody(c *caddyfile, withTLS bool) {
 	}
 	// A header rule with a matcher would go before those without (Caddy
 	// sorts a directive's matched routes first) but for a route.
-	routed := len(fe.answers)+len(fe.redirects)+len(fe.connectionRules) > 0 || fe.stats != nil || fe.monitorURI != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
+	routed := len(fe.answers)+len(fe.redirects)+len(fe.connectionRules)+len(fe.pathRewrites) > 0 || fe.stats != nil || fe.monitorURI != nil || slices.ContainsFunc(fe.headers, func(h headerRule) bool { return h.cond != nil })
 	if routed {
 		// In the order written, as HAProxy runs its rules: the
 		// connection rules, the monitor URI, the header rules, those that
-		// answer, the stats page, the redirect rules, then the backends.
+		// answer and the path rewrites (in their order), the stats page,
+		// the redirect rules, then the backends.
 		c.open("route")
 	}
 	fe.writeConnectionRules(c)
 	fe.writeMonitor(c)
 	fe.writeHeaders(c)
-	writeAnswers(c, fe.answers)
+	fe.writeAnswersAndRewrites(c)
 	if fe.stats != nil {
 		fe.stats.write(c)
 	}
@@ -286,19 +287,39 @@ func writeAnswers(c *caddyfile, answers []answerRule) {
 	}
 }
 
+// writeAnswersAndRewrites writes the http-request rules that answer and
+// the path rewrites in the order written, as HAProxy runs them.
+func (fe *frontend) writeAnswersAndRewrites(c *caddyfile) {
+	answers, rewrites := fe.answers, fe.pathRewrites
+	for len(answers) > 0 || len(rewrites) > 0 {
+		if len(rewrites) == 0 || len(answers) > 0 && comparePos(answers[0].line.Pos, rewrites[0].line.Pos) < 0 {
+			writeAnswers(c, answers[:1])
+			answers = answers[1:]
+			continue
+		}
+		rewrites[0].writePath(c)
+		rewrites = rewrites[1:]
+	}
+}
+
 // writeCondition writes a rule's line, after its ACLs' and before the
 // named matcher of its condition (cond nil: none), and returns the
 // matcher as the rule's directive takes it (" @<kind>_<line>", or "").
 func writeCondition(c *caddyfile, l Line, cond *Condition, when matcher, kind string) string {
+	return writeNotedCondition(c, note{line: l}, cond, when, kind)
+}
+
+// writeNotedCondition is writeCondition of a rule whose line is noted
+// with what became of it (n).
+func writeNotedCondition(c *caddyfile, n note, cond *Condition, when matcher, kind string) string {
 	for _, acl := range when.acls {
 		c.comment(acl, "")
 	}
+	c.note(n)
 	if cond == nil {
-		c.comment(l, "")
 		return ""
 	}
-	name := "@" + kind + "_" + strconv.Itoa(l.Pos.Line)
-	c.comment(l, "")
+	name := "@" + kind + "_" + strconv.Itoa(n.line.Pos.Line)
 	c.line("%s expression `%s`", name, when.expression(c))
 	return " " + name
 }

@@ -34,22 +34,25 @@ type frontend struct {
 	// http-request deny, return and redirect, then the redirect rules,
 	// each as the directive that answers it.
 	answers, redirects []answerRule
-	connectionRules    []connectionRule     // tcp-request connection accept and reject
-	stickTable         *stickTable          // stick-table … store http_req_rate(<period>)
-	trackers           [3]*tracker          // http-request track-sc0, -sc1, -sc2
-	rateLimited        *Line                // a deny over a tracked rate
-	errorPages         map[string]errorPage // by status: a later errorfile wins
-	stats              *statsPage           // HAProxy's stats page, as ha_status
-	maxconn            *Line                // maxconn <n>: max_connections
-	compression        compression          // compression algo, type, offload
-	monitorURI         *Line                // monitor-uri <uri>: HAProxy's own 200 there
-	afterResponse      []headerRule         // http-after-response header rules: deferred header
-	bufferRequest      *Line                // option http-buffer-request: request_buffers
-	log                proxyLog             // log global, option httplog and the like
-	uniqueID           uniqueID             // unique-id-format and unique-id-header
-	logSkips           []logSkip            // http-request set-log-level silent: log_skip
-	global             *global              // the global section's logs and TLS defaults
-	userlists          map[string]*userlist // the userlist sections, which http_auth ACLs name
+	// http-request set-path and the like, which run in order with the
+	// answers (written among them) and the header rules (before them).
+	pathRewrites    []requestRule
+	connectionRules []connectionRule     // tcp-request connection accept and reject
+	stickTable      *stickTable          // stick-table … store http_req_rate(<period>)
+	trackers        [3]*tracker          // http-request track-sc0, -sc1, -sc2
+	rateLimited     *Line                // a deny over a tracked rate
+	errorPages      map[string]errorPage // by status: a later errorfile wins
+	stats           *statsPage           // HAProxy's stats page, as ha_status
+	maxconn         *Line                // maxconn <n>: max_connections
+	compression     compression          // compression algo, type, offload
+	monitorURI      *Line                // monitor-uri <uri>: HAProxy's own 200 there
+	afterResponse   []headerRule         // http-after-response header rules: deferred header
+	bufferRequest   *Line                // option http-buffer-request: request_buffers
+	log             proxyLog             // log global, option httplog and the like
+	uniqueID        uniqueID             // unique-id-format and unique-id-header
+	logSkips        []logSkip            // http-request set-log-level silent: log_skip
+	global          *global              // the global section's logs and TLS defaults
+	userlists       map[string]*userlist // the userlist sections, which http_auth ACLs name
 	// What resolve settled.
 	certs      siteCerts
 	forwarding forwarding
@@ -531,6 +534,16 @@ var answerReaders = map[string]func(args []string, l Line, files Files) (answer,
 	"redirect": func(args []string, l Line, _ Files) (answer, error) { return redirectAnswer(args, l) },
 }
 
+// readPathRewrite reads a path rewrite (pathRewriteOf).
+func (fe *frontend) readPathRewrite(l Line, args []string, cond *Condition) error {
+	r, err := pathRewriteOf(l, args)
+	if err != nil {
+		return err
+	}
+	fe.pathRewrites = append(fe.pathRewrites, requestRule{line: l, cond: cond, path: &r})
+	return nil
+}
+
 func (fe *frontend) readRequestHeader(l Line, args []string, cond *Condition) error {
 	h, err := headerRuleOf(l, args)
 	if err != nil {
@@ -592,7 +605,7 @@ func replaceHeader(l Line, args []string) (headerRule, error) {
 		return h, err
 	}
 	var err error
-	h.replace, err = expandTemplate(args[2], l, headerValueByte)
+	h.replace, err = expandTemplate(args[2], l, headerValueByte, 1)
 	return h, err
 }
 

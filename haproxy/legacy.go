@@ -53,6 +53,56 @@ func legacyReplace(rule string, w []string) ([]string, bool) {
 	return []string{rule, "replace-header", name, expr, strings.TrimPrefix(format, " ")}, true
 }
 
+// requestLineMethod matches the beginning of a 1.x rewrite's expression
+// of the request line: ^, the method as a group of its own (a class that
+// takes no space, nor a colon where the group is [^ :]), and a space;
+// its format begins with the method (\1) and a space.
+var requestLineMethod = regexp.MustCompile(`^\^\(\[\^ (:?)\][*+]\) `)
+
+// laterGroup is a reference to a group after the method's, \2 to \9:
+// \1 to \8 of the URI's expression.
+var laterGroup = regexp.MustCompile(`\\[2-9]`)
+
+// legacyRequestLine is a 1.x rewrite "^([^ :]*) <regex>[ HTTP]"
+// "\1 <format>[ HTTP]" [<condition>] of the request line as the 2.x replace-uri <regex>
+// <format> [<condition>] (its groups one less: the method's is gone;
+// without case for reqirep), what its warning adds, and false for
+// another form. 1.x matched each header line too: the method's group
+// [^ ] (without the colon) takes a header's name and colon, so that the
+// expression matches a header line whose value it matches, which
+// replace-uri leaves as it is.
+func legacyRequestLine(w []string) ([]string, string, bool) {
+	m := requestLineMethod.FindStringSubmatch(w[1])
+	format, ok := strings.CutPrefix(w[2], `\1 `)
+	conditional := len(w) > 4 && (w[3] == "if" || w[3] == "unless")
+	if m == nil || !ok || strings.Contains(format, `\0`) || strings.Contains(format, `\1`) || len(w) > 3 && !conditional {
+		return nil, "", false
+	}
+	expr := "^" + strings.TrimPrefix(w[1], m[0])
+	if w[0] == "reqirep" {
+		expr = "(?i)" + expr
+	}
+	format = laterGroup.ReplaceAllStringFunc(format, func(g string) string { return `\` + string(g[1]-1) })
+	// "<regex> HTTP" "<format> HTTP": the URI up to the line's version,
+	// which the format writes back.
+	if e, f, ok := cutBoth(expr, format, " HTTP"); ok {
+		expr, format = e, f
+	}
+	note := ""
+	if m[1] == "" {
+		note = "; 1.x rewrote a header line the expression matched too (its [^ ] takes the header's name and colon), which replace-uri leaves as it is"
+	}
+	return append([]string{"http-request", "replace-uri", expr, format}, w[3:]...), note, true
+}
+
+// cutBoth is a and b without the suffix they both end with, and false
+// where either does not.
+func cutBoth(a, b, suffix string) (string, string, bool) {
+	a, okA := strings.CutSuffix(a, suffix)
+	b, okB := strings.CutSuffix(b, suffix)
+	return a, b, okA && okB
+}
+
 // modernized is l as the 2.x line that replaced its 1.x keyword, and
 // what the warning says, or l and "" for a line of another keyword (or a
 // 1.x one in a form not translated, which is then refused as it is).
@@ -81,11 +131,25 @@ func modernized(l Line) (Line, string) {
 			return l, "read as " + rule + " del-header " + m[1] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case"
 		}
 	}
-	if rule, ok := legacyHeaderReplaces[w[0]]; ok && len(w) == 3 {
-		if words, ok := legacyReplace(rule, w); ok {
-			l.Words = words
-			return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
-		}
+	if rule, ok := legacyHeaderReplaces[w[0]]; ok && len(w) >= 3 {
+		return modernizedReplace(l, rule)
+	}
+	return l, ""
+}
+
+// modernizedReplace is the 1.x rewrite l (reqrep and the like) as the
+// 2.x rule (rule) that replaced it, and what the warning says: of one
+// header's lines, replace-header; of the request line (with a condition
+// or none), replace-uri; l and "" for another form.
+func modernizedReplace(l Line, rule string) (Line, string) {
+	w := l.Words
+	if words, ok := legacyReplace(rule, w); ok && len(w) == 3 {
+		l.Words = words
+		return l, "read as " + rule + " replace-header " + words[2] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the header by its name, in any case, its value's expression matched after the name's colon and spaces, where 1.x matched the line as sent"
+	}
+	if words, note, ok := legacyRequestLine(w); rule == "http-request" && ok {
+		l.Words = words
+		return l, "read as http-request replace-uri " + words[2] + " " + words[3] + ", which replaced " + w[0] + " (removed in HAProxy 2.1): the request line's URI, its method kept" + note
 	}
 	return l, ""
 }

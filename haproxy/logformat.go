@@ -155,6 +155,10 @@ var formatVariables = map[string]formatEntry{
 var formatConverters = map[string]formatEntry{
 	"lower": {refusal: "Caddy's placeholders have no case conversion"},
 	"upper": {refusal: "Caddy's placeholders have no case conversion"},
+	// HAProxy 2.6 encodes every byte but RFC 3986's unreserved (letters,
+	// digits, -._~) as %XX, of the bytes as sent; so does Go's
+	// url.QueryEscape, but of the URI as Go's URL gives it.
+	"url_enc": {refusal: "Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it, which re-escapes a path that holds a byte Go escapes (\", <, >, \\, ^, {, } and others, which HAProxy takes as sent) whole, its %7e decoded to ~ too, before encoding it, where HAProxy encodes the bytes as sent: not translated (no placeholder of Caddy URL-encodes another value)"},
 }
 
 // maps are the map-made placeholders f uses.

@@ -86,6 +86,18 @@ func TestResponseConditions(t *testing.T) {
 	}
 }
 
+// url_enc is refused with why Caddy's {http.request.uri_escaped} is not
+// HAProxy's encoding: Go encodes the URI as it re-escapes it, HAProxy the
+// bytes as sent (tested on HAProxy 2.6: /"x/%7e gives %2F%22x%2F%257e,
+// {http.request.uri_escaped} %2F%2522x%2F~).
+func TestURLEncRefused(t *testing.T) {
+	l := Line{Words: []string{"http-request", "redirect"}}
+	_, err := readLogFormat("/oauth2/start?rd=%[url,url_enc]", l)
+	if err == nil || !strings.Contains(err.Error(), "converter url_enc in %[url,url_enc]: Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it") {
+		t.Errorf("%v, want url_enc refused with why {http.request.uri_escaped} differs", err)
+	}
+}
+
 // ssl_fc_cipher's map gives OpenSSL's name (HAProxy's) of every suite
 // Go's TLS offers as secure, which are those Caddy negotiates.
 func TestSSLCipherSampleMap(t *testing.T) {

@@ -71,10 +71,10 @@ func TestLegacyReplaceReadAsReplaceHeader(t *testing.T) {
 		t.Errorf("warnings %+v, want one at line 8", tr.Warnings)
 	}
 	for rule, want := range map[string]string{
-		`rsprep ^X-A:\ (.*) X-B:\ \1`:          "l.cfg:8: rsprep ^X-A: (.*): this form is not translated",
-		`reqrep ^([^\ :]*)\ /api/(.*) \1\ /\2`: "l.cfg:8: reqrep ^([^ :]*) /api/(.*): this form is not translated",
-		`reqirep ^Host:\ www\.(.*) Host:\ \1`:  "l.cfg:8: reqirep (read as http-request replace-header): replace-header Host of a request is not translated",
-		`rsprep ^X-A:\ (a{2}) X-A:\ b`:         "l.cfg:8: rsprep (read as http-response replace-header)",
+		`rsprep ^X-A:\ (.*) X-B:\ \1`:         "l.cfg:8: rsprep ^X-A: (.*): this form is not translated",
+		`reqrep ^GET\ /api/(.*) GET\ /\1`:     "l.cfg:8: reqrep ^GET /api/(.*): this form is not translated",
+		`reqirep ^Host:\ www\.(.*) Host:\ \1`: "l.cfg:8: reqirep (read as http-request replace-header): replace-header Host of a request is not translated",
+		`rsprep ^X-A:\ (a{2}) X-A:\ b`:        "l.cfg:8: rsprep (read as http-response replace-header)",
 	} {
 		cfg, err := Parse(strings.NewReader(head+"\t"+rule+"\n"), "l.cfg", lookup)
 		if err != nil {

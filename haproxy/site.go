@@ -52,6 +52,9 @@ func (fe *frontend) resolve() error {
 	if err := fe.checkVariableSources(); err != nil {
 		return err
 	}
+	if err := fe.resolvePathRewrites(); err != nil {
+		return err
+	}
 	if err := fe.resolveTrackers(); err != nil {
 		return err
 	}
