@@ -305,33 +305,80 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 // name, or inside { }) derive: its values' requests (in) and near misses
 // (out). A fetch it cannot derive a request for gives a note.
 func aclTest(w []string, encode func(string) string) (test, string) {
-	fetch := w[0]
-	insensitive, match := false, ""
-	var values []string
+	a, note := readACL(w)
+	if note != "" {
+		return test{}, note
+	}
+	subject, arg, match := fetchSubject(a.fetch, a.match)
+	switch subject {
+	case "ssl_fc", "ssl_fc_sni", "ssl_sni":
+		return test{}, "" // the request is sent with and without TLS where a bind has it
+	case "method":
+		return methodTest(a.values), ""
+	case "src":
+		return srcTest(a.fetch, a.values)
+	case "path", "url", "hdr", "urlp", "cook":
+	default:
+		return test{}, fmt.Sprintf("fetch %s: not derived", a.fetch)
+	}
+	if (subject == "hdr" || subject == "urlp" || subject == "cook") && arg == "" {
+		return test{}, fmt.Sprintf("fetch %s without a name: not derived", a.fetch)
+	}
+	sep := ""
+	if subject == "path" || subject == "url" {
+		sep = "/"
+	}
+	return valuesTest(a, match, sep, valueSetter(subject, arg, encode))
+}
+
+// aclWords are an ACL's words read: its fetch, its flags, its values.
+type aclWords struct {
+	fetch       string
+	insensitive bool     // -i
+	match       string   // -m's method, "" without
+	values      []string // as written, then those of its -f files
+}
+
+// readACL reads an ACL's fetch, flags and values (a pattern file's
+// too); a pattern file it cannot read, or a map file, gives a note.
+func readACL(w []string) (aclWords, string) {
+	a := aclWords{fetch: w[0]}
 	for i := 1; i < len(w); i++ {
 		switch {
 		case w[i] == "-i":
-			insensitive = true
+			a.insensitive = true
 		case w[i] == "-m" && i+1 < len(w):
-			match = w[i+1]
 			i++
+			a.match = w[i]
 		case w[i] == "-f" && i+1 < len(w):
-			b, err := os.ReadFile(w[i+1])
-			if err != nil {
-				return test{}, fmt.Sprintf("%s -f %s: %v: not derived", fetch, w[i+1], err)
-			}
-			values = append(values, haproxy.Patterns(b)...)
 			i++
+			b, err := os.ReadFile(w[i])
+			if err != nil {
+				return a, fmt.Sprintf("%s -f %s: %v: not derived", a.fetch, w[i], err)
+			}
+			a.values = append(a.values, haproxy.Patterns(b)...)
 		case w[i] == "-M":
-			return test{}, fmt.Sprintf("%s with a map file: not derived", fetch)
+			return a, fmt.Sprintf("%s with a map file: not derived", a.fetch)
 		case w[i] == "-n" || w[i] == "--":
 		default:
-			values = append(values, w[i:]...)
-			i = len(w)
+			// The first word that is no flag begins the values.
+			a.values = append(a.values, w[i:]...)
+			return a, ""
 		}
 	}
-	// The fetch's subject and how it matches: path_beg is path, -m beg.
-	subject, arg := fetch, ""
+	return a, ""
+}
+
+// matchSuffixes are the suffixes of a fetch's name that name its match
+// method.
+var matchSuffixes = []string{"beg", "end", "sub", "reg", "dom", "dir", "str", "len", "cnt", "ip", "val", "found"}
+
+// fetchSubject is what a fetch reads (path, hdr, …), its first argument
+// (a header's, parameter's or cookie's name) and the match method, -m's
+// (match) or else its name's suffix: path_beg is path, -m beg; str if
+// neither says.
+func fetchSubject(fetch, match string) (subject, arg, method string) {
+	subject = fetch
 	if open := strings.Index(fetch, "("); open > 0 && strings.HasSuffix(fetch, ")") {
 		subject, arg = fetch[:open], fetch[open+1:len(fetch)-1]
 		if c := strings.IndexByte(arg, ','); c >= 0 {
@@ -339,7 +386,7 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		}
 	}
 	subject = strings.TrimPrefix(subject, "req.")
-	if base, suffix, ok := strings.Cut(subject, "_"); ok && match == "" && slices.Contains([]string{"beg", "end", "sub", "reg", "dom", "dir", "str", "len", "cnt", "ip", "val", "found"}, suffix) {
+	if base, suffix, ok := strings.Cut(subject, "_"); ok && match == "" && slices.Contains(matchSuffixes, suffix) {
 		subject, match = base, suffix
 	}
 	if subject == "fhdr" {
@@ -348,25 +395,24 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 	if match == "" {
 		match = "str"
 	}
+	return subject, arg, match
+}
+
+// methodTest is a method ACL's test: a request of each method (in).
+func methodTest(methods []string) test {
 	var t test
-	switch subject {
-	case "ssl_fc", "ssl_fc_sni", "ssl_sni":
-		return t, "" // the request is sent with and without TLS where a bind has it
-	case "method":
-		for _, m := range values {
-			t.in = append(t.in, func(r *Request) { r.Method = m })
-		}
-		return t, ""
-	case "src":
-		return srcTest(fetch, values)
-	case "path", "url", "hdr", "urlp", "cook":
-	default:
-		return t, fmt.Sprintf("fetch %s: not derived", fetch)
+	for _, m := range methods {
+		t.in = append(t.in, func(r *Request) { r.Method = m })
 	}
-	if (subject == "hdr" || subject == "urlp" || subject == "cook") && arg == "" {
-		return t, fmt.Sprintf("fetch %s without a name: not derived", fetch)
-	}
-	set := func(v string) change {
+	return t
+}
+
+// valueSetter is how a request sends a value of the subject: a path or
+// URL as the target (with its leading slash), a URL parameter as the
+// query, a cookie in Cookie, a header (Host as the request's host);
+// encode first makes the value what is sent.
+func valueSetter(subject, arg string, encode func(string) string) func(string) change {
+	return func(v string) change {
 		v = encode(v)
 		switch subject {
 		case "path", "url":
@@ -384,17 +430,21 @@ func aclTest(w []string, encode func(string) string) (test, string) {
 		}
 		return func(r *Request) { r.setHeader(arg, v) }
 	}
-	sep := ""
-	if subject == "path" || subject == "url" {
-		sep = "/"
-	}
+}
+
+// valuesTest is the test of an ACL's values matched by method match:
+// each value's variants sent by set. A value whose variants are not
+// derived ends it with a note, the values before it kept.
+func valuesTest(a aclWords, match, sep string, set func(string) change) (test, string) {
+	values := a.values
 	if match == "found" {
 		values = []string{""} // one request that has it, whatever its value
 	}
+	var t test
 	for _, v := range values {
-		in, out, ok := variants(match, v, sep, insensitive)
+		in, out, ok := variants(match, v, sep, a.insensitive)
 		if !ok {
-			return t, fmt.Sprintf("%s -m %s %s: not derived", fetch, match, v)
+			return t, fmt.Sprintf("%s -m %s %s: not derived", a.fetch, match, v)
 		}
 		for _, s := range in {
 			t.in = append(t.in, set(s))
