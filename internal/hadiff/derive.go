@@ -78,78 +78,128 @@ type Derivation struct {
 // by the client (forged); the stats and monitor URIs. Requests that
 // send the same are one, with each reason kept.
 func Derive(cfg *haproxy.Config) Derivation {
-	d := &deriver{seen: map[string]int{}, accounts: userlistAccounts(cfg)}
+	d := &deriver{seen: map[string]int{}, accounts: userlistAccounts(cfg), respHeaders: map[string]bool{}}
 	d.add(Request{Method: http.MethodGet, Target: "/"}, "a plain GET")
 	d.add(Request{Method: http.MethodHead, Target: "/"}, "a plain HEAD")
 	d.add(Request{Method: http.MethodPost, Target: "/"}, "a plain POST")
-	forged := http.Header{
+	d.forged = http.Header{
 		"X-Forwarded-For":   {"203.0.113.9"},
 		"X-Forwarded-Proto": {"http"},
 		"X-Forwarded-Host":  {"forged.example"},
 		"X-Real-Ip":         {"203.0.113.9"},
 		"Forwarded":         {"for=203.0.113.9"},
 	}
-	respHeaders := map[string]bool{}
 	for _, s := range cfg.Sections {
 		if s.Kind != "frontend" && s.Kind != "backend" && s.Kind != "listen" && s.Kind != "defaults" {
 			continue
 		}
-		acls := map[string]*test{}
-		d.vars = sectionVariables(s)
+		d.acls, d.vars = map[string]*test{}, sectionVariables(s)
 		for _, line := range s.Lines {
-			w := line.Words
-			at := fmt.Sprintf("line %d", line.Pos.Line)
-			switch {
-			case w[0] == "acl" && len(w) >= 3:
-				t, note := d.aclTest(w[2:])
-				if note != "" {
-					d.notes = append(d.notes, at+": "+note)
-				}
-				if acls[w[1]] == nil {
-					acls[w[1]] = &test{}
-				}
-				acls[w[1]].in = append(acls[w[1]].in, t.in...)
-				acls[w[1]].out = append(acls[w[1]].out, t.out...)
-				for i, c := range t.in {
-					d.derive(fmt.Sprintf("%s: acl %s (value %d, in)", at, w[1], i+1), c)
-				}
-				for i, c := range t.out {
-					d.derive(fmt.Sprintf("%s: acl %s (near miss %d, out)", at, w[1], i+1), c)
-				}
-				continue
-			case (w[0] == "http-request" || w[0] == "http-response" || w[0] == "http-after-response") && len(w) >= 3 &&
-				slices.Contains([]string{"set-header", "add-header", "del-header", "replace-header", "replace-value"}, w[1]):
-				if w[0] == "http-request" {
-					forged.Set(w[2], "client-value")
-				} else {
-					respHeaders[http.CanonicalHeaderKey(w[2])] = true
-					d.serverAnswers(w, at+": "+strings.Join(w, " "))
-				}
-			case w[0] == "http-request" && len(w) >= 2 && answering[w[1]]:
-				for i := 2; i+1 < len(w); i++ {
-					switch w[i] {
-					case "content-type":
-						respHeaders["Content-Type"] = true
-					case "hdr":
-						respHeaders[http.CanonicalHeaderKey(w[i+1])] = true
-					}
-				}
-			case w[0] == "option" && len(w) >= 2 && w[1] == "forwardfor":
-				if i := slices.Index(w, "header"); i > 0 && i+1 < len(w) {
-					forged.Set(w[i+1], "203.0.113.9")
-				}
-			case (w[0] == "stats" || w[0] == "monitor-uri") && len(w) >= 2:
-				if uri := w[len(w)-1]; (w[0] == "monitor-uri" || w[1] == "uri") && strings.HasPrefix(uri, "/") {
-					d.add(Request{Method: http.MethodGet, Target: uri}, at+": "+strings.Join(w, " "))
-				}
-			}
-			if i := condition(w); i > 0 {
-				d.condition(w[i+1:], acls, at+": "+strings.Join(w[:i], " "))
+			d.line(line)
+		}
+	}
+	d.add(Request{Method: http.MethodGet, Target: "/", Header: d.forged}, "the request headers the configuration sets, removes or forwards, sent by the client")
+	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(d.respHeaders)), Notes: d.notes}
+}
+
+// line derives from one line of a proxy section: by its keyword
+// (lineDerivers), then from its condition.
+func (d *deriver) line(line haproxy.Line) {
+	w := line.Words
+	at := fmt.Sprintf("line %d", line.Pos.Line)
+	if derive, ok := lineDerivers[w[0]]; ok {
+		derive(d, w, at)
+	}
+	if i := condition(w); i > 0 {
+		d.condition(w[i+1:], d.acls, at+": "+strings.Join(w[:i], " "))
+	}
+}
+
+// lineDerivers derive from a line (its words, at: where it is) by its
+// keyword.
+var lineDerivers = map[string]func(d *deriver, w []string, at string){
+	"acl":                 (*deriver).acl,
+	"http-request":        (*deriver).requestRule,
+	"http-response":       (*deriver).responseRule,
+	"http-after-response": (*deriver).responseRule,
+	"option":              (*deriver).option,
+	"stats":               (*deriver).uri,
+	"monitor-uri":         (*deriver).uri,
+}
+
+// headerActions are the rule actions that set or remove a header.
+var headerActions = []string{"set-header", "add-header", "del-header", "replace-header", "replace-value"}
+
+// acl derives an acl line's requests, its values' and near misses', and
+// keeps its test for the conditions that name it (a name's lines
+// together).
+func (d *deriver) acl(w []string, at string) {
+	if len(w) < 3 {
+		return
+	}
+	t, note := d.aclTest(w[2:])
+	if note != "" {
+		d.notes = append(d.notes, at+": "+note)
+	}
+	if d.acls[w[1]] == nil {
+		d.acls[w[1]] = &test{}
+	}
+	d.acls[w[1]].in = append(d.acls[w[1]].in, t.in...)
+	d.acls[w[1]].out = append(d.acls[w[1]].out, t.out...)
+	for i, c := range t.in {
+		d.derive(fmt.Sprintf("%s: acl %s (value %d, in)", at, w[1], i+1), c)
+	}
+	for i, c := range t.out {
+		d.derive(fmt.Sprintf("%s: acl %s (near miss %d, out)", at, w[1], i+1), c)
+	}
+}
+
+// requestRule takes an http-request rule's header: one it sets or
+// removes is forged by the client; one its answer (return, deny) sets is
+// compared.
+func (d *deriver) requestRule(w []string, _ string) {
+	switch {
+	case len(w) >= 3 && slices.Contains(headerActions, w[1]):
+		d.forged.Set(w[2], "client-value")
+	case len(w) >= 2 && answering[w[1]]:
+		for i := 2; i+1 < len(w); i++ {
+			switch w[i] {
+			case "content-type":
+				d.respHeaders["Content-Type"] = true
+			case "hdr":
+				d.respHeaders[http.CanonicalHeaderKey(w[i+1])] = true
 			}
 		}
 	}
-	d.add(Request{Method: http.MethodGet, Target: "/", Header: forged}, "the request headers the configuration sets, removes or forwards, sent by the client")
-	return Derivation{Requests: d.reqs, ResponseHeaders: slices.Sorted(maps.Keys(respHeaders)), Notes: d.notes}
+}
+
+// responseRule takes an http-response or http-after-response rule's
+// header, compared, and derives a request whose server answers it.
+func (d *deriver) responseRule(w []string, at string) {
+	if len(w) >= 3 && slices.Contains(headerActions, w[1]) {
+		d.respHeaders[http.CanonicalHeaderKey(w[2])] = true
+		d.serverAnswers(w, at+": "+strings.Join(w, " "))
+	}
+}
+
+// option takes option forwardfor's header, forged by the client.
+func (d *deriver) option(w []string, _ string) {
+	if len(w) < 2 || w[1] != "forwardfor" {
+		return
+	}
+	if i := slices.Index(w, "header"); i > 0 && i+1 < len(w) {
+		d.forged.Set(w[i+1], "203.0.113.9")
+	}
+}
+
+// uri derives a GET of the stats or monitor URI.
+func (d *deriver) uri(w []string, at string) {
+	if len(w) < 2 {
+		return
+	}
+	if uri := w[len(w)-1]; (w[0] == "monitor-uri" || w[1] == "uri") && strings.HasPrefix(uri, "/") {
+		d.add(Request{Method: http.MethodGet, Target: uri}, at+": "+strings.Join(w, " "))
+	}
 }
 
 // answering are the http-request actions whose content-type and hdr
@@ -161,6 +211,12 @@ type deriver struct {
 	seen  map[string]int // the index of each request, by Key
 	notes []string
 	vars  map[string]string // the section's set-var samples, by variable
+	acls  map[string]*test  // the section's named ACLs' tests, by name
+	// forged are the request headers the client sends forged, the
+	// configuration's own among them; respHeaders the response headers
+	// compared.
+	forged      http.Header
+	respHeaders map[string]bool
 	// accounts are the userlists' accounts an http_auth ACL's requests
 	// send, by userlist.
 	accounts map[string]userlistAccount
