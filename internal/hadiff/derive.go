@@ -111,7 +111,7 @@ func (d *deriver) line(line haproxy.Line) {
 		derive(d, w, at)
 	}
 	if i := condition(w); i > 0 {
-		d.condition(w[i+1:], d.acls, at+": "+strings.Join(w[:i], " "))
+		d.condition(w[i+1:], at+": "+strings.Join(w[:i], " "))
 	}
 }
 
@@ -289,9 +289,40 @@ type condTerm struct {
 	t   *test
 }
 
+// change is the first change that makes the term truth (nil: none).
+func (t condTerm) change(truth bool) change {
+	cs := t.t.in
+	if truth == t.neg {
+		cs = t.t.out
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	return cs[0]
+}
+
 // condition derives requests from a rule's condition: per alternative
 // (|| or or), every test true, then each made false in turn.
-func (d *deriver) condition(words []string, acls map[string]*test, why string) {
+func (d *deriver) condition(words []string, why string) {
+	for ai, alt := range d.alternatives(words, why) {
+		var all []change
+		for _, t := range alt {
+			all = append(all, t.change(true))
+		}
+		d.derive(fmt.Sprintf("%s (alternative %d, every test true)", why, ai+1), all...)
+		for ti := range alt {
+			var one []change
+			for tj, t := range alt {
+				one = append(one, t.change(ti != tj))
+			}
+			d.derive(fmt.Sprintf("%s (alternative %d, test %d false)", why, ai+1, ti+1), one...)
+		}
+	}
+}
+
+// alternatives are a condition's alternatives, each its tests: a named
+// ACL's, or an anonymous one's ({ … }, whose note is noted with why).
+func (d *deriver) alternatives(words []string, why string) [][]condTerm {
 	var alts [][]condTerm
 	var cur []condTerm
 	for i := 0; i < len(words); i++ {
@@ -322,7 +353,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 			i += end
 			continue
 		}
-		if t, ok := acls[w]; ok {
+		if t, ok := d.acls[w]; ok {
 			cur = append(cur, condTerm{neg, t})
 		} else {
 			// An ACL of the defaults or a predefined one (TRUE, HTTP, …):
@@ -330,31 +361,7 @@ func (d *deriver) condition(words []string, acls map[string]*test, why string) {
 			cur = append(cur, condTerm{neg, &test{}})
 		}
 	}
-	alts = append(alts, cur)
-	for ai, alt := range alts {
-		pick := func(t condTerm, truth bool) change {
-			cs := t.t.in
-			if truth == t.neg {
-				cs = t.t.out
-			}
-			if len(cs) == 0 {
-				return nil
-			}
-			return cs[0]
-		}
-		var all []change
-		for _, t := range alt {
-			all = append(all, pick(t, true))
-		}
-		d.derive(fmt.Sprintf("%s (alternative %d, every test true)", why, ai+1), all...)
-		for ti := range alt {
-			var one []change
-			for tj, t := range alt {
-				one = append(one, pick(t, ti != tj))
-			}
-			d.derive(fmt.Sprintf("%s (alternative %d, test %d false)", why, ai+1, ti+1), one...)
-		}
-	}
+	return append(alts, cur)
 }
 
 // aclTest is what an ACL's fetch, flags and values (the words after its
