@@ -711,56 +711,59 @@ func Generate(expr string, insensitive bool) (string, bool) {
 	return s, true
 }
 
+// generate writes to b a string that re matches: the fewest repetitions
+// and the first alternative. It reports false for an operator it does
+// not generate.
 func generate(re *syntax.Regexp, b *strings.Builder) bool {
 	switch re.Op {
 	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
-		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary, syntax.OpStar, syntax.OpQuest:
 		return true
 	case syntax.OpLiteral:
 		b.WriteString(string(re.Rune))
 		return true
 	case syntax.OpCharClass:
-		if len(re.Rune) < 2 {
-			return false
-		}
-		// The class's first printable ASCII letter, digit or '-', else its first.
-		for i := 0; i+1 < len(re.Rune); i += 2 {
-			for r := re.Rune[i]; r <= re.Rune[i+1] && r < 0x7f; r++ {
-				if unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '.' {
-					b.WriteRune(r)
-					return true
-				}
-			}
-		}
-		b.WriteRune(re.Rune[0])
-		return true
+		return generateClass(re.Rune, b)
 	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
 		b.WriteByte('a')
 		return true
-	case syntax.OpCapture:
-		return generate(re.Sub[0], b)
-	case syntax.OpStar, syntax.OpQuest:
-		return true
-	case syntax.OpPlus:
+	case syntax.OpCapture, syntax.OpPlus, syntax.OpAlternate:
 		return generate(re.Sub[0], b)
 	case syntax.OpRepeat:
-		for range re.Min {
-			if !generate(re.Sub[0], b) {
-				return false
-			}
-		}
-		return true
+		return generateEach(slices.Repeat(re.Sub[:1], re.Min), b)
 	case syntax.OpConcat:
-		for _, s := range re.Sub {
-			if !generate(s, b) {
-				return false
-			}
-		}
-		return true
-	case syntax.OpAlternate:
-		return generate(re.Sub[0], b)
+		return generateEach(re.Sub, b)
 	}
 	return false
+}
+
+// generateEach generates each of subs in turn.
+func generateEach(subs []*syntax.Regexp, b *strings.Builder) bool {
+	for _, s := range subs {
+		if !generate(s, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// generateClass writes to b a rune of the class (its ranges, pairs of
+// bounds): its first printable ASCII letter, digit, '-' or '.', else its
+// first. It reports false for an empty class.
+func generateClass(ranges []rune, b *strings.Builder) bool {
+	if len(ranges) < 2 {
+		return false
+	}
+	for i := 0; i+1 < len(ranges); i += 2 {
+		for r := ranges[i]; r <= ranges[i+1] && r < 0x7f; r++ {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '.' {
+				b.WriteRune(r)
+				return true
+			}
+		}
+	}
+	b.WriteRune(ranges[0])
+	return true
 }
 
 // Hosts are the host names the requests send, for a certificate that
