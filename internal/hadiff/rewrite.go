@@ -101,39 +101,77 @@ func Inspect(cfg *haproxy.Config) (Layout, error) {
 	l := Layout{Balanced: map[string]bool{}, Outbound: map[int][]string{}}
 	resolvedByDefault := defaultServersResolved(cfg)
 	for _, s := range cfg.Sections {
-		servers, first := 0, false
 		for _, line := range s.Lines {
-			w := line.Words
-			if i, ok := outbound[w[0]]; ok && i < len(w) && isNetworkAddress(w[i]) {
-				l.Outbound[line.Pos.Line] = slices.Concat(w[:i], []string{Elsewhere}, w[i+1:])
-			}
-			var err error
-			switch {
-			case s.Kind == "global" && processOnly[w[0]]:
-				l.Commented = append(l.Commented, line.Pos.Line)
-			case w[0] == "bind" && (s.Kind == "frontend" || s.Kind == "listen"):
-				err = l.addBind(s.Name, line)
-			case (w[0] == "server" || w[0] == "server-template") && (s.Kind == "backend" || s.Kind == "listen"):
-				servers++
-				err = l.addServer(s.Name, line, resolvedByDefault[s] || slices.Contains(w, "resolvers"))
-			case w[0] == "default-server":
-				err = l.addDefaultServer(line)
-			case w[0] == "parse-resolv-conf":
-				err = fmt.Errorf("line %d: parse-resolv-conf: the harness's DNS server answers only the resolvers' nameserver lines", line.Pos.Line)
-			case w[0] == "balance" && len(w) > 1 && w[1] == "first":
-				first = true
-			}
-			if err != nil {
+			if err := l.inspectLine(s, line, resolvedByDefault[s]); err != nil {
 				return l, err
 			}
 		}
-		l.Balanced[s.Name] = servers > 1 && !first
+		l.Balanced[s.Name] = balanced(s)
 	}
 	return l, nil
 }
 
+// inspectLine takes in one line of section s: a network address sent
+// to, a process-only global line, or a line of layoutKeywords.
+// resolvedByDefault: the section's default-server names a resolvers
+// section.
+func (l *Layout) inspectLine(s *haproxy.Section, line haproxy.Line, resolvedByDefault bool) error {
+	w := line.Words
+	if i, ok := outbound[w[0]]; ok && i < len(w) && isNetworkAddress(w[i]) {
+		l.Outbound[line.Pos.Line] = slices.Concat(w[:i], []string{Elsewhere}, w[i+1:])
+	}
+	if s.Kind == "global" && processOnly[w[0]] {
+		l.Commented = append(l.Commented, line.Pos.Line)
+		return nil
+	}
+	k, ok := layoutKeywords[w[0]]
+	if !ok || k.kinds != nil && !slices.Contains(k.kinds, s.Kind) {
+		return nil
+	}
+	return k.take(l, s.Name, line, resolvedByDefault)
+}
+
+// layoutKeyword is how Inspect takes in a line of a keyword: in the
+// sections of kinds (nil: any), by take (in: the section's name).
+type layoutKeyword struct {
+	kinds []string
+	take  func(l *Layout, in string, line haproxy.Line, resolvedByDefault bool) error
+}
+
+// layoutKeywords are the lines Inspect takes in, by keyword.
+var layoutKeywords = map[string]layoutKeyword{
+	"bind":              {[]string{"frontend", "listen"}, (*Layout).addBind},
+	"server":            {[]string{"backend", "listen"}, (*Layout).addServer},
+	"server-template":   {[]string{"backend", "listen"}, (*Layout).addServer},
+	"default-server":    {nil, (*Layout).addDefaultServer},
+	"parse-resolv-conf": {nil, refuseResolvConf},
+}
+
+// refuseResolvConf refuses parse-resolv-conf: its nameservers are the
+// system's, which the harness cannot answer for.
+func refuseResolvConf(_ *Layout, _ string, line haproxy.Line, _ bool) error {
+	return fmt.Errorf("line %d: parse-resolv-conf: the harness's DNS server answers only the resolvers' nameserver lines", line.Pos.Line)
+}
+
+// balanced reports whether which server of section s answers a request
+// depends on the balance's state: several servers, a balance other than
+// first.
+func balanced(s *haproxy.Section) bool {
+	servers, first := 0, false
+	for _, line := range s.Lines {
+		w := line.Words
+		switch {
+		case (w[0] == "server" || w[0] == "server-template") && (s.Kind == "backend" || s.Kind == "listen"):
+			servers++
+		case w[0] == "balance" && len(w) > 1 && w[1] == "first":
+			first = true
+		}
+	}
+	return servers > 1 && !first
+}
+
 // addBind adds a bind line of the frontend or listen section named in.
-func (l *Layout) addBind(in string, line haproxy.Line) error {
+func (l *Layout) addBind(in string, line haproxy.Line, _ bool) error {
 	w := line.Words
 	if len(w) < 2 {
 		return fmt.Errorf("line %d: bind without an address", line.Pos.Line)
@@ -148,10 +186,11 @@ func (l *Layout) addBind(in string, line haproxy.Line) error {
 }
 
 // addServer adds a server or server-template line of the backend or
-// listen section named in; resolved: its options or its default-server's
-// name a resolvers section.
-func (l *Layout) addServer(in string, line haproxy.Line, resolved bool) error {
+// listen section named in; resolved: its options or (resolvedByDefault)
+// its default-server's name a resolvers section.
+func (l *Layout) addServer(in string, line haproxy.Line, resolvedByDefault bool) error {
 	s := Server{Line: line.Pos.Line, Section: in, Words: line.Words}
+	resolved := resolvedByDefault || slices.Contains(s.Words, "resolvers")
 	if len(s.Words) <= s.addressWord() {
 		return fmt.Errorf("line %d: %s without an address", line.Pos.Line, s.Words[0])
 	}
@@ -172,7 +211,7 @@ func (l *Layout) addServer(in string, line haproxy.Line, resolved bool) error {
 
 // addDefaultServer refuses a default-server line that asks a server for
 // more than plain HTTP, and writes one with init-addr anew (withoutLibc).
-func (l *Layout) addDefaultServer(line haproxy.Line) error {
+func (l *Layout) addDefaultServer(_ string, line haproxy.Line, _ bool) error {
 	w := line.Words
 	if slices.ContainsFunc(w, notPlainHTTP) {
 		return fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
