@@ -312,37 +312,17 @@ func Modern(text []byte, cfg *haproxy.Config) map[int][]string {
 // mailer's network address is Elsewhere), so that the translation's warnings name
 // the file's lines.
 func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
-	lines := strings.Split(string(text), "\n")
-	orig := slices.Clone(lines)
-	replace := func(n int, words []string) error {
-		if n < 1 || n > len(lines) {
-			return fmt.Errorf("line %d is not in the file", n)
-		}
-		indent := lines[n-1][:len(lines[n-1])-len(strings.TrimLeft(lines[n-1], " \t"))]
-		quoted := make([]string, len(words))
-		for i, w := range words {
-			quoted[i] = Quote(w)
-		}
-		lines[n-1] = indent + strings.Join(quoted, " ")
-		// A line continued by a final backslash: its other lines emptied.
-		for i := n - 1; i+1 < len(lines) && continued(strings.TrimSuffix(orig[i], "\r")); i++ {
-			lines[i+1] = ""
-		}
-		return nil
-	}
+	f := newConfigLines(text)
 	for _, n := range l.Commented {
-		lines[n-1] = "# hadiff: " + lines[n-1]
+		f.lines[n-1] = "# hadiff: " + f.lines[n-1]
 	}
 	for n, words := range a.Lines {
-		if err := replace(n, words); err != nil {
+		if err := f.replace(n, words); err != nil {
 			return nil, err
 		}
 	}
 	for n, words := range l.Outbound {
-		if words[0] == "nameserver" && a.Nameserver != "" {
-			words = slices.Concat(words[:2], []string{a.Nameserver}, words[3:])
-		}
-		if err := replace(n, words); err != nil {
+		if err := f.replace(n, withNameserver(words, a.Nameserver)); err != nil {
 			return nil, err
 		}
 	}
@@ -351,27 +331,11 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("line %d: no address for the bind", b.Line)
 		}
-		words := []string{"bind", addr}
-		for i := 2; i < len(b.Words); i++ {
-			switch w := b.Words[i]; w {
-			case "v4v6", "v6only":
-			case "interface", "namespace":
-				i++
-			case "crt", "ca-file":
-				words = append(words, w)
-				if i+1 < len(b.Words) {
-					i++
-					to, ok := a.File[b.Words[i]]
-					if !ok {
-						return nil, fmt.Errorf("line %d: no file for %s %s", b.Line, w, b.Words[i])
-					}
-					words = append(words, to)
-				}
-			default:
-				words = append(words, w)
-			}
+		words, err := b.movedTo(addr, a.File)
+		if err != nil {
+			return nil, err
 		}
-		if err := replace(b.Line, words); err != nil {
+		if err := f.replace(b.Line, words); err != nil {
 			return nil, err
 		}
 	}
@@ -380,11 +344,78 @@ func Rewrite(text []byte, l Layout, a Addresses) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("line %d: no address for server %s", s.Line, s.Name)
 		}
-		if err := replace(s.Line, s.movedTo(addr)); err != nil {
+		if err := f.replace(s.Line, s.movedTo(addr)); err != nil {
 			return nil, err
 		}
 	}
-	return []byte(strings.Join(lines, "\n")), nil
+	return []byte(strings.Join(f.lines, "\n")), nil
+}
+
+// configLines are a configuration's lines as written anew, and as they
+// were (orig), which say where a line continues.
+type configLines struct {
+	lines, orig []string
+}
+
+func newConfigLines(text []byte) configLines {
+	lines := strings.Split(string(text), "\n")
+	return configLines{lines: lines, orig: slices.Clone(lines)}
+}
+
+// replace writes line n anew as words, at its indent, each quoted.
+func (c configLines) replace(n int, words []string) error {
+	if n < 1 || n > len(c.lines) {
+		return fmt.Errorf("line %d is not in the file", n)
+	}
+	line := c.lines[n-1]
+	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = Quote(w)
+	}
+	c.lines[n-1] = indent + strings.Join(quoted, " ")
+	// A line continued by a final backslash: its other lines emptied.
+	for i := n - 1; i+1 < len(c.lines) && continued(strings.TrimSuffix(c.orig[i], "\r")); i++ {
+		c.lines[i+1] = ""
+	}
+	return nil
+}
+
+// withNameserver is an outbound line's words, a nameserver's with the
+// harness's DNS server's address (nameserver; "": as they are).
+func withNameserver(words []string, nameserver string) []string {
+	if words[0] == "nameserver" && nameserver != "" {
+		return slices.Concat(words[:2], []string{nameserver}, words[3:])
+	}
+	return words
+}
+
+// movedTo is the bind's line on addr (loopback): v4v6 and v6only, and
+// interface and namespace with their argument, dropped (they name the
+// old address's family and device); each crt and ca-file the file that
+// files maps it to.
+func (b Bind) movedTo(addr string, files map[string]string) ([]string, error) {
+	words := []string{"bind", addr}
+	for i := 2; i < len(b.Words); i++ {
+		switch w := b.Words[i]; w {
+		case "v4v6", "v6only":
+		case "interface", "namespace":
+			i++
+		case "crt", "ca-file":
+			words = append(words, w)
+			if i+1 < len(b.Words) {
+				i++
+				to, ok := files[b.Words[i]]
+				if !ok {
+					return nil, fmt.Errorf("line %d: no file for %s %s", b.Line, w, b.Words[i])
+				}
+				words = append(words, to)
+			}
+		default:
+			words = append(words, w)
+		}
+	}
+	return words, nil
 }
 
 // movedTo is the server's line with its address the backend's addr
