@@ -85,11 +85,7 @@ func TestRewriteByLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := strings.Split(string(out), "\n"), strings.Split(sample, "\n")
-	if len(got) != len(want) {
-		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out)
-	}
-	changed := map[int]string{
+	checkRewritten(t, string(out), sample, map[int]string{
 		2:  "# hadiff:     chroot /var/lib/haproxy",
 		3:  "# hadiff:     stats socket /run/haproxy/admin.sock mode 660",
 		4:  "    log 127.0.0.1:9 local0",
@@ -100,6 +96,17 @@ func TestRewriteByLine(t *testing.T) {
 		27: "    server api2 127.0.0.1:2002 check",
 		31: "    server app1 127.0.0.1:2003 weight 2",
 		32: "    server app2 127.0.0.1:2004",
+	})
+	checkSampleReadBack(t, parse(t, string(out)))
+}
+
+// checkRewritten checks that the rewritten text out has the original's
+// lines, each at its number, but those changed (by number).
+func checkRewritten(t *testing.T, out, original string, changed map[int]string) {
+	t.Helper()
+	got, want := strings.Split(out, "\n"), strings.Split(original, "\n")
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(got), len(want), out)
 	}
 	for i := range got {
 		w, ok := changed[i+1]
@@ -110,9 +117,12 @@ func TestRewriteByLine(t *testing.T) {
 			t.Errorf("line %d: %q, want %q", i+1, got[i], w)
 		}
 	}
-	// HAProxy's reader takes it back: the crt as mapped, the header
-	// value's quoting as it was.
-	again := parse(t, string(out))
+}
+
+// checkSampleReadBack checks that HAProxy's reader takes the rewritten
+// sample back: the crt as mapped, the header value's quoting as it was.
+func checkSampleReadBack(t *testing.T, again *haproxy.Config) {
+	t.Helper()
 	for _, s := range again.Sections {
 		for _, line := range s.Lines {
 			if line.Words[0] == "bind" && line.Pos.Line == 12 && line.Words[4] != "/tmp/my cert.pem" {
