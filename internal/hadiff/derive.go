@@ -437,11 +437,11 @@ func readACL(w []string) (aclWords, string) {
 var matchSuffixes = []string{"beg", "end", "sub", "reg", "dom", "dir", "str", "len", "cnt", "ip", "val", "found"}
 
 // fetchSubject is what a fetch reads (path, hdr, …), its first argument
-// (a header's, parameter's or cookie's name) and the match method, -m's
-// (match) or else its name's suffix: path_beg is path, -m beg; str if
+// (a header's, parameter's or cookie's name) and its match method, -m's
+// (given) or else its name's suffix: path_beg is path, -m beg; str if
 // neither says.
-func fetchSubject(fetch, match string) (subject, arg, method string) {
-	subject = fetch
+func fetchSubject(fetch, given string) (subject, arg, match string) {
+	subject, match = fetch, given
 	if open := strings.Index(fetch, "("); open > 0 && strings.HasSuffix(fetch, ")") {
 		subject, arg = fetch[:open], fetch[open+1:len(fetch)-1]
 		if c := strings.IndexByte(arg, ','); c >= 0 {
