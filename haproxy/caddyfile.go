@@ -188,3 +188,10 @@ func (c *caddyfile) nameOf(l Line, v string) string {
 	tok, err := nameToken(v, l.envs)
 	return c.token(tok, err, v, l)
 }
+
+// placeholderNameOf is placeholderNameToken(v) (a field or cookie name in
+// a placeholder's name) of line l.
+func (c *caddyfile) placeholderNameOf(l Line, v string) string {
+	tok, err := placeholderNameToken(v, l.envs)
+	return c.token(tok, err, v, l)
+}

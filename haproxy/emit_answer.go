@@ -70,9 +70,9 @@ func (z rateZone) writeKey(c *caddyfile) {
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
 		return
 	}
-	key := "{http.request.header." + c.nameOf(tr.line, tr.key.name) + "}"
+	key := "{http.request.header." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
 	if tr.key.kind == "cookie" {
-		key = "{http.request.cookie." + c.nameOf(tr.line, tr.key.name) + "}"
+		key = "{http.request.cookie." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
 	}
 	has := key + ` != ""`
 	if tr.cond != nil {

@@ -136,9 +136,9 @@ func fetchExpression(c *caddyfile, l Line, subject fetchSubject, arg string) str
 	case portSubject:
 		return "{http.request.local.port}" // the accepting socket's port, a number
 	case cookieSubject:
-		return "{http.request.cookie." + c.nameOf(l, arg) + "}"
+		return "{http.request.cookie." + c.placeholderNameOf(l, arg) + "}"
 	}
-	return "{http.request.header." + c.nameOf(l, arg) + "}"
+	return "{http.request.header." + c.placeholderNameOf(l, arg) + "}"
 }
 
 // expression is the sample's value as CEL, as set-var computes it: a

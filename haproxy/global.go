@@ -235,19 +235,26 @@ func (t *translator) readUnusedDefaults() {
 		if s.Kind != "defaults" || len(t.takers[s]) > 0 {
 			continue
 		}
+		fe, be := t.unusedDefaultSides(s)
 		for _, l := range s.Lines {
 			t.reach(l.Pos)
-			t.refused.add(t.readUnusedDefault(s, l))
+			t.refused.add(readUnusedDefault(fe, be, l))
 		}
 	}
+}
+
+// unusedDefaultSides are the frontend and the backend that read a
+// defaults section no proxy takes: its rules see its own ACLs.
+func (t *translator) unusedDefaultSides(s *Section) (*frontend, *backend) {
+	fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, aclScope: newACLScope(t.cfg), global: &t.global, userlists: t.userlists}
+	be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
+	return fe, be
 }
 
 // readUnusedDefault reads a line by the side that takes it (a backend's
 // keyword as a backend's, a frontend's as a frontend's), one of both
 // sides by either.
-func (t *translator) readUnusedDefault(s *Section, l Line) error {
-	fe := &frontend{section: &Section{Kind: "frontend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}, aclScope: newACLScope(nil), global: &t.global}
-	be := &backend{section: &Section{Kind: "backend", Name: s.Name, Pos: s.Pos}, timeouts: map[string]string{}}
+func readUnusedDefault(fe *frontend, be *backend, l Line) error {
 	switch keywordSide(l) {
 	case frontendSide:
 		return fe.read(l)

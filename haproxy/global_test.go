@@ -184,6 +184,12 @@ func TestUnusedDefaults(t *testing.T) {
 	checkOutcome(t, "", "", err, `k.cfg:3: timeout connect: "5x": unit "x"`)
 	_, err = translateK(t, "defaults\n\tmode http\n\tfrobnicate 1\n")
 	checkOutcome(t, "", "", err, "k.cfg:3: frobnicate 1: not translated yet")
+	// Its rules see its own ACLs, and an undefined one is refused (it
+	// panicked: the section's ACLs were looked up in no configuration).
+	out, err = translateK(t, "defaults d\n\tmode http\n\tacl api path_beg /api\n\thttp-request deny if api\n")
+	checkOutcome(t, "", out, err, "", "# k.cfg:4: http-request deny if api")
+	_, err = translateK(t, "userlist u\n\tuser a insecure-password b\ndefaults d\n\tmode http\n\thttp-request auth unless nope\n")
+	checkOutcome(t, "", "", err, "k.cfg:5: http-request auth: ACL nope is not defined before this line")
 }
 
 // Lines that change HAProxy's logs and no request (issue 28): translated

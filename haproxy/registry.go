@@ -307,7 +307,10 @@ type action struct {
 	status      status
 	doc         string
 	conditional bool // it takes an if or unless condition
-	read        func(fe *frontend, l Line, args []string, cond *Condition) error
+	// parenthesized: the action is written name(<arguments>), as
+	// set-var(<var>); another is written bare.
+	parenthesized bool
+	read          func(fe *frontend, l Line, args []string, cond *Condition) error
 
 	// read is nil for a backend's action only; backend reads it in a
 	// backend (nil: a frontend's only).
@@ -333,7 +336,7 @@ var requestActions = indexActions([]action{
 	{name: "track-sc1", status: translated, conditional: true, doc: "as `track-sc0`, of counter 1", read: (*frontend).readTrack},
 	{name: "track-sc2", status: translated, conditional: true, doc: "as `track-sc0`, of counter 2", read: (*frontend).readTrack},
 	{name: "cache-use", status: ignored, conditional: true, doc: "nothing: the cache is not there (see `cache`), so every request goes on to its server", read: (*frontend).readCacheUse, backend: (*backend).readCacheUse},
-	{name: "set-var", status: translated, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
+	{name: "set-var", status: translated, parenthesized: true, doc: "`set-var(txn.<name>)` or `req.`, in a frontend, of `hdr(<name>)`/`req.hdr(<name>)` (the last value), `path`, `url`, `query`, `method` or `ssl_fc_sni`, with the converters `lower`, `upper` and `field(<n>,<c>)`: each ACL of `var(<name>) -m <method>` tests that sample itself (nothing is stored); refused where a header rule changes the header after the set-var, where an http-request rule before the set-var tests it, and for a variable set twice", read: (*frontend).readSetVar},
 	{name: "capture", status: ignored, conditional: true, doc: "a sample kept for the request's log line: Caddy's access log holds the request's headers", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 	{name: "set-log-level", status: approximated, conditional: true, doc: "`silent` in a frontend: `log_skip` with the condition's matcher (approximated after rules that answer: log_skip skips their requests too, which HAProxy logs); another level, or in a backend: Caddy logs the access line at its own level (error for a 5xx answer, else info)", read: (*frontend).readLogOnly, backend: (*backend).readLogOnly},
 })
@@ -341,8 +344,11 @@ var requestActions = indexActions([]action{
 // requestAction is the http-request action of the rule l (set-var of
 // set-var(<name>)), nil for one the registry has not.
 func requestAction(l Line) *action {
-	name, _, _ := strings.Cut(arg(l, 1), "(")
-	return requestActions[name]
+	name, _, parenthesized := strings.Cut(arg(l, 1), "(")
+	if a := requestActions[name]; a != nil && a.parenthesized == parenthesized {
+		return a
+	}
+	return nil
 }
 
 func indexActions(table []action) map[string]*action {

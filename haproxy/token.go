@@ -87,6 +87,9 @@ func formatToken(f logFormat, envs []envUse, compose func(string) string) (strin
 			if strings.HasSuffix(b.String(), `\`) {
 				return "", errBackslashSample
 			}
+			if !placeholderKey.MatchString(p.placeholder) {
+				return "", errPlaceholderName
+			}
 			b.WriteString("{" + p.placeholder + "}")
 			continue
 		}
@@ -126,6 +129,26 @@ func nameToken(v string, envs []envUse) (string, error) {
 		return "", fmt.Errorf("%q: a Caddyfile would read it as a comment, a heredoc or a quote", v)
 	}
 	return withEnv(v, envs, func(s string) (string, error) { return s, nil })
+}
+
+// errPlaceholderName refuses a name that Caddy would not read as part of
+// a placeholder's name everywhere.
+var errPlaceholderName = errors.New("it holds a byte other than a letter, a digit, '-', '_' or '.', which Caddy's expression matcher does not read in a placeholder's name (a backtick would end the expression's token)")
+
+// placeholderKey matches a placeholder's name as Caddy's expression
+// matcher reads it (celmatcher.go's placeholderRegexp), which the
+// replacer reads alike.
+var placeholderKey = regexp.MustCompile(`^[A-Za-z][\w.-]*$`)
+
+// placeholderNameToken is v, an HTTP field or cookie name, as the end of
+// a placeholder's name ({http.request.header.<v>}): a name (nameToken)
+// that placeholderKey takes, so that it stays a placeholder in an
+// expression too.
+func placeholderNameToken(v string, envs []envUse) (string, error) {
+	if !placeholderKey.MatchString("x" + v) {
+		return "", errPlaceholderName
+	}
+	return nameToken(v, envs)
 }
 
 // errEnvValue refuses a value of the environment that {$NAME} cannot

@@ -268,3 +268,29 @@ func TestNoEnvValueInTheTranslation(t *testing.T) {
 		t.Errorf("a value the configuration writes too: %v", err)
 	}
 }
+
+// A header's or a cookie's name in a placeholder is read by Caddy's
+// expression matcher only as letters, digits, '-', '_' and '.': a name of
+// HTTP with another byte (a backtick, which ended the expression's
+// token, a quote, '!') is refused at its line, in an ACL, a set-var's
+// sample, a rate limit's key and a log-format sample alike.
+func TestNamesInPlaceholders(t *testing.T) {
+	const head = "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
+	const tail = "\tdefault_backend b\nbackend b\n\tserver a 127.0.0.1:9000\n"
+	for _, tt := range []struct{ rules, want string }{
+		{"\tacl a req.cook(a`) -m str x\n\thttp-request deny if a\n", "k.cfg:5: acl a:"},
+		{"\thttp-request deny if { hdr(x!b) -m str y }\n", "k.cfg:5: http-request deny:"},
+		{"\thttp-request set-var(txn.v) req.hdr(c`d),lower\n\thttp-request deny if { var(txn.v) -m str z }\n", "k.cfg:6: http-request deny:"},
+		{"\tstick-table type string len 32 store http_req_rate(10s)\n\thttp-request track-sc0 req.hdr(k!`)\n" +
+			"\thttp-request deny deny_status 429 if { sc_http_req_rate(0) gt 5 }\n", "k.cfg:6: http-request track-sc0:"},
+		{"\thttp-request set-header X-A %[hdr(e`f)]\n", "k.cfg:5: http-request set-header:"},
+	} {
+		out, err := translateK(t, head+tt.rules+tail)
+		checkOutcome(t, tt.rules, out, err, tt.want)
+		if err != nil && !strings.Contains(err.Error(), errPlaceholderName.Error()) {
+			t.Errorf("%q: %v, want %v", tt.rules, err, errPlaceholderName)
+		}
+	}
+	out, err := translateK(t, head+"\thttp-request deny if { req.cook(sess_id.v2) -m str x }\n"+tail)
+	checkOutcome(t, "sess_id.v2", out, err, "", "{http.request.cookie.sess_id.v2}")
+}
