@@ -134,6 +134,9 @@ func Derive(cfg *haproxy.Config) Derivation {
 						respHeaders[http.CanonicalHeaderKey(w[i+1])] = true
 					}
 				}
+			case (w[0] == "redirect" || w[0] == "http-request" && len(w) >= 2 && w[1] == "redirect") &&
+				(slices.Contains(w, "set-cookie") || slices.Contains(w, "clear-cookie")):
+				respHeaders["Set-Cookie"] = true
 			case w[0] == "option" && len(w) >= 2 && w[1] == "forwardfor":
 				if i := slices.Index(w, "header"); i > 0 && i+1 < len(w) {
 					forged.Set(w[i+1], "203.0.113.9")
