@@ -79,6 +79,9 @@ var globalKeywords = []keyword{
 
 const notUsed = "not used by Caddy"
 
+// numericID says why a proxy's or server's id is ignored.
+const numericID = "the number HAProxy's stats and runtime API give the proxy or server (its iid, sid): Caddy names its sites and upstreams by address; no request or answer changes"
+
 const runtimeAPI = "the runtime API is Caddy's admin API (and caddy ha status)"
 
 // proxyKeywords are those of both sides (and defaults).
@@ -117,7 +120,6 @@ var proxyKeywords = []keyword{
 	{name: "stats http-request", in: inFrontend | inListen | inBackend, status: refused, doc: "stats http-request rules are not translated yet"},
 	{name: "filter", in: inFrontend | inListen | inBackend, status: ignored, doc: "`cache <name>` and `compression`: nothing, as they only order HAProxy's filters (the cache is not there, see `cache`; compression is the `compression` lines'); the others refused: " + otherFilters,
 		frontend: (*frontend).readFilter, backend: (*backend).readFilter},
-	{name: "id", in: inFrontend | inListen | inBackend, status: refused},
 	{name: "compression algo", in: proxies, status: approximated, doc: compressionDoc, frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression type", in: proxies, status: approximated, doc: "`encode`'s `match { header Content-Type <type>* }`: HAProxy matches each type as a prefix, without case; Caddy with case", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression offload", in: inFrontend | inListen | inBackend, status: approximated, doc: "`header_up -Accept-Encoding`: Caddy removes it from every request, HAProxy from those whose answer it compresses", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
@@ -141,6 +143,7 @@ var frontendKeywords = []keyword{
 	{name: "option httplog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request (`clf` is refused)", frontend: (*frontend).readLog},
 	{name: "option httpslog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request", frontend: (*frontend).readLog},
 	{name: "option dontlognull", in: frontends, status: translated, doc: "Caddy's default: a connection that sends no request is never logged", frontend: (*frontend).readLog},
+	{name: "id", in: inFrontend | inListen | inBackend, status: ignored, doc: numericID, frontend: (*frontend).readKeywordNote, backend: (*backend).readKeywordNote},
 	{name: "option socket-stats", in: frontends, status: ignored, doc: "counters per bind line in HAProxy's stats (Caddy's metrics are per server)", frontend: (*frontend).readKeywordNote},
 	{name: "backlog", in: frontends, status: refused},
 	{name: "capture cookie", in: inFrontend | inListen, status: refused},

@@ -45,6 +45,7 @@ var bindOptionTable = []lineOption[*bind]{
 	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
 	{name: "transparent", status: refused, doc: transparentRefusal, read: func(_ *bind, _ string, l Line) error { return refuse(l, "transparent: %s", transparentRefusal) }},
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
+	{name: "id", value: true, status: ignored, doc: "the number HAProxy's stats and runtime API give the listener: Caddy's listeners have none; no request changes", read: func(*bind, string, Line) error { return nil }},
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
 
@@ -108,6 +109,7 @@ var serverOptionTable = []serverOption{
 	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
 	{name: "disabled", status: translated, doc: "the server left out of the upstreams, as HAProxy starts it in maintenance (no request, no check); a backend whose servers all are answers 503 to what its rules leave", read: func(*serverReading, string, Line) error { return nil }},
 	{name: "enabled", status: translated, doc: "undoes a `disabled` before it (default-server's)", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "id", value: true, status: ignored, doc: numericID, read: func(*serverReading, string, Line) error { return nil }},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
