@@ -41,6 +41,10 @@ func indexOptions[T any](table []lineOption[T]) map[string]*lineOption[T] {
 var bindOptionTable = []lineOption[*bind]{
 	{name: "ssl", status: translated, doc: "an `https://` site", read: func(b *bind, _ string, _ Line) error { b.isTLS = true; return nil }},
 	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
+	{name: "crt-list", value: true, status: translated, doc: crtListDoc, read: func(b *bind, v string, _ Line) error {
+		b.crtLists = append(b.crtLists, crtListRef{path: v, at: len(b.crts)})
+		return nil
+	}},
 	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
 	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
 	{name: "transparent", status: refused, doc: transparentRefusal, read: func(_ *bind, _ string, l Line) error { return refuse(l, "transparent: %s", transparentRefusal) }},
@@ -48,6 +52,9 @@ var bindOptionTable = []lineOption[*bind]{
 	{name: "id", value: true, status: ignored, doc: "the number HAProxy's stats and runtime API give the listener: Caddy's listeners have none; no request changes", read: func(*bind, string, Line) error { return nil }},
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
+
+// crtListDoc says what becomes of a crt-list.
+const crtListDoc = "each line's certificate as a `crt` of its own (read when adapting, as HAProxy reads the list when it starts; `#` comments and empty lines skipped), Caddy picking among them by the names each holds: SNI filters that name exactly the certificate's names are translated, those that leave some of its names out (or `!<name>` of a wildcard) a warning (Caddy serves it for them too), a filter of a name it does not hold refused; `[ssl options]` for one certificate refused (Caddy's are the site's)"
 
 // transparentRefusal says why bind … transparent (IP_TRANSPARENT: an
 // address the host may not have, keepalived's virtual one) is refused.
