@@ -287,7 +287,7 @@ func firstAlert(out []byte) string {
 var differentialShapes = []string{"../haproxy/testdata/acl-methods.cfg", "../haproxy/testdata/variables.cfg", "../haproxy/testdata/resolvers.cfg", "../haproxy/testdata/connection-reject.cfg", "../haproxy/testdata/replace-header.cfg",
 	"../haproxy/testdata/backend-auth.cfg", "../haproxy/testdata/bind-tls-options.cfg", "../haproxy/testdata/stats-backend.cfg", "../haproxy/testdata/tls-samples.cfg",
 	"../haproxy/testdata/cache.cfg", "../haproxy/testdata/stick.cfg", "../haproxy/testdata/cookie-prefix.cfg",
-	"../haproxy/testdata/server-disabled.cfg", "../haproxy/testdata/path-rewrite.cfg"}
+	"../haproxy/testdata/server-disabled.cfg", "../haproxy/testdata/path-rewrite.cfg", "../haproxy/testdata/redirect-options.cfg"}
 
 // knownDifferences are docs/haproxy.md's known differences.
 func knownDifferences(t *testing.T) []hadiff.Known {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // answer is what a rule that answers the client itself does: a handler
@@ -26,6 +25,11 @@ type answer struct {
 	// the log-format value it is made of.
 	redirect string
 	target   logFormat
+	// redir: the placeholder of the request's part after a prefix or
+	// scheme target (redirectTails), and the Set-Cookie header of
+	// set-cookie or clear-cookie ("": none).
+	tail      string
+	setCookie string
 	// edge_rate_limit: its zone.
 	zone rateZone
 	// basic_auth: its realm and accounts.
@@ -51,9 +55,12 @@ const (
 )
 
 // formats are the log-format values the answer writes: the redirect's
-// target, the body, the headers' values.
+// target and the request's part after it, the body, the headers' values.
 func (a answer) formats() []logFormat {
 	f := []logFormat{a.target, a.body}
+	if a.kind == redirAnswer && a.redirect != "location" {
+		f = append(f, logFormat{parts: []formatPart{{placeholder: a.tail}}})
+	}
 	for _, h := range a.headers {
 		f = append(f, h.v)
 	}
@@ -199,14 +206,14 @@ func (a *answer) checkBuilt(payload string, l Line) error {
 	return nil
 }
 
-// redirectAnswer is a redirect rule's location, prefix or scheme with
-// [code <code>] as redir (HAProxy's default 302). HAProxy builds a scheme
+// redirectAnswer is a redirect rule's location, prefix or scheme and its
+// options as redir (HAProxy's default 302). HAProxy builds a scheme
 // redirect from the Host header and the URI with its query.
 func redirectAnswer(words []string, l Line) (answer, error) {
 	if len(words) < 2 {
 		return answer{}, refuse(l, "takes location, prefix or scheme and a value")
 	}
-	a := answer{kind: redirAnswer, redirect: words[0], status: "302"}
+	a := answer{kind: redirAnswer, redirect: words[0], status: "302", tail: "uri"}
 	if _, ok := redirectTargets[a.redirect]; !ok {
 		return a, refuse(l, "redirect %s is not translated yet", a.redirect)
 	}
@@ -219,12 +226,8 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 			return a, err
 		}
 	}
-	switch rest := words[2:]; {
-	case len(rest) == 0:
-	case len(rest) == 2 && rest[0] == "code":
-		a.status = rest[1]
-	default:
-		return a, refuse(l, "only [code <code>] is translated after the %s", a.redirect)
+	if err := a.readRedirectOptions(words[2:], l); err != nil {
+		return a, err
 	}
 	switch a.status {
 	case "301", "302", "303", "307", "308":
@@ -234,13 +237,77 @@ func redirectAnswer(words []string, l Line) (answer, error) {
 	return a, nil
 }
 
+// readRedirectOptions reads a redirect's options after its target, as
+// HAProxy 2.6 applies them: drop-query and append-slash to the request's
+// part of a prefix or scheme redirect (a location is sent as it is);
+// set-cookie and clear-cookie (the last of them) as HAProxy's Set-Cookie
+// header; ignore-empty skips a location whose value is empty.
+func (a *answer) readRedirectOptions(opts []string, l Line) error {
+	var dropQuery, appendSlash bool
+	for i := 0; i < len(opts); i++ {
+		switch opt := opts[i]; opt {
+		case "drop-query":
+			dropQuery = true
+		case "append-slash":
+			appendSlash = true
+		case "ignore-empty":
+			if _, literal := a.target.text(); !literal && a.redirect == "location" {
+				return refuse(l, "ignore-empty with a sample in the location: HAProxy skips the rule when the location is empty, Caddy's redir would send it (not translated; drop ignore-empty and add a condition that the sample is found, such as { hdr(<name>) -m found })")
+			}
+		case "code", "set-cookie", "clear-cookie":
+			if i+1 >= len(opts) {
+				return refuse(l, "%s needs a value", opt)
+			}
+			i++
+			a.readRedirectSetting(opt, opts[i])
+		default:
+			return refuse(l, "redirect option %s: HAProxy takes code, drop-query, append-slash, set-cookie, clear-cookie and ignore-empty (it refuses this one too)", opt)
+		}
+	}
+	a.tail = redirectTails[[2]bool{dropQuery, appendSlash}]
+	return nil
+}
+
+// readRedirectSetting reads code, or set-cookie's or clear-cookie's
+// cookie into the Set-Cookie header HAProxy sends: the cookie as written,
+// then "; path=/;" (and " Max-Age=0;" to clear it).
+func (a *answer) readRedirectSetting(opt, v string) {
+	switch opt {
+	case "code":
+		a.status = v
+	case "set-cookie":
+		a.setCookie = v + "; path=/;"
+	case "clear-cookie":
+		a.setCookie = v + "; path=/; Max-Age=0;"
+	}
+}
+
+// redirectTails are the placeholders of the request's part that a prefix
+// or scheme redirect puts after its target, by drop-query and
+// append-slash: the URI as sent, or its path alone; with append-slash, a
+// slash after it unless it ends with one (after the query, if kept, as
+// HAProxy puts it).
+var redirectTails = map[[2]bool]string{
+	{false, false}: "uri", // Caddyfile's shorthand of {http.request.uri}
+	{true, false}:  "haproxy.path",
+	{false, true}:  "haproxy.uri_slashed",
+	{true, true}:   "haproxy.path_slashed",
+}
+
 // redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer, its samples Caddy's placeholders): as it is, before
-// the request's URI, or as the scheme of the request's host and URI.
-var redirectTargets = map[string]func(lit string) string{
-	"location": func(lit string) string { return lit },
-	"prefix":   func(lit string) string { return strings.TrimSuffix(lit, "/") + "{uri}" },
-	"scheme":   func(lit string) string { return lit + "://{hostport}{uri}" },
+// Caddy's replacer, its samples Caddy's placeholders) and the request's
+// part (tail, a placeholder): as it is, before the request's part (a
+// prefix of "/" alone, nothing, as HAProxy drops it), or as the scheme of
+// the request's host and part.
+var redirectTargets = map[string]func(lit, tail string) string{
+	"location": func(lit, _ string) string { return lit },
+	"prefix": func(lit, tail string) string {
+		if lit == "/" {
+			lit = ""
+		}
+		return lit + tail
+	},
+	"scheme": func(lit, tail string) string { return lit + "://{hostport}" + tail },
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {

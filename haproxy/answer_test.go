@@ -71,3 +71,36 @@ func TestBuiltAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Issue 28: a redirect's options after its target, as HAProxy 2.6 sends
+// them: drop-query keeps the path alone, append-slash adds a slash unless
+// the location ends with one (after a kept query), set-cookie and
+// clear-cookie add HAProxy's Set-Cookie header; a location is sent as it
+// is, and a prefix of "/" alone adds nothing.
+func TestRedirectOptions(t *testing.T) {
+	const head = "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
+	const tail = "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct {
+		rule string
+		want []string
+	}{
+		{"redirect scheme https drop-query", []string{`redir "https://{hostport}{haproxy.path}" 302`, "map {http.request.uri} {haproxy.path}"}},
+		{"redirect scheme https append-slash", []string{`redir "https://{hostport}{haproxy.uri_slashed}" 302`, "~^(.*[^/])$ ${1}/"}},
+		{"redirect prefix https://x.test/ drop-query append-slash", []string{`redir "https://x.test/{haproxy.path_slashed}" 302`}},
+		{"redirect prefix / code 301", []string{`redir "{uri}" 301`}},
+		{"redirect location /a drop-query append-slash set-cookie A=b", []string{"header +Set-Cookie \"A=b; path=/;\"", "redir /a 302"}},
+		{"redirect scheme https clear-cookie A", []string{"header +Set-Cookie \"A; path=/; Max-Age=0;\"", `redir "https://{hostport}{uri}" 302`}},
+		{"http-request redirect location /a ignore-empty", []string{"redir /a 302"}},
+	} {
+		out, err := translateText(t, head+"\t"+tt.rule+"\n"+tail)
+		if err != nil {
+			t.Errorf("%s: %v", tt.rule, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: the translation lacks %q:\n%s", tt.rule, w, out)
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -75,7 +76,7 @@ var corpusOutcomes = map[string]struct {
 	"path-prefix-strip.cfg":          {},
 	"patroni-postgres-stats.cfg":     {11, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit c"},
-	"pfsense-generated.cfg":          {29, "bind 10.99.0.1:443: bind option \"crt-list\" is not translated yet"},
+	"pfsense-generated.cfg":          {62, "server nextcloud: ssl with an HTTP check that dynamic checked makes (option httpchk withou"},
 	"php-fpm-fastcgi.cfg":            {15, "fcgi-app php: not translated yet"},
 	"postgres-no-mode.cfg":           {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated (w"},
 	"prometheus-exporter-stats.cfg":  {20, "stats scope: ha_status shows the whole process (every leader pool and its servers, rate-limi"},
@@ -194,8 +195,26 @@ func translateFile(t *testing.T, file string) (text string, err error) {
 	if err != nil {
 		return "", err
 	}
+	cfg.Files = corpusFiles{}
 	return caddyfileOf(cfg)
 }
+
+// corpusFiles are the files the corpus's configurations name that the
+// translation reads (a crt-list), as the machines they were written for
+// have them: testdata/corpus/files/<path>; others are the filesystem's.
+type corpusFiles struct{}
+
+func (corpusFiles) path(name string) string {
+	p := filepath.Join("testdata/corpus/files", name)
+	if _, err := os.Stat(p); err == nil && filepath.IsAbs(name) {
+		return p
+	}
+	return name
+}
+
+func (f corpusFiles) Stat(name string) (fs.FileInfo, error)      { return os.Stat(f.path(name)) }
+func (f corpusFiles) ReadFile(name string) ([]byte, error)       { return os.ReadFile(f.path(name)) }
+func (f corpusFiles) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(f.path(name)) }
 
 // checkOutcomeShape checks the shape of each refusal of err (nil: none).
 func checkOutcomeShape(t *testing.T, file string, err error) {

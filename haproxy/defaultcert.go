@@ -89,30 +89,52 @@ func defaultCertName(files Files, path string) (string, error) {
 		}
 		return "", errors.New("no certificate file in the directory")
 	}
-	data, err := files.ReadFile(path)
+	cert, err := leafCertificate(files, path)
 	if err != nil {
 		return "", err
+	}
+	switch {
+	case len(cert.DNSNames) > 0:
+		return strings.ToLower(cert.DNSNames[0]), nil
+	case len(cert.IPAddresses) > 0:
+		return cert.IPAddresses[0].String(), nil
+	case cert.Subject.CommonName != "":
+		return strings.ToLower(cert.Subject.CommonName), nil
+	}
+	return "", errors.New("a certificate with no name")
+}
+
+// leafCertificate is the first certificate of the PEM file at path.
+func leafCertificate(files Files, path string) (*x509.Certificate, error) {
+	data, err := files.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	for {
 		var block *pem.Block
 		if block, data = pem.Decode(data); block == nil {
-			return "", errors.New("no PEM certificate in the file")
+			return nil, errors.New("no PEM certificate in the file")
 		}
-		if block.Type != "CERTIFICATE" {
-			continue
+		if block.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(block.Bytes)
 		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", err
-		}
-		switch {
-		case len(cert.DNSNames) > 0:
-			return strings.ToLower(cert.DNSNames[0]), nil
-		case len(cert.IPAddresses) > 0:
-			return cert.IPAddresses[0].String(), nil
-		case cert.Subject.CommonName != "":
-			return strings.ToLower(cert.Subject.CommonName), nil
-		}
-		return "", errors.New("a certificate with no name")
 	}
+}
+
+// certificateNames are the names Caddy picks a certificate by (its
+// common name, DNS names and IP addresses), in lower case: HAProxy's
+// too, where no SNI filter names others.
+func certificateNames(cert *x509.Certificate) []string {
+	var names []string
+	if cn := cert.Subject.CommonName; cn != "" {
+		names = append(names, strings.ToLower(cn))
+	}
+	for _, n := range cert.DNSNames {
+		names = append(names, strings.ToLower(n))
+	}
+	for _, ip := range cert.IPAddresses {
+		names = append(names, ip.String())
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

@@ -23,7 +23,12 @@ func (a answer) write(c *caddyfile, matcher string) {
 		}
 		c.line("respond%s %s %s", matcher, c.composed(a.body, asWritten), a.status)
 	case redirAnswer:
-		c.line("redir%s %s %s", matcher, c.composed(a.target, redirectTargets[a.redirect]), a.status)
+		if a.setCookie != "" {
+			c.line("header%s +Set-Cookie %s", matcher, c.literal(a.setCookie))
+		}
+		tail := "{" + a.tail + "}"
+		target := func(lit string) string { return redirectTargets[a.redirect](lit, tail) }
+		c.line("redir%s %s %s", matcher, c.composed(a.target, target), a.status)
 	case authAnswer:
 		c.line("# HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", c.plain(a.userlist.section.Name))
 		c.comment(a.userlist.section.line(), "")

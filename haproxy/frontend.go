@@ -88,11 +88,13 @@ type note struct {
 }
 
 type bind struct {
-	line  Line
-	addr  string   // host:port, host empty for every address
-	crts  []string // each crt, in order; none without ssl
-	alpn  []string
-	isTLS bool
+	line Line
+	addr string   // host:port, host empty for every address
+	crts []string // each crt, in order (a crt-list's in its place); none without ssl
+	// crtLists are its crt-lists, read into crts as the bind is read.
+	crtLists []crtListRef
+	alpn     []string
+	isTLS    bool
 	// acceptProxy: a PROXY header begins each connection (accept-proxy).
 	acceptProxy bool
 	// tlsOptions are its own TLS options (no-tlsv11, ssl-min-ver TLSv1.2,
@@ -452,6 +454,9 @@ func (fe *frontend) bind(l Line) error {
 		if err := o.read(&b, v, l); err != nil {
 			return err
 		}
+	}
+	if err := fe.readCrtLists(&b); err != nil {
+		return err
 	}
 	if b.isTLS && len(b.crts) == 0 {
 		return refuse(l, "ssl without crt: Caddy would manage certificates itself, which HAProxy did not")

@@ -61,10 +61,14 @@ type formatMap struct {
 var formatMaps = map[string]formatMap{
 	// The path as sent: the request's URI before its query (Caddy's
 	// {http.request.uri.path} is decoded).
-	"haproxy.path":    {source: "{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
-	"haproxy.base":    {source: "{http.request.hostport}{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
-	"haproxy.ssl_fc":  {source: "{http.request.scheme}", cases: [][2]string{{"https", "1"}}, fallback: "0"},
-	"haproxy.req_ver": {source: "{http.request.proto}", cases: [][2]string{{"~^HTTP/(.*)$", "${1}"}}},
+	"haproxy.path": {source: "{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
+	// A redirect's path or URI with append-slash: a slash after it
+	// unless it ends with one.
+	"haproxy.path_slashed": {source: "{http.request.uri}", cases: [][2]string{{"~^([^?]*[^?/])([?].*)?$", "${1}/"}, {"~^([^?]*)", "${1}"}}},
+	"haproxy.uri_slashed":  {source: "{http.request.uri}", cases: [][2]string{{"~^(.*[^/])$", "${1}/"}, {"~^(.*)$", "${1}"}}},
+	"haproxy.base":         {source: "{http.request.hostport}{http.request.uri}", cases: [][2]string{{"~^([^?]*)", "${1}"}}},
+	"haproxy.ssl_fc":       {source: "{http.request.scheme}", cases: [][2]string{{"https", "1"}}, fallback: "0"},
+	"haproxy.req_ver":      {source: "{http.request.proto}", cases: [][2]string{{"~^HTTP/(.*)$", "${1}"}}},
 	// OpenSSL's names of the version and the suite, as HAProxy gives
 	// them, of Caddy's (Go's) names: every version and suite Caddy's TLS
 	// negotiates; nothing without TLS, where HAProxy's sample fails.

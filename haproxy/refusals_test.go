@@ -36,7 +36,7 @@ backend app
 		"k.cfg:2: lua-load /etc/haproxy/auth.lua: Lua has no counterpart in Caddy",
 		"k.cfg:5: option tcplog: not translated yet",
 		"k.cfg:8: capture request: not translated yet",
-		`k.cfg:14: server s1: server option "agent-check" is not translated yet`,
+		"k.cfg:14: server s1: agent-check: an agent on the server that sets its weight and state",
 	}
 	lines := strings.Split(err.Error(), "\n")
 	if len(lines) != len(want) || len(r) != len(want) {

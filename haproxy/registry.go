@@ -79,6 +79,9 @@ var globalKeywords = []keyword{
 
 const notUsed = "not used by Caddy"
 
+// numericID says why a proxy's or server's id is ignored.
+const numericID = "the number HAProxy's stats and runtime API give the proxy or server (its iid, sid): Caddy names its sites and upstreams by address; no request or answer changes"
+
 const runtimeAPI = "the runtime API is Caddy's admin API (and caddy ha status)"
 
 // proxyKeywords are those of both sides (and defaults).
@@ -101,7 +104,7 @@ var proxyKeywords = []keyword{
 	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "in a frontend, `type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits); in a backend, `type ip`, `ipv6` or `string` with its `stick` rules (see them; its `size` and `expire` are a table's that is not there), `peers` refused", frontend: (*frontend).readStickTable, backend: (*backend).readStickTable},
 	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers), for the requests of each backend it holds for (a frontend's or a backend's, the backend's header if both); `except <network>` and `if-none`: vars that have reverse_proxy's header_up give such a request its own header back (or none)", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
 	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); a backend's, of its own rules only", frontend: (*frontend).readACL, backend: (*backend).readACL},
-	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher, its target as written (HAProxy reads log-format in http-request redirect only); in a backend after its http-request rules", frontend: (*frontend).readRedirect, backend: (*backend).readRedirect},
+	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher, its target as written (HAProxy reads log-format in http-request redirect only); in a backend after its http-request rules. Options: `code`; `drop-query` (the path alone) and `append-slash` (a slash unless the location ends with one, after a kept query as HAProxy puts it) by a `map` of `{http.request.uri}` (prefix and scheme; HAProxy sends a location as written); `set-cookie NAME[=value]` and `clear-cookie NAME` as the `Set-Cookie` header HAProxy adds (`NAME=value; path=/;`, `NAME; path=/; Max-Age=0;`); `ignore-empty` with a location of samples refused (Caddy's redir cannot skip an empty one), else nothing to do", frontend: (*frontend).readRedirect, backend: (*backend).readRedirect},
 	{name: "stats enable", page: readStatsEnable, in: proxies, status: translated, doc: "`ha_status` at HAProxy's default URI (see The stats page)", frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats uri", page: statsArgument((*statsPage).readURI), in: proxies, status: translated, doc: "the page's matcher", frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats realm", page: statsArgument((*statsPage).readRealm), in: proxies, status: translated, doc: "`basic_auth`'s realm", frontend: readByStatsPage, backend: (*backend).frontendSetting},
@@ -117,7 +120,6 @@ var proxyKeywords = []keyword{
 	{name: "stats http-request", in: inFrontend | inListen | inBackend, status: refused, doc: "stats http-request rules are not translated yet"},
 	{name: "filter", in: inFrontend | inListen | inBackend, status: ignored, doc: "`cache <name>` and `compression`: nothing, as they only order HAProxy's filters (the cache is not there, see `cache`; compression is the `compression` lines'); the others refused: " + otherFilters,
 		frontend: (*frontend).readFilter, backend: (*backend).readFilter},
-	{name: "id", in: inFrontend | inListen | inBackend, status: refused},
 	{name: "compression algo", in: proxies, status: approximated, doc: compressionDoc, frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression type", in: proxies, status: approximated, doc: "`encode`'s `match { header Content-Type <type>* }`: HAProxy matches each type as a prefix, without case; Caddy with case", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
 	{name: "compression offload", in: inFrontend | inListen | inBackend, status: approximated, doc: "`header_up -Accept-Encoding`: Caddy removes it from every request, HAProxy from those whose answer it compresses", frontend: (*frontend).readCompression, backend: (*backend).readCompression},
@@ -141,6 +143,7 @@ var frontendKeywords = []keyword{
 	{name: "option httplog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request (`clf` is refused)", frontend: (*frontend).readLog},
 	{name: "option httpslog", in: frontends, status: translated, doc: "Caddy's access log, a JSON line per request", frontend: (*frontend).readLog},
 	{name: "option dontlognull", in: frontends, status: translated, doc: "Caddy's default: a connection that sends no request is never logged", frontend: (*frontend).readLog},
+	{name: "id", in: inFrontend | inListen | inBackend, status: ignored, doc: numericID, frontend: (*frontend).readKeywordNote, backend: (*backend).readKeywordNote},
 	{name: "option socket-stats", in: frontends, status: ignored, doc: "counters per bind line in HAProxy's stats (Caddy's metrics are per server)", frontend: (*frontend).readKeywordNote},
 	{name: "backlog", in: frontends, status: refused},
 	{name: "capture cookie", in: inFrontend | inListen, status: refused},

@@ -41,12 +41,20 @@ func indexOptions[T any](table []lineOption[T]) map[string]*lineOption[T] {
 var bindOptionTable = []lineOption[*bind]{
 	{name: "ssl", status: translated, doc: "an `https://` site", read: func(b *bind, _ string, _ Line) error { b.isTLS = true; return nil }},
 	{name: "crt", value: true, status: translated, doc: "`tls <pem> <pem>` (a directory: `tls { load }`)", read: func(b *bind, v string, _ Line) error { b.crts = append(b.crts, v); return nil }},
+	{name: "crt-list", value: true, status: translated, doc: crtListDoc, read: func(b *bind, v string, _ Line) error {
+		b.crtLists = append(b.crtLists, crtListRef{path: v, at: len(b.crts)})
+		return nil
+	}},
 	{name: "alpn", value: true, status: translated, doc: "`servers { protocols h1 [h2] }`: http/1.1 and h2 only", read: readBindALPN},
 	{name: "accept-proxy", status: translated, doc: "the `proxy_protocol` listener wrapper (before `tls`) with `fallback_policy require`: the PROXY header (v1 or v2) from any peer, a connection without one closed, as HAProxy does; HAProxy waits `timeout client` for it, Caddy 5s", read: func(b *bind, _ string, _ Line) error { b.acceptProxy = true; return nil }},
 	{name: "transparent", status: refused, doc: transparentRefusal, read: func(_ *bind, _ string, l Line) error { return refuse(l, "transparent: %s", transparentRefusal) }},
 	// A label for HAProxy's stats and logs: Caddy's listeners have none.
+	{name: "id", value: true, status: ignored, doc: "the number HAProxy's stats and runtime API give the listener: Caddy's listeners have none; no request changes", read: func(*bind, string, Line) error { return nil }},
 	{name: "name", value: true, status: ignored, doc: "a label of HAProxy's stats and logs: Caddy's listeners have none", read: func(*bind, string, Line) error { return nil }},
 }
+
+// crtListDoc says what becomes of a crt-list.
+const crtListDoc = "each line's certificate as a `crt` of its own (read when adapting, as HAProxy reads the list when it starts; `#` comments and empty lines skipped), Caddy picking among them by the names each holds: SNI filters that name exactly the certificate's names are translated, those that leave some of its names out (or `!<name>` of a wildcard) a warning (Caddy serves it for them too), a filter of a name it does not hold refused; `[ssl options]` for one certificate refused (Caddy's are the site's)"
 
 // transparentRefusal says why bind … transparent (IP_TRANSPARENT: an
 // address the host may not have, keepalived's virtual one) is refused.
@@ -108,8 +116,92 @@ var serverOptionTable = []serverOption{
 	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
 	{name: "disabled", status: translated, doc: "the server left out of the upstreams, as HAProxy starts it in maintenance (no request, no check); a backend whose servers all are answers 503 to what its rules leave", read: func(*serverReading, string, Line) error { return nil }},
 	{name: "enabled", status: translated, doc: "undoes a `disabled` before it (default-server's)", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "id", value: true, status: ignored, doc: numericID, read: func(*serverReading, string, Line) error { return nil }},
+	{name: "check-ssl", status: translated, doc: "with `ssl`, what it implies: the checks go over the server's TLS, as its requests do; without, refused (checks over TLS to a server reached in plain HTTP: Caddy's checks speak as its transport does)", read: (*serverReading).checkSSLOn},
+	{name: "no-check-ssl", status: ignored, doc: "without `ssl`, the default (plain checks); with it, refused (plain checks of a server reached over TLS: Caddy's checks speak as its transport does)", read: (*serverReading).checkSSLOff},
+	{name: "slowstart", value: true, status: approximated, doc: slowstartDoc, read: noteOption(slowstartDoc)},
+	{name: "observe", value: true, status: approximated, doc: observeDoc, read: noteOption(observeDoc)},
+	{name: "on-error", value: true, status: approximated, doc: observeDoc, read: noteOption(observeDoc)},
+	{name: "error-limit", value: true, status: approximated, doc: observeDoc, read: noteOption(observeDoc)},
+	{name: "on-marked-down", value: true, status: approximated, doc: markedDoc, read: noteOption(markedDoc)},
+	{name: "on-marked-up", value: true, status: approximated, doc: markedDoc, read: noteOption(markedDoc)},
+	{name: "tfo", status: ignored, doc: "TCP Fast Open to the server, a property of the connection: the requests and answers are the same without it", read: ignoredOption},
+	{name: "pool-max-conn", value: true, status: ignored, doc: poolDoc, read: ignoredOption},
+	{name: "pool-low-conn", value: true, status: ignored, doc: poolDoc, read: ignoredOption},
+	{name: "pool-purge-delay", value: true, status: ignored, doc: poolDoc, read: ignoredOption},
+	{name: "agent-check", status: refused, doc: agentRefusal, read: func(_ *serverReading, _ string, at Line) error { return refuse(at, "agent-check: %s", agentRefusal) }},
+	{name: "agent-port", value: true, status: ignored, doc: agentSetting, read: ignoredOption},
+	{name: "agent-inter", value: true, status: ignored, doc: agentSetting, read: ignoredOption},
+	{name: "agent-addr", value: true, status: ignored, doc: agentSetting, read: ignoredOption},
+	{name: "agent-send", value: true, status: ignored, doc: agentSetting, read: ignoredOption},
+	{name: "track", value: true, status: refused, doc: trackRefusal, read: refusedOption("track", trackRefusal)},
+	{name: "redir", value: true, status: refused, doc: redirRefusal, read: refusedOption("redir", redirRefusal)},
+	{name: "resolve-net", value: true, status: refused, doc: resolveNetRefusal, read: refusedOption("resolve-net", resolveNetRefusal)},
+	{name: "namespace", value: true, status: refused, doc: namespaceRefusal, read: refusedOption("namespace", namespaceRefusal)},
+	{name: "addr", value: true, status: refused, doc: addrRefusal, read: refusedOption("addr", addrRefusal)},
+	{name: "source", value: true, status: refused, doc: sourceRefusal, read: refusedOption("source", sourceRefusal)},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
+}
+
+// What the server options that change no request, or that have no
+// counterpart, become, and why.
+const (
+	slowstartDoc      = "Caddy sends a server that comes up its full share at once, where HAProxy raises its weight over this time"
+	observeDoc        = "HAProxy also marks the server down by the errors of its live traffic (observe, error-limit, on-error); Caddy by its checks alone"
+	markedDoc         = "the requests in progress on a server marked down (or on the backups, when a server comes up) go on to their end, where HAProxy closes them (shutdown-sessions, shutdown-backup-sessions)"
+	poolDoc           = "how many idle connections HAProxy keeps to the server, and how long: Caddy's transport keeps its own (keepalive); the requests and answers are the same"
+	agentRefusal      = "an agent on the server that sets its weight and state (up, down, drain) has no counterpart in Caddy (not translated; drop agent-check and its settings: the server's own check stays)"
+	agentSetting      = "a setting of agent-check, which is refused where a server has it: without it, nothing"
+	trackRefusal      = "a server's state taken from another server's checks: Caddy checks each upstream itself (not translated; drop track and give the server check)"
+	redirRefusal      = "HAProxy answers the server's GET and HEAD requests with a 302 to this prefix instead of proxying them (not translated; write redirect prefix <prefix> code 302 if { method GET HEAD } in the backend, with the server's weight or cookie as its condition)"
+	resolveNetRefusal = "HAProxy prefers a name's addresses in these networks; dynamic checked's resolve does not (not translated; drop it if the name's addresses are all in them)"
+	namespaceRefusal  = "Caddy dials from its own network namespace (not translated; run Caddy in that namespace)"
+	addrRefusal       = "the checks at another address than the server's: Caddy checks the server's own address (port changes the port alone; not translated)"
+	sourceRefusal     = "the address HAProxy connects to the server from is not translated: drop it (the system picks one), or write the transport's local_address by hand for one address without usesrc"
+)
+
+// noteOption reads an approximated option: a Warning at its line, once.
+func noteOption(what string) func(*serverReading, string, Line) error {
+	return func(r *serverReading, _ string, at Line) error {
+		if !slices.ContainsFunc(r.be.notes, func(n note) bool { return n.line.Pos == at.Pos && n.what == what }) {
+			r.be.notes = append(r.be.notes, note{line: at, what: what, approximated: true})
+		}
+		return nil
+	}
+}
+
+// ignoredOption reads an option that changes no request or answer.
+func ignoredOption(*serverReading, string, Line) error { return nil }
+
+// refusedOption refuses an option that has no counterpart in Caddy.
+func refusedOption(name, why string) func(*serverReading, string, Line) error {
+	return func(_ *serverReading, _ string, at Line) error { return refuse(at, "%s: %s", name, why) }
+}
+
+// checkSSLOn and checkSSLOff read check-ssl and no-check-ssl: the checks
+// speak TLS or not, which Caddy's do as the transport does
+// (checkCheckSSL); the later line or option stands.
+func (r *serverReading) checkSSLOn(_ string, at Line) error {
+	r.checkTLSAt, r.checkTLS = &at, true
+	return nil
+}
+
+func (r *serverReading) checkSSLOff(_ string, at Line) error {
+	r.checkTLSAt, r.checkTLS = &at, false
+	return nil
+}
+
+// checkCheckSSL refuses checks that speak otherwise than the transport:
+// check-ssl without ssl, no-check-ssl with it.
+func (r *serverReading) checkCheckSSL() error {
+	if r.checkTLSAt == nil || r.checkTLS == r.tls.ssl {
+		return nil
+	}
+	if r.checkTLS {
+		return refuse(*r.checkTLSAt, "check-ssl without ssl: checks over TLS of a server reached in plain HTTP are not translated (Caddy's checks speak as its transport does)")
+	}
+	return refuse(*r.checkTLSAt, "no-check-ssl with ssl: plain checks of a server reached over TLS are not translated (Caddy's checks speak as its transport does)")
 }
 
 const (
@@ -160,13 +252,17 @@ type leaderOptions struct {
 
 // serverReading is one server's options as they are read.
 type serverReading struct {
-	be         *backend
-	srv        server
-	tls        tlsOptions
-	check      leaderOptions
-	resolving  resolveOptions
-	notes      []string
-	sslAt      Line  // the line that says ssl
+	be        *backend
+	srv       server
+	tls       tlsOptions
+	check     leaderOptions
+	resolving resolveOptions
+	notes     []string
+	sslAt     Line // the line that says ssl
+	// checkTLSAt is the last line that says check-ssl or no-check-ssl;
+	// checkTLS, what it says: checks over TLS.
+	checkTLSAt *Line
+	checkTLS   bool
 	initAddrAt *Line // the line that says init-addr
 }
 
@@ -217,6 +313,9 @@ func (be *backend) readServerOptions(s server) (*serverReading, error) {
 		if err := so.read(r, v, at); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.checkCheckSSL(); err != nil {
+		return nil, err
 	}
 	return r, r.checkVerify()
 }

@@ -120,6 +120,7 @@ func (d *deriver) line(line haproxy.Line) {
 var lineDerivers = map[string]func(d *deriver, w []string, at string){
 	"acl":                 (*deriver).acl,
 	"http-request":        (*deriver).requestRule,
+	"redirect":            (*deriver).redirect,
 	"http-response":       (*deriver).responseRule,
 	"http-after-response": (*deriver).responseRule,
 	"option":              (*deriver).option,
@@ -170,6 +171,15 @@ func (d *deriver) requestRule(w []string, _ string) {
 				d.respHeaders[http.CanonicalHeaderKey(w[i+1])] = true
 			}
 		}
+	case len(w) >= 2 && w[1] == "redirect":
+		d.redirect(w[1:], "")
+	}
+}
+
+// redirect compares the cookie a redirect sets or clears.
+func (d *deriver) redirect(w []string, _ string) {
+	if slices.Contains(w, "set-cookie") || slices.Contains(w, "clear-cookie") {
+		d.respHeaders["Set-Cookie"] = true
 	}
 }
 
