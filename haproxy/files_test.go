@@ -59,9 +59,7 @@ func TestFilesAreReadThroughOneSeam(t *testing.T) {
 // lines that replaced them, each a warning naming its line, the comment
 // keeping the line as written; a form not translated is refused as it is.
 func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
-	text := "defaults\n\tmode http\n\tcontimeout 5s\n\tclitimeout 30s\n\tsrvtimeout 30s\n" +
-		"frontend f\n\tbind :80\n\treqadd X-Forwarded-Proto:\\ http\n\trspdel ^Server:.*\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
-	cfg, err := Parse(strings.NewReader(text), "l.cfg", lookup)
+	cfg, err := Parse(strings.NewReader(legacyText), "l.cfg", lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +82,25 @@ func TestLegacyKeywordsReadAsTheir2xReplacements(t *testing.T) {
 	if len(lines) != 6 || lines[0] != 3 || lines[3] != 6 || lines[4] != 8 || lines[5] != 9 || !strings.HasPrefix(tr.Warnings[4].Msg, "reqadd: read as http-request add-header X-Forwarded-Proto") {
 		t.Errorf("warnings %+v, want lines 3, 4, 5, 6, 8 and 9", tr.Warnings)
 	}
-	cfg, _ = Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "rspdel ^Set-Cookie:\\ id=.*", 1)), "l.cfg", lookup)
+}
+
+// legacyText is a configuration with 1.x keywords, its line 9 a header
+// rule that the tests below replace.
+const legacyText = "defaults\n\tmode http\n\tcontimeout 5s\n\tclitimeout 30s\n\tsrvtimeout 30s\n" +
+	"frontend f\n\tbind :80\n\treqadd X-Forwarded-Proto:\\ http\n\trspdel ^Server:.*\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+
+// The 1.x forms not translated are refused at their line with what to
+// write; block is read as http-request deny, which has its syntax.
+func TestLegacyFormsBlockAndRefusals(t *testing.T) {
+	text := legacyText
+	cfg, _ := Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "rspdel ^Set-Cookie:\\ id=.*", 1)), "l.cfg", lookup)
 	if _, err := Translate(cfg); err == nil || !strings.HasPrefix(err.Error(), "l.cfg:9: rspdel") {
 		t.Errorf("rspdel of part of a header: %v, want a refusal at l.cfg:9", err)
 	}
 	// block: http-request deny's syntax, which replaced it; reqideny and
 	// the like are refused with what to write.
 	cfg, _ = Parse(strings.NewReader(strings.Replace(text, "rspdel ^Server:.*", "block if { path_beg /admin }", 1)), "l.cfg", lookup)
-	tr, err = Translate(cfg)
+	tr, err := Translate(cfg)
 	if err != nil || !strings.Contains(tr.Caddyfile, "# l.cfg:9: block if { path_beg /admin }\n") || !strings.Contains(tr.Caddyfile, "error @answer_9 403") ||
 		!slices.ContainsFunc(tr.Warnings, func(w Warning) bool { return w.Pos.Line == 9 && strings.Contains(w.Msg, "read as http-request deny") }) {
 		t.Errorf("block: %v %+v\n%s", err, tr.Warnings, tr.Caddyfile)

@@ -116,6 +116,14 @@ func modernized(l Line) (Line, string) {
 		l.Words = append([]string{"http-request", "deny"}, w[1:]...)
 		return l, "read as http-request deny, which replaced block with the same syntax (removed in HAProxy 2.1)"
 	}
+	return modernizedHeader(l)
+}
+
+// modernizedHeader is l, a 1.x header rule (reqadd, reqdel, reqrep and
+// the like), as the 2.x rule that replaced it, and what the warning says,
+// or l and "" for another line or form.
+func modernizedHeader(l Line) (Line, string) {
+	w := l.Words
 	if rule, ok := legacyHeaderAdds[w[0]]; ok && len(w) == 2 {
 		// reqadd "<name>: <value>" (its space escaped), a whole header
 		// line.
