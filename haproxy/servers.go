@@ -108,6 +108,7 @@ var serverOptionTable = []serverOption{
 	{name: "init-addr", value: true, status: translated, doc: "`last`, `libc`, `none`: dynamic checked resolves the names through the resolvers as it starts, and a name that does not resolve is no server until it does (`none`); an address is refused", read: (*serverReading).initAddr},
 	{name: "disabled", status: translated, doc: "the server left out of the upstreams, as HAProxy starts it in maintenance (no request, no check); a backend whose servers all are answers 503 to what its rules leave", read: func(*serverReading, string, Line) error { return nil }},
 	{name: "enabled", status: translated, doc: "undoes a `disabled` before it (default-server's)", read: func(*serverReading, string, Line) error { return nil }},
+	{name: "proto", value: true, status: translated, doc: "`fcgi`: the servers of a backend with `use-fcgi-app` speak FastCGI (`transport fastcgi`, see `fcgi-app`); another protocol is refused", read: (*serverReading).proto},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
@@ -149,6 +150,7 @@ type tlsOptions struct {
 	// proxyProtocol is send-proxy's (v1) or send-proxy-v2's (v2): the
 	// transport's proxy_protocol.
 	proxyProtocol string
+	proto         string // proto fcgi: the servers speak FastCGI
 }
 
 // leaderOptions are the check settings of lb_policy leader (and of the
