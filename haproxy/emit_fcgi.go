@@ -49,6 +49,8 @@ func (be *backend) writeFastCGITransport(c *caddyfile) {
 	a := be.fcgi
 	c.open("transport fastcgi")
 	c.comment(a.section.line(), "")
+	c.line("# HAProxy's SERVER_NAME is the Host header as sent, its port too (a set-param below may change it)")
+	c.line("env SERVER_NAME {http.request.hostport}")
 	for _, l := range a.lines {
 		be.writeFcgiLine(c, l)
 	}

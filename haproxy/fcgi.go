@@ -45,7 +45,7 @@ type fcgiParam struct {
 // fcgiParamsDiffer is how the params Caddy's transport sends differ from
 // HAProxy's: a warning at use-fcgi-app; docs/haproxy.md's FastCGI section
 // lists them (TestHAProxyDifferentialFastCGI asserts them).
-const fcgiParamsDiffer = "Caddy's transport fastcgi also sends DOCUMENT_URI, REQUEST_SCHEME, REMOTE_HOST, SERVER_ADDR and empty AUTH_TYPE, REMOTE_IDENT and REMOTE_USER, which HAProxy does not, and SERVER_SOFTWARE is Caddy's"
+const fcgiParamsDiffer = "Caddy's transport fastcgi also sends DOCUMENT_URI, REQUEST_SCHEME, REMOTE_HOST, REMOTE_IDENT, SERVER_ADDR, HTTP_CONTENT_LENGTH and HTTP_CONTENT_TYPE (copies of CONTENT_LENGTH and CONTENT_TYPE), and PATH_INFO, QUERY_STRING and CONTENT_TYPE when empty, which HAProxy leaves out; AUTH_TYPE and REMOTE_USER empty, where HAProxy sends the Authorization header's scheme and its Basic user; SERVER_SOFTWARE is Caddy's"
 
 // fcgiSplitShape is the path-info expressions whose split Caddy's split
 // approximates: a script name ending in .<ext>, then an optional /… as
@@ -82,6 +82,7 @@ func (t *translator) readFcgiApps() {
 		if a.docroot == "" {
 			t.refused.add(errAt(s.Pos, "fcgi-app %s has no docroot: HAProxy refuses it too", s.Name))
 		}
+		t.refused.add(a.checkMaxReqs())
 	}
 }
 
@@ -168,6 +169,19 @@ func (a *fcgiApp) readIgnored(l Line) error {
 		return refuse(l, "not translated in this form")
 	}
 	a.notes[l.Pos] = note{line: l, what: "ignored: " + k.doc}
+	return nil
+}
+
+// checkMaxReqs refuses option max-reqs without option mpxs-conns, as
+// HAProxy 2.6 does (it has no multiplexing to bound).
+func (a *fcgiApp) checkMaxReqs() error {
+	hasOption := func(name string) func(Line) bool {
+		return func(l Line) bool { return keywordOf(l) == name }
+	}
+	i := slices.IndexFunc(a.lines, hasOption("option max-reqs"))
+	if i >= 0 && !slices.ContainsFunc(a.lines, hasOption("option mpxs-conns")) {
+		return refuse(a.lines[i], "without option mpxs-conns: HAProxy 2.6 refuses it too")
+	}
 	return nil
 }
 
