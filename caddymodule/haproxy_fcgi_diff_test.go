@@ -173,16 +173,25 @@ var (
 // index), a query, a POST with a body and Authorization: the params each
 // sends are the same, but those Caddy adds and SERVER_SOFTWARE.
 func TestHAProxyDifferentialFastCGI(t *testing.T) {
-	t.Run("pass-header Authorization", func(t *testing.T) { compareFastCGI(t) })
-	t.Run("Authorization not passed", func(t *testing.T) { compareFastCGI(t, "    pass-header Authorization\n", "") })
+	golden := "../haproxy/testdata/fcgi.cfg"
+	t.Run("pass-header Authorization", func(t *testing.T) { compareFastCGI(t, golden, "127.0.0.1:8080") })
+	t.Run("Authorization not passed", func(t *testing.T) {
+		compareFastCGI(t, golden, "127.0.0.1:8080", "    pass-header Authorization\n", "")
+	})
+	// The corpus's, which the corpus differential does not compare (its
+	// recording backends speak HTTP).
+	t.Run("php-fpm-fastcgi.cfg", func(t *testing.T) {
+		compareFastCGI(t, "../haproxy/testdata/corpus/php-fpm-fastcgi.cfg", ":80")
+	})
 }
 
-// compareFastCGI runs haproxy/testdata/fcgi.cfg (its text replaced as
-// replace says) and compares the params each proxy sends for the same
-// requests.
-func compareFastCGI(t *testing.T, replace ...string) {
+// compareFastCGI runs file on both proxies, its bind address (bindAddr)
+// replaced by each one's, its server 127.0.0.1:9000 by the recording
+// application and its text as replace says, and compares the params each
+// proxy sends for the same requests.
+func compareFastCGI(t *testing.T, file, bindAddr string, replace ...string) {
 	app := startFCGIRecorder(t)
-	hapAddr, caddyAddr, warnings := startBoth(t, "../haproxy/testdata/fcgi.cfg", "127.0.0.1:8080", append([]string{"127.0.0.1:9000", app.addr}, replace...)...)
+	hapAddr, caddyAddr, warnings := startBoth(t, file, bindAddr, append([]string{"127.0.0.1:9000", app.addr}, replace...)...)
 	if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "DOCUMENT_URI") }) {
 		t.Errorf("no warning of the params Caddy adds: %q", warnings)
 	}
