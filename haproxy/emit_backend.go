@@ -289,10 +289,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")
 	}
-	if be.fcgi != nil && !be.fcgi.passAuthorization {
-		c.line("# HAProxy leaves Authorization out of the FastCGI params, as its fcgi-app passes no such header (pass-header)")
-		c.line("header_up -Authorization")
-	}
+	be.writeFcgiHeadersUp(c)
 	c.line("header_up -Via")
 }
 

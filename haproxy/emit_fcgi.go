@@ -43,6 +43,16 @@ func (be *backend) writeFcgiIndex(c *caddyfile) {
 	c.line("uri @%s path_regexp /$ %s", name, c.literal("/"+a.index))
 }
 
+// writeFcgiHeadersUp removes Authorization from a FastCGI request, as
+// HAProxy leaves it out of the params unless the fcgi-app passes it
+// (pass-header); Caddy would send it as HTTP_AUTHORIZATION.
+func (be *backend) writeFcgiHeadersUp(c *caddyfile) {
+	if be.fcgi != nil && !be.fcgi.passAuthorization {
+		c.line("# HAProxy leaves Authorization out of the FastCGI params, as its fcgi-app passes no such header (pass-header)")
+		c.line("header_up -Authorization")
+	}
+}
+
 // writeFastCGITransport writes transport fastcgi: the fcgi-app's lines as
 // its settings, and the backend's timeouts.
 func (be *backend) writeFastCGITransport(c *caddyfile) {

@@ -79,7 +79,7 @@ func (t *translator) readFcgiApps() {
 			}
 			t.refused.add(k.fcgiApp(a, l))
 		}
-		if a.docroot == "" {
+		if !slices.ContainsFunc(a.lines, func(l Line) bool { return keywordOf(l) == "docroot" }) {
 			t.refused.add(errAt(s.Pos, "fcgi-app %s has no docroot: HAProxy refuses it too", s.Name))
 		}
 		t.refused.add(a.checkMaxReqs())
@@ -92,7 +92,7 @@ func (a *fcgiApp) readDocroot(l Line) error {
 	}
 	d := l.Words[1]
 	if !path.IsAbs(d) || path.Clean(d) != d {
-		return refuse(l, "docroot %s: Caddy's root makes a relative directory absolute and cleans it, where HAProxy sends it as written: write it absolute and clean (%s)", d, path.Clean("/"+d))
+		return refuse(l, "Caddy's root makes a relative directory absolute and cleans it, where HAProxy sends it as written: write it absolute and clean (%s)", path.Clean("/"+d))
 	}
 	a.docroot = d
 	return nil
