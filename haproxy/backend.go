@@ -73,7 +73,7 @@ type backend struct {
 	// resolversSections are the configuration's, by name.
 	resolversSections map[string]*resolvers
 	// What resolve settled.
-	transport string // http, or pinned
+	transport string // http, pinned, or fastcgi
 	versions  string // the transport's HTTP versions
 	selection selection
 
@@ -86,6 +86,11 @@ type backend struct {
 	// backend with one may have no server (HAProxy answers 503).
 	stats     *statsPage
 	userlists map[string]*userlist // the userlist sections, which http_auth ACLs name
+	// fcgi is the fcgi-app its use-fcgi-app line (fcgiAt) names (nil:
+	// none); fcgiApps are the configuration's, by name.
+	fcgi     *fcgiApp
+	fcgiAt   *Line
+	fcgiApps map[string]*fcgiApp
 }
 
 type server struct {
@@ -115,7 +120,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists}
+	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists, fcgiApps: t.fcgiApps}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -674,6 +679,9 @@ func (be *backend) resolve() error {
 	be.transport = "http"
 	if be.reuse != nil && arg(*be.reuse, 1) == "never" {
 		be.transport = "pinned" // one upstream connection per client connection
+	}
+	if err := be.settleFastCGI(); err != nil {
+		return err
 	}
 	if err := be.checkMaxConns(); err != nil {
 		return err

@@ -140,6 +140,7 @@ var sectionKinds = map[string]bool{
 	"global": true, "defaults": true, "frontend": true, "backend": true, "listen": true,
 	"userlist": true, "peers": true, "resolvers": true, "mailers": true, "program": true,
 	"http-errors": true, "ring": true, "cache": true, "crt-store": true, "traces": true,
+	"fcgi-app": true,
 }
 
 // proxyKinds are the sections that may take settings from a defaults

@@ -77,7 +77,7 @@ var corpusOutcomes = map[string]struct {
 	"patroni-postgres-stats.cfg":     {11, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit c"},
 	"pfsense-generated.cfg":          {62, "server nextcloud: ssl with an HTTP check that dynamic checked makes (option httpchk withou"},
-	"php-fpm-fastcgi.cfg":            {15, "fcgi-app php: not translated yet"},
+	"php-fpm-fastcgi.cfg":            {},
 	"postgres-no-mode.cfg":           {13, "frontend postgres: no mode line: HAProxy's default is mode tcp, which is not translated (w"},
 	"prometheus-exporter-stats.cfg":  {20, "stats scope: ha_status shows the whole process (every leader pool and its servers, rate-limi"},
 	"proxy-protocol-behind-nlb.cfg":  {},

@@ -27,6 +27,7 @@ func emit(m *model) *caddyfile {
 			c.note(n)
 		}
 	}
+	writeUnusedFcgiApps(c, m.fcgiApps)
 	for _, fe := range m.frontends {
 		fe.writeOwnLoggers(c)
 	}

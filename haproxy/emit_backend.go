@@ -118,11 +118,14 @@ func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	u := sentForwardFor(fe, be)
 	kept := u.conditional() && u.plainXFF(fe)
 	lacking := be.mayLack(fe)
-	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0 || be.stats != nil
+	routed := kept || len(lacking) > 0 || len(be.requestRules)+len(be.redirects) > 0 || be.stats != nil || be.writesFcgiIndex()
 	if routed {
 		c.open("route")
 	}
 	be.writeRules(c)
+	if be.writesFcgiIndex() {
+		be.writeFcgiIndex(c)
+	}
 	for _, name := range lacking {
 		// header_up sends the request's (its value "" where it lacks
 		// one); HAProxy sends none: the name of a deletion then.
@@ -297,6 +300,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line("# HAProxy passes the client's Host on (reverse_proxy would send the node's address over TLS)")
 		c.line("header_up Host {hostport}")
 	}
+	be.writeFcgiHeadersUp(c)
 	c.line("header_up -Via")
 }
 
@@ -309,6 +313,10 @@ func (be *backend) writeTransport(c *caddyfile) {
 	}
 	for _, l := range be.timeoutSrc {
 		c.comment(l, "")
+	}
+	if be.transport == "fastcgi" {
+		be.writeFastCGITransport(c)
+		return
 	}
 	c.open("transport %s", be.transport)
 	if d := be.timeouts["connect"]; d != "" {

@@ -16,7 +16,7 @@ import (
 // is adding its entry, and its test.
 
 // sectionSet is the sections that take a keyword.
-type sectionSet uint8
+type sectionSet uint16
 
 const (
 	inGlobal sectionSet = 1 << iota
@@ -27,6 +27,7 @@ const (
 	inUserlist
 	inResolvers
 	inCache
+	inFcgiApp
 )
 
 const (
@@ -43,7 +44,7 @@ func (s sectionSet) String() string {
 	if s == 0 {
 		return "(begins a section)"
 	}
-	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers", "cache"} {
+	for i, name := range []string{"global", "defaults", "frontend", "listen", "backend", "userlist", "resolvers", "cache", "fcgi-app"} {
 		if s.has(1 << i) {
 			names = append(names, name)
 		}
@@ -96,6 +97,8 @@ type keyword struct {
 	userlist func(u *userlist, l Line) error
 	// resolvers reads a line of a resolvers section.
 	resolvers func(r *resolvers, l Line) error
+	// fcgiApp reads a line of a fcgi-app section.
+	fcgiApp func(a *fcgiApp, l Line) error
 }
 
 // keywords are the registry, by name. Filled by init: readers look
@@ -104,7 +107,7 @@ type keyword struct {
 var keywords map[string]*keyword
 
 func init() {
-	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords, cacheKeywords)
+	keywords = indexKeywords(sectionKeywords, globalKeywords, proxyKeywords, frontendKeywords, backendKeywords, matrixOnly, resolversKeywords, cacheKeywords, fcgiAppKeywords)
 }
 
 func indexKeywords(tables ...[]keyword) map[string]*keyword {

@@ -13,6 +13,7 @@ type model struct {
 	sni       []sniNote    // HAProxy's default certificate, as Caddy's default_sni
 	resolvers []*resolvers // the resolvers sections, in the order written
 	caches    []*cacheSection
+	fcgiApps  []*fcgiApp // the fcgi-app sections, in the order written
 }
 
 // Beyond is what a configuration asks for that a Caddyfile cannot say and
@@ -53,6 +54,8 @@ type translator struct {
 	userlists map[string]*userlist
 	// resolvers are the resolvers sections, by name.
 	resolvers map[string]*resolvers
+	// fcgiApps are the fcgi-app sections, by name.
+	fcgiApps map[string]*fcgiApp
 	// takers are the proxies that take each defaults section's settings.
 	takers map[*Section][]string
 	// reached are the lines read (a refused configuration's report says
@@ -75,6 +78,7 @@ func (t *translator) read() (*model, error) {
 	t.readUserlists()
 	t.readResolvers()
 	caches := t.readCaches()
+	t.readFcgiApps()
 	for _, err := range t.cfg.checkDefaults() {
 		t.refused.add(err)
 	}
@@ -89,7 +93,7 @@ func (t *translator) read() (*model, error) {
 	}
 	t.global.settleTLSNotes(frontends)
 	settleSessionTickets(frontends)
-	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder(), caches: caches}
+	m := &model{cfg: t.cfg, global: &t.global, frontends: frontends, sni: t.readDefaultSNI(frontends), resolvers: t.resolversInOrder(), caches: caches, fcgiApps: t.fcgiAppsInOrder()}
 	for _, s := range t.cfg.Sections {
 		if s.Kind == "defaults" {
 			m.defaults = append(m.defaults, defaultsUse{s, t.takers[s]})
@@ -104,7 +108,7 @@ func (t *translator) readFrontends() []*frontend {
 	var frontends []*frontend
 	for _, s := range t.cfg.Sections {
 		switch s.Kind {
-		case "global", "defaults", "backend", "userlist", "resolvers", "cache":
+		case "global", "defaults", "backend", "userlist", "resolvers", "cache", "fcgi-app":
 		case "frontend", "listen":
 			// A listen section is translated as a frontend, with its own
 			// servers (if any) as its backend.

@@ -26,6 +26,7 @@ var sectionKeywords = []keyword{
 	{name: "http-errors", status: refused, doc: "http-errors sections are not translated yet (errorfile lines are)"},
 	{name: "ring", status: refused, doc: "ring sections are not translated: Caddy's loggers write to the network themselves"},
 	{name: "cache", status: approximated, doc: "nothing: " + cacheApproximation + "; a copy of the server's answer is what the client gets either way, HAProxy's only older"},
+	{name: "fcgi-app", status: translated, doc: "the `transport fastcgi` of the backends that name it (`use-fcgi-app`): see its keywords"},
 	{name: "crt-store", status: refused, doc: "crt-store sections (HAProxy 3) are not translated: name each certificate in its bind's crt"},
 	{name: "traces", status: refused, doc: "traces sections are not translated"},
 }
@@ -103,7 +104,7 @@ var proxyKeywords = []keyword{
 	{name: "errorfile", in: proxies, status: translated, doc: "the site's `handle_errors <code>` answering the file's headers and body; a backend's own is refused", frontend: (*frontend).readErrorFile, backend: (*backend).readErrorFile},
 	{name: "stick-table", in: inFrontend | inListen | inBackend, status: translated, doc: "in a frontend, `type ip`, `ipv6` or `string` with `store http_req_rate(<period>)`: the zone of `edge_rate_limit` (see Rate limits); in a backend, `type ip`, `ipv6` or `string` with its `stick` rules (see them; its `size` and `expire` are a table's that is not there), `peers` refused", frontend: (*frontend).readStickTable, backend: (*backend).readStickTable},
 	{name: "option forwardfor", in: proxies, status: translated, doc: "the `forwarded` handler, or `reverse_proxy`'s X-Forwarded-For as HAProxy sends it (see Forwarded headers), for the requests of each backend it holds for (a frontend's or a backend's, the backend's header if both); `except <network>` and `if-none`: vars that have reverse_proxy's header_up give such a request its own header back (or none)", frontend: (*frontend).readForwardFor, backend: (*backend).readForwardFor},
-	{name: "acl", in: proxies, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); a backend's, of its own rules only", frontend: (*frontend).readACL, backend: (*backend).readACL},
+	{name: "acl", in: proxies | inFcgiApp, status: translated, doc: "a CEL `expression` matcher of the rules that use it (see Conditions); a backend's, of its own rules only; a fcgi-app's refused (the conditions of set-param and pass-header are not translated)", frontend: (*frontend).readACL, backend: (*backend).readACL, fcgiApp: (*fcgiApp).readACL},
 	{name: "redirect", in: inFrontend | inListen | inBackend, status: translated, doc: "`redir` with the condition's matcher, its target as written (HAProxy reads log-format in http-request redirect only); in a backend after its http-request rules. Options: `code`; `drop-query` (the path alone) and `append-slash` (a slash unless the location ends with one, after a kept query as HAProxy puts it) by a `map` of `{http.request.uri}` (prefix and scheme; HAProxy sends a location as written); `set-cookie NAME[=value]` and `clear-cookie NAME` as the `Set-Cookie` header HAProxy adds (`NAME=value; path=/;`, `NAME; path=/; Max-Age=0;`); `ignore-empty` with a location of samples refused (Caddy's redir cannot skip an empty one), else nothing to do", frontend: (*frontend).readRedirect, backend: (*backend).readRedirect},
 	{name: "stats enable", page: readStatsEnable, in: proxies, status: translated, doc: "`ha_status` at HAProxy's default URI (see The stats page)", frontend: readByStatsPage, backend: (*backend).frontendSetting},
 	{name: "stats uri", page: statsArgument((*statsPage).readURI), in: proxies, status: translated, doc: "the page's matcher", frontend: readByStatsPage, backend: (*backend).frontendSetting},
@@ -242,7 +243,7 @@ var backendKeywords = []keyword{
 	{name: "tcp-response content", in: backends, rules: true, status: refused},
 	{name: "tcp-response inspect-delay", in: backends, rules: true, status: refused},
 	{name: "transparent", in: backends, status: refused},
-	{name: "use-fcgi-app", in: inListen | inBackend, status: refused},
+	{name: "use-fcgi-app", in: inListen | inBackend, status: approximated, doc: "the `reverse_proxy`'s `transport fastcgi`, as the fcgi-app says (see it); its servers must have `proto fcgi`. " + fcgiParamsDiffer, backend: (*backend).readUseFcgiApp},
 	{name: "use-server", in: inListen | inBackend, status: refused},
 }
 
@@ -272,6 +273,20 @@ var cacheKeywords = []keyword{
 	{name: "max-age", in: inCache, status: ignored, doc: "how long a copy is answered: nothing is cached"},
 	{name: "process-vary", in: inCache, status: ignored, doc: "answers with Vary cached: nothing is cached"},
 	{name: "max-secondary-entries", in: inCache, status: ignored, doc: "copies per URL with Vary: nothing is cached"},
+}
+
+// fcgiAppKeywords are a fcgi-app section's (see fcgi.go).
+var fcgiAppKeywords = []keyword{
+	{name: "docroot", in: inFcgiApp, status: translated, doc: "the transport's `root` (absolute and clean: Caddy would make it so)", fcgiApp: (*fcgiApp).readDocroot},
+	{name: "index", in: inFcgiApp, status: translated, doc: "`uri path_regexp /$ /<index>` of a path ending in `/` (that path-info's expression does not match), before the `reverse_proxy`: the script name HAProxy appends the index to; REQUEST_URI stays the client's", fcgiApp: (*fcgiApp).readIndex},
+	{name: "path-info", in: inFcgiApp, status: approximated, doc: "`^(/.+\\.php)(/.*)?$` and its like (a script name ending in `.<ext>`, then `/…`): the transport's `split .<ext>`; " + fcgiSplitDiffers + "; other expressions refused", fcgiApp: (*fcgiApp).readPathInfo},
+	{name: "log-stderr", in: inFcgiApp, status: translated, doc: "`global`: the transport's `capture_stderr`, the app's stderr in Caddy's log (which the global `log` lines write); another target refused", fcgiApp: (*fcgiApp).readLogStderr},
+	{name: "set-param", in: inFcgiApp, status: translated, doc: "the transport's `env <name> <value>`, the value's log-format samples as Caddy's placeholders (see Log-format samples); with a condition refused", fcgiApp: (*fcgiApp).readSetParam},
+	{name: "pass-header", in: inFcgiApp, status: translated, doc: "`Authorization`: HTTP_AUTHORIZATION passed (without it, `header_up -Authorization`: HAProxy leaves it out); another header: nothing, Caddy passes every header as an HTTP_ param; Proxy-Authorization and the hop-by-hop headers (which Caddy never passes) and a condition refused", fcgiApp: (*fcgiApp).readPassHeader},
+	{name: "option keep-conn", in: inFcgiApp, status: ignored, doc: "HAProxy asks the app to keep the connection for the next request; Caddy's transport fastcgi opens one per request: the params of each are the same", fcgiApp: (*fcgiApp).readIgnored},
+	{name: "option get-values", in: inFcgiApp, status: ignored, doc: "HAProxy asks the app how many connections and requests it takes; Caddy's transport sends one request per connection", fcgiApp: (*fcgiApp).readIgnored},
+	{name: "option mpxs-conns", in: inFcgiApp, status: ignored, doc: "HAProxy multiplexes requests on a connection; Caddy's transport sends one request per connection", fcgiApp: (*fcgiApp).readIgnored},
+	{name: "option max-reqs", in: inFcgiApp, status: ignored, doc: "the requests HAProxy multiplexes on a connection; Caddy's transport sends one per connection", fcgiApp: (*fcgiApp).readIgnored},
 }
 
 // matrixOnly are the HAProxy 1.x keywords, which HAProxy 2.1 removed

@@ -140,6 +140,7 @@ var serverOptionTable = []serverOption{
 	{name: "namespace", value: true, status: refused, doc: namespaceRefusal, read: refusedOption("namespace", namespaceRefusal)},
 	{name: "addr", value: true, status: refused, doc: addrRefusal, read: refusedOption("addr", addrRefusal)},
 	{name: "source", value: true, status: refused, doc: sourceRefusal, read: refusedOption("source", sourceRefusal)},
+	{name: "proto", value: true, status: translated, doc: "`fcgi`: the servers of a backend with `use-fcgi-app` speak FastCGI (`transport fastcgi`, see `fcgi-app`); another protocol is refused", read: (*serverReading).proto},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
@@ -241,6 +242,7 @@ type tlsOptions struct {
 	// proxyProtocol is send-proxy's (v1) or send-proxy-v2's (v2): the
 	// transport's proxy_protocol.
 	proxyProtocol string
+	proto         string // proto fcgi: the servers speak FastCGI
 }
 
 // leaderOptions are the check settings of lb_policy leader (and of the

@@ -196,7 +196,7 @@ func (l *Layout) addServer(in string, line haproxy.Line, resolvedByDefault bool)
 	}
 	s.Name = s.Words[1]
 	if slices.ContainsFunc(s.Words, notPlainHTTP) {
-		return fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line, s.Name)
+		return fmt.Errorf("line %d: server %s with ssl, check-ssl, send-proxy, proto or agent-check: the recording backends speak plain HTTP/1.1", line.Pos.Line, s.Name)
 	}
 	host := s.Words[s.addressWord()]
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -214,7 +214,7 @@ func (l *Layout) addServer(in string, line haproxy.Line, resolvedByDefault bool)
 func (l *Layout) addDefaultServer(_ string, line haproxy.Line, _ bool) error {
 	w := line.Words
 	if slices.ContainsFunc(w, notPlainHTTP) {
-		return fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy or agent-check: the recording backends speak plain HTTP", line.Pos.Line)
+		return fmt.Errorf("line %d: default-server with ssl, check-ssl, send-proxy, proto or agent-check: the recording backends speak plain HTTP/1.1", line.Pos.Line)
 	}
 	if slices.Contains(w, "init-addr") {
 		l.Outbound[line.Pos.Line] = withoutLibc(w)
@@ -241,10 +241,11 @@ func defaultServersResolved(cfg *haproxy.Config) map[*haproxy.Section]bool {
 }
 
 // notPlainHTTP are the server keywords that ask a server for more than
-// plain HTTP and its checks.
+// plain HTTP/1.1 and its checks (proto: FastCGI or HTTP/2, which
+// TestHAProxyDifferentialFastCGI compares for FastCGI).
 func notPlainHTTP(w string) bool {
 	switch w {
-	case "ssl", "check-ssl", "send-proxy", "send-proxy-v2", "check-send-proxy", "agent-check":
+	case "ssl", "check-ssl", "send-proxy", "send-proxy-v2", "check-send-proxy", "agent-check", "proto":
 		return true
 	}
 	return false
