@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+
 	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 )
@@ -24,7 +26,7 @@ import (
 // haproxy/testdata/logformat.cfg run by HAProxy and by caddy-ha: the
 // headers its log-format values make (the client's address and port, the
 // frontend's, Host, method, URL, query, %%, the machine's name, a header
-// of the request, sent twice and with commas) reach the server as the same bytes, the header rules
+// of the request, sent twice and with commas, the URL encoded) reach the server as the same bytes, the header rules
 // with a condition apply to the same requests in the order written, and
 // the redirects built of samples send the client to the same Location.
 // The client's port and the frontend's, which differ between the two,
@@ -74,12 +76,14 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 	startHAProxy(t, hap, hapAddr["web"], hapAddr["forwarded"], hapAddr["tls"])
 	_, _, warnings := runHAProxyConfigWarned(t, strings.NewReplacer(hapAddr["web"], caddyAddr["web"], hapAddr["forwarded"], caddyAddr["forwarded"],
 		hapAddr["tls"], caddyAddr["tls"]).Replace(hap))
-	if len(warnings) != 2 {
-		t.Errorf("warnings %v, want the forwarding headers' of web and tls", warnings)
+	if len(warnings) != 3 || !slices.ContainsFunc(warnings, func(w caddyconfig.Warning) bool {
+		return strings.Contains(w.Message, "url_enc of url is Caddy's {http.request.uri_escaped}")
+	}) {
+		t.Errorf("warnings %v, want the forwarding headers' of web and tls, and url_enc's", warnings)
 	}
 
 	compared := []string{"X-Client-Addr", "X-Conn", "X-Front", "X-Host", "X-Request", "X-Percent", "X-Literal", "X-Node",
-		"X-Tag", "X-Path", "X-Api", "X-Secret", "X-Method-Seen", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+		"X-Tag", "X-Path", "X-Url-Enc", "X-Api", "X-Secret", "X-Method-Seen", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
 	type result struct {
 		status             int
 		location, servedTo string

@@ -72,7 +72,7 @@ var corpusOutcomes = map[string]struct {
 	"multi-tenant-hosts.cfg":         {},
 	"nextcloud-collabora.cfg":        {},
 	"nomad-consul-srv.cfg":           {},
-	"oauth2-proxy-sso.cfg":           {20, "http-request redirect: converter url_enc in %[url,url_enc]: Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it"},
+	"oauth2-proxy-sso.cfg":           {},
 	"path-prefix-strip.cfg":          {},
 	"patroni-postgres-stats.cfg":     {11, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"peers-active-passive.cfg":       {11, "peers sections are not translated: Caddy has no stick-table replication; edge_rate_limit c"},

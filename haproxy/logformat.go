@@ -44,6 +44,7 @@ type formatEntry struct {
 	doc         string // what HAProxy gives, and Caddy's counterpart
 	refusal     string
 	differs     string // how Caddy's value may differ: a Warning
+	after       string // a converter's one fetch it is translated after
 }
 
 // formatMap is a placeholder no module of Caddy gives as HAProxy's sample
@@ -154,15 +155,17 @@ var formatVariables = map[string]formatEntry{
 	"ID": {refusal: "the unique ID of unique-id-format, which Caddy has as {http.request.uuid}, a random UUID of another form (see unique-id-header): not translated in a value"},
 }
 
-// formatConverters are the converters after a fetch: none has a
-// counterpart among Caddy's placeholders.
+// formatConverters are the converters after a fetch: one has a
+// counterpart among Caddy's placeholders after one fetch (after).
 var formatConverters = map[string]formatEntry{
 	"lower": {refusal: "Caddy's placeholders have no case conversion"},
 	"upper": {refusal: "Caddy's placeholders have no case conversion"},
 	// HAProxy 2.6 encodes every byte but RFC 3986's unreserved (letters,
 	// digits, -._~) as %XX, of the bytes as sent; so does Go's
-	// url.QueryEscape, but of the URI as Go's URL gives it.
-	"url_enc": {refusal: "Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it, which re-escapes a path that holds a byte Go escapes (\", <, >, \\, ^, {, } and others, which HAProxy takes as sent) whole, its %7e decoded to ~ too, before encoding it, where HAProxy encodes the bytes as sent: not translated (no placeholder of Caddy URL-encodes another value)"},
+	// url.QueryEscape, of the URI as Go's URL gives it.
+	"url_enc": {after: "url", placeholder: placeholder("http.request.uri_escaped"),
+		doc:     "the URI, every byte but letters, digits and `-._~` as `%XX` (its default, `query`)",
+		differs: "url_enc of url is Caddy's {http.request.uri_escaped}, which encodes the URI as Go gives it: a byte of the path that Go escapes and HAProxy takes as sent (\", <, >, \\, ^, `, {, |, }) makes Go escape the whole path anew before encoding it (/\"x/%7e gives %2F%2522x%2F~, where HAProxy sends %2F%22x%2F%257e): the same address once the receiver decodes the value"},
 }
 
 // maps are the map-made placeholders f uses.
@@ -247,11 +250,7 @@ func formatSample(expr string, l Line) (fetch, arg string, err error) {
 		converters, converted = strings.CutPrefix(converters, ",")
 	}
 	if converted {
-		name, _, _ := strings.Cut(converters, "(")
-		if e, ok := formatConverters[name]; ok {
-			return "", "", refuse(l, "converter %s in %%[%s]: %s", name, expr, e.refusal)
-		}
-		return "", "", refuse(l, "converter %s in %%[%s] is not translated", name, expr)
+		return formatConverted(sample, converters, expr, l)
 	}
 	fetch, args, hasArgs := strings.Cut(sample, "(")
 	e, known := formatFetches[fetch]
@@ -273,9 +272,30 @@ func formatSample(expr string, l Line) (fetch, arg string, err error) {
 	return fetch, arg, nil
 }
 
-// formatLookup is the table's entry of a fetch or a %variable, or its
-// line's refusal.
+// formatConverted reads a sample's fetch and converters: one converter
+// of the table after its one fetch, without arguments but its default
+// (url_enc(query)), is the name "<fetch>,<converter>"; another is refused
+// with the table's reason.
+func formatConverted(sample, converters, expr string, l Line) (string, string, error) {
+	name, args, _ := strings.Cut(converters, "(")
+	e, ok := formatConverters[name]
+	switch {
+	case !ok:
+		return "", "", refuse(l, "converter %s in %%[%s] is not translated", name, expr)
+	case e.refusal != "":
+		return "", "", refuse(l, "converter %s in %%[%s]: %s", name, expr, e.refusal)
+	case sample != e.after || (args != "" && args != "query)"):
+		return "", "", refuse(l, "converter %s in %%[%s]: translated as %%[%s,%s] alone", name, expr, e.after, name)
+	}
+	return sample + "," + name, "", nil
+}
+
+// formatLookup is the table's entry of a fetch, a fetch with its
+// converter or a %variable, or its line's refusal.
 func formatLookup(name string, l Line) (formatEntry, error) {
+	if _, converter, ok := strings.Cut(name, ","); ok {
+		return formatConverters[converter], nil // formatConverted took it
+	}
 	e, ok := formatFetches[name]
 	if v, isVar := strings.CutPrefix(name, "%"); isVar {
 		e, ok = formatVariables[v]
@@ -335,6 +355,10 @@ func formatTable() string {
 		row("%["+name+"]", formatFetches[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(formatConverters)) {
+		if e := formatConverters[name]; e.after != "" {
+			row("%["+e.after+","+name+"]", e)
+			continue
+		}
 		row("%[…,"+name+"]", formatConverters[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(formatVariables)) {

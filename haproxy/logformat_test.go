@@ -86,15 +86,29 @@ func TestResponseConditions(t *testing.T) {
 	}
 }
 
-// url_enc is refused with why Caddy's {http.request.uri_escaped} is not
-// HAProxy's encoding: Go encodes the URI as it re-escapes it, HAProxy the
-// bytes as sent (tested on HAProxy 2.6: /"x/%7e gives %2F%22x%2F%257e,
-// {http.request.uri_escaped} %2F%2522x%2F~).
-func TestURLEncRefused(t *testing.T) {
+// url_enc of url is Caddy's {http.request.uri_escaped}, approximated
+// with why it is not HAProxy's encoding where Go re-escapes a path
+// (tested on HAProxy 2.6: /"x/%7e gives %2F%22x%2F%257e,
+// {http.request.uri_escaped} %2F%2522x%2F~); after another fetch, with
+// another argument or another converter, it is refused.
+func TestURLEncOfURL(t *testing.T) {
 	l := Line{Words: []string{"http-request", "redirect"}}
-	_, err := readLogFormat("/oauth2/start?rd=%[url,url_enc]", l)
-	if err == nil || !strings.Contains(err.Error(), "converter url_enc in %[url,url_enc]: Caddy's one URL-encoded URI, {http.request.uri_escaped}, encodes the URI as Go gives it") {
-		t.Errorf("%v, want url_enc refused with why {http.request.uri_escaped} differs", err)
+	for _, v := range []string{"/oauth2/start?rd=%[url,url_enc]", "/oauth2/start?rd=%[url,url_enc(query)]"} {
+		f, err := readLogFormat(v, l)
+		if err != nil || len(f.parts) != 2 || f.parts[1].placeholder != "http.request.uri_escaped" || len(f.differs) != 1 || !strings.Contains(f.differs[0], "%2F%2522x%2F~") {
+			t.Errorf("%s: %+v %v, want {http.request.uri_escaped} and why it differs", v, f, err)
+		}
+	}
+	for v, want := range map[string]string{
+		"%[path,url_enc]":        "converter url_enc in %[path,url_enc]: translated as %[url,url_enc] alone",
+		"%[url,url_enc(other)]":  "converter url_enc in %[url,url_enc(other)]: translated as %[url,url_enc] alone",
+		"%[hdr(x),url_enc]":      "converter url_enc in %[hdr(x),url_enc]: translated as %[url,url_enc] alone",
+		"%[url,url_enc,lower]":   "converter url_enc,lower in %[url,url_enc,lower] is not translated",
+		"%[req.hdr(host),lower]": "converter lower in %[req.hdr(host),lower]: Caddy's placeholders have no case conversion",
+	} {
+		if _, err := readLogFormat(v, l); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %s", v, err, want)
+		}
 	}
 }
 
