@@ -248,6 +248,8 @@ func compareFastCGI(t *testing.T, file, bindAddr string, replace ...string) {
 		ws = append(ws, haproxy.Warning{Msg: w})
 	}
 	excused := func(d hadiff.Difference) bool { _, _, ok := hadiff.Excuse(d, hadiff.Request{}, known, ws); return ok }
+	_, hapPort, _ := net.SplitHostPort(hapAddr)
+	_, caddyPort, _ := net.SplitHostPort(caddyAddr)
 	for i, tt := range []fcgiRequest{
 		{"GET", "/info.php", "", true, "/info.php", ""},
 		{"GET", "/app.php/users/7", "", true, "/app.php", "/users/7"},
@@ -262,8 +264,6 @@ func compareFastCGI(t *testing.T, file, bindAddr string, replace ...string) {
 		if hap["SCRIPT_NAME"] != tt.script || hap["SCRIPT_FILENAME"] != "/var/www/html"+tt.script || hap["PATH_INFO"] != tt.pathInfo {
 			t.Errorf("%s %s: HAProxy sent SCRIPT_NAME %q, SCRIPT_FILENAME %q, PATH_INFO %q", tt.method, tt.path, hap["SCRIPT_NAME"], hap["SCRIPT_FILENAME"], hap["PATH_INFO"])
 		}
-		_, hapPort, _ := net.SplitHostPort(hapAddr)
-		_, caddyPort, _ := net.SplitHostPort(caddyAddr)
 		for n, v := range caddy {
 			caddy[n] = strings.ReplaceAll(v, caddyPort, hapPort)
 		}
