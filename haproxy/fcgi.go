@@ -43,9 +43,15 @@ type fcgiParam struct {
 }
 
 // fcgiParamsDiffer is how the params Caddy's transport sends differ from
-// HAProxy's: a warning at use-fcgi-app; docs/haproxy.md's FastCGI section
-// lists them (TestHAProxyDifferentialFastCGI asserts them).
-const fcgiParamsDiffer = "Caddy's transport fastcgi also sends DOCUMENT_URI, REQUEST_SCHEME, REMOTE_HOST, REMOTE_IDENT, SERVER_ADDR, HTTP_CONTENT_LENGTH and HTTP_CONTENT_TYPE (copies of CONTENT_LENGTH and CONTENT_TYPE), and PATH_INFO, QUERY_STRING and CONTENT_TYPE when empty, which HAProxy leaves out; AUTH_TYPE and REMOTE_USER empty, where HAProxy sends the Authorization header's scheme and its Basic user; SERVER_SOFTWARE is Caddy's"
+// HAProxy's: a warning at use-fcgi-app. Each row of docs/haproxy.md's
+// Known differences of field "fastcgi param <name>" names the part of it
+// about that param; TestHAProxyDifferentialFastCGI excuses a param's
+// difference only by its row, and only in the shape the part says.
+const fcgiParamsDiffer = "Caddy's transport fastcgi also sends params HAProxy leaves out: DOCUMENT_URI, REQUEST_SCHEME, REMOTE_HOST, REMOTE_IDENT and SERVER_ADDR; " +
+	"HTTP_CONTENT_LENGTH and HTTP_CONTENT_TYPE, copies of CONTENT_LENGTH and CONTENT_TYPE; PATH_INFO and QUERY_STRING when empty; " +
+	"CONTENT_TYPE of a request without one: empty, or application/x-www-form-urlencoded for a method other than GET, HEAD and OPTIONS; " +
+	"AUTH_TYPE and REMOTE_USER are empty, where HAProxy sends the Authorization header's scheme and Basic user (and leaves them out without one); " +
+	"SERVER_SOFTWARE is Caddy's"
 
 // fcgiSplitShape is the path-info expressions whose split Caddy's split
 // approximates: a script name ending in .<ext>, then an optional /… as
