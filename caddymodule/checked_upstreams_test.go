@@ -512,6 +512,65 @@ func TestHAProxyDifferentialServerChecks(t *testing.T) {
 	})
 }
 
+// HAProxy and caddy-ha checking servers that speak TLS alone (ssl, which
+// implies HAProxy's check-ssl): option httpchk's check over TLS, with
+// verify none or verified by a ca-file and a name, takes b out when it
+// answers 503 and back at 200, and a stopped b out; a TCP check with ssl
+// completes a handshake, so a ca-file of another CA takes every server
+// out of both (503).
+func TestHAProxyDifferentialServerChecksOverTLS(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _, err := ca.Issue("app.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, otherFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
+	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
+		if err := os.WriteFile(file, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving := &tls.Config{Certificates: []tls.Certificate{cert}}
+	verified := func(caFile string) string {
+		return " ssl ca-file " + caFile + " verifyhost app.internal check-sni app.internal sni str(app.internal)"
+	}
+	for _, tt := range []struct{ name, serverOptions string }{
+		{"http, verify none", " ssl verify none"},
+		{"http, verified", verified(caFile)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pair := startTLSCheckPair(t, "    option httpchk\n", "200ms", tt.serverOptions, serving, "a", "b")
+			pair.turns("both up", "a", "b")
+			for _, step := range []checkStep{
+				{http.StatusServiceUnavailable, "", []string{"a"}},
+				{http.StatusOK, "", []string{"a", "b"}},
+			} {
+				pair.answerChecks(step)
+			}
+			pair.each(func(p *checkProxy) { p.b.stop() })
+			pair.turns("b stopped", "a")
+		})
+	}
+	t.Run("tcp, verified", func(t *testing.T) {
+		pair := startTLSCheckPair(t, "", "200ms", verified(caFile), serving, "a", "b")
+		pair.turns("both up", "a", "b")
+		pair.each(func(p *checkProxy) { p.b.stop() })
+		pair.turns("b stopped", "a")
+	})
+	t.Run("tcp, another CA", func(t *testing.T) {
+		pair := startTLSCheckPair(t, "", "200ms", verified(otherFile), serving, "a", "b")
+		pair.turns("no server verified", "status 503")
+	})
+}
+
 // HAProxy's http-check expect rules other than one status, and
 // disable-on-404, as dynamic checked's expect and disable_on_404: b's
 // check answers, with and without the string, a status in and out of the
@@ -607,9 +666,15 @@ type checkProxy struct {
 // translation of it (dynamic checked); b is stopped first if it is named
 // first.
 func startCheckPair(t *testing.T, checkLines, inter string, order ...string) *checkPair {
+	return startTLSCheckPair(t, checkLines, inter, "", nil, order...)
+}
+
+// startTLSCheckPair is startCheckPair with backends that serve over TLS
+// with serving (if not nil), and serverOptions on each server line.
+func startTLSCheckPair(t *testing.T, checkLines, inter, serverOptions string, serving *tls.Config, order ...string) *checkPair {
 	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
 	pair.each(func(p *checkProxy) {
-		p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
+		p.a, p.b = newTLSCheckedBackend(t, "a", serving), newTLSCheckedBackend(t, "b", serving)
 		if order[0] == "b" {
 			p.b.stop()
 		}
@@ -618,7 +683,7 @@ func startCheckPair(t *testing.T, checkLines, inter string, order ...string) *ch
 	serverLines := func(p *checkProxy) (lines string) {
 		for _, name := range order {
 			addr := map[string]string{"a": p.a.addr, "b": p.b.addr}[name]
-			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
+			lines += fmt.Sprintf("    server %s %s check%s\n", name, addr, serverOptions)
 		}
 		return lines
 	}
