@@ -323,21 +323,21 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 	if h := enclosingProxy(ctx); h != nil && h.HealthChecks != nil && h.HealthChecks.Active != nil {
 		return errors.New("dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams: set the check in dynamic checked instead")
 	}
+	// The key before the TLS is loaded, which empties its ca.
+	key, err := json.Marshal(struct {
+		Check healthcheck.ServerCheck
+		TLS   *reverseproxy.TLSConfig // the check's TLS, not in its JSON
+	}{u.serverCheck(), u.TLS})
+	if err != nil {
+		return err
+	}
+	u.key = string(key)
 	if u.TLS != nil {
-		var err error
 		if u.tls, err = u.TLS.MakeTLSClientConfig(ctx); err != nil {
 			return badSetting(checkedModule, "tls", "cannot be loaded: %v", err)
 		}
 	}
 	check := u.serverCheck()
-	key, err := json.Marshal(struct {
-		Check healthcheck.ServerCheck
-		TLS   *reverseproxy.TLSConfig // the check's TLS, not in its JSON
-	}{check, u.TLS})
-	if err != nil {
-		return err
-	}
-	u.key = string(key)
 	var health func(string) (int, bool)
 	if last, ok := checkers.Load(u.key); ok {
 		health = last.(*healthcheck.ServerChecker).Health
