@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"net"
@@ -13,8 +14,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/healthcheck"
@@ -63,6 +66,19 @@ type CheckedUpstreams struct {
 	// server out of the pool until an answer that passes (HAProxy's
 	// http-check disable-on-404). Default: off.
 	DisableOn404 bool `json:"disable_on_404,omitempty"`
+	// The checks speak TLS with these settings (HAProxy's check-ssl,
+	// which a server's ssl implies): a TCP check passes once the
+	// handshake completes, an HTTP check's request goes over it. The
+	// settings are reverse_proxy's transport http tls ones, with their
+	// names and meanings: ca (tls_trust_pool), server_name
+	// (tls_server_name: the name sent as SNI and verified; default the
+	// server's host), insecure_skip_verify (tls_insecure_skip_verify),
+	// and in JSON the client certificate, renegotiation and curves;
+	// handshake_timeout and except_ports are refused (the check's
+	// timeout bounds its handshake; every server is checked alike). The
+	// proxy's requests take the transport's own tls settings. Default:
+	// none, plain TCP.
+	TLS *reverseproxy.TLSConfig `json:"tls,omitempty"`
 	// Time from the end of a server's check to its next (HAProxy's
 	// inter). Default: 2s.
 	Interval caddy.Duration `json:"interval,omitempty"`
@@ -105,6 +121,7 @@ type CheckedUpstreams struct {
 	AllowDupIP bool `json:"allow_dup_ip,omitempty"`
 
 	checker   *healthcheck.ServerChecker
+	tls       *tls.Config // TLS's, as the checks take it
 	key       string
 	resolver  *healthcheck.Resolver
 	stop      context.CancelFunc
@@ -168,6 +185,9 @@ func (u *CheckedUpstreams) serverCheck() healthcheck.ServerCheck {
 		Fall:           u.Fall,
 		Rise:           u.Rise,
 	}
+	if u.TLS != nil {
+		c.TLS = cmp.Or(u.tls, new(tls.Config))
+	}
 	if u.Check == "http" {
 		c.HTTP = &healthcheck.HTTPCheck{Method: u.Method, URI: u.URI, Host: u.Host, ExpectStatus: u.ExpectStatus, Expect: u.Expect, DisableOn404: u.DisableOn404}
 	}
@@ -197,8 +217,26 @@ func (u *CheckedUpstreams) Validate() error {
 	default:
 		return badSetting(checkedModule, "check", "must be tcp, http or none, not %q", u.Check)
 	}
+	if err := u.validateTLS(); err != nil {
+		return err
+	}
 	if bad, ok := errors.AsType[*healthcheck.SettingError](u.serverCheck().Validate()); ok {
 		return badSetting(checkedModule, bad.Setting, "%s", bad.Problem)
+	}
+	return nil
+}
+
+// validateTLS refuses the checks' TLS settings that do not apply to a
+// check.
+func (u *CheckedUpstreams) validateTLS() error {
+	switch t := u.TLS; {
+	case t == nil:
+	case u.Check == "none":
+		return badSetting(checkedModule, "tls", "is a setting of check tcp or http, not of check none (no server is checked)")
+	case t.HandshakeTimeout != 0:
+		return badSetting(checkedModule, "tls", "handshake_timeout: the check's timeout bounds its handshake")
+	case len(t.ExceptPorts) > 0:
+		return badSetting(checkedModule, "tls", "except_ports: every server's check speaks TLS alike")
 	}
 	return nil
 }
@@ -285,12 +323,21 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 	if h := enclosingProxy(ctx); h != nil && h.HealthChecks != nil && h.HealthChecks.Active != nil {
 		return errors.New("dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams: set the check in dynamic checked instead")
 	}
-	check := u.serverCheck()
-	key, err := json.Marshal(check)
+	// The key before the TLS is loaded, which empties its ca.
+	key, err := json.Marshal(struct {
+		Check healthcheck.ServerCheck
+		TLS   *reverseproxy.TLSConfig // the check's TLS, not in its JSON
+	}{u.serverCheck(), u.TLS})
 	if err != nil {
 		return err
 	}
 	u.key = string(key)
+	if u.TLS != nil {
+		if u.tls, err = u.TLS.MakeTLSClientConfig(ctx); err != nil {
+			return badSetting(checkedModule, "tls", "cannot be loaded: %v", err)
+		}
+	}
+	check := u.serverCheck()
 	var health func(string) (int, bool)
 	if last, ok := checkers.Load(u.key); ok {
 		health = last.(*healthcheck.ServerChecker).Health
@@ -403,6 +450,10 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //		expect_status   <status>
 //		expect          [!] status|rstatus|string|rstring <pattern>
 //		disable_on_404
+//		tls
+//		tls_insecure_skip_verify
+//		tls_server_name <name>
+//		tls_trust_pool  <module> ...
 //		interval        <duration>
 //		fast_interval   <duration>
 //		down_interval   <duration>
@@ -442,6 +493,8 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "expect", "disable_on_404":
 			err = u.unmarshalExpect(d, opt)
+		case "tls", "tls_insecure_skip_verify", "tls_server_name", "tls_trust_pool":
+			err = u.unmarshalTLS(d, opt)
 		case "interval", "fast_interval", "down_interval", "timeout", "connect_timeout", "refresh", "resolve_timeout":
 			err = durationArg(d, opt, u.durations()[opt])
 		case "fall":
@@ -476,6 +529,38 @@ func (u *CheckedUpstreams) unmarshalExpect(d *caddyfile.Dispenser, opt string) e
 	}
 	e.Match, e.Pattern = args[0], args[1]
 	u.Expect = e
+	return nil
+}
+
+// unmarshalTLS reads an option of the checks' TLS, as reverse_proxy's
+// transport http reads it; each tls_* option after tls.
+func (u *CheckedUpstreams) unmarshalTLS(d *caddyfile.Dispenser, opt string) error {
+	if opt == "tls" {
+		u.TLS = new(reverseproxy.TLSConfig)
+		return nil
+	}
+	if u.TLS == nil {
+		return d.Errf("%s is a setting of the checks' tls: write tls before it", opt)
+	}
+	switch opt {
+	case "tls_insecure_skip_verify":
+		u.TLS.InsecureSkipVerify = true
+	case "tls_server_name":
+		return stringArg(d, &u.TLS.ServerName)
+	case "tls_trust_pool":
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		stem := d.Val()
+		pool, err := caddyfile.UnmarshalModule(d, "tls.ca_pool.source."+stem)
+		if err != nil {
+			return err
+		}
+		if _, ok := pool.(caddytls.CA); !ok {
+			return d.Errf("module tls.ca_pool.source.%s is not a certificate pool", stem)
+		}
+		u.TLS.CARaw = caddyconfig.JSONModuleObject(pool, "provider", stem, nil)
+	}
 	return nil
 }
 

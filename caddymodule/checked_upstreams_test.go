@@ -1,9 +1,14 @@
 package caddymodule
 
 import (
+	"crypto/tls"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-ha/caddy-ha/fakecluster"
 	"github.com/caddy-ha/caddy-ha/internal/hadiff"
 	"github.com/caddy-ha/caddy-ha/internal/loopback"
 	"github.com/caddy-ha/caddy-ha/internal/poll"
@@ -68,6 +76,18 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		!strings.Contains(got, want) {
 		t.Errorf("adapted to %s (%v), want %s", got, err, want)
 	}
+	got, err = adapt(`{
+			servers 127.0.0.1:2
+			check http
+			tls
+			tls_server_name app.internal
+			tls_trust_pool file /etc/ssl/app-ca.pem
+			tls_insecure_skip_verify
+		}`)
+	if want := `"dynamic_upstreams":{"check":"http","servers":["127.0.0.1:2"],"source":"checked","tls":{"ca":{"pem_files":["/etc/ssl/app-ca.pem"],"provider":"file"},"insecure_skip_verify":true,"server_name":"app.internal"}}`; err != nil ||
+		!strings.Contains(got, want) {
+		t.Errorf("adapted to %s (%v), want %s", got, err, want)
+	}
 	for _, tt := range []struct{ block, want string }{
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect string\n\t\t}", "expect takes [!] status|rstatus|string|rstring <pattern>, at Caddyfile:6"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck http\n\t\t\texpect status 2xx\n\t\t}", `dynamic checked: expect status "2xx": want codes`},
@@ -95,6 +115,10 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tinterval -1s\n\t\t}", "interval must be positive, got -1s, at Caddyfile:5"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\trise 1\n\t\t\trise 2\n\t\t}", "duplicate rise option, at Caddyfile:6"},
 		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tinter 1s\n\t\t}", "unrecognized dynamic checked option 'inter', at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\ttls_server_name app.internal\n\t\t}", "tls_server_name is a setting of the checks' tls: write tls before it, at Caddyfile:5"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\ttls\n\t\t\ttls_insecure_skip_verify yes\n\t\t}", "tls_insecure_skip_verify: too many arguments, at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\tcheck none\n\t\t\ttls\n\t\t}", "dynamic checked: tls is a setting of check tcp or http, not of check none (no server is checked), at Caddyfile:6"},
+		{"{\n\t\t\tservers 127.0.0.1:2\n\t\t\ttls\n\t\t\ttls_trust_pool nosuch\n\t\t}", "tls.ca_pool.source.nosuch"},
 		{"127.0.0.1:2", "wrong argument count"},
 	} {
 		if _, err := adapt(tt.block); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -106,10 +130,11 @@ func TestCheckedUpstreamsCaddyfile(t *testing.T) {
 // checkedBackend is an HTTP server at a fixed address that answers with
 // X-Server: its name, answers its checks (OPTIONS, HAProxy's default)
 // with checkStatus and checkBody and counts them, and can be stopped and
-// started again.
+// started again; with tls, over TLS.
 type checkedBackend struct {
 	t           *testing.T
 	name, addr  string
+	tls         *tls.Config
 	checkStatus atomic.Int32
 	checkBody   atomic.Pointer[string]
 	mu          sync.Mutex
@@ -118,7 +143,13 @@ type checkedBackend struct {
 }
 
 func newCheckedBackend(t *testing.T, name string) *checkedBackend {
-	b := &checkedBackend{t: t, name: name, addr: loopback.FreeAddr()}
+	return newTLSCheckedBackend(t, name, nil)
+}
+
+// newTLSCheckedBackend is a checkedBackend that serves over TLS with
+// config, if not nil.
+func newTLSCheckedBackend(t *testing.T, name string, config *tls.Config) *checkedBackend {
+	b := &checkedBackend{t: t, name: name, addr: loopback.FreeAddr(), tls: config}
 	b.checkStatus.Store(http.StatusOK)
 	b.start()
 	t.Cleanup(b.stop)
@@ -144,6 +175,10 @@ func (b *checkedBackend) start() {
 		}
 		w.Header().Set("X-Server", b.name)
 	})}
+	if b.tls != nil {
+		ln = tls.NewListener(ln, b.tls)
+		b.srv.ErrorLog = log.New(io.Discard, "", 0) // the handshakes a test makes fail
+	}
 	go b.srv.Serve(ln) //nolint:errcheck // until stop
 }
 
@@ -260,6 +295,94 @@ func TestCheckedUpstreamsThroughCaddy(t *testing.T) {
 	err := tc.tryLoad(nil, "", fmt.Sprintf("reverse_proxy {\n\t\tdynamic checked {\n\t\t\tservers %s\n\t\t}\n\t\thealth_uri /health\n\t}", a.addr))
 	if err == nil || !strings.Contains(err.Error(), "dynamic checked: the reverse_proxy's active health checks (health_uri, health_port, …) never run on dynamic upstreams") {
 		t.Fatalf("health_uri beside dynamic checked: %v", err)
+	}
+}
+
+// dynamic checked's tls in a real Caddy in front of backends that speak
+// TLS alone: the checks verify them with the trust pool and the server
+// name, and a failing check over TLS takes a server out; a plain check,
+// or one that verifies with another CA, finds them all down (503), one
+// that skips verification finds them up; a trust pool file that does not
+// exist, a handshake_timeout, fail at load time.
+func TestCheckedUpstreamsOverTLS(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _, err := ca.Issue("app.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, otherFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
+	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
+		if err := os.WriteFile(file, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving := &tls.Config{Certificates: []tls.Certificate{cert}}
+	a, b := newTLSCheckedBackend(t, "a", serving), newTLSCheckedBackend(t, "b", serving)
+	site := func(checkTLS string) string {
+		return fmt.Sprintf(`reverse_proxy {
+		dynamic checked {
+			servers %s %s
+			check http
+			%s
+			interval 100ms
+			fall 1
+			rise 1
+		}
+		transport http {
+			tls
+			tls_server_name app.internal
+			tls_trust_pool file %s
+		}
+		lb_policy round_robin
+	}`, a.addr, b.addr, checkTLS, caFile)
+	}
+	verified := "tls\n\t\t\ttls_server_name app.internal\n\t\t\ttls_trust_pool file " + caFile
+	tc := startCaddy(t, nil, "", site(verified))
+	client := &http.Client{Timeout: 10 * time.Second}
+	ask := func() string { return serverOf(client, tc.url("/")) }
+	waitForTurns(t, "both up, checked over TLS", ask, "a", "b")
+	b.checkStatus.Store(http.StatusServiceUnavailable)
+	waitForTurns(t, "b's checks answered 503", ask, "a")
+	b.checkStatus.Store(http.StatusOK)
+	waitForTurns(t, "b's checks answered 200 again", ask, "a", "b")
+
+	for _, tt := range []struct{ name, checkTLS, want string }{
+		{"plain checks", "", "status 503"},
+		{"another CA", "tls\n\t\t\ttls_server_name app.internal\n\t\t\ttls_trust_pool file " + otherFile, "status 503"},
+		{"another name", "tls\n\t\t\ttls_server_name other.internal\n\t\t\ttls_trust_pool file " + caFile, "status 503"},
+		{"verification skipped", "tls\n\t\t\ttls_insecure_skip_verify\n\t\t\ttls_trust_pool file " + otherFile, ""},
+	} {
+		tc.load(nil, "", site(tt.checkTLS))
+		if tt.want == "" {
+			waitForTurns(t, tt.name, ask, "a", "b")
+			continue
+		}
+		poll.Until(t, 10*time.Second, tt.name+": every server down", func() bool { return ask() == tt.want })
+	}
+	if len(tc.logLines("certificate signed by unknown authority")) == 0 {
+		t.Error("no check failure logged its certificate error")
+	}
+
+	missing := "tls\n\t\t\ttls_trust_pool file " + filepath.Join(dir, "missing.pem")
+	if err := tc.tryLoad(nil, "", site(missing)); err == nil || !strings.Contains(err.Error(), "dynamic checked: tls cannot be loaded") || !strings.Contains(err.Error(), "missing.pem: no such file") {
+		t.Errorf("a trust pool file that does not exist: %v", err)
+	}
+	for field, tls := range map[string]*reverseproxy.TLSConfig{
+		"handshake_timeout: the check's timeout bounds its handshake": {HandshakeTimeout: caddy.Duration(time.Second)},
+		"except_ports: every server's check speaks TLS alike":         {ExceptPorts: []string{"443"}},
+	} {
+		u := &CheckedUpstreams{Servers: []string{a.addr}, TLS: tls}
+		if err := u.Validate(); err == nil || err.Error() != "dynamic checked: tls "+field {
+			t.Errorf("tls %+v: %v, want dynamic checked: tls %s", tls, err, field)
+		}
 	}
 }
 
@@ -389,6 +512,65 @@ func TestHAProxyDifferentialServerChecks(t *testing.T) {
 	})
 }
 
+// HAProxy and caddy-ha checking servers that speak TLS alone (ssl, which
+// implies HAProxy's check-ssl): option httpchk's check over TLS, with
+// verify none or verified by a ca-file and a name, takes b out when it
+// answers 503 and back at 200, and a stopped b out; a TCP check with ssl
+// completes a handshake, so a ca-file of another CA takes every server
+// out of both (503).
+func TestHAProxyDifferentialServerChecksOverTLS(t *testing.T) {
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _, err := ca.Issue("app.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, otherFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
+	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
+		if err := os.WriteFile(file, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving := &tls.Config{Certificates: []tls.Certificate{cert}}
+	verified := func(caFile string) string {
+		return " ssl ca-file " + caFile + " verifyhost app.internal check-sni app.internal sni str(app.internal)"
+	}
+	for _, tt := range []struct{ name, serverOptions string }{
+		{"http, verify none", " ssl verify none"},
+		{"http, verified", verified(caFile)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pair := startTLSCheckPair(t, "    option httpchk\n", "200ms", tt.serverOptions, serving, "a", "b")
+			pair.turns("both up", "a", "b")
+			for _, step := range []checkStep{
+				{http.StatusServiceUnavailable, "", []string{"a"}},
+				{http.StatusOK, "", []string{"a", "b"}},
+			} {
+				pair.answerChecks(step)
+			}
+			pair.each(func(p *checkProxy) { p.b.stop() })
+			pair.turns("b stopped", "a")
+		})
+	}
+	t.Run("tcp, verified", func(t *testing.T) {
+		pair := startTLSCheckPair(t, "", "200ms", verified(caFile), serving, "a", "b")
+		pair.turns("both up", "a", "b")
+		pair.each(func(p *checkProxy) { p.b.stop() })
+		pair.turns("b stopped", "a")
+	})
+	t.Run("tcp, another CA", func(t *testing.T) {
+		pair := startTLSCheckPair(t, "", "200ms", verified(otherFile), serving, "a", "b")
+		pair.turns("no server verified", "status 503")
+	})
+}
+
 // HAProxy's http-check expect rules other than one status, and
 // disable-on-404, as dynamic checked's expect and disable_on_404: b's
 // check answers, with and without the string, a status in and out of the
@@ -484,9 +666,15 @@ type checkProxy struct {
 // translation of it (dynamic checked); b is stopped first if it is named
 // first.
 func startCheckPair(t *testing.T, checkLines, inter string, order ...string) *checkPair {
+	return startTLSCheckPair(t, checkLines, inter, "", nil, order...)
+}
+
+// startTLSCheckPair is startCheckPair with backends that serve over TLS
+// with serving (if not nil), and serverOptions on each server line.
+func startTLSCheckPair(t *testing.T, checkLines, inter, serverOptions string, serving *tls.Config, order ...string) *checkPair {
 	pair := &checkPair{t: t, proxies: []*checkProxy{{name: "haproxy"}, {name: "caddy-ha"}}}
 	pair.each(func(p *checkProxy) {
-		p.a, p.b = newCheckedBackend(t, "a"), newCheckedBackend(t, "b")
+		p.a, p.b = newTLSCheckedBackend(t, "a", serving), newTLSCheckedBackend(t, "b", serving)
 		if order[0] == "b" {
 			p.b.stop()
 		}
@@ -495,7 +683,7 @@ func startCheckPair(t *testing.T, checkLines, inter string, order ...string) *ch
 	serverLines := func(p *checkProxy) (lines string) {
 		for _, name := range order {
 			addr := map[string]string{"a": p.a.addr, "b": p.b.addr}[name]
-			lines += fmt.Sprintf("    server %s %s check\n", name, addr)
+			lines += fmt.Sprintf("    server %s %s check%s\n", name, addr, serverOptions)
 		}
 		return lines
 	}

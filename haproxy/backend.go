@@ -738,15 +738,10 @@ func (be *backend) noteBalance() {
 	}
 }
 
-// checkChecks refuses what the servers' checks cannot be in Caddy, and
-// notes a TCP check of servers with ssl.
+// checkChecks refuses what the servers' checks cannot be in Caddy.
 func (be *backend) checkChecks() error {
 	if err := be.checkCheckedAddrs(); err != nil {
 		return err
-	}
-	if be.checked == "tcp" && be.tls.ssl {
-		be.notes = append(be.notes, note{line: be.servers[0].line, approximated: true,
-			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
 	}
 	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
 		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")

@@ -334,24 +334,32 @@ func (be *backend) writeTransport(c *caddyfile) {
 		c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
 		c.line("max_conns_per_host %s", be.tls.maxConn)
 	}
-	if tls := be.tls; tls.ssl {
-		c.line("tls")
-		if tls.skipVerify {
-			c.line("tls_insecure_skip_verify")
-		}
-		if tls.serverName != "" {
-			c.line("tls_server_name %s", c.plainIn(tls.serverName, be.lines))
-		}
-		if tls.ca != "" {
-			c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
-		}
-	}
+	be.writeTLS(c)
 	c.line("compression off")
 	if v := be.tls.proxyProtocol; v != "" {
 		c.line("proxy_protocol %s", v)
 	}
 	c.line("versions %s", be.versions)
 	c.close()
+}
+
+// writeTLS writes the servers' TLS settings, if they have ssl, as the
+// transport and dynamic checked both name them.
+func (be *backend) writeTLS(c *caddyfile) {
+	tls := be.tls
+	if !tls.ssl {
+		return
+	}
+	c.line("tls")
+	if tls.skipVerify {
+		c.line("tls_insecure_skip_verify")
+	}
+	if tls.serverName != "" {
+		c.line("tls_server_name %s", c.plainIn(tls.serverName, be.lines))
+	}
+	if tls.ca != "" {
+		c.line("tls_trust_pool file %s", c.plainIn(tls.ca, be.lines))
+	}
 }
 
 // writeHealth writes the active health checks of a checked backend other
@@ -562,6 +570,10 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 		if s[1] != "" {
 			c.line("%s %s", s[0], s[1])
 		}
+	}
+	if be.tls.ssl {
+		c.line("# the servers' ssl: HAProxy checks them over TLS (check-ssl), with their TLS settings")
+		be.writeTLS(c)
 	}
 	c.close()
 }

@@ -93,7 +93,7 @@ func readBindALPN(b *bind, v string, l Line) error {
 
 var serverOptionTable = []serverOption{
 	{name: "check", status: translated, doc: "the backend's health check (see `option httpchk`)", read: func(*serverReading, string, Line) error { return nil }},
-	{name: "ssl", status: translated, doc: "the transport's `tls`", read: (*serverReading).ssl},
+	{name: "ssl", status: translated, doc: "the transport's `tls`, and dynamic checked's checks' `tls` with the same settings (HAProxy checks an `ssl` server over TLS)", read: (*serverReading).ssl},
 	{name: "backup", status: translated, doc: "`lb_policy backup`: used when no other server is up (with checks only)", read: (*serverReading).backup},
 	{name: "inter", value: true, status: translated, doc: "the check's interval", read: (*serverReading).inter},
 	{name: "fastinter", value: true, status: translated, doc: "dynamic checked's `fast_interval` (a TCP check, or an HTTP check other than `http-check expect status <code>`)", read: (*serverReading).fastinter},
@@ -104,7 +104,7 @@ var serverOptionTable = []serverOption{
 	{name: "verify", value: true, status: translated, doc: "`none`: `tls_insecure_skip_verify`; `required` (HAProxy's default) needs a `ca-file` and a name to verify", read: (*serverReading).verify},
 	{name: "ca-file", value: true, status: translated, doc: "`tls_trust_pool file`", read: (*serverReading).caFile},
 	{name: "sni", value: true, status: translated, doc: "`str(<name>)`: `tls_server_name`", read: (*serverReading).sni},
-	{name: "check-sni", value: true, status: translated, doc: "`tls_server_name` (one name with sni and verifyhost)", read: (*serverReading).serverName},
+	{name: "check-sni", value: true, status: translated, doc: "`tls_server_name` (one name with sni and verifyhost), of the transport and of dynamic checked's checks; without it, HAProxy's checks send no SNI, dynamic checked's the name of sni or verifyhost (a warning)", read: (*serverReading).checkSNI},
 	{name: "verifyhost", value: true, status: translated, doc: "`tls_server_name` (one name with sni and check-sni)", read: (*serverReading).serverName},
 	{name: "alpn", value: true, status: translated, doc: "the transport's `versions`: `http/1.1`, `h2,http/1.1`", read: (*serverReading).alpn},
 	{name: "weight", value: true, status: translated, doc: "`weighted_round_robin`'s weights (with roundrobin or static-rr)", read: (*serverReading).weight},
@@ -265,6 +265,7 @@ type serverReading struct {
 	// checkTLS, what it says: checks over TLS.
 	checkTLSAt *Line
 	checkTLS   bool
+	checkSNIAt *Line // the line that says check-sni
 	initAddrAt *Line // the line that says init-addr
 }
 
@@ -319,7 +320,19 @@ func (be *backend) readServerOptions(s server) (*serverReading, error) {
 	if err := r.checkCheckSSL(); err != nil {
 		return nil, err
 	}
+	r.noteCheckSNI()
 	return r, r.checkVerify()
+}
+
+// noteCheckSNI notes the SNI of dynamic checked's checks over TLS where
+// the server has no check-sni: HAProxy's checks send none, dynamic
+// checked's the one name the transport verifies.
+func (r *serverReading) noteCheckSNI() {
+	if r.checkSNIAt != nil || r.tls.serverName == "" || !r.tls.ssl || r.be.checked == "" || r.be.checked == "none" {
+		return
+	}
+	what := "HAProxy's checks send no SNI without check-sni; dynamic checked's send " + r.tls.serverName + ", the name sni or verifyhost gives the transport"
+	r.be.notes = append(r.be.notes, note{line: r.srv.line, what: what, approximated: true})
 }
 
 // checkVerify refuses what the transport cannot verify as HAProxy does:
@@ -342,9 +355,6 @@ func (r *serverReading) checkVerify() error {
 func (r *serverReading) ssl(_ string, at Line) error {
 	r.tls.ssl = true
 	r.sslAt = at
-	if r.be.checked == "http" {
-		return refuse(at, "ssl with an HTTP check that dynamic checked makes (option httpchk without http-check expect, an expect other than one status, or disable-on-404): HAProxy checks over TLS, dynamic checked's HTTP check speaks plain HTTP (not translated; write http-check expect status <code> for Caddy's active health check over TLS)")
-	}
 	return nil
 }
 
@@ -461,6 +471,13 @@ func (r *serverReading) serverName(v string, at Line) error {
 		return refuse(at, "sni, check-sni and verifyhost name %s and %s: the transport verifies one name", r.tls.serverName, v)
 	}
 	return nil
+}
+
+// checkSNI reads check-sni: the name of the checks' SNI, which is the
+// transport's too.
+func (r *serverReading) checkSNI(v string, at Line) error {
+	r.checkSNIAt = &at
+	return r.serverName(v, at)
 }
 
 func (r *serverReading) alpn(v string, _ Line) error {

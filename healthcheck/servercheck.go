@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,12 @@ type ServerCheck struct {
 	// HTTP, if set, sends a request on each check's connection; nil is
 	// a connect check: a connection established passes.
 	HTTP *HTTPCheck
+	// TLS, if set, makes each check's connection a TLS client's with it
+	// (HAProxy's check-ssl, which ssl implies): a connect check passes
+	// once the handshake completes, an HTTP check's request goes over it.
+	// Without a ServerName, the server's host is the name sent and
+	// verified, as Go's HTTP transport does. Not part of the JSON.
+	TLS *tls.Config `json:"-"`
 	// Interval between the end of one check of a server and the start of
 	// the next (HAProxy's inter).
 	Interval time.Duration
@@ -511,7 +518,7 @@ func (c *ServerChecker) checkOnce(ctx context.Context, addr string) (r CheckResu
 		return r
 	}
 	defer conn.Close()
-	if c.check.HTTP == nil {
+	if c.check.HTTP == nil && c.check.TLS == nil {
 		return r
 	}
 	answerBy := connectBy
@@ -524,11 +531,33 @@ func (c *ServerChecker) checkOnce(ctx context.Context, addr string) (r CheckResu
 		r.Err = err
 		return r
 	}
+	var speaker net.Conn = conn // what the check speaks through
+	if c.check.TLS != nil {
+		if speaker, r.Err = c.handshake(conn, addr); r.Err != nil || c.check.HTTP == nil {
+			return r
+		}
+	}
 	var body []byte
-	if r.Status, body, r.Err = c.check.HTTP.exchange(conn, addr, c.readBody); r.Err == nil {
+	if r.Status, body, r.Err = c.check.HTTP.exchange(speaker, addr, c.readBody); r.Err == nil {
 		r.Err = c.judge(r.Status, body)
 	}
 	return r
+}
+
+// handshake makes conn, whose deadline is set, a TLS client's with the
+// check's TLS: the name sent and verified is its ServerName, else addr's
+// host.
+func (c *ServerChecker) handshake(conn net.Conn, addr string) (net.Conn, error) {
+	cfg := c.check.TLS
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.Handshake(); err != nil {
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tc, nil
 }
 
 // judge tells why an HTTP check's answer fails (nil: it passes): the
