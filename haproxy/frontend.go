@@ -67,6 +67,9 @@ type answerRule struct {
 	cond   *Condition
 	answer answer
 	when   matcher // the condition, resolved
+	// inFlight, if not 0, is the size of the in_flight table written before
+	// the answer, whose count when reads (readInFlightDeny).
+	inFlight int
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -512,10 +515,14 @@ func (fe *frontend) readFilter(l Line) error {
 }
 
 // readAnswer reads a rule that answers the client itself (deny, return,
-// redirect), or a deny over the tracked rate: an edge_rate_limit.
+// redirect), a deny over the tracked rate: an edge_rate_limit, or over
+// the tracked conn_cur: in_flight.
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	op := arg(l, 1)
-	if counter, limit, ok := rateLimit(cond); ok && op == "deny" {
+	if counter, limit, ok := counterLimit(cond, "conn_cur"); ok && op == "deny" {
+		return fe.readInFlightDeny(l, args, cond, counter, limit)
+	}
+	if counter, limit, ok := counterLimit(cond, "http_req_rate"); ok && op == "deny" {
 		a, err := fe.rateLimitAnswer(args, counter, limit, l)
 		if err != nil {
 			return err
