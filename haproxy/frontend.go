@@ -38,7 +38,7 @@ type frontend struct {
 	// answers (written among them) and the header rules (before them).
 	pathRewrites    []requestRule
 	connectionRules []connectionRule     // tcp-request connection accept and reject
-	stickTable      *stickTable          // stick-table … store http_req_rate(<period>)
+	stickTable      *stickTable          // stick-table … store http_req_rate(<period>), conn_rate(<period>), conn_cur
 	trackers        [3]*tracker          // http-request track-sc0, -sc1, -sc2
 	rateLimited     *Line                // a deny over a tracked rate
 	errorPages      map[string]errorPage // by status: a later errorfile wins
@@ -522,14 +522,16 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	if counter, limit, ok := counterLimit(cond, "conn_cur"); ok && op == "deny" {
 		return fe.readInFlightDeny(l, args, cond, counter, limit)
 	}
-	if counter, limit, ok := counterLimit(cond, "http_req_rate"); ok && op == "deny" {
-		a, err := fe.rateLimitAnswer(args, counter, limit, l)
-		if err != nil {
-			return err
+	for _, rate := range rateData {
+		if counter, limit, ok := counterLimit(cond, rate); ok && op == "deny" {
+			a, err := fe.rateLimitAnswer(args, rate, counter, limit, l)
+			if err != nil {
+				return err
+			}
+			fe.answers = append(fe.answers, answerRule{line: l, answer: a})
+			fe.rateLimited = &l
+			return nil
 		}
-		fe.answers = append(fe.answers, answerRule{line: l, answer: a})
-		fe.rateLimited = &l
-		return nil
 	}
 	a, err := answerReaders[op](args, l, fe.cfg.files())
 	if err != nil {

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,10 +36,10 @@ import (
 // in progress.
 type stickTable struct {
 	line    Line
-	keyType string // ip, ipv6 or string
-	period  string // http_req_rate's, as a Caddy duration; "" if not stored
-	connCur bool   // conn_cur is stored
-	size    int    // most entries
+	keyType string            // ip, ipv6 or string
+	periods map[string]string // of each rate stored (rateData), as a Caddy duration
+	connCur bool              // conn_cur is stored
+	size    int               // most entries
 }
 
 // tracker is an http-request track-sc<n> rule: what a counter counts the
@@ -64,7 +65,7 @@ type trackKey struct {
 var trackSamples = map[string]string{"req.hdr": "header", "hdr": "header", "req.cook": "cookie", "cook": "cookie"}
 
 // readStickTable reads a frontend's stick-table: of type ip, ipv6 or
-// string, storing http_req_rate, conn_cur or both. The rate's keys are
+// string, storing rates (rateData), conn_cur or both. The rates' keys are
 // the store's to bound, and expire there; conn_cur's entries leave when
 // their count is 0, at most size of them.
 func (fe *frontend) readStickTable(l Line) error {
@@ -75,12 +76,12 @@ func (fe *frontend) readStickTable(l Line) error {
 	if err != nil {
 		return err
 	}
-	stores := t.period != "" || t.connCur
+	stores := len(t.periods) > 0 || t.connCur
 	switch {
 	case !stores && fe.section.Kind == "listen" && hasServers(fe.section):
 		return nil // the listen's backend's: a table of its stick rules (readStickTable of backend)
 	case !stores:
-		return refuse(l, "without store http_req_rate(<period>) or conn_cur there is nothing to translate")
+		return refuse(l, "without store http_req_rate(<period>), conn_rate(<period>) or conn_cur there is nothing to translate")
 	case t.connCur && t.size == 0:
 		return refuse(l, "no size: HAProxy refuses it too")
 	}
@@ -124,7 +125,7 @@ func readTableOptions(l Line) (*stickTable, error) {
 // note says what the table becomes.
 func (t *stickTable) note() string {
 	switch {
-	case t.connCur && t.period != "":
+	case t.connCur && len(t.periods) > 0:
 		return "the edge_rate_limit below, whose keys the store bounds, and the in_flight below, of size " + strconv.Itoa(t.size)
 	case t.connCur:
 		return "the in_flight below, of size " + strconv.Itoa(t.size)
@@ -132,25 +133,30 @@ func (t *stickTable) note() string {
 	return "the edge_rate_limit below; the store bounds its keys"
 }
 
-// readStored reads a stick-table's store <data>[,<data>…]:
-// http_req_rate(<period>) and conn_cur.
+// readStored reads a stick-table's store <data>[,<data>…]: the rates of
+// rateData and conn_cur.
 func (t *stickTable) readStored(v string) error {
+	t.periods = map[string]string{}
 	for _, data := range strings.Split(v, ",") {
-		switch {
-		case data == "conn_cur":
+		if data == "conn_cur" {
 			t.connCur = true
-		case strings.HasPrefix(data, "conn_rate("):
-			return refuse(t.line, "store %s: not translated; tracked by http-request track-sc, each request is a stream of its own, so conn_rate counts requests as http_req_rate does: store http_req_rate(<period>) and read sc_http_req_rate", data)
-		default:
-			d, err := storedRatePeriod(data, t.line)
-			if err != nil {
-				return err
-			}
-			t.period = d
+			continue
 		}
+		rate, d, err := storedRatePeriod(data, t.line)
+		if err != nil {
+			return err
+		}
+		t.periods[rate] = d
 	}
 	return nil
 }
+
+// rateData are the rates a stick-table stores that are translated.
+// Tracked by http-request track-sc, each request is a stream of its own,
+// counted once as it is tracked: conn_rate counts the tracked requests as
+// http_req_rate does (HAProxy 2.6: a client's requests on kept-alive
+// connections raise both alike), and each becomes an edge_rate_limit.
+var rateData = []string{"http_req_rate", "conn_rate"}
 
 // tableSize is a stick-table's size: a count of entries, with k, m or g
 // for 2^10, 2^20 or 2^30 of them, as HAProxy reads it.
@@ -201,7 +207,7 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 // tracks: edge_rate_limit, in_flight or both.
 func (t *stickTable) srcTrackNote() string {
 	switch {
-	case t.connCur && t.period != "":
+	case t.connCur && len(t.periods) > 0:
 		return "the edge_rate_limit and the in_flight below count each client address"
 	case t.connCur:
 		return "the in_flight below counts each client address"
@@ -241,21 +247,22 @@ func (fe *frontend) resolveTrackers() error {
 	return nil
 }
 
-// storedRatePeriod is the period of a stick-table's store
-// http_req_rate(<period>), as a Caddy duration.
-func storedRatePeriod(v string, l Line) (string, error) {
-	if !strings.HasPrefix(v, "http_req_rate(") || !strings.HasSuffix(v, ")") || strings.Contains(v, ",") {
-		return "", refuse(l, "store %s: only http_req_rate(<period>) and conn_cur are translated", v)
+// storedRatePeriod reads a stick-table's store <rate>(<period>), a rate
+// of rateData: the rate, and its period as a Caddy duration.
+func storedRatePeriod(v string, l Line) (rate, period string, err error) {
+	rate, arg, ok := strings.Cut(v, "(")
+	if !ok || !slices.Contains(rateData, rate) || !strings.HasSuffix(arg, ")") {
+		return "", "", refuse(l, "store %s: only http_req_rate(<period>), conn_rate(<period>) and conn_cur are translated", v)
 	}
-	d, err := duration(v[len("http_req_rate("):len(v)-1], l.Pos)
+	d, err := duration(strings.TrimSuffix(arg, ")"), l.Pos)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	// edge_rate_limit's sliding window counts in ratelimit.SlidingSlots slots.
 	if p, err := time.ParseDuration(d); err != nil || p < 10*time.Millisecond || p%(10*time.Millisecond) != 0 {
-		return "", refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
+		return "", "", refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
 	}
-	return d, nil
+	return rate, d, nil
 }
 
 // counterLimit tells whether a condition is { sc_<data>(<n>) gt|ge N }
@@ -303,16 +310,20 @@ type rateZone struct {
 	track  *tracker
 }
 
-// rateLimitAnswer is the edge_rate_limit of a deny over a tracked rate:
-// HAProxy's deny_status must be 429, which edge_rate_limit answers (with
-// Retry-After). One deny reads a counter: each edge_rate_limit counts.
-func (fe *frontend) rateLimitAnswer(words []string, counter, limit int, l Line) (answer, error) {
+// rateLimitAnswer is the edge_rate_limit of a deny over a tracked rate
+// (of rateData): HAProxy's deny_status must be 429, which edge_rate_limit
+// answers (with Retry-After). One deny reads a counter: each
+// edge_rate_limit counts, and a request the first denies would not reach
+// the second.
+func (fe *frontend) rateLimitAnswer(words []string, rate string, counter, limit int, l Line) (answer, error) {
 	tr := fe.trackers[counter]
+	if tr == nil { // then the frontend may have no table
+		return answer{}, refuse(l, "sc_%s(%d) without http-request track-sc%d before it", rate, counter, counter)
+	}
+	period := fe.stickTable.periods[rate]
 	switch {
-	case tr == nil:
-		return answer{}, refuse(l, "sc_http_req_rate(%d) without http-request track-sc%d before it", counter, counter)
-	case fe.stickTable.period == "":
-		return answer{}, refuse(l, "the stick-table at line %d does not store http_req_rate", fe.stickTable.line.Pos.Line)
+	case period == "":
+		return answer{}, refuse(l, "the stick-table at line %d does not store %s", fe.stickTable.line.Pos.Line, rate)
 	case tr.used:
 		return answer{}, refuse(l, "a second deny over counter %d: each edge_rate_limit counts, so one deny a counter is translated", counter)
 	case len(words) != 2 || words[0] != "deny_status" || words[1] != "429":
@@ -327,7 +338,7 @@ func (fe *frontend) rateLimitAnswer(words []string, counter, limit int, l Line) 
 	if counter > 0 {
 		name += "_sc" + strconv.Itoa(counter)
 	}
-	return answer{kind: rateLimitAnswer, zone: rateZone{name: name, events: limit, window: fe.stickTable.period, track: tr}}, nil
+	return answer{kind: rateLimitAnswer, zone: rateZone{name: name, events: limit, window: period, track: tr}}, nil
 }
 
 // inFlightCount is the in_flight handler's placeholder: the count of the

@@ -253,7 +253,11 @@ func TestTranslateRefusesConnCur(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ from, to, want string }{
-		{"store http_req_rate(10s),conn_cur", "store http_req_rate(10s),conn_rate(10s)", "i.cfg:11: stick-table type: store conn_rate(10s): not translated; tracked by http-request track-sc, each request is a stream of its own, so conn_rate counts requests as http_req_rate does"},
+		{"store http_req_rate(10s),conn_cur", "store http_req_rate(10s),conn_rate(15ms),conn_cur", "i.cfg:11: stick-table type: store conn_rate(15ms): a sliding window of whole tens of milliseconds"},
+		{"store http_req_rate(10s),conn_cur", "store conn_rate,conn_cur", "i.cfg:11: stick-table type: store conn_rate: only http_req_rate(<period>), conn_rate(<period>) and conn_cur are translated"},
+		{"store http_req_rate(10s),conn_cur", "store conn_cur,conn_rate(10s)", "i.cfg:13: http-request deny: the stick-table at line 11 does not store http_req_rate"},
+		{"sc_conn_cur(0) gt 20", "sc_conn_rate(0) gt 20", "i.cfg:14: http-request deny: the stick-table at line 11 does not store conn_rate"},
+		{"conn_cur\n    http-request track-sc0 src", "conn_rate(1m),conn_cur\n    http-request track-sc0 src\n    http-request deny deny_status 429 if { sc0_conn_rate gt 20 }", "i.cfg:14: http-request deny: a second deny over counter 0"},
 		{"size 100k ", "", "i.cfg:11: stick-table type: no size: HAProxy refuses it too"},
 		{"size 100k", "size 0", "i.cfg:11: stick-table type: size 0: a count of entries (with k, m or g) from 1 to 2^31-1"},
 		{"size 100k", "size 3g", "i.cfg:11: stick-table type: size 3g: a count of entries"},
