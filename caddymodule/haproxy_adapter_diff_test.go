@@ -752,9 +752,19 @@ func TestHAProxyDifferentialCookieAffinity(t *testing.T) {
 // track-sc0 src, deny_status 429 over 5): from one address, 5 requests
 // pass and the next are answered 429 and never reach the backend, through
 // HAProxy and through caddy-ha (edge_rate_limit); another address has its
-// own count. caddy-ha's 429 tells when to come back (Retry-After).
+// own count. caddy-ha's 429 tells when to come back (Retry-After). The
+// same over conn_rate (ratelimit-conn-rate.cfg): tracked by http-request
+// it counts each request, on kept-alive connections too, in both.
 func TestHAProxyDifferentialRateLimit(t *testing.T) {
-	text, err := os.ReadFile("../haproxy/testdata/ratelimit.cfg")
+	for _, file := range []string{"ratelimit.cfg", "ratelimit-conn-rate.cfg"} {
+		t.Run(file, func(t *testing.T) { checkRateLimit(t, file) })
+	}
+}
+
+// checkRateLimit runs TestHAProxyDifferentialRateLimit's requests with
+// haproxy/testdata's file.
+func checkRateLimit(t *testing.T, file string) {
+	text, err := os.ReadFile("../haproxy/testdata/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}

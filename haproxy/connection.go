@@ -1,5 +1,7 @@
 package haproxy
 
+import "strings"
+
 // tcp-request connection rules: HAProxy decides on a connection as it
 // accepts it, from what it knows then (the peer's address), before TLS
 // and before any request. Caddy decides per request: each reject is an
@@ -28,6 +30,8 @@ func (fe *frontend) readConnectionRule(l Line) error {
 		return err
 	}
 	switch {
+	case len(words) > 2 && strings.HasPrefix(words[2], "track-sc"):
+		return refuse(l, "tracked here, a table counts the client's open connections (conn_cur, an idle kept-alive one too), which Caddy does not count per client: not translated (http-request track-sc<n> src counts its requests in progress, in_flight's count, which is another: write it if that is what is meant)")
 	case len(words) != 3:
 		return refuse(l, "takes an action and, maybe, an if or unless condition")
 	case words[2] != "accept" && words[2] != "reject":

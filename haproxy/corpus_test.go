@@ -97,7 +97,7 @@ var corpusOutcomes = map[string]struct {
 	"vaultwarden.cfg":                {},
 	"vendor-api-keys.cfg":            {},
 	"vendor-bot-protection.cfg":      {18, "http-request track-sc0: no stick-table in this frontend before it"},
-	"vendor-ratelimit-conn.cfg":      {20, "stick-table type: store http_req_rate(10s),conn_cur: only http_req_rate(<period>) is translated"},
+	"vendor-ratelimit-conn.cfg":      {},
 	"websocket-chat.cfg":             {},
 	"wordpress-farm.cfg":             {},
 	"wordpress-ssl-offload.cfg":      {},

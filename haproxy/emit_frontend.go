@@ -283,7 +283,14 @@ func writeLines(c *caddyfile, lines []string) {
 // condition's matcher.
 func writeAnswers(c *caddyfile, answers []answerRule) {
 	for _, a := range answers {
-		a.answer.write(c, writeCondition(c, a.line, a.cond, a.when, "answer"))
+		matcher := writeCondition(c, a.line, a.cond, a.when, "answer")
+		if a.inFlight != 0 {
+			c.line("# the client's requests in progress, this one included, until each is answered: HAProxy's conn_cur of http-request track-sc src")
+			c.open("in_flight")
+			c.line("size %s", strconv.Itoa(a.inFlight))
+			c.close()
+		}
+		a.answer.write(c, matcher)
 	}
 }
 

@@ -38,7 +38,7 @@ type frontend struct {
 	// answers (written among them) and the header rules (before them).
 	pathRewrites    []requestRule
 	connectionRules []connectionRule     // tcp-request connection accept and reject
-	stickTable      *stickTable          // stick-table … store http_req_rate(<period>)
+	stickTable      *stickTable          // stick-table … store http_req_rate(<period>), conn_rate(<period>), conn_cur
 	trackers        [3]*tracker          // http-request track-sc0, -sc1, -sc2
 	rateLimited     *Line                // a deny over a tracked rate
 	errorPages      map[string]errorPage // by status: a later errorfile wins
@@ -67,6 +67,9 @@ type answerRule struct {
 	cond   *Condition
 	answer answer
 	when   matcher // the condition, resolved
+	// inFlight, if not 0, is the size of the in_flight table written before
+	// the answer, whose count when reads (readInFlightDeny).
+	inFlight int
 }
 
 // useBackend is a use_backend rule: its backend, when its condition holds.
@@ -512,17 +515,23 @@ func (fe *frontend) readFilter(l Line) error {
 }
 
 // readAnswer reads a rule that answers the client itself (deny, return,
-// redirect), or a deny over the tracked rate: an edge_rate_limit.
+// redirect), a deny over the tracked rate: an edge_rate_limit, or over
+// the tracked conn_cur: in_flight.
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	op := arg(l, 1)
-	if counter, limit, ok := rateLimit(cond); ok && op == "deny" {
-		a, err := fe.rateLimitAnswer(args, counter, limit, l)
-		if err != nil {
-			return err
+	if counter, limit, ok := counterLimit(cond, "conn_cur"); ok && op == "deny" {
+		return fe.readInFlightDeny(l, args, cond, counter, limit)
+	}
+	for _, rate := range rateData {
+		if counter, limit, ok := counterLimit(cond, rate); ok && op == "deny" {
+			a, err := fe.rateLimitAnswer(args, rate, counter, limit, l)
+			if err != nil {
+				return err
+			}
+			fe.answers = append(fe.answers, answerRule{line: l, answer: a})
+			fe.rateLimited = &l
+			return nil
 		}
-		fe.answers = append(fe.answers, answerRule{line: l, answer: a})
-		fe.rateLimited = &l
-		return nil
 	}
 	a, err := answerReaders[op](args, l, fe.cfg.files())
 	if err != nil {

@@ -1,6 +1,9 @@
 package haproxy
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,22 +20,37 @@ import (
 // of type string tracks a header or a cookie (track-sc1
 // req.hdr(X-API-Key)): the zone is keyed on it, and counts the requests
 // that have it (and that the track rule's condition takes).
+//
+// A table of addresses that stores conn_cur counts, per client, the
+// streams that track it and have not ended: tracked by http-request
+// track-sc<n> src, each HTTP request is one, counted from the track rule
+// until its answer is sent, so
+//
+//	http-request deny deny_status 429 if { sc_conn_cur(0) gt 20 }
+//
+// denies a client's 21st request in progress at once (HAProxy 2.6: idle
+// kept-alive connections count nothing). It becomes the in_flight handler
+// at the deny's place and a matcher on its count.
 
-// stickTable is a frontend's stick-table of request rates.
+// stickTable is a frontend's stick-table of request rates and requests
+// in progress.
 type stickTable struct {
 	line    Line
-	keyType string // ip, ipv6 or string
-	period  string // http_req_rate's, as a Caddy duration
+	keyType string            // ip, ipv6 or string
+	periods map[string]string // of each rate stored (rateData), as a Caddy duration
+	connCur bool              // conn_cur is stored
+	size    int               // most entries
 }
 
 // tracker is an http-request track-sc<n> rule: what a counter counts the
 // requests of (their key), and when.
 type tracker struct {
-	line Line
-	key  trackKey
-	cond *Condition
-	when matcher // cond, resolved (nil cond: always)
-	used bool    // a deny reads its rate
+	line     Line
+	key      trackKey
+	cond     *Condition
+	when     matcher // cond, resolved (nil cond: always)
+	used     bool    // a deny reads its rate
+	inFlight *Line   // the deny that reads its conn_cur
 }
 
 // trackKey is a tracked sample: the connection's address, or a header's
@@ -46,45 +64,114 @@ type trackKey struct {
 // kind.
 var trackSamples = map[string]string{"req.hdr": "header", "hdr": "header", "req.cook": "cookie", "cook": "cookie"}
 
-// readStickTable reads a frontend's stick-table: of type ip or ipv6,
-// storing http_req_rate only. Its size and expiry are the store's to
-// bound.
+// readStickTable reads a frontend's stick-table: of type ip, ipv6 or
+// string, storing rates (rateData), conn_cur or both. The rates' keys are
+// the store's to bound, and expire there; conn_cur's entries leave when
+// their count is 0, at most size of them.
 func (fe *frontend) readStickTable(l Line) error {
 	if fe.stickTable != nil {
 		return refuse(l, "a second stick-table in one frontend is not translated")
 	}
+	t, err := readTableOptions(l)
+	if err != nil {
+		return err
+	}
+	stores := len(t.periods) > 0 || t.connCur
+	switch {
+	case !stores && fe.section.Kind == "listen" && hasServers(fe.section):
+		return nil // the listen's backend's: a table of its stick rules (readStickTable of backend)
+	case !stores:
+		return refuse(l, "without store http_req_rate(<period>), conn_rate(<period>) or conn_cur there is nothing to translate")
+	case t.connCur && t.size == 0:
+		return refuse(l, "no size: HAProxy refuses it too")
+	}
+	fe.stickTable = t
+	fe.note(l, t.note())
+	return nil
+}
+
+// readTableOptions reads a stick-table line's options.
+func readTableOptions(l Line) (*stickTable, error) {
 	t := &stickTable{line: l}
 	w := l.Words
 	for i := 1; i < len(w); i += 2 {
 		if i+1 >= len(w) {
-			return refuse(l, "%s needs a value", w[i])
+			return nil, refuse(l, "%s needs a value", w[i])
 		}
+		var err error
 		switch v := w[i+1]; w[i] {
 		case "type":
 			if v != "ip" && v != "ipv6" && v != "string" {
-				return refuse(l, "type %s: only ip and ipv6 tables (of client addresses) and string tables (of a header or a cookie) are translated", v)
+				return nil, refuse(l, "type %s: only ip and ipv6 tables (of client addresses) and string tables (of a header or a cookie) are translated", v)
 			}
 			t.keyType = v
-		case "size", "expire", "len":
-		case "store":
-			d, err := storedRatePeriod(v, l)
-			if err != nil {
-				return err
+		case "size":
+			if t.size, err = tableSize(v); err != nil {
+				return nil, refuse(l, "size %s: %v", v, err)
 			}
-			t.period = d
+		case "expire", "len":
+		case "store":
+			err = t.readStored(v)
 		default:
-			return refuse(l, "stick-table %s is not translated", w[i])
+			err = refuse(l, "stick-table %s is not translated", w[i])
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	if t.period == "" && fe.section.Kind == "listen" && hasServers(fe.section) {
-		return nil // the listen's backend's: a table of its stick rules (readStickTable of backend)
+	return t, nil
+}
+
+// note says what the table becomes.
+func (t *stickTable) note() string {
+	switch {
+	case t.connCur && len(t.periods) > 0:
+		return "the edge_rate_limit below, whose keys the store bounds, and the in_flight below, of size " + strconv.Itoa(t.size)
+	case t.connCur:
+		return "the in_flight below, of size " + strconv.Itoa(t.size)
 	}
-	if t.period == "" {
-		return refuse(l, "without store http_req_rate(<period>) there is nothing to translate")
+	return "the edge_rate_limit below; the store bounds its keys"
+}
+
+// readStored reads a stick-table's store <data>[,<data>…]: the rates of
+// rateData and conn_cur.
+func (t *stickTable) readStored(v string) error {
+	t.periods = map[string]string{}
+	for _, data := range strings.Split(v, ",") {
+		if data == "conn_cur" {
+			t.connCur = true
+			continue
+		}
+		rate, d, err := storedRatePeriod(data, t.line)
+		if err != nil {
+			return err
+		}
+		t.periods[rate] = d
 	}
-	fe.stickTable = t
-	fe.note(l, "the edge_rate_limit below; the store bounds its keys")
 	return nil
+}
+
+// rateData are the rates a stick-table stores that are translated.
+// Tracked by http-request track-sc, each request is a stream of its own,
+// counted once as it is tracked: conn_rate counts the tracked requests as
+// http_req_rate does (HAProxy 2.6: a client's requests on kept-alive
+// connections raise both alike), and each becomes an edge_rate_limit.
+var rateData = []string{"http_req_rate", "conn_rate"}
+
+// tableSize is a stick-table's size: a count of entries, with k, m or g
+// for 2^10, 2^20 or 2^30 of them, as HAProxy reads it.
+func tableSize(v string) (int, error) {
+	factor := 1
+	if n := len(v); n > 0 {
+		if f, ok := map[byte]int{'k': 1 << 10, 'm': 1 << 20, 'g': 1 << 30}[v[n-1]]; ok {
+			factor, v = f, v[:n-1]
+		}
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > math.MaxInt32/factor {
+		return 0, fmt.Errorf("a count of entries (with k, m or g) from 1 to 2^31-1 is translated")
+	}
+	return n * factor, nil
 }
 
 // readTrack reads http-request track-sc<n> <sample> [if|unless …]: the
@@ -106,7 +193,7 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 	fe.trackers[n] = &tracker{line: l, key: key, cond: cond}
 	switch key.kind {
 	case "src":
-		fe.note(l, "the edge_rate_limit below counts each client address")
+		fe.note(l, fe.stickTable.srcTrackNote())
 	case "header":
 		fe.notes = append(fe.notes, note{line: l, approximated: true,
 			what: "the edge_rate_limit below counts each value of the header, of the requests that have one; of a header with several values (sent more than once, or with commas) HAProxy tracks the last, Caddy's key is all of them"})
@@ -114,6 +201,18 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 		fe.note(l, "the edge_rate_limit below counts each value of the cookie, of the requests that have one")
 	}
 	return nil
+}
+
+// srcTrackNote says what counts the client addresses a track rule
+// tracks: edge_rate_limit, in_flight or both.
+func (t *stickTable) srcTrackNote() string {
+	switch {
+	case t.connCur && len(t.periods) > 0:
+		return "the edge_rate_limit and the in_flight below count each client address"
+	case t.connCur:
+		return "the in_flight below counts each client address"
+	}
+	return "the edge_rate_limit below counts each client address"
 }
 
 // readTrackKey reads a tracked sample: src, or a header's (req.hdr, hdr)
@@ -148,27 +247,28 @@ func (fe *frontend) resolveTrackers() error {
 	return nil
 }
 
-// storedRatePeriod is the period of a stick-table's store
-// http_req_rate(<period>), as a Caddy duration.
-func storedRatePeriod(v string, l Line) (string, error) {
-	if !strings.HasPrefix(v, "http_req_rate(") || !strings.HasSuffix(v, ")") || strings.Contains(v, ",") {
-		return "", refuse(l, "store %s: only http_req_rate(<period>) is translated", v)
+// storedRatePeriod reads a stick-table's store <rate>(<period>), a rate
+// of rateData: the rate, and its period as a Caddy duration.
+func storedRatePeriod(v string, l Line) (rate, period string, err error) {
+	rate, arg, ok := strings.Cut(v, "(")
+	if !ok || !slices.Contains(rateData, rate) || !strings.HasSuffix(arg, ")") {
+		return "", "", refuse(l, "store %s: only http_req_rate(<period>), conn_rate(<period>) and conn_cur are translated", v)
 	}
-	d, err := duration(v[len("http_req_rate("):len(v)-1], l.Pos)
+	d, err := duration(strings.TrimSuffix(arg, ")"), l.Pos)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	// edge_rate_limit's sliding window counts in ratelimit.SlidingSlots slots.
 	if p, err := time.ParseDuration(d); err != nil || p < 10*time.Millisecond || p%(10*time.Millisecond) != 0 {
-		return "", refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
+		return "", "", refuse(l, "store %s: a sliding window of whole tens of milliseconds (at least 10ms) is translated", v)
 	}
-	return d, nil
+	return rate, d, nil
 }
 
-// rateLimit tells whether a condition is { sc_http_req_rate(<n>) gt|ge N }
-// (or sc<n>_http_req_rate), the counter it reads, and the requests it lets
-// through in a period.
-func rateLimit(c *Condition) (counter, limit int, ok bool) {
+// counterLimit tells whether a condition is { sc_<data>(<n>) gt|ge N }
+// (or sc<n>_<data>), the counter it reads, and the most it lets through:
+// the condition holds over limit.
+func counterLimit(c *Condition, data string) (counter, limit int, ok bool) {
 	if c == nil || c.Unless || len(c.Any) != 1 || len(c.Any[0]) != 1 {
 		return 0, 0, false
 	}
@@ -176,12 +276,12 @@ func rateLimit(c *Condition) (counter, limit int, ok bool) {
 	if t.Not || len(t.Anon) != 3 {
 		return 0, 0, false
 	}
-	counter = rateCounter(t.Anon[0])
+	counter = counterOf(t.Anon[0], data)
 	n, err := strconv.Atoi(t.Anon[2])
 	switch {
 	case counter < 0 || err != nil || n < 0:
 		return 0, 0, false
-	case t.Anon[1] == "gt": // the rate counts this request: N pass
+	case t.Anon[1] == "gt": // the count includes this request: N pass
 		return counter, n, true
 	case t.Anon[1] == "ge" && n > 0:
 		return counter, n - 1, true
@@ -189,12 +289,11 @@ func rateLimit(c *Condition) (counter, limit int, ok bool) {
 	return 0, 0, false
 }
 
-// rateCounter is the counter a fetch reads the request rate of
-// (sc_http_req_rate(<n>) or sc<n>_http_req_rate, n from 0 to 2), -1 for
-// another fetch.
-func rateCounter(fetch string) int {
+// counterOf is the counter a fetch reads data of (sc_<data>(<n>) or
+// sc<n>_<data>, n from 0 to 2), -1 for another fetch.
+func counterOf(fetch, data string) int {
 	for n := range 3 {
-		if fetch == "sc_http_req_rate("+strconv.Itoa(n)+")" || fetch == "sc"+strconv.Itoa(n)+"_http_req_rate" {
+		if fetch == "sc_"+data+"("+strconv.Itoa(n)+")" || fetch == "sc"+strconv.Itoa(n)+"_"+data {
 			return n
 		}
 	}
@@ -211,14 +310,20 @@ type rateZone struct {
 	track  *tracker
 }
 
-// rateLimitAnswer is the edge_rate_limit of a deny over a tracked rate:
-// HAProxy's deny_status must be 429, which edge_rate_limit answers (with
-// Retry-After). One deny reads a counter: each edge_rate_limit counts.
-func (fe *frontend) rateLimitAnswer(words []string, counter, limit int, l Line) (answer, error) {
+// rateLimitAnswer is the edge_rate_limit of a deny over a tracked rate
+// (of rateData): HAProxy's deny_status must be 429, which edge_rate_limit
+// answers (with Retry-After). One deny reads a counter: each
+// edge_rate_limit counts, and a request the first denies would not reach
+// the second.
+func (fe *frontend) rateLimitAnswer(words []string, rate string, counter, limit int, l Line) (answer, error) {
 	tr := fe.trackers[counter]
+	if tr == nil { // then the frontend may have no table
+		return answer{}, refuse(l, "sc_%s(%d) without http-request track-sc%d before it", rate, counter, counter)
+	}
+	period := fe.stickTable.periods[rate]
 	switch {
-	case tr == nil:
-		return answer{}, refuse(l, "sc_http_req_rate(%d) without http-request track-sc%d before it", counter, counter)
+	case period == "":
+		return answer{}, refuse(l, "the stick-table at line %d does not store %s", fe.stickTable.line.Pos.Line, rate)
 	case tr.used:
 		return answer{}, refuse(l, "a second deny over counter %d: each edge_rate_limit counts, so one deny a counter is translated", counter)
 	case len(words) != 2 || words[0] != "deny_status" || words[1] != "429":
@@ -233,5 +338,41 @@ func (fe *frontend) rateLimitAnswer(words []string, counter, limit int, l Line) 
 	if counter > 0 {
 		name += "_sc" + strconv.Itoa(counter)
 	}
-	return answer{kind: rateLimitAnswer, zone: rateZone{name: name, events: limit, window: fe.stickTable.period, track: tr}}, nil
+	return answer{kind: rateLimitAnswer, zone: rateZone{name: name, events: limit, window: period, track: tr}}, nil
+}
+
+// inFlightCount is the in_flight handler's placeholder: the count of the
+// request's client, this request included.
+const inFlightCount = "{http.in_flight.count}"
+
+// readInFlightDeny reads a deny over a tracked conn_cur, { sc_conn_cur(<n>)
+// gt <limit> }: the in_flight handler at its place counts the client's
+// requests in progress from there until each is answered, and the deny's
+// answer takes the requests over limit. The track rule's requests are
+// counted from it in HAProxy: those a rule between them answers count
+// there too, for the moment of their answer.
+func (fe *frontend) readInFlightDeny(l Line, args []string, cond *Condition, counter, limit int) error {
+	tr := fe.trackers[counter]
+	switch {
+	case tr == nil:
+		return refuse(l, "sc_conn_cur(%d) without http-request track-sc%d before it", counter, counter)
+	case !fe.stickTable.connCur:
+		return refuse(l, "the stick-table at line %d does not store conn_cur", fe.stickTable.line.Pos.Line)
+	case tr.key.kind != "src":
+		return refuse(l, "conn_cur of a %s's value: in_flight counts each client address, only a table that tracks src is translated", tr.key.kind)
+	case tr.cond != nil:
+		return refuse(l, "conn_cur of a track rule with a condition (line %d): in_flight counts every request from the deny's place, not translated", tr.line.Pos.Line)
+	case tr.inFlight != nil:
+		return refuse(l, "a second deny over counter %d's conn_cur (line %d): each in_flight counts, so one deny a counter is translated", counter, tr.inFlight.Pos.Line)
+	case limit == 0:
+		return refuse(l, "the count includes the request itself, so this denies every request: write http-request deny")
+	}
+	a, err := denyAnswer(args, l, fe.cfg.files())
+	if err != nil {
+		return err
+	}
+	tr.inFlight = &l
+	over := acl{line: l, term: inFlightCount + " > " + strconv.Itoa(limit)}
+	fe.answers = append(fe.answers, answerRule{line: l, cond: cond, answer: a, when: matcher{any: [][]term{{{alts: []acl{over}}}}}, inFlight: fe.stickTable.size})
+	return nil
 }

@@ -106,7 +106,7 @@ func (fe *frontend) resolveBinds() error {
 func (fe *frontend) resolveConditions() error {
 	for _, rules := range [][]answerRule{fe.answers, fe.redirects} {
 		for i, a := range rules {
-			if a.cond == nil {
+			if a.cond == nil || a.inFlight != 0 { // in_flight's: readInFlightDeny
 				continue
 			}
 			var err error

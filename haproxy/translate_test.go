@@ -245,3 +245,43 @@ func mustRead(t *testing.T, file string) []byte {
 	}
 	return b
 }
+
+// What of conn_cur is not translated is refused with its line and why.
+func TestTranslateRefusesConnCur(t *testing.T) {
+	base, err := os.ReadFile("testdata/inflight.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"store http_req_rate(10s),conn_cur", "store http_req_rate(10s),conn_rate(15ms),conn_cur", "i.cfg:11: stick-table type: store conn_rate(15ms): a sliding window of whole tens of milliseconds"},
+		{"store http_req_rate(10s),conn_cur", "store conn_rate,conn_cur", "i.cfg:11: stick-table type: store conn_rate: only http_req_rate(<period>), conn_rate(<period>) and conn_cur are translated"},
+		{"store http_req_rate(10s),conn_cur", "store conn_cur,conn_rate(10s)", "i.cfg:13: http-request deny: the stick-table at line 11 does not store http_req_rate"},
+		{"sc_conn_cur(0) gt 20", "sc_conn_rate(0) gt 20", "i.cfg:14: http-request deny: the stick-table at line 11 does not store conn_rate"},
+		{"conn_cur\n    http-request track-sc0 src", "conn_rate(1m),conn_cur\n    http-request track-sc0 src\n    http-request deny deny_status 429 if { sc0_conn_rate gt 20 }", "i.cfg:14: http-request deny: a second deny over counter 0"},
+		{"size 100k ", "", "i.cfg:11: stick-table type: no size: HAProxy refuses it too"},
+		{"size 100k", "size 0", "i.cfg:11: stick-table type: size 0: a count of entries (with k, m or g) from 1 to 2^31-1"},
+		{"size 100k", "size 3g", "i.cfg:11: stick-table type: size 3g: a count of entries"},
+		{"store http_req_rate(10s),conn_cur", "store http_req_rate(10s)", "i.cfg:14: http-request deny: the stick-table at line 11 does not store conn_cur"},
+		{"store http_req_rate(10s),conn_cur", "store conn_cur", "i.cfg:13: http-request deny: the stick-table at line 11 does not store http_req_rate"},
+		{"track-sc0 src", "track-sc0 src if { path_beg /api }", "i.cfg:14: http-request deny: conn_cur of a track rule with a condition (line 12)"},
+		{"sc_conn_cur(0) gt 20", "sc_conn_cur(1) gt 20", "i.cfg:14: http-request deny: sc_conn_cur(1) without http-request track-sc1 before it"},
+		{"sc_conn_cur(0) gt 20", "sc0_conn_cur ge 1", "i.cfg:14: http-request deny: the count includes the request itself, so this denies every request"},
+		{"    default_backend app", "    http-request deny if { sc0_conn_cur gt 5 }\n    default_backend app", "i.cfg:15: http-request deny: a second deny over counter 0's conn_cur (line 14)"},
+		{"type ip size 100k expire 30s store http_req_rate(10s),conn_cur\n    http-request track-sc0 src", "type string size 100k expire 30s store http_req_rate(10s),conn_cur\n    http-request track-sc0 req.hdr(X-Key)",
+			"i.cfg:14: http-request deny: conn_cur of a header's value: in_flight counts each client address"},
+		{"http-request track-sc0 src", "tcp-request connection track-sc0 src", "i.cfg:12: tcp-request connection: tracked here, a table counts the client's open connections"},
+		{"sc_conn_cur(0) gt 20", "src_conn_cur gt 20", "i.cfg:14: http-request deny: ACL fetch src_conn_cur is not translated"},
+	} {
+		text := strings.Replace(string(base), tt.from, tt.to, 1)
+		if text == string(base) {
+			t.Fatalf("%q is not in inflight.cfg", tt.from)
+		}
+		cfg, err := Parse(strings.NewReader(text), "i.cfg", lookup)
+		if err == nil {
+			_, err = caddyfileOf(cfg)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want %s", tt.to, err, tt.want)
+		}
+	}
+}
