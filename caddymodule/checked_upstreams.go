@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/poolcount"
 )
 
 func init() {
@@ -103,12 +104,17 @@ type CheckedUpstreams struct {
 	// Two names may give one IP address (resolve-opts allow-dup-ip);
 	// without it an address an earlier name gave is skipped.
 	AllowDupIP bool `json:"allow_dup_ip,omitempty"`
+	// Name publishes the count of servers up under that name, which the
+	// usable_servers matcher and CEL function read (HAProxy's nbsrv of
+	// the backend). Default: none, unpublished.
+	Name string `json:"name,omitempty"`
 
 	checker   *healthcheck.ServerChecker
 	key       string
 	resolver  *healthcheck.Resolver
 	stop      context.CancelFunc
 	following sync.WaitGroup
+	withdraw  func() // Name's publication (nil: none)
 }
 
 // ResolvedName is a server named by DNS: a host name and the port of its
@@ -303,6 +309,9 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 	u.startResolving(ctx)
 	u.checker.Start()
 	checkers.Store(u.key, u.checker)
+	if u.Name != "" {
+		u.withdraw = poolcount.Publish(u.Name, u.checker)
+	}
 	return nil
 }
 
@@ -328,6 +337,9 @@ func (u *CheckedUpstreams) startResolving(ctx caddy.Context) {
 
 // Cleanup stops the checks.
 func (u *CheckedUpstreams) Cleanup() error {
+	if u.withdraw != nil {
+		u.withdraw()
+	}
 	if u.stop != nil {
 		u.stop()
 		u.following.Wait()
@@ -416,6 +428,7 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //		resolve_timeout <duration>
 //		prefer_ipv4
 //		allow_dup_ip
+//		name            <name>
 //	}
 func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseValidated(d, u, nil, func(opt string) error {
@@ -450,6 +463,8 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = countArg(d, opt, &u.Rise)
 		case "resolve", "resolvers", "prefer_ipv4", "allow_dup_ip":
 			err = u.unmarshalResolve(d, opt)
+		case "name":
+			err = stringArg(d, &u.Name)
 		default:
 			err = d.Errf("unrecognized dynamic checked option '%s'", opt)
 		}
