@@ -157,7 +157,7 @@ var frontendKeywords = []keyword{
 	{name: "error-log-format", in: frontends, status: refused},
 	{name: "log-format", in: frontends, status: approximated, doc: logFormatNote, frontend: (*frontend).readLogFormat},
 	{name: "log-format-sd", in: frontends, status: refused},
-	{name: "monitor fail", in: inFrontend | inListen, status: refused},
+	{name: "monitor fail", in: inFrontend | inListen, status: translated, doc: "`error 503` at the monitor URI while the condition's `expression` matcher holds (any rule's, in the order written), with HAProxy's own 503 page or the errorfile's, as HAProxy 2.6 answers; without a monitor-uri ignored, as HAProxy never tests it", frontend: (*frontend).readMonitorFail},
 	{name: "monitor-uri", in: frontends, status: translated, doc: "a matcher of the URI as sent and HAProxy's own 200 (`Service ready.`, `Content-Type: text/html`, `Cache-Control: no-cache`) for any method, before every rule", frontend: (*frontend).readMonitorURI},
 	{name: "option accept-invalid-http-request", in: frontends, status: refused},
 	{name: "option clitcpka", in: frontends, status: refused},

@@ -118,6 +118,9 @@ func (fe *frontend) resolveConditions() error {
 	if err := fe.resolveHeaderConditions(); err != nil {
 		return err
 	}
+	if err := fe.resolveMonitorFails(); err != nil {
+		return err
+	}
 	for i, s := range fe.logSkips {
 		if s.cond == nil {
 			continue
@@ -139,6 +142,17 @@ func (fe *frontend) resolveConditions() error {
 		}
 		var err error
 		if fe.rules[i].when, err = fe.conditionMatcher(r.cond, r.line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveMonitorFails settles the matchers of the monitor fail rules.
+func (fe *frontend) resolveMonitorFails() error {
+	for i, f := range fe.monitorFails {
+		var err error
+		if fe.monitorFails[i].when, err = fe.conditionMatcher(f.cond, f.line); err != nil {
 			return err
 		}
 	}
