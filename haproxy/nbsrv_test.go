@@ -26,6 +26,7 @@ func TestNbsrvFormsAndRefusals(t *testing.T) {
 		{"\tuse_backend o if { nbsrv(b) -i 0 }\n", "", other, "k.cfg:5: use_backend o: nbsrv(b) takes no -i and no -m other than int", nil},
 		{"\tuse_backend o if { nbsrv(b) }\n", "", other, "k.cfg:5: use_backend o: an ACL without a value", nil},
 		{"", "\n\thttp-request deny if { nbsrv(b) eq 0 }", "", "k.cfg:8: http-request deny: nbsrv(b) in a backend's rules is not translated yet", nil},
+		{"\thttp-response set-header X-Servers none if { nbsrv(b) eq 0 }\n", " check", "", "", []string{"@response_5 expression `usable_servers(\"b\") == 0`"}},
 		{"\tmonitor-uri /up\n\tmonitor fail\n", "", "", "k.cfg:6: monitor fail: takes if or unless and a condition", nil},
 		{"\tmonitor fail if { nbsrv(b) eq 0 }\n", "", "", "", []string{"(ignored: no monitor-uri, whose answer it fails (HAProxy never tests it))"}},
 		{"\tmonitor-uri /up\n\tmonitor fail unless { hdr(x-ok) yes }\n\tmonitor fail if { nbsrv(b) eq 0 }\n", "", "",

@@ -196,7 +196,7 @@ func neverInResponse(l Line, when *matcher) *note {
 	for _, terms := range when.any {
 		for _, t := range terms {
 			for k, a := range t.alts {
-				if !responseFetches[a.fetch] {
+				if !responseFetches[a.fetch] && a.counted == "" { // nbsrv reads no request
 					t.alts[k].never = true
 					never = append(never, fmt.Sprintf("%s (line %d)", a.fetch, a.line.Pos.Line))
 				}
