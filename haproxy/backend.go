@@ -752,7 +752,11 @@ func (be *backend) checkChecks() error {
 			what: "HAProxy's check of a server with ssl completes a TLS handshake; dynamic checked's TCP check only connects"})
 	}
 	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
-		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
+		why := ""
+		if be.counted {
+			why = " (an nbsrv names this backend: dynamic checked checks it, to count its servers up)"
+		}
+		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's%s", why)
 	}
 	return be.checkLeaderCheck()
 }

@@ -21,6 +21,8 @@ func TestNbsrvFormsAndRefusals(t *testing.T) {
 		{"\tuse_backend o if { nbsrv(nope) eq 0 }\n", "", other, "k.cfg:5: use_backend o: nbsrv(nope): no backend or listen section of that name", nil},
 		{"\tuse_backend b if { nbsrv(o) eq 0 }\n", "", other, "k.cfg:5: use_backend b: nbsrv(o) of a backend this frontend does not send to is not translated yet", nil},
 		{"\tuse_backend o if { nbsrv(b) eq 0 }\n", " check\n\tserver spare 10.0.0.3:80 check backup", other, "k.cfg:5: use_backend o: nbsrv(b) of a backend with backup servers is not translated yet", nil},
+		{"\tuse_backend o if { nbsrv(b) eq 0 }\n", " check port 9000\n\toption httpchk\n\thttp-check expect status 200", other,
+			"k.cfg:8: server s: port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's (an nbsrv names this backend: dynamic checked checks it, to count its servers up)", nil},
 		{"\tuse_backend o if { nbsrv eq 0 }\n", "", other, "k.cfg:5: use_backend o: ACL fetch nbsrv is not translated yet", nil},
 		{"\tuse_backend o if { nbsrv(b) eq zero }\n", "", other, "k.cfg:5: use_backend o: nbsrv(b) eq zero: want a whole number", nil},
 		{"\tuse_backend o if { nbsrv(b) -i 0 }\n", "", other, "k.cfg:5: use_backend o: nbsrv(b) takes no -i and no -m other than int", nil},
