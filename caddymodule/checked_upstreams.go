@@ -335,7 +335,7 @@ func (u *CheckedUpstreams) startResolving(ctx caddy.Context) {
 	}()
 }
 
-// Cleanup stops the checks.
+// Cleanup withdraws the published count (if any) and stops the checks.
 func (u *CheckedUpstreams) Cleanup() error {
 	if u.withdraw != nil {
 		u.withdraw()
