@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-ha/caddy-ha/healthcheck"
+	"github.com/caddy-ha/caddy-ha/poolcount"
 )
 
 func init() {
@@ -119,6 +120,10 @@ type CheckedUpstreams struct {
 	// Two names may give one IP address (resolve-opts allow-dup-ip);
 	// without it an address an earlier name gave is skipped.
 	AllowDupIP bool `json:"allow_dup_ip,omitempty"`
+	// Name publishes the count of servers up under that name, which the
+	// usable_servers matcher and CEL function read (HAProxy's nbsrv of
+	// the backend). Default: none, unpublished.
+	Name string `json:"name,omitempty"`
 
 	checker   *healthcheck.ServerChecker
 	tls       *tls.Config // TLS's, as the checks take it
@@ -126,6 +131,7 @@ type CheckedUpstreams struct {
 	resolver  *healthcheck.Resolver
 	stop      context.CancelFunc
 	following sync.WaitGroup
+	withdraw  func() // Name's publication (nil: none)
 }
 
 // ResolvedName is a server named by DNS: a host name and the port of its
@@ -350,6 +356,9 @@ func (u *CheckedUpstreams) Provision(ctx caddy.Context) error {
 	u.startResolving(ctx)
 	u.checker.Start()
 	checkers.Store(u.key, u.checker)
+	if u.Name != "" {
+		u.withdraw = poolcount.Publish(u.Name, u.checker)
+	}
 	return nil
 }
 
@@ -373,8 +382,11 @@ func (u *CheckedUpstreams) startResolving(ctx caddy.Context) {
 	}()
 }
 
-// Cleanup stops the checks.
+// Cleanup withdraws the published count (if any) and stops the checks.
 func (u *CheckedUpstreams) Cleanup() error {
+	if u.withdraw != nil {
+		u.withdraw()
+	}
 	if u.stop != nil {
 		u.stop()
 		u.following.Wait()
@@ -467,6 +479,7 @@ func checkedServers(raw json.RawMessage) ([]string, bool) {
 //		resolve_timeout <duration>
 //		prefer_ipv4
 //		allow_dup_ip
+//		name            <name>
 //	}
 func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseValidated(d, u, nil, func(opt string) error {
@@ -503,6 +516,8 @@ func (u *CheckedUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = countArg(d, opt, &u.Rise)
 		case "resolve", "resolvers", "prefer_ipv4", "allow_dup_ip":
 			err = u.unmarshalResolve(d, opt)
+		case "name":
+			err = stringArg(d, &u.Name)
 		default:
 			err = d.Errf("unrecognized dynamic checked option '%s'", opt)
 		}

@@ -28,6 +28,7 @@ const (
 	sniSubject                        // the TLS client's server name
 	varSubject                        // a variable's sample (variables.go)
 	portSubject                       // the port the connection came in on (dst_port)
+	countSubject                      // how many of a backend's servers are usable (nbsrv(<backend>))
 )
 
 // aclFetches are the fetches an ACL may test against values (src aside),
@@ -51,20 +52,11 @@ var aclFetches = func() map[string]aclFetch {
 // fetchOf is the ACL fetch name (written as fetch) with its argument, or
 // why it is refused.
 func fetchOf(name, arg string, l Line, fetch string) (aclFetch, error) {
-	if why, ok := refusedFetches[name]; ok {
-		return aclFetch{}, refuse(l, "ACL fetch %s: %s", fetch, why)
-	}
 	f, ok := aclFetches[name]
 	if !ok || (f.subject == headerSubject || f.subject == cookieSubject) != (arg != "") || strings.Contains(arg, ",") {
 		return f, refuse(l, "ACL fetch %s is not translated yet", fetch)
 	}
 	return f, nil
-}
-
-// refusedFetches are ACL fetches refused with why.
-var refusedFetches = map[string]string{
-	"nbsrv": "how many of a backend's servers are up is not translated: no Caddy matcher reads the state of reverse_proxy's upstreams; " +
-		"reverse_proxy answers an error 503 when none is available, which handle_errors 503 would catch together with every other 503 error, and without the other backend's rules",
 }
 
 // aclMethods are the match methods (-m) the adapter translates: str
@@ -105,6 +97,10 @@ type acl struct {
 	// never: HAProxy never matches it where it is tested (a request's
 	// fetch in an http-response rule): false there.
 	never bool
+	// nbsrv(<backend>): the backend named, and how its usable servers
+	// are counted (resolved with the rule's condition).
+	counted string
+	count   *serverCount
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
@@ -151,7 +147,7 @@ func readACL(words []string, l Line, files Files) (acl, error) {
 // -m's if the flags say.
 func (a *acl) readTest(flags aclFlagSet, values []string) error {
 	if a.test.subject == portSubject {
-		return a.readPorts(flags, values)
+		return a.readIntegers(flags, values)
 	}
 	if flags.method != "" {
 		a.test.method = flags.method
@@ -172,11 +168,11 @@ var intOperators = map[string]func(n int) (lo, hi string){
 	"lt": func(n int) (string, string) { return "", strconv.Itoa(n - 1) },
 }
 
-// readPorts reads the values of an integer fetch (dst_port) as HAProxy's
-// int match does: a number, a range lo:hi (either end may be left out),
-// or an operator (eq, ge, gt, le, lt) and a number; each kept as
-// "lo:hi".
-func (a *acl) readPorts(flags aclFlagSet, values []string) error {
+// readIntegers reads the values of an integer fetch (dst_port, nbsrv) as
+// HAProxy's int match does: a number, a range lo:hi (either end may be
+// left out), or an operator (eq, ge, gt, le, lt) and a number; each kept
+// as "lo:hi".
+func (a *acl) readIntegers(flags aclFlagSet, values []string) error {
 	if a.fold || flags.method != "" && flags.method != "int" {
 		return refuse(a.line, "%s takes no -i and no -m other than int", a.fetch)
 	}
@@ -231,8 +227,8 @@ func (a *acl) readValueless(values []string) (bool, error) {
 	return true, nil
 }
 
-// readOwnFetch reads an ACL of src or of var(<name>), each with checks of
-// its own; it tells whether the fetch is one of them.
+// readOwnFetch reads an ACL of src, of var(<name>) or of nbsrv(<backend>),
+// each with checks of its own; it tells whether the fetch is one of them.
 func (a *acl) readOwnFetch(name, arg string, flags aclFlagSet, values []string) (bool, error) {
 	switch {
 	case name == "src" && arg == "":
@@ -240,6 +236,9 @@ func (a *acl) readOwnFetch(name, arg string, flags aclFlagSet, values []string) 
 		return true, a.checkSrc(flags, len(values))
 	case name == "var":
 		return true, a.readVariable(arg, flags, values)
+	case name == "nbsrv" && arg != "":
+		a.counted, a.test = arg, aclFetch{subject: countSubject, method: "int"}
+		return true, a.readIntegers(flags, values)
 	}
 	return false, nil
 }
@@ -395,6 +394,10 @@ type aclScope struct {
 	aclLines []Line              // every acl line, in order
 	usedACLs map[Position]bool   // acl lines a written condition used
 	vars     map[string]variable // set by http-request set-var, by name
+	// countOf is how nbsrv(<backend>) counts the backend's usable
+	// servers, as the proxy sees it (nil: nbsrv is not translated in its
+	// rules).
+	countOf func(name string, l Line) (*serverCount, error)
 }
 
 func newACLScope(cfg *Config) aclScope {
@@ -407,7 +410,7 @@ func (s *aclScope) readACL(l Line) error {
 	if valueless := boolean || strings.HasPrefix(arg(l, 2), "http_auth("); len(w) < 4 && !(valueless && len(w) == 3) {
 		return refuse(l, "takes a name, a fetch and at least one value")
 	}
-	a, err := readACL(w[2:], l, s.cfg.files())
+	a, err := s.readScopedACL(w[2:], l)
 	if err != nil {
 		return err
 	}
@@ -454,14 +457,38 @@ func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 	if t.Anon == nil {
 		alts, err = s.visibleACL(t.ACL, l)
 	} else {
-		alts[0], err = readACL(t.Anon, l, s.cfg.files())
+		alts[0], err = s.readScopedACL(t.Anon, l)
 	}
 	for i := range alts {
 		if err == nil && alts[i].variable != "" {
 			err = s.resolveVariable(&alts[i], l)
 		}
+		if err == nil && alts[i].counted != "" {
+			err = s.resolveCount(&alts[i], l)
+		}
 	}
 	return alts, err
+}
+
+// readScopedACL reads an ACL's words (readACL), and refuses an nbsrv of a
+// proxy that does not exist, as HAProxy does.
+func (s *aclScope) readScopedACL(words []string, l Line) (acl, error) {
+	a, err := readACL(words, l, s.cfg.files())
+	if err == nil && a.counted != "" && s.cfg.Section("backend", a.counted) == nil && s.cfg.Section("listen", a.counted) == nil {
+		return a, refuse(l, "nbsrv(%s): no backend or listen section of that name (HAProxy refuses it too)", a.counted)
+	}
+	return a, err
+}
+
+// resolveCount settles how a's nbsrv counts its backend's servers, as the
+// rule l's proxy sees the backend.
+func (s *aclScope) resolveCount(a *acl, l Line) error {
+	if s.countOf == nil {
+		return refuse(l, "nbsrv(%s) in a backend's rules is not translated yet (a frontend's or a listen's is)", a.counted)
+	}
+	var err error
+	a.count, err = s.countOf(a.counted, l)
+	return err
 }
 
 // visibleACL is the named ACL's lines that the rule l sees: those of its

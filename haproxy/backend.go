@@ -33,8 +33,10 @@ type backend struct {
 	leader       bool // its check asks for the leader (or its description says so)
 	active       bool // checked, and not the leader's: Caddy's active health checks, or dynamic checked
 	// checked is dynamic checked's check, tcp or http, where Caddy's
-	// active health checks cannot check as HAProxy does ("": they can).
+	// active health checks cannot check as HAProxy does, or an nbsrv
+	// counts its servers ("": they can and none does).
 	checked  string
+	counted  bool // an nbsrv names it: dynamic checked publishes its count
 	balance  *Line
 	hashType *Line
 	retries  *Line // retries <n>
@@ -120,7 +122,7 @@ func optionsOf(l Line, from int) []option {
 // readBackend reads the backend section s (or a listen's servers): its
 // lines, each refused one recorded, then what they say together.
 func (t *translator) readBackend(s *Section) (*backend, error) {
-	be := &backend{section: s, timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists, fcgiApps: t.fcgiApps}
+	be := &backend{section: s, counted: t.counted[s.Name], timeouts: map[string]string{}, caBase: t.global.caBase, lines: t.settingsOf(s), aclScope: newACLScope(t.cfg), resolversSections: t.resolvers, userlists: t.userlists, fcgiApps: t.fcgiApps}
 	if be.caBase != nil {
 		be.lines = append(be.lines, *be.caBase)
 	}
@@ -519,7 +521,8 @@ func (be *backend) readExpect(l Line) error {
 
 // readActiveCheck reads the checks of a checked backend other than the
 // leader's: Caddy's active health checks where they check as HAProxy
-// does (option httpchk with http-check expect status <code>), else
+// does (option httpchk with http-check expect status <code>) and no
+// nbsrv counts its servers (Caddy keeps their state to the proxy), else
 // dynamic checked (HAProxy's checks as an upstream source): a TCP connect
 // check without option httpchk, any 2xx or 3xx answer without an expect,
 // another expect, disable-on-404.
@@ -539,10 +542,10 @@ func (be *backend) readActiveCheck() error {
 	if be.checked != "" {
 		return nil
 	}
-	if be.expectAt == nil || be.expectRule != nil || be.disableOn404 != nil {
+	if be.expectAt == nil || be.expectRule != nil || be.disableOn404 != nil || be.counted {
 		// Without an expect HAProxy passes any 2xx or 3xx answer; an
-		// expect other than one status, and disable-on-404, are dynamic
-		// checked's.
+		// expect other than one status, disable-on-404, and the count an
+		// nbsrv reads are dynamic checked's.
 		be.checked = "http"
 		if be.disableOn404 != nil && be.cookie != nil {
 			be.notes = append(be.notes, note{line: *be.disableOn404, approximated: true,
@@ -744,7 +747,11 @@ func (be *backend) checkChecks() error {
 		return err
 	}
 	if be.checkOpts.port != "" && (be.leader || be.checked != "") {
-		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's")
+		why := ""
+		if be.counted {
+			why = " (an nbsrv names this backend: dynamic checked checks it, to count its servers up)"
+		}
+		return refuse(be.servers[0].line, "port: a check on another port is translated for Caddy's active health checks only (option httpchk with http-check expect status <code>), not yet for dynamic checked's or the leader's%s", why)
 	}
 	return be.checkLeaderCheck()
 }

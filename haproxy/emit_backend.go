@@ -542,6 +542,10 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 		c.line("servers %s", strings.Join(addrs, " "))
 	}
 	c.line("check %s", be.checked)
+	if be.counted {
+		c.line("# its count of servers up, published for nbsrv: usable_servers reads it")
+		c.line("name %s", c.plainOf(be.section.line(), be.section.Name))
+	}
 	if be.checked == "none" {
 		c.close()
 		return
@@ -561,6 +565,7 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 	if be.disableOn404 != nil {
 		c.line("disable_on_404")
 	}
+
 	if d := be.timeouts["check"]; d != "" {
 		// HAProxy bounds the connection by the smaller of timeout connect
 		// and inter, the answer by timeout check.

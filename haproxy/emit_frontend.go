@@ -695,14 +695,31 @@ func (fe *frontend) writeConnectionRules(c *caddyfile) {
 }
 
 // writeMonitor writes monitor-uri: HAProxy's own 200 at that URI (as
-// sent, its query included), for any method, before any rule.
+// sent, its query included), for any method, before any rule; 503 (the
+// site's page of it) while a monitor fail rule's condition holds.
 func (fe *frontend) writeMonitor(c *caddyfile) {
 	l := fe.monitorURI
 	if l == nil {
+		for _, f := range fe.monitorFails {
+			c.comment(f.line, "ignored: no monitor-uri, whose answer it fails (HAProxy never tests it)")
+		}
 		return
 	}
 	c.comment(*l, "HAProxy's own answer, before every rule")
-	c.line("@monitor_uri expression `{http.request.uri} == %s`", c.celOf(*l, l.Words[1]))
+	uri := "{http.request.uri} == " + c.celOf(*l, l.Words[1])
+	c.line("@monitor_uri expression `%s`", uri)
+	if len(fe.monitorFails) > 0 {
+		fails := make([]string, len(fe.monitorFails))
+		for i, f := range fe.monitorFails {
+			for _, acl := range f.when.acls {
+				c.comment(acl, "")
+			}
+			c.comment(f.line, "")
+			fails[i] = f.when.expression(c)
+		}
+		c.line("@monitor_fail expression `%s && %s`", uri, parenthesized(join(fails, " || ")))
+		c.line("error @monitor_fail 503")
+	}
 	c.line("header @monitor_uri Content-Type text/html")
 	c.line("header @monitor_uri Cache-Control no-cache")
 	c.line("respond @monitor_uri %s 200", c.literal(monitorPage))

@@ -55,8 +55,8 @@ func (a acl) expression(c *caddyfile) string {
 	if a.test.method == "found" {
 		return subject + ` != ""`
 	}
-	if a.test.subject == portSubject {
-		return portsTest(subject, a.values)
+	if a.test.subject == portSubject || a.test.subject == countSubject {
+		return integersTest(subject, a.values)
 	}
 	if a.test.subject == headerSubject && a.sample == nil {
 		// HAProxy tests each of a header's values (its lines, and the
@@ -114,6 +114,9 @@ func (a acl) subject(c *caddyfile) string {
 	if a.sample != nil {
 		return a.sample.expression(c, a.line)
 	}
+	if a.count != nil {
+		return a.count.expression(c, a.line)
+	}
 	return fetchExpression(c, a.line, a.test.subject, a.arg)
 }
 
@@ -164,10 +167,19 @@ func (s sample) expression(c *caddyfile, l Line) string {
 	return e
 }
 
-// portsTest is subject (a number) tested against ranges "lo:hi" (an end
-// left out is open): true if it is in any. The ends are whole numbers
-// (readPorts), written as CEL integers.
-func portsTest(subject string, ranges []string) string {
+// expression is nbsrv's count as CEL, an int: caddy-ha's usable_servers
+// of the name dynamic checked publishes it under, or the constant.
+func (n serverCount) expression(c *caddyfile, l Line) string {
+	if n.published == "" {
+		return strconv.Itoa(n.constant)
+	}
+	return "usable_servers(" + c.celOf(l, n.published) + ")"
+}
+
+// integersTest is subject (a number) tested against ranges "lo:hi" (an
+// end left out is open): true if it is in any. The ends are whole numbers
+// (readIntegers), written as CEL integers.
+func integersTest(subject string, ranges []string) string {
 	alts := make([]string, len(ranges))
 	for i, r := range ranges {
 		lo, hi, _ := strings.Cut(r, ":")

@@ -78,7 +78,7 @@ func (fe *frontend) resolvePages() {
 			}
 		}
 	}
-	if fe.backend == nil {
+	if fe.backend == nil || fe.monitorURI != nil && len(fe.monitorFails) > 0 {
 		statuses["503"] = true
 	}
 	for status := range statuses {

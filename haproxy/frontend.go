@@ -46,6 +46,7 @@ type frontend struct {
 	maxconn         *Line                // maxconn <n>: max_connections
 	compression     compression          // compression algo, type, offload
 	monitorURI      *Line                // monitor-uri <uri>: HAProxy's own 200 there
+	monitorFails    []monitorFail        // monitor fail if|unless <condition>: 503 there instead
 	afterResponse   []headerRule         // http-after-response header rules: deferred header
 	bufferRequest   *Line                // option http-buffer-request: request_buffers
 	log             proxyLog             // log global, option httplog and the like
@@ -133,6 +134,7 @@ func hasServers(s *Section) bool {
 // say together.
 func (t *translator) readFrontend(s *Section) (*frontend, error) {
 	fe := &frontend{section: s, timeouts: map[string]string{}, aclScope: newACLScope(t.cfg), global: &t.global, userlists: t.userlists}
+	fe.countOf = fe.serverCount
 	if len(s.Args) > 0 {
 		return nil, errAt(s.Pos, "%s %s: an address after the name: write it as a bind line (HAProxy refuses it too)", s.Kind, s.Name)
 	}
@@ -284,6 +286,27 @@ func (fe *frontend) readMonitorURI(l Line) error {
 		return refuse(l, "takes one URI")
 	}
 	fe.monitorURI = &l
+	return nil
+}
+
+// monitorFail is a monitor fail rule: the monitor URI is answered 503
+// while its condition holds.
+type monitorFail struct {
+	line Line
+	cond *Condition
+	when matcher // the condition, resolved
+}
+
+// readMonitorFail reads monitor fail if|unless <condition>.
+func (fe *frontend) readMonitorFail(l Line) error {
+	words, cond, err := SplitCondition(l.Words, l.Pos)
+	if err != nil {
+		return err
+	}
+	if len(words) != 2 || cond == nil {
+		return refuse(l, "takes if or unless and a condition (HAProxy refuses it otherwise too)")
+	}
+	fe.monitorFails = append(fe.monitorFails, monitorFail{line: l, cond: cond})
 	return nil
 }
 

@@ -56,6 +56,8 @@ type translator struct {
 	resolvers map[string]*resolvers
 	// fcgiApps are the fcgi-app sections, by name.
 	fcgiApps map[string]*fcgiApp
+	// counted are the proxies an nbsrv names (countedBackends).
+	counted map[string]bool
 	// takers are the proxies that take each defaults section's settings.
 	takers map[*Section][]string
 	// reached are the lines read (a refused configuration's report says

@@ -118,6 +118,18 @@ func (fe *frontend) resolveConditions() error {
 	if err := fe.resolveHeaderConditions(); err != nil {
 		return err
 	}
+	if err := fe.resolveMonitorFails(); err != nil {
+		return err
+	}
+	if err := fe.resolveLogSkips(); err != nil {
+		return err
+	}
+	return fe.resolveBackendRules()
+}
+
+// resolveLogSkips settles the matchers of the set-log-level silent rules
+// with a condition.
+func (fe *frontend) resolveLogSkips() error {
 	for i, s := range fe.logSkips {
 		if s.cond == nil {
 			continue
@@ -127,6 +139,11 @@ func (fe *frontend) resolveConditions() error {
 			return err
 		}
 	}
+	return nil
+}
+
+// resolveBackendRules settles the use_backend rules' matchers.
+func (fe *frontend) resolveBackendRules() error {
 	for i, r := range fe.rules {
 		// A use_backend without a condition always holds: HAProxy runs
 		// no rule after it, nor the default_backend.
@@ -139,6 +156,17 @@ func (fe *frontend) resolveConditions() error {
 		}
 		var err error
 		if fe.rules[i].when, err = fe.conditionMatcher(r.cond, r.line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveMonitorFails settles the matchers of the monitor fail rules.
+func (fe *frontend) resolveMonitorFails() error {
+	for i, f := range fe.monitorFails {
+		var err error
+		if fe.monitorFails[i].when, err = fe.conditionMatcher(f.cond, f.line); err != nil {
 			return err
 		}
 	}
@@ -182,7 +210,7 @@ func neverInResponse(l Line, when *matcher) *note {
 	for _, terms := range when.any {
 		for _, t := range terms {
 			for k, a := range t.alts {
-				if !responseFetches[a.fetch] {
+				if !responseFetches[a.fetch] && a.counted == "" { // nbsrv reads no request
 					t.alts[k].never = true
 					never = append(never, fmt.Sprintf("%s (line %d)", a.fetch, a.line.Pos.Line))
 				}

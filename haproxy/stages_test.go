@@ -25,7 +25,7 @@ var stages = []struct {
 	{"read and resolve: the keyword registry, defaults and sides, each keyword's reader, ACLs, what lines say together; the typed model",
 		[]string{"keywords.go", "registry.go", "sides.go", "servers.go", "model.go", "global.go", "frontend.go", "backend.go", "backendrules.go", "site.go",
 			"acl.go", "variables.go", "answer.go", "connection.go", "logformat.go", "ratelimit.go", "maxconn.go", "stats.go", "logging.go", "tlsdefaults.go", "defaultcert.go",
-			"crtlist.go", "bcrypt.go", "refusals.go", "errorpages.go", "compression.go", "userlist.go", "resolvers.go", "tuning.go", "cache.go", "stick.go", "pathrewrite.go", "fcgi.go"}},
+			"crtlist.go", "bcrypt.go", "refusals.go", "errorpages.go", "compression.go", "userlist.go", "resolvers.go", "tuning.go", "cache.go", "stick.go", "pathrewrite.go", "fcgi.go", "nbsrv.go"}},
 	{"emit: the model as Caddyfile text, every value through one token writer", []string{"caddyfile.go", "token.go", "emit.go",
 		"emit_backend.go", "emit_frontend.go", "emit_answer.go", "emit_matcher.go", "emit_fcgi.go"}},
 	{"translate: the stages in turn, and the report of each line", []string{"translate.go", "report.go"}},

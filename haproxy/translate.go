@@ -15,7 +15,7 @@ import (
 // Lines translated close to but not exactly as HAProxy runs them are
 // the Translation's Warnings, each with its line, as well as comments.
 func Translate(cfg *Config) (Translation, error) {
-	t := &translator{cfg: cfg}
+	t := &translator{cfg: cfg, counted: countedBackends(cfg)}
 	m, err := t.read()
 	if err != nil {
 		err = cfg.shown(err)

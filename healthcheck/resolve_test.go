@@ -155,7 +155,10 @@ func TestServerCheckerSetServers(t *testing.T) {
 	defer c.Close()
 	up := ln.Addr().String()
 	c.SetServers([]string{up, down})
-	poll.Until(t, 5*time.Second, "the refused server down", func() bool { return slices.Equal(c.Up(), []string{up}) })
+	if n := c.Usable(); n != 2 {
+		t.Errorf("Usable() = %d after SetServers of two new servers, want 2 (each starts up)", n)
+	}
+	poll.Until(t, 5*time.Second, "the refused server down", func() bool { return slices.Equal(c.Up(), []string{up}) && c.Usable() == 1 })
 	c.SetServers([]string{down, up})
 	if h, ok := c.Health(down); !ok || h != 0 {
 		t.Errorf("Health(%s) = %d, %t after SetServers: want its health kept, 0", down, h, ok)
@@ -164,6 +167,11 @@ func TestServerCheckerSetServers(t *testing.T) {
 	if _, ok := c.Health(down); ok {
 		t.Errorf("%s is still a server", down)
 	}
+	c.SetServers(nil)
+	if n := c.Usable(); n != 0 {
+		t.Errorf("Usable() = %d without servers, want 0", n)
+	}
+	c.SetServers([]string{up})
 	// A check of down under way may still end; none starts after it.
 	downChecks, upChecks := len(checksOf(events.all(), down)), len(checksOf(events.all(), up))
 	poll.Until(t, 5*time.Second, "three checks of "+up+" after "+down+" left", func() bool { return len(checksOf(events.all(), up)) >= upChecks+3 })

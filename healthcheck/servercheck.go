@@ -310,6 +310,9 @@ type ServerChecker struct {
 
 	mu      sync.Mutex
 	servers []*checkedServer
+	// usable counts the servers that are up (Usable), recounted as one
+	// goes up or down and as the servers change.
+	usable atomic.Int64
 }
 
 // ServerObserver is told of a ServerChecker's events; it must not block.
@@ -347,6 +350,7 @@ func NewServerChecker(addrs []string, check ServerCheck, health func(addr string
 	for _, addr := range addrs {
 		c.servers = append(c.servers, c.newServer(addr))
 	}
+	c.recountLocked()
 	return c, nil
 }
 
@@ -422,6 +426,7 @@ func (c *ServerChecker) SetServers(addrs []string) {
 		}
 	}
 	c.servers = servers
+	c.recountLocked()
 }
 
 // Close stops the check loops, a check under way included, and waits
@@ -446,6 +451,20 @@ func (c *ServerChecker) Up() []string {
 		}
 	}
 	return up
+}
+
+// Usable is how many servers are up: Up's length, read without a lock.
+func (c *ServerChecker) Usable() int { return int(c.usable.Load()) }
+
+// recountLocked counts the servers that are up into usable; c.mu is held.
+func (c *ServerChecker) recountLocked() {
+	n := 0
+	for _, s := range c.servers {
+		if c.isUp(s, int(s.health.Load())) {
+			n++
+		}
+	}
+	c.usable.Store(int64(n))
 }
 
 // Health returns addr's check health (see ServerCheck.next) and whether
@@ -489,6 +508,11 @@ func (c *ServerChecker) checkLoop(ctx context.Context, s *checkedServer) {
 			s.drained.Store(r.Drained)
 		}
 		up := c.isUp(s, health)
+		if up != wasUp {
+			c.mu.Lock()
+			c.recountLocked()
+			c.mu.Unlock()
+		}
 		if c.obs != nil {
 			c.obs.Checked(s.addr, r, up, up != wasUp)
 		}

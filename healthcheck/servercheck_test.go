@@ -330,8 +330,8 @@ func TestServerGoesDownAfterFallAndComesBackAfterRise(t *testing.T) {
 			}
 			events := &checkEvents{}
 			c := startChecker(t, []string{a.addr, b.addr}, check, events)
-			if up := c.Up(); !slices.Equal(up, []string{a.addr, b.addr}) {
-				t.Fatalf("up before any check: %v, want both (HAProxy starts a server up)", up)
+			if up := c.Up(); !slices.Equal(up, []string{a.addr, b.addr}) || c.Usable() != 2 {
+				t.Fatalf("up before any check: %v, usable %d, want both (HAProxy starts a server up)", up, c.Usable())
 			}
 			poll.Until(t, 5*time.Second, "a pass of each server", func() bool {
 				return len(checksOf(events.all(), a.addr)) > 0 && len(checksOf(events.all(), b.addr)) > 0
@@ -339,8 +339,8 @@ func TestServerGoesDownAfterFallAndComesBackAfterRise(t *testing.T) {
 
 			a.stop()
 			poll.Until(t, 5*time.Second, "a down", func() bool { return !slices.Contains(c.Up(), a.addr) })
-			if up := c.Up(); !slices.Equal(up, []string{b.addr}) {
-				t.Fatalf("up with a stopped: %v", up)
+			if up := c.Up(); !slices.Equal(up, []string{b.addr}) || c.Usable() != 1 {
+				t.Fatalf("up with a stopped: %v, usable %d", up, c.Usable())
 			}
 			went := downAfter(t, checksOf(events.all(), a.addr))
 			if went != 3 {
@@ -349,8 +349,8 @@ func TestServerGoesDownAfterFallAndComesBackAfterRise(t *testing.T) {
 
 			a.start()
 			poll.Until(t, 5*time.Second, "a up again", func() bool { return slices.Contains(c.Up(), a.addr) })
-			if up := c.Up(); !slices.Equal(up, []string{a.addr, b.addr}) {
-				t.Fatalf("up after a came back: %v, want the configured order", up)
+			if up := c.Up(); !slices.Equal(up, []string{a.addr, b.addr}) || c.Usable() != 2 {
+				t.Fatalf("up after a came back: %v, usable %d, want the configured order", up, c.Usable())
 			}
 			if came := upAfter(t, checksOf(events.all(), a.addr)); came != 2 {
 				t.Fatalf("a came up at its passed check %d, want 2 (rise)", came)
@@ -426,8 +426,8 @@ func TestServerCheckerStartsAtTheHealthGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if up := c.Up(); !slices.Equal(up, []string{"127.0.0.1:2", "127.0.0.1:3"}) {
-		t.Fatalf("up %v, want the two started at rise", up)
+	if up := c.Up(); !slices.Equal(up, []string{"127.0.0.1:2", "127.0.0.1:3"}) || c.Usable() != 2 {
+		t.Fatalf("up %v, usable %d, want the two started at rise", up, c.Usable())
 	}
 	if h, _ := c.Health("127.0.0.1:3"); h != DefaultCheckRise {
 		t.Fatalf("health %d, want rise", h)
