@@ -298,7 +298,7 @@ const maxPatterns = 100000
 
 // readPatternFile reads an ACL's pattern file (Patterns).
 func readPatternFile(files Files, name string, l Line) ([]string, error) {
-	b, err := files.ReadFile(name)
+	b, err := readBounded(files, name, maxPatternFile)
 	if err != nil {
 		return nil, refuse(l, "-f %s: %v (HAProxy refuses a pattern file it cannot read too)", name, err)
 	}

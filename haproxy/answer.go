@@ -173,7 +173,7 @@ func (a *answer) readPayload(opt, v string, l Line, files Files) error {
 		a.body, err = readLogFormat(v, l)
 	case "file":
 		var b []byte
-		if b, err = readBoundedFile(files, v, l); err == nil {
+		if b, err = readAnswerFile(files, v, l); err == nil {
 			a.body = literalFormat(string(b))
 		}
 	}
@@ -344,19 +344,11 @@ type errorPage struct {
 	body    string
 }
 
-// maxErrorFile bounds an errorfile (HAProxy's own bound is its buffer size).
-const maxErrorFile = 64 << 10
-
-// readBoundedFile reads a file the configuration names for an answer (an
-// errorfile, a return's file): a regular file of a bounded size, as
-// HAProxy wants it (never a device that reads forever).
-func readBoundedFile(files Files, file string, l Line) ([]byte, error) {
-	if info, err := files.Stat(file); err != nil {
-		return nil, refuse(l, "%v", err)
-	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
-		return nil, refuse(l, "%s is not a regular file of at most 64 KiB", file)
-	}
-	b, err := files.ReadFile(file)
+// readAnswerFile reads a file the configuration names for an answer (an
+// errorfile, a return's file) as HAProxy wants it: a regular file of a
+// bounded size.
+func readAnswerFile(files Files, file string, l Line) ([]byte, error) {
+	b, err := readBounded(files, file, maxErrorFile)
 	if err != nil {
 		return nil, refuse(l, "%v", err)
 	}
@@ -380,7 +372,7 @@ func readErrorFile(files Files, l Line) (errorPage, error) {
 // headers (but Content-Length and Connection, which Caddy writes) and
 // body.
 func readResponseFile(files Files, file string, l Line) (errorPage, error) {
-	b, err := readBoundedFile(files, file, l)
+	b, err := readAnswerFile(files, file, l)
 	if err != nil {
 		return errorPage{}, err
 	}

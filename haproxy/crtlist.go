@@ -42,7 +42,7 @@ func (fe *frontend) readCrtLists(b *bind) error {
 // certificates, in order. Empty lines and # comments are skipped, as
 // HAProxy skips them.
 func (fe *frontend) readCrtList(path string, l Line) ([]string, error) {
-	data, err := readCrtListFile(fe.cfg.files(), path)
+	data, err := readBounded(fe.cfg.files(), path, maxCrtList)
 	if err != nil {
 		return nil, refuse(l, "crt-list %s: %v (HAProxy refuses a crt-list it cannot read too)", path, err)
 	}
@@ -65,22 +65,6 @@ func (fe *frontend) readCrtList(path string, l Line) ([]string, error) {
 		crts = append(crts, e.crt)
 	}
 	return crts, nil
-}
-
-// maxCrtList bounds a crt-list's size: a line per certificate.
-const maxCrtList = 1 << 20
-
-// readCrtListFile reads the crt-list at path: a regular file of at most
-// maxCrtList bytes.
-func readCrtListFile(files Files, path string) ([]byte, error) {
-	info, err := files.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() || info.Size() > maxCrtList {
-		return nil, fmt.Errorf("not a regular file of at most 1 MiB")
-	}
-	return files.ReadFile(path)
 }
 
 // parseCrtListLine reads a crt-list line as HAProxy does: words between

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -140,5 +141,38 @@ func TestACLPatternFiles(t *testing.T) {
 	delete(cfg.Files.(mapFiles), "/etc/haproxy/more.lst")
 	if _, err = caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "p.cfg:6: acl api: -f /etc/haproxy/more.lst:") {
 		t.Errorf("a missing pattern file: %v, want a refusal at p.cfg:6", err)
+	}
+}
+
+// A file the configuration names is read only as a regular file of a
+// bounded size: a device (/dev/zero, which reads forever, ran the adapter
+// out of memory through an ACL's -f, a crt and a crt-list's certificate)
+// is refused at the line that names it, for every reader of the seam (a
+// default certificate that cannot be read is a note: Caddy reads it when
+// it starts).
+func TestFilesAreRegularAndBounded(t *testing.T) {
+	if info, err := (osFiles{}).Stat("/dev/zero"); err != nil || info.Mode().IsRegular() {
+		t.Skipf("no /dev/zero here: %v", err)
+	}
+	list := t.TempDir() + "/zero.list"
+	if err := os.WriteFile(list, []byte("/dev/zero zero.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const head = "defaults\n\tmode http\nfrontend f\n"
+	const tail = "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct{ text, want string }{
+		{head + "\tbind :80\n\tacl bad src -f /dev/zero\n\thttp-request deny if bad\n" + tail, "b.cfg:5: acl bad: -f /dev/zero: /dev/zero is not a regular file of at most 64 MiB"},
+		{head + "\tbind :443 ssl crt /dev/zero\n" + tail, "(HAProxy's default certificate is its first crt, /dev/zero, which cannot be read here (/dev/zero is not a regular file of at most 1 MiB)"},
+		{head + "\tbind :443 ssl crt-list " + list + "\n" + tail, "b.cfg:4: bind :443: crt-list " + list + " line 1: /dev/zero with SNI filters: its names cannot be read to compare them with the filters (/dev/zero is not a regular file of at most 1 MiB)"},
+		{head + "\tbind :443 ssl crt-list /dev/zero\n" + tail, "b.cfg:4: bind :443: crt-list /dev/zero: /dev/zero is not a regular file of at most 1 MiB"},
+		{head + "\tbind :80\n\terrorfile 503 /dev/zero\n" + tail, "b.cfg:5: errorfile 503: /dev/zero is not a regular file of at most 64 KiB"},
+	} {
+		got, err := translateText(t, tt.text)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("%q: want %q in\n%s", tt.text, tt.want, got)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func TestTranslateRefusesRules(t *testing.T) {
 	for _, tt := range []struct{ from, to, want string }{
 		{"acl health path /health", "acl health base /health", "a.cfg:13: acl health: ACL fetch base is not translated yet"},
 		{"acl health path /health", "acl health path -m len 5", "a.cfg:13: acl health: ACL match method len is not translated"},
-		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: -f /etc/haproxy/paths.lst: open /etc/haproxy/paths.lst: no such file or directory (HAProxy refuses a pattern file it cannot read too)"},
+		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: -f /etc/haproxy/paths.lst: stat /etc/haproxy/paths.lst: no such file or directory (HAProxy refuses a pattern file it cannot read too)"},
 		{"acl health path /health", "acl health req.hdr(X-Key) -m found yes", "a.cfg:13: acl health: -m found takes no value"},
 		{"acl health path /health", "acl health hdr(X-Key,2) x", "a.cfg:13: acl health: ACL fetch hdr(X-Key,2) is not translated yet"},
 		{"acl health path /health", "acl health hdr_reg(host) (a", "a.cfg:13: acl health: hdr_reg(host) (a: not a regular expression RE2 reads"},
