@@ -98,7 +98,7 @@ func TestTranslateRefuses(t *testing.T) {
 		}
 	}
 	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.maxrewrite 1024\n"), "g.cfg", lookup)
-	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.maxrewrite is not translated yet") {
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: tune.maxrewrite 1024: not translated yet in the global section") {
 		t.Errorf("global: %v", err)
 	}
 }
