@@ -294,20 +294,25 @@ var redirectTails = map[[2]bool]string{
 	{true, true}:   "haproxy.path_slashed",
 }
 
-// redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer, its samples Caddy's placeholders) and the request's
-// part (tail, a placeholder): as it is, before the request's part (a
-// prefix of "/" alone, nothing, as HAProxy drops it), or as the scheme of
-// the request's host and part.
-var redirectTargets = map[string]func(lit, tail string) string{
-	"location": func(lit, _ string) string { return lit },
-	"prefix": func(lit, tail string) string {
-		if lit == "/" {
-			lit = ""
+// redirectTargets make a redirect's target of its value and the
+// request's part (tail, a placeholder's name): as it is, before the
+// request's part (a prefix of "/" alone, nothing, as HAProxy drops it),
+// or as the scheme of the request's host and part. Their placeholders
+// are parts of the format, so that the token writer sees what stands
+// before each (a backslash would escape its brace).
+var redirectTargets = map[string]func(target logFormat, tail string) logFormat{
+	"location": func(target logFormat, _ string) logFormat { return target },
+	"prefix": func(target logFormat, tail string) logFormat {
+		if lit, ok := target.text(); ok && lit == "/" {
+			target.parts = nil
 		}
-		return lit + tail
+		target.parts = slices.Concat(target.parts, []formatPart{{placeholder: tail}})
+		return target
 	},
-	"scheme": func(lit, tail string) string { return lit + "://{hostport}" + tail },
+	"scheme": func(target logFormat, tail string) logFormat {
+		target.parts = slices.Concat(target.parts, []formatPart{{text: "://"}, {placeholder: "hostport"}, {placeholder: tail}})
+		return target
+	},
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {

@@ -114,12 +114,12 @@ func (c *caddyfile) literal(v string) string {
 }
 
 // composed is formatToken(f) (a log-format value, which Caddy's replacer
-// reads) of the line being written, made into a value by compose.
-func (c *caddyfile) composed(f logFormat, compose func(lit string) string) string {
+// reads) of the line being written.
+func (c *caddyfile) composed(f logFormat) string {
 	for _, why := range f.differs {
 		c.approximate(why)
 	}
-	tok, err := formatToken(f, c.at.envs, compose)
+	tok, err := formatToken(f, c.at.envs)
 	return c.token(tok, err, f.raw, c.at)
 }
 

@@ -12,7 +12,7 @@ func (a answer) write(c *caddyfile, matcher string) {
 	case respondAnswer:
 		// hdr adds (HAProxy's answer takes each, a name twice too).
 		for _, h := range a.headers {
-			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v, asWritten))
+			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v))
 		}
 		if a.body.raw == "" {
 			c.line("respond%s %s", matcher, a.status)
@@ -21,14 +21,12 @@ func (a answer) write(c *caddyfile, matcher string) {
 		if a.ctype != "" { // else an errorfile's own headers have it
 			c.line("header%s Content-Type %s", matcher, c.literal(a.ctype))
 		}
-		c.line("respond%s %s %s", matcher, c.composed(a.body, asWritten), a.status)
+		c.line("respond%s %s %s", matcher, c.composed(a.body), a.status)
 	case redirAnswer:
 		if a.setCookie != "" {
 			c.line("header%s +Set-Cookie %s", matcher, c.literal(a.setCookie))
 		}
-		tail := "{" + a.tail + "}"
-		target := func(lit string) string { return redirectTargets[a.redirect](lit, tail) }
-		c.line("redir%s %s %s", matcher, c.composed(a.target, target), a.status)
+		c.line("redir%s %s %s", matcher, c.composed(redirectTargets[a.redirect](a.target, a.tail)), a.status)
 	case authAnswer:
 		c.line("# HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", c.plain(a.userlist.section.Name))
 		c.comment(a.userlist.section.line(), "")

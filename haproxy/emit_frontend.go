@@ -51,11 +51,11 @@ func (h headerRule) operation(c *caddyfile) string {
 	case "del-header":
 		return "-" + c.name(h.name)
 	case "set-header":
-		return c.name(h.name) + " " + c.composed(h.v, asWritten)
+		return c.name(h.name) + " " + c.composed(h.v)
 	case "replace-header":
 		return c.name(h.name) + " " + c.plain(h.find) + " " + c.literal(h.replace)
 	}
-	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
+	return "+" + c.name(h.name) + " " + c.composed(h.v)
 }
 
 // writeOp writes the rule as directive ("": a line of a header block),
@@ -66,9 +66,6 @@ func (h headerRule) writeOp(c *caddyfile, directive string) {
 	}
 	c.line("%s%s", directive, h.operation(c))
 }
-
-// asWritten composes a value of nothing but itself.
-func asWritten(v string) string { return v }
 
 // writeServers writes the servers option of each listener of the
 // frontend; global is the global section's maxconn, nil if none.
