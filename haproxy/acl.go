@@ -186,8 +186,8 @@ func (a *acl) readPorts(flags aclFlagSet, values []string) error {
 	for i := 0; i < len(values); i++ {
 		v := values[i]
 		if op := intOperators[v]; op != nil && i+1 < len(values) {
-			n, err := strconv.Atoi(values[i+1])
-			if err != nil {
+			n, ok := wholeNumber(values[i+1])
+			if !ok {
 				return refuse(a.line, "%s %s %s: want a whole number", a.fetch, v, values[i+1])
 			}
 			lo, hi := op(n)
@@ -199,14 +199,29 @@ func (a *acl) readPorts(flags aclFlagSet, values []string) error {
 		if !isRange {
 			hi = lo
 		}
-		for _, n := range []string{lo, hi} {
-			if _, err := strconv.Atoi(n); err != nil && (n != "" || !isRange || lo == hi) {
+		var ends [2]string
+		for j, end := range []string{lo, hi} {
+			if end == "" && isRange && lo != hi {
+				continue // an end left out
+			}
+			n, ok := wholeNumber(end)
+			if !ok {
 				return refuse(a.line, "%s %s: want a whole number, a range lo:hi or an operator and a number", a.fetch, v)
 			}
+			ends[j] = strconv.Itoa(n)
 		}
-		a.values = append(a.values, lo+":"+hi)
+		a.values = append(a.values, ends[0]+":"+ends[1])
 	}
 	return nil
+}
+
+// wholeNumber reads a number of an integer match, as HAProxy does
+// (decimal, a sign allowed), to be written as CEL reads it (strconv.Itoa:
+// CEL's parser refuses a '+'); bounded so that gt's n+1 and lt's n-1
+// stay in CEL's int range (else the test would wrap to its opposite).
+func wholeNumber(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && -1<<53 < n && n < 1<<53
 }
 
 // readValueless reads an ACL of a fetch that takes no value: http_auth of
