@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -373,16 +372,29 @@ func (a *acl) readValues(values []string) error {
 		case a.test.method == "reg" && a.fold:
 			v = "(?i)" + v
 		case a.fold:
-			v = strings.ToLower(v)
+			v = lowerASCII(v)
 		}
 		if a.test.method == "reg" {
-			if _, err := regexp.Compile(v); err != nil {
-				return refuse(a.line, "%s %s: not a regular expression RE2 reads: %v", a.fetch, v, err)
+			if err := checkRE2(v, a.line); err != nil {
+				return err
 			}
 		}
 		a.values = append(a.values, v)
 	}
 	return nil
+}
+
+// lowerASCII is v with its ASCII letters lowered, as -i compares them
+// (HAProxy's strncasecmp) and CEL's lowerAscii() lowers the subject: a
+// letter beyond ASCII keeps its case (strings.ToLower would lower Ä,
+// and make the Kelvin sign a k).
+func lowerASCII(v string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, v)
 }
 
 // matcher is a rule's condition, resolved: alternatives of terms that

@@ -61,3 +61,24 @@ func TestDstPort(t *testing.T) {
 		checkOutcome(t, text, out, err, tt.want, has...)
 	}
 }
+
+// An ACL's values compare as HAProxy's do: -i folds ASCII letters alone,
+// as strncasecmp (and CEL's lowerAscii() of the subject) do, so a value
+// with Ä keeps it, and the Kelvin sign is no k; a regular expression that
+// PCRE reads otherwise than RE2 (\v: any vertical space, a vertical tab
+// in RE2) is refused, as in every other place an expression is read.
+func TestACLValuesAsHAProxyCompares(t *testing.T) {
+	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl a %s\n\thttp-request deny if a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct{ acl, want, has string }{
+		{"hdr_beg(host) -i WWW.Ä.EXAMPLE \u212a", "", `({http.request.hostport}.lowerAscii().startsWith("www.Ä.example") || {http.request.hostport}.lowerAscii().startsWith("` + "\u212a" + `"))`},
+		{`path_reg ^/a\v`, `k.cfg:5: acl a: ^/a\v: \v reads otherwise in PCRE (HAProxy's) than in Go's RE2`, ""},
+	} {
+		text := fmt.Sprintf(fe, tt.acl)
+		out, err := translateK(t, text)
+		var has []string
+		if tt.has != "" {
+			has = []string{tt.has}
+		}
+		checkOutcome(t, text, out, err, tt.want, has...)
+	}
+}
