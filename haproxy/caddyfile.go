@@ -34,6 +34,12 @@ func (c *caddyfile) line(format string, args ...any) {
 	c.b.WriteByte('\n')
 }
 
+// remark writes a comment of the translation's own: the values of the
+// configuration in it are text (commentText), never Caddyfile syntax.
+func (c *caddyfile) remark(format string, args ...any) {
+	c.line("%s", commentText("# "+fmt.Sprintf(format, args...)))
+}
+
 // comment keeps an HAProxy line, as written, and a note on what became
 // of it (see Line.Source for what is redacted).
 func (c *caddyfile) comment(l Line, note string) {

@@ -28,7 +28,7 @@ func (a answer) write(c *caddyfile, matcher string) {
 		}
 		c.line("redir%s %s %s", matcher, c.composed(redirectTargets[a.redirect](a.target, a.tail)), a.status)
 	case authAnswer:
-		c.line("# HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", c.plain(a.userlist.section.Name))
+		c.remark("HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", a.userlist.section.Name)
 		c.comment(a.userlist.section.line(), "")
 		for _, n := range a.userlist.notes {
 			c.note(n)

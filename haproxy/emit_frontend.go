@@ -127,7 +127,7 @@ func (fe *frontend) writeSite(c *caddyfile) {
 	// A Caddy server is HTTP or HTTPS: a site for the binds without ssl,
 	// one for those with, each importing what the frontend does.
 	snippet := "haproxy_" + fe.section.Kind + "_" + fe.section.Name
-	c.line("# binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
+	c.remark("binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
 	c.open("(%s)", snippet)
 	fe.writeSiteBody(c, false)
 	c.close()
@@ -242,7 +242,7 @@ func (fe *frontend) writeTLS(c *caddyfile) {
 		c.note(n)
 	}
 	if len(certs.files) > 1 {
-		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(certs.files))
+		c.remark("%d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(certs.files))
 	}
 	if len(certs.dirs) > 0 {
 		// Every PEM bundle (certificate and key) in the directories.
@@ -401,7 +401,7 @@ func writeFormatMap(c *caddyfile, name string) {
 		return
 	}
 	m, _ := formatMapOf(name)
-	c.line("# {%s}, for the log-format samples of the rules below", name)
+	c.remark("{%s}, for the log-format samples of the rules below", name)
 	c.open("map %s {%s}", m.source, name)
 	for _, io := range m.cases {
 		c.line("%s %s", io[0], io[1])
@@ -472,7 +472,7 @@ func (p *statsPage) write(c *caddyfile) {
 		c.note(n)
 	}
 	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
-		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
+		c.remark("HAProxy's default stats uri: %s", defaultStatsURI)
 	}
 	if p.refresh == "off" {
 		c.line("# no stats refresh: the page does not reload itself, as in HAProxy")
@@ -610,7 +610,7 @@ func (fe *frontend) writeOwnLoggers(c *caddyfile) {
 	}
 	if pl.logsGlobal(fe.global) {
 		first := fe.global.loggers[0]
-		c.line("# log global: the access log of %s %s to the global section's first log line (line %d) too, which as Caddy's default logger gets none of a site's own logger's entries", fe.section.Kind, c.plain(fe.section.Name), first.line.Pos.Line)
+		c.remark("log global: the access log of %s %s to the global section's first log line (line %d) too, which as Caddy's default logger gets none of a site's own logger's entries", fe.section.Kind, fe.section.Name, first.line.Pos.Line)
 		first.writeLogger(c, name+"_global", tag, name)
 	}
 }
@@ -618,7 +618,7 @@ func (fe *frontend) writeOwnLoggers(c *caddyfile) {
 // writeOwnPage writes HAProxy's own page for status as the site's
 // handle_errors: what HAProxy sends without an errorfile.
 func writeOwnPage(c *caddyfile, status string, after []headerRule) {
-	c.line("# HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
+	c.remark("HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
 	c.open("handle_errors %s", status)
 	writeNoServerHeader(c)
 	writeAfterResponse(c, after)
