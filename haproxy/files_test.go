@@ -176,3 +176,21 @@ func TestFilesAreRegularAndBounded(t *testing.T) {
 		}
 	}
 }
+
+// A 1.x reqadd's or rspadd's value is sent as written: HAProxy 1.x read
+// no log-format in it, so a %[sample] or %ci is text (add-header, which
+// replaced it, reads it as a log-format: the client's address went out
+// where 1.x sent "%[src]").
+func TestLegacyHeaderAddIsText(t *testing.T) {
+	for rules, want := range map[string]string{
+		"\treqadd X-A:\\ %[src]\n\trspadd X-B:\\ %ci%%\n": "request_header +X-A %[src]; header_down +X-B %ci%%",
+		"\treqadd X-A:\\ 100%\n":                              "request_header +X-A 100%",
+	} {
+		out, err := translateText(t, "defaults\n\tmode http\nfrontend f\n\tbind :80\n"+rules+"\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n")
+		for _, w := range strings.Split(want, "; ") {
+			if err != nil || !strings.Contains(out, w) {
+				t.Errorf("%q: %v, the translation lacks %s:\n%s", rules, err, w, out)
+			}
+		}
+	}
+}
