@@ -184,7 +184,7 @@ func TestFilesAreRegularAndBounded(t *testing.T) {
 func TestLegacyHeaderAddIsText(t *testing.T) {
 	for rules, want := range map[string]string{
 		"\treqadd X-A:\\ %[src]\n\trspadd X-B:\\ %ci%%\n": "request_header +X-A %[src]; header_down +X-B %ci%%",
-		"\treqadd X-A:\\ 100%\n":                              "request_header +X-A 100%",
+		"\treqadd X-A:\\ 100%\n":                          "request_header +X-A 100%",
 	} {
 		out, err := translateText(t, "defaults\n\tmode http\nfrontend f\n\tbind :80\n"+rules+"\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n")
 		for _, w := range strings.Split(want, "; ") {
