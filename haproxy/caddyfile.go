@@ -2,8 +2,10 @@ package haproxy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // caddyfile writes a Caddyfile: blocks with tab indentation, and each
@@ -139,6 +141,28 @@ func (c *caddyfile) approximate(why string) {
 	}
 	c.line("%s", commentText("# approximated: "+why))
 	c.record(c.at.Pos, "approximated: "+why)
+}
+
+// celCodePoints is the size of the expressions Caddy's expression matcher
+// compiles, at most: CEL's default ExpressionSizeCodePointLimit, of the
+// expression with its placeholders expanded as the matcher expands them
+// (celPlaceholder).
+const celCodePoints = 100000
+
+// celPlaceholder is the expression matcher's expansion of a placeholder
+// to a function call (celmatcher.go's placeholderRegexp and
+// placeholderExpansion).
+var celPlaceholder = regexp.MustCompile(`([^\\]|^){([a-zA-Z][\w.-]+)}`)
+
+// expression is e, a CEL expression of the line being written, as the
+// expression matcher's token; one that Caddy would not compile for its
+// size (an ACL of many patterns) is the refusal of the line: it would
+// adapt, and Caddy then refuse to load it.
+func (c *caddyfile) expression(e string) string {
+	if n := utf8.RuneCountInString(celPlaceholder.ReplaceAllString(e, `${1}ph(req, "${2}")`)); n > celCodePoints && c.err == nil {
+		c.err = refuse(c.at, "its condition is a CEL expression of %d code points, past the %d Caddy's expression matcher compiles (not translated; split the patterns among several ACLs and rules)", n, celCodePoints)
+	}
+	return "`" + e + "`"
 }
 
 // celOf is celString(v) of line l: a CEL string literal.

@@ -67,7 +67,7 @@ func (z rateZone) writeKey(c *caddyfile) {
 		if tr.cond != nil {
 			c.comment(tr.line, "")
 			c.open("match")
-			c.line("expression `%s`", tr.when.expression(c))
+			c.line("expression %s", c.expression(tr.when.expression(c)))
 			c.close()
 		}
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
@@ -83,7 +83,7 @@ func (z rateZone) writeKey(c *caddyfile) {
 	}
 	c.comment(tr.line, "")
 	c.open("match")
-	c.line("expression `%s`", has)
+	c.line("expression %s", c.expression(has))
 	c.close()
 	c.line("key %s", key)
 }

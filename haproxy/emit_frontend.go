@@ -40,7 +40,7 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 		return ""
 	}
 	name := "@" + prefix + strconv.Itoa(h.line.Pos.Line)
-	c.line("%s expression `%s`", name, h.when.expression(c))
+	c.line("%s expression %s", name, c.expression(h.when.expression(c)))
 	return " " + name
 }
 
@@ -317,7 +317,7 @@ func writeNotedCondition(c *caddyfile, n note, cond *Condition, when matcher, ki
 		return ""
 	}
 	name := "@" + kind + "_" + strconv.Itoa(n.line.Pos.Line)
-	c.line("%s expression `%s`", name, when.expression(c))
+	c.line("%s expression %s", name, c.expression(when.expression(c)))
 	return " " + name
 }
 
@@ -333,7 +333,7 @@ func (fe *frontend) writeRules(c *caddyfile) {
 		}
 		c.comment(r.line, r.note)
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("@%s expression `%s`", name, r.when.expression(c))
+		c.line("@%s expression %s", name, c.expression(r.when.expression(c)))
 		c.open("handle @%s", name)
 		r.backend.write(c, fe)
 		c.close()
@@ -479,8 +479,7 @@ func (p *statsPage) write(c *caddyfile) {
 	}
 	// HAProxy tests the uri as a prefix of the path and query as sent
 	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
-	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
-		p.matcher(), strconv.Quote(p.uri))
+	c.line("%s expression %s", p.matcher(), c.expression("{http.request.uri}.startsWith("+c.celOf(c.at, p.uri)+`) && ({http.request.method} == "GET" || {http.request.method} == "HEAD" || {http.request.method} == "POST")`))
 	c.open("handle %s", p.matcher())
 	if len(p.users) > 0 {
 		c.open("basic_auth bcrypt %s", c.plain(p.realm))
@@ -578,7 +577,7 @@ func writeLogSkips(c *caddyfile, skips []logSkip) {
 			continue
 		}
 		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
-		c.line("%s expression `%s`", name, s.when.expression(c))
+		c.line("%s expression %s", name, c.expression(s.when.expression(c)))
 		c.line("log_skip %s", name)
 	}
 }
@@ -679,7 +678,7 @@ func (fe *frontend) writeConnectionRules(c *caddyfile) {
 		}
 		c.note(note{line: r.line, what: connectionNote, approximated: true})
 		name := "@connection_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("%s expression `%s`", name, strings.Join(append([]string{parenthesized(e)}, accepted...), " && "))
+		c.line("%s expression %s", name, c.expression(strings.Join(append([]string{parenthesized(e)}, accepted...), " && ")))
 		c.line("abort %s", name)
 	}
 }
@@ -692,7 +691,7 @@ func (fe *frontend) writeMonitor(c *caddyfile) {
 		return
 	}
 	c.comment(*l, "HAProxy's own answer, before every rule")
-	c.line("@monitor_uri expression `{http.request.uri} == %s`", c.celOf(*l, l.Words[1]))
+	c.line("@monitor_uri expression %s", c.expression("{http.request.uri} == "+c.celOf(*l, l.Words[1])))
 	c.line("header @monitor_uri Content-Type text/html")
 	c.line("header @monitor_uri Cache-Control no-cache")
 	c.line("respond @monitor_uri %s 200", c.literal(monitorPage))

@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -192,5 +193,30 @@ func TestLegacyHeaderAddIsText(t *testing.T) {
 				t.Errorf("%q: %v, the translation lacks %s:\n%s", rules, err, w, out)
 			}
 		}
+	}
+}
+
+// An ACL whose patterns make a CEL expression longer than Caddy's
+// expression matcher compiles (100,000 code points, its placeholders
+// expanded) is refused at the rule that tests it: it adapted, and Caddy
+// then refused to load the configuration.
+func TestACLPatternsPastCELsSize(t *testing.T) {
+	var list strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&list, "10.%d.%d.%d\n", i>>16&255, i>>8&255, i&255)
+	}
+	const text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl bad src -f /etc/haproxy/bad.lst\n\thttp-request deny if bad\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	cfg, err := Parse(strings.NewReader(text), "p.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = mapFiles{"/etc/haproxy/bad.lst": list.String()}
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "p.cfg:6: http-request deny: its condition is a CEL expression of ") {
+		t.Errorf("20,000 addresses: %v, want a refusal at p.cfg:6", err)
+	}
+	few := strings.Join(strings.SplitAfter(list.String(), "\n")[:1500], "")
+	cfg.Files = mapFiles{"/etc/haproxy/bad.lst": few}
+	if _, err := caddyfileOf(cfg); err != nil {
+		t.Errorf("1,500 addresses: %v", err)
 	}
 }
