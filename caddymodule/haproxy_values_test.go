@@ -114,14 +114,15 @@ func haproxyWord(v string) string {
 // The adapter on a block list of 2,000 and 20,000 lines of 50 addresses:
 // time and memory grow linearly (issue 27.5: quadratic before, a scan of
 // the configuration per ACL line). bench/haproxyadapt compares it with
-// haproxy -c.
+// haproxy -c. The adapter reads and writes the whole list, then refuses
+// it: its expression is past what Caddy's expression matcher compiles.
 func BenchmarkHAProxyAdaptBlockList(b *testing.B) {
 	for _, lines := range []int{2000, 20000} {
 		cfg := []byte(blocklist.Config(lines, 50))
 		b.Run(fmt.Sprint(lines, "-lines"), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := (HAProxyAdapter{}).Adapt(cfg, map[string]any{"filename": "blocklist.cfg"}); err != nil {
+				if _, _, err := (HAProxyAdapter{}).Adapt(cfg, map[string]any{"filename": "blocklist.cfg"}); err == nil || !strings.Contains(err.Error(), blocklist.Refusal) {
 					b.Fatal(err)
 				}
 			}

@@ -1,7 +1,6 @@
 package haproxy
 
 import (
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,8 +181,8 @@ func (a *acl) readIntegers(flags aclFlagSet, values []string) error {
 	for i := 0; i < len(values); i++ {
 		v := values[i]
 		if op := intOperators[v]; op != nil && i+1 < len(values) {
-			n, err := strconv.Atoi(values[i+1])
-			if err != nil {
+			n, ok := wholeNumber(values[i+1])
+			if !ok {
 				return refuse(a.line, "%s %s %s: want a whole number", a.fetch, v, values[i+1])
 			}
 			lo, hi := op(n)
@@ -195,14 +194,29 @@ func (a *acl) readIntegers(flags aclFlagSet, values []string) error {
 		if !isRange {
 			hi = lo
 		}
-		for _, n := range []string{lo, hi} {
-			if _, err := strconv.Atoi(n); err != nil && (n != "" || !isRange || lo == hi) {
+		var ends [2]string
+		for j, end := range []string{lo, hi} {
+			if end == "" && isRange && lo != hi {
+				continue // an end left out
+			}
+			n, ok := wholeNumber(end)
+			if !ok {
 				return refuse(a.line, "%s %s: want a whole number, a range lo:hi or an operator and a number", a.fetch, v)
 			}
+			ends[j] = strconv.Itoa(n)
 		}
-		a.values = append(a.values, lo+":"+hi)
+		a.values = append(a.values, ends[0]+":"+ends[1])
 	}
 	return nil
+}
+
+// wholeNumber reads a number of an integer match, as HAProxy does
+// (decimal, a sign allowed), to be written as CEL reads it (strconv.Itoa:
+// CEL's parser refuses a '+'); bounded so that gt's n+1 and lt's n-1
+// stay in CEL's int range (else the test would wrap to its opposite).
+func wholeNumber(s string) (int, bool) {
+	n, err := strconv.Atoi(s)
+	return n, err == nil && -1<<53 < n && n < 1<<53
 }
 
 // readValueless reads an ACL of a fetch that takes no value: http_auth of
@@ -297,7 +311,7 @@ const maxPatterns = 100000
 
 // readPatternFile reads an ACL's pattern file (Patterns).
 func readPatternFile(files Files, name string, l Line) ([]string, error) {
-	b, err := files.ReadFile(name)
+	b, err := readBounded(files, name, maxPatternFile)
 	if err != nil {
 		return nil, refuse(l, "-f %s: %v (HAProxy refuses a pattern file it cannot read too)", name, err)
 	}
@@ -357,16 +371,29 @@ func (a *acl) readValues(values []string) error {
 		case a.test.method == "reg" && a.fold:
 			v = "(?i)" + v
 		case a.fold:
-			v = strings.ToLower(v)
+			v = lowerASCII(v)
 		}
 		if a.test.method == "reg" {
-			if _, err := regexp.Compile(v); err != nil {
-				return refuse(a.line, "%s %s: not a regular expression RE2 reads: %v", a.fetch, v, err)
+			if err := checkRE2(v, a.line); err != nil {
+				return err
 			}
 		}
 		a.values = append(a.values, v)
 	}
 	return nil
+}
+
+// lowerASCII is v with its ASCII letters lowered, as -i compares them
+// (HAProxy's strncasecmp) and CEL's lowerAscii() lowers the subject: a
+// letter beyond ASCII keeps its case (strings.ToLower would lower Ä,
+// and make the Kelvin sign a k).
+func lowerASCII(v string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, v)
 }
 
 // matcher is a rule's condition, resolved: alternatives of terms that

@@ -173,7 +173,7 @@ func (a *answer) readPayload(opt, v string, l Line, files Files) error {
 		a.body, err = readLogFormat(v, l)
 	case "file":
 		var b []byte
-		if b, err = readBoundedFile(files, v, l); err == nil {
+		if b, err = readAnswerFile(files, v, l); err == nil {
 			a.body = literalFormat(string(b))
 		}
 	}
@@ -294,20 +294,25 @@ var redirectTails = map[[2]bool]string{
 	{true, true}:   "haproxy.path_slashed",
 }
 
-// redirectTargets make a redirect's target of its value (escaped for
-// Caddy's replacer, its samples Caddy's placeholders) and the request's
-// part (tail, a placeholder): as it is, before the request's part (a
-// prefix of "/" alone, nothing, as HAProxy drops it), or as the scheme of
-// the request's host and part.
-var redirectTargets = map[string]func(lit, tail string) string{
-	"location": func(lit, _ string) string { return lit },
-	"prefix": func(lit, tail string) string {
-		if lit == "/" {
-			lit = ""
+// redirectTargets make a redirect's target of its value and the
+// request's part (tail, a placeholder's name): as it is, before the
+// request's part (a prefix of "/" alone, nothing, as HAProxy drops it),
+// or as the scheme of the request's host and part. Their placeholders
+// are parts of the format, so that the token writer sees what stands
+// before each (a backslash would escape its brace).
+var redirectTargets = map[string]func(target logFormat, tail string) logFormat{
+	"location": func(target logFormat, _ string) logFormat { return target },
+	"prefix": func(target logFormat, tail string) logFormat {
+		if lit, ok := target.text(); ok && lit == "/" {
+			target.parts = nil
 		}
-		return lit + tail
+		target.parts = slices.Concat(target.parts, []formatPart{{placeholder: tail}})
+		return target
 	},
-	"scheme": func(lit, tail string) string { return lit + "://{hostport}" + tail },
+	"scheme": func(target logFormat, tail string) logFormat {
+		target.parts = slices.Concat(target.parts, []formatPart{{text: "://"}, {placeholder: "hostport"}, {placeholder: tail}})
+		return target
+	},
 }
 
 func checkStatus(v string, lo, hi int, l Line) error {
@@ -344,19 +349,11 @@ type errorPage struct {
 	body    string
 }
 
-// maxErrorFile bounds an errorfile (HAProxy's own bound is its buffer size).
-const maxErrorFile = 64 << 10
-
-// readBoundedFile reads a file the configuration names for an answer (an
-// errorfile, a return's file): a regular file of a bounded size, as
-// HAProxy wants it (never a device that reads forever).
-func readBoundedFile(files Files, file string, l Line) ([]byte, error) {
-	if info, err := files.Stat(file); err != nil {
-		return nil, refuse(l, "%v", err)
-	} else if !info.Mode().IsRegular() || info.Size() > maxErrorFile {
-		return nil, refuse(l, "%s is not a regular file of at most 64 KiB", file)
-	}
-	b, err := files.ReadFile(file)
+// readAnswerFile reads a file the configuration names for an answer (an
+// errorfile, a return's file) as HAProxy wants it: a regular file of a
+// bounded size.
+func readAnswerFile(files Files, file string, l Line) ([]byte, error) {
+	b, err := readBounded(files, file, maxErrorFile)
 	if err != nil {
 		return nil, refuse(l, "%v", err)
 	}
@@ -380,7 +377,7 @@ func readErrorFile(files Files, l Line) (errorPage, error) {
 // headers (but Content-Length and Connection, which Caddy writes) and
 // body.
 func readResponseFile(files Files, file string, l Line) (errorPage, error) {
-	b, err := readBoundedFile(files, file, l)
+	b, err := readAnswerFile(files, file, l)
 	if err != nil {
 		return errorPage{}, err
 	}

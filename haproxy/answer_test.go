@@ -104,3 +104,22 @@ func TestRedirectOptions(t *testing.T) {
 		}
 	}
 }
+
+// A redirect's prefix ending in a backslash stood right before the
+// request's part, {uri}, whose brace Caddy's replacer then read as
+// escaped: Location was the prefix and "{uri}" as text. No Caddyfile can
+// put a backslash right before a placeholder: the line is refused, as a
+// backslash before a sample is; one before another text is carried.
+func TestRedirectBackslashBeforeTheRequestsPart(t *testing.T) {
+	const head = "defaults\n\tmode http\nfrontend f\n\tbind :80\n"
+	const tail = "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, rule := range []string{`redirect prefix "http://x\\"`, `http-request redirect prefix "http://x\\" drop-query append-slash`} {
+		if _, err := translateText(t, head+"\t"+rule+"\n"+tail); err == nil || !strings.Contains(err.Error(), "b.cfg:5: ") || !strings.Contains(err.Error(), errBackslashSample.Error()) {
+			t.Errorf("%s: %v, want a refusal at b.cfg:5: %v", rule, err, errBackslashSample)
+		}
+	}
+	out, err := translateText(t, head+"\tredirect location \"/a\\\\\"\n"+tail)
+	if err != nil || !strings.Contains(out, "redir `/a\\` 302") {
+		t.Errorf("a location ending in a backslash: %v\n%s", err, out)
+	}
+}

@@ -93,9 +93,11 @@ func (be *backend) readPathRewrite(l Line, args []string, cond *Condition) error
 }
 
 // pathByte refuses a byte of a path's format that Go would send escaped
-// (HAProxy sends it as it is).
+// (HAProxy sends it as it is): a letter, a digit, and the bytes Go's
+// url keeps as they are in a rewritten path (validEncoded) go, any other
+// (a space, ?, #, ", \, a brace, …) is refused.
 func pathByte(c byte) string {
-	if c <= ' ' || c >= 0x7f || c == '?' || c == '#' {
+	if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') && strings.IndexByte("-_.~!$&'()*+,;=:@[]/", c) < 0 {
 		return "in a path: Go would send it escaped, HAProxy as it is"
 	}
 	return ""
@@ -112,21 +114,26 @@ func headerValueByte(c byte) string {
 
 // expandTemplate is an HAProxy format as Go's regexp.Expand template of
 // an expression whose groups from shift+1 are HAProxy's \0 to \9
-// (wholeValueMatch's from 2: shift 1): \N its group N+shift, '$' itself; a
-// log-format expression, another escape, or a byte refused by badByte
-// (why, or "") is refused. Caddy expands its placeholders in a
-// replacement before the template, so that a sample's value would be
-// read as part of the template: log-format is not translated here.
-func expandTemplate(format string, l Line, badByte func(byte) string, shift int) (string, error) {
+// (wholeValueMatch's from 2: shift 1), of which HAProxy's expression has
+// groups (-1: there is none, a backslash is text): \N its group N+shift,
+// nothing past the expression's groups (HAProxy's empty group, where
+// N+shift could be the wrapper's own), '$' itself; a log-format
+// expression, another escape, or a byte refused by badByte (why, or "")
+// is refused. Caddy expands its placeholders in a replacement before the
+// template, so that a sample's value would be read as part of the
+// template: log-format is not translated here.
+func expandTemplate(format string, l Line, badByte func(byte) string, shift, groups int) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(format); i++ {
 		switch c := format[i]; {
 		case c == '%':
 			return "", refuse(l, "%s: log-format expressions are not translated yet", format)
-		case c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
-			b.WriteString("${" + strconv.Itoa(int(format[i+1]-'0')+shift) + "}")
+		case groups >= 0 && c == '\\' && i+1 < len(format) && format[i+1] >= '0' && format[i+1] <= '9':
+			if n := int(format[i+1] - '0'); n <= groups {
+				b.WriteString("${" + strconv.Itoa(n+shift) + "}")
+			}
 			i++
-		case c == '\\':
+		case groups >= 0 && c == '\\':
 			return "", refuse(l, "%s: only \\0 to \\9 are translated after a backslash", format)
 		case c == '$':
 			b.WriteString("$$")
@@ -145,6 +152,9 @@ func expandTemplate(format string, l Line, badByte func(byte) string, shift int)
 // whole value is replaced. Its match is group 1, and its groups follow:
 // HAProxy's \0 is ${1}, \N ${N+1} (expandTemplate).
 func wholeValueMatch(expr string) string { return "^(?s:.*?)(" + expr + ")(?s:.*)$" }
+
+// groupsOf is the number of groups of expr (checked by checkRE2).
+func groupsOf(expr string) int { return regexp.MustCompile(expr).NumSubexp() }
 
 // re2Escapes are the letters after a backslash that RE2 and PCRE read
 // alike (classes, anchors, control characters, hexadecimal codes, Unicode

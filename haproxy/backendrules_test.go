@@ -22,7 +22,13 @@ func TestBackendRules(t *testing.T) {
 		{`http-request replace-path ^/(?=api) /`, "k.cfg:9: http-request replace-path: ^/(?=api): not a regular expression Go's RE2 reads", nil},
 		{`http-request replace-path ^/api\Z /`, `k.cfg:9: http-request replace-path: ^/api\Z: not a regular expression Go's RE2 reads`, nil},
 		{`http-request replace-path ^/a\v /`, `k.cfg:9: http-request replace-path: ^/a\v: \v reads otherwise in PCRE (HAProxy's) than in Go's RE2`, nil},
-		{`http-request replace-path ^/a(.*) /b{1}\1\0`, "", []string{`"/b\{1\}$\{2\}$\{1\}"`}},
+		// Go sends a brace, a quote or a backslash of a path escaped
+		// (HAProxy as it is); a group the expression lacks is empty.
+		{`http-request replace-path ^/a(.*) /b{1}\1\0`, "k.cfg:9: http-request replace-path: /b{1}\\1\\0: '{' in a path: Go would send it escaped, HAProxy as it is", nil},
+		{`http-request replace-path ^/a(.*) /b\1\0\5`, "", []string{`"/b$\{2\}$\{1\}"`}},
+		{`http-request set-path "%[path,regsub('^/','/x\1')]"`, "", []string{`"$\{1\}/x$\{3\}"`}},
+		{`http-request set-path /x\0`, "k.cfg:9: http-request set-path: /x\\0: '\\\\' in a path: Go would send it escaped, HAProxy as it is", nil},
+		{`http-request set-path '/a"b'`, "k.cfg:9: http-request set-path: /a\"b: '\"' in a path: Go would send it escaped, HAProxy as it is", nil},
 		{`http-request replace-path ^/a(.*) %[path]`, "k.cfg:9: http-request replace-path: %[path]: log-format expressions are not translated yet", nil},
 		{`http-request replace-path ^/a(.*) /\y`, `k.cfg:9: http-request replace-path: /\y: only \0 to \9 are translated after a backslash`, nil},
 		{`http-request set-path`, "k.cfg:9: http-request set-path: set-path, set-uri and set-query take a format", nil},

@@ -2,8 +2,10 @@ package haproxy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // caddyfile writes a Caddyfile: blocks with tab indentation, and each
@@ -32,6 +34,12 @@ func (c *caddyfile) line(format string, args ...any) {
 	c.b.WriteString(strings.Repeat("\t", c.depth))
 	fmt.Fprintf(&c.b, format, args...)
 	c.b.WriteByte('\n')
+}
+
+// remark writes a comment of the translation's own: the values of the
+// configuration in it are text (commentText), never Caddyfile syntax.
+func (c *caddyfile) remark(format string, args ...any) {
+	c.line("%s", commentText("# "+fmt.Sprintf(format, args...)))
 }
 
 // comment keeps an HAProxy line, as written, and a note on what became
@@ -114,12 +122,12 @@ func (c *caddyfile) literal(v string) string {
 }
 
 // composed is formatToken(f) (a log-format value, which Caddy's replacer
-// reads) of the line being written, made into a value by compose.
-func (c *caddyfile) composed(f logFormat, compose func(lit string) string) string {
+// reads) of the line being written.
+func (c *caddyfile) composed(f logFormat) string {
 	for _, why := range f.differs {
 		c.approximate(why)
 	}
-	tok, err := formatToken(f, c.at.envs, compose)
+	tok, err := formatToken(f, c.at.envs)
 	return c.token(tok, err, f.raw, c.at)
 }
 
@@ -133,6 +141,28 @@ func (c *caddyfile) approximate(why string) {
 	}
 	c.line("%s", commentText("# approximated: "+why))
 	c.record(c.at.Pos, "approximated: "+why)
+}
+
+// celCodePoints is the size of the expressions Caddy's expression matcher
+// compiles, at most: CEL's default ExpressionSizeCodePointLimit, of the
+// expression with its placeholders expanded as the matcher expands them
+// (celPlaceholder).
+const celCodePoints = 100000
+
+// celPlaceholder is the expression matcher's expansion of a placeholder
+// to a function call (celmatcher.go's placeholderRegexp and
+// placeholderExpansion).
+var celPlaceholder = regexp.MustCompile(`([^\\]|^){([a-zA-Z][\w.-]+)}`)
+
+// expression is e, a CEL expression of the line being written, as the
+// expression matcher's token; one that Caddy would not compile for its
+// size (an ACL of many patterns) is the refusal of the line: it would
+// adapt, and Caddy then refuse to load it.
+func (c *caddyfile) expression(e string) string {
+	if n := utf8.RuneCountInString(celPlaceholder.ReplaceAllString(e, `${1}ph(req, "${2}")`)); n > celCodePoints && c.err == nil {
+		c.err = refuse(c.at, "its condition is a CEL expression of %d code points, past the %d Caddy's expression matcher compiles (not translated; split the patterns among several ACLs and rules)", n, celCodePoints)
+	}
+	return "`" + e + "`"
 }
 
 // celOf is celString(v) of line l: a CEL string literal.

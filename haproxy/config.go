@@ -266,6 +266,9 @@ func (c *Config) add(l Line) error {
 	if len(args) > 0 {
 		s.Name, s.Args = args[0], args[1:]
 	}
+	if err := checkSectionName(s); err != nil {
+		return err
+	}
 	if err := c.checkUniqueName(s); err != nil {
 		return err
 	}
@@ -300,6 +303,26 @@ func checkSectionArgs(kind string, args []string, pos Position) error {
 		return errAt(pos, "defaults takes at most a name")
 	case kind != "global" && kind != "defaults" && len(args) == 0:
 		return errAt(pos, "%s needs a name", kind)
+	}
+	return nil
+}
+
+// freelyNamed are the sections whose name HAProxy 2.6 takes whatever it
+// holds; it refuses another's name with a byte besides letters, digits,
+// '.', '_', ':' and '-' (invalid_char).
+var freelyNamed = map[string]bool{"defaults": true, "cache": true, "program": true}
+
+// checkSectionName refuses a name HAProxy refuses: the translation writes
+// names into snippets', loggers' and comments' names, where a space, a
+// quote, a brace or a newline would be Caddyfile syntax.
+func checkSectionName(s *Section) error {
+	if freelyNamed[s.Kind] {
+		return nil
+	}
+	for i := 0; i < len(s.Name); i++ {
+		if c := s.Name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') && strings.IndexByte("._:-", c) < 0 {
+			return errAt(s.Pos, "%s %q: character %q is not permitted in a %s name (HAProxy refuses it too)", s.Kind, s.Name, c, s.Kind)
+		}
 	}
 	return nil
 }

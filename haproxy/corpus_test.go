@@ -354,7 +354,7 @@ func TestRefusesValuesCaddyCannotTake(t *testing.T) {
 	check := "\tdefault_backend b\nbackend b\n\toption httpchk GET /\n\thttp-check expect status 200\n"
 	for _, tt := range []struct{ text, want string }{
 		{fe + "\tacl a src nonsense\n\thttp-request deny if a\n" + be, "k.cfg:5: acl a: src nonsense: want an address or a CIDR range"},
-		{fe + "\tacl a path_reg (\n\thttp-request deny if a\n" + be, "k.cfg:5: acl a: path_reg (: not a regular expression RE2 reads"},
+		{fe + "\tacl a path_reg (\n\thttp-request deny if a\n" + be, "k.cfg:5: acl a: (: not a regular expression Go's RE2 reads"},
 		{"defaults\n\tmode http\nfrontend f\n\tbind :http\n" + be, `k.cfg:4: bind :http: ":http": want a port from 1 to 65535`},
 		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 app:8000-8001\n", `k.cfg:7: server s1: "app:8000-8001": want a port from 1 to 65535`},
 		{fe + "\tdefault_backend b\nbackend b\n\tserver s1 10.0.0.1:0\n", `k.cfg:7: server s1: "10.0.0.1:0": want a port from 1 to 65535`},

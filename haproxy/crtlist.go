@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"crypto/x509"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,11 +43,22 @@ func (fe *frontend) readCrtLists(b *bind) error {
 // certificates, in order. Empty lines and # comments are skipped, as
 // HAProxy skips them.
 func (fe *frontend) readCrtList(path string, l Line) ([]string, error) {
-	data, err := readCrtListFile(fe.cfg.files(), path)
+	data, err := readBounded(fe.cfg.files(), path, maxCrtList)
 	if err != nil {
 		return nil, refuse(l, "crt-list %s: %v (HAProxy refuses a crt-list it cannot read too)", path, err)
 	}
 	var crts []string
+	// Each certificate read once: a list of a MiB may name one on every
+	// line (a certificate read for each took minutes).
+	leaves := map[string]*x509.Certificate{}
+	leaf := func(path string) (*x509.Certificate, error) {
+		if cert, ok := leaves[path]; ok {
+			return cert, nil
+		}
+		cert, err := leafCertificate(fe.cfg.files(), path)
+		leaves[path] = cert
+		return cert, err
+	}
 	for n, text := range strings.Split(string(data), "\n") {
 		at := fmt.Sprintf("crt-list %s line %d", path, n+1)
 		e, err := parseCrtListLine(text)
@@ -58,29 +70,13 @@ func (fe *frontend) readCrtList(path string, l Line) ([]string, error) {
 		case e.options != "":
 			return nil, refuse(l, "%s: ssl options [%s] for one certificate: Caddy's TLS options are the site's, whichever certificate it serves (not translated; write them on the bind line, or give the certificate a bind of its own)", at, e.options)
 		case len(e.filters) > 0:
-			if err := fe.checkSNIFilters(e, at, l); err != nil {
+			if err := fe.checkSNIFilters(e, at, l, leaf); err != nil {
 				return nil, err
 			}
 		}
 		crts = append(crts, e.crt)
 	}
 	return crts, nil
-}
-
-// maxCrtList bounds a crt-list's size: a line per certificate.
-const maxCrtList = 1 << 20
-
-// readCrtListFile reads the crt-list at path: a regular file of at most
-// maxCrtList bytes.
-func readCrtListFile(files Files, path string) ([]byte, error) {
-	info, err := files.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() || info.Size() > maxCrtList {
-		return nil, fmt.Errorf("not a regular file of at most 1 MiB")
-	}
-	return files.ReadFile(path)
 }
 
 // parseCrtListLine reads a crt-list line as HAProxy does: words between
@@ -112,10 +108,10 @@ func parseCrtListLine(text string) (crtListEntry, error) {
 // name it does not hold is refused: Caddy never serves it for that name.
 // Names it holds that the filters leave out are a Warning: Caddy serves
 // it for them too, where HAProxy serves another certificate of the bind
-// that holds the name, or the default one.
-func (fe *frontend) checkSNIFilters(e crtListEntry, at string, l Line) error {
+// that holds the name, or the default one. leaf reads a certificate.
+func (fe *frontend) checkSNIFilters(e crtListEntry, at string, l Line, leaf func(string) (*x509.Certificate, error)) error {
 	path := resolve(fe.global.crtBase, e.crt)
-	cert, err := leafCertificate(fe.cfg.files(), path)
+	cert, err := leaf(path)
 	if err != nil {
 		return refuse(l, "%s: %s with SNI filters: its names cannot be read to compare them with the filters (%v)", at, path, err)
 	}

@@ -73,3 +73,36 @@ func translateCrtList(t *testing.T, bind string) (string, []Warning, error) {
 	tr, err := Translate(cfg)
 	return tr.Caddyfile, tr.Warnings, err
 }
+
+// countedFiles is mapFiles that counts the reads of each file.
+type countedFiles struct {
+	mapFiles
+	reads map[string]int
+}
+
+func (f countedFiles) ReadFile(name string) ([]byte, error) {
+	f.reads[name]++
+	return f.mapFiles.ReadFile(name)
+}
+
+// A crt-list that names one certificate with SNI filters on each of its
+// lines reads that certificate once: read for each line, a list of a MiB
+// naming a certificate of a MiB took minutes to adapt.
+func TestCrtListReadsEachCertificateOnce(t *testing.T) {
+	files := countedFiles{mapFiles{
+		"/certs/a.pem": string(selfSigned(t, "", []string{"a.example"}, nil)),
+		"/etc/a.list":  strings.Repeat("/certs/a.pem a.example\n", 1000),
+	}, map[string]int{}}
+	cfg, err := Parse(strings.NewReader("defaults\n\tmode http\nfrontend f\n\tbind :443 ssl crt-list /etc/a.list\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"), "k.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = files
+	if _, err := Translate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Once for the filters, once for the default certificate's name.
+	if n := files.reads["/certs/a.pem"]; n > 2 {
+		t.Errorf("/certs/a.pem read %d times, want at most 2", n)
+	}
+}

@@ -106,7 +106,7 @@ func defaultCertName(files Files, path string) (string, error) {
 
 // leafCertificate is the first certificate of the PEM file at path.
 func leafCertificate(files Files, path string) (*x509.Certificate, error) {
-	data, err := files.ReadFile(path)
+	data, err := readBounded(files, path, maxCertificate)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import "strings"
 // first value no token carries.
 func emit(m *model) *caddyfile {
 	c := &caddyfile{}
-	c.line("# Written by caddy ha migrate from the HAProxy configuration %s: each of", m.cfg.file())
+	c.remark("Written by caddy ha migrate from the HAProxy configuration %s: each of", m.cfg.file())
 	c.line("# its lines is kept as a comment above what it became.")
 	writeDirectives(c, m.cfg.directives)
 	writeBeyond(c, m.beyond())
@@ -60,7 +60,7 @@ func writeDirectives(c *caddyfile, ds []directive) {
 func writeBeyond(c *caddyfile, b Beyond) {
 	if at := b.SessionTicketsOff; at != nil {
 		c.line("# Not in this Caddyfile, which cannot say it: caddy adapt --adapter haproxy of the HAProxy file turns TLS session")
-		c.line("# tickets off in its JSON (apps.tls.session_tickets.disabled), as line %d's no-tls-tickets asks; this Caddyfile adapted", at.Line)
+		c.remark("tickets off in its JSON (apps.tls.session_tickets.disabled), as line %d's no-tls-tickets asks; this Caddyfile adapted", at.Line)
 		c.line("# by itself leaves them on.")
 	}
 }

@@ -12,7 +12,7 @@ func (a answer) write(c *caddyfile, matcher string) {
 	case respondAnswer:
 		// hdr adds (HAProxy's answer takes each, a name twice too).
 		for _, h := range a.headers {
-			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v, asWritten))
+			c.line("header%s +%s %s", matcher, c.name(h.name), c.composed(h.v))
 		}
 		if a.body.raw == "" {
 			c.line("respond%s %s", matcher, a.status)
@@ -21,16 +21,14 @@ func (a answer) write(c *caddyfile, matcher string) {
 		if a.ctype != "" { // else an errorfile's own headers have it
 			c.line("header%s Content-Type %s", matcher, c.literal(a.ctype))
 		}
-		c.line("respond%s %s %s", matcher, c.composed(a.body, asWritten), a.status)
+		c.line("respond%s %s %s", matcher, c.composed(a.body), a.status)
 	case redirAnswer:
 		if a.setCookie != "" {
 			c.line("header%s +Set-Cookie %s", matcher, c.literal(a.setCookie))
 		}
-		tail := "{" + a.tail + "}"
-		target := func(lit string) string { return redirectTargets[a.redirect](lit, tail) }
-		c.line("redir%s %s %s", matcher, c.composed(a.target, target), a.status)
+		c.line("redir%s %s %s", matcher, c.composed(redirectTargets[a.redirect](a.target, a.tail)), a.status)
 	case authAnswer:
-		c.line("# HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", c.plain(a.userlist.section.Name))
+		c.remark("HAProxy's http-request auth: 401 with WWW-Authenticate to a request without an account of userlist %s", a.userlist.section.Name)
 		c.comment(a.userlist.section.line(), "")
 		for _, n := range a.userlist.notes {
 			c.note(n)
@@ -69,7 +67,7 @@ func (z rateZone) writeKey(c *caddyfile) {
 		if tr.cond != nil {
 			c.comment(tr.line, "")
 			c.open("match")
-			c.line("expression `%s`", tr.when.expression(c))
+			c.line("expression %s", c.expression(tr.when.expression(c)))
 			c.close()
 		}
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
@@ -85,7 +83,7 @@ func (z rateZone) writeKey(c *caddyfile) {
 	}
 	c.comment(tr.line, "")
 	c.open("match")
-	c.line("expression `%s`", has)
+	c.line("expression %s", c.expression(has))
 	c.close()
 	c.line("key %s", key)
 }

@@ -129,7 +129,7 @@ func (be *backend) writeRequestSide(c *caddyfile, fe *frontend) bool {
 	for _, name := range lacking {
 		// header_up sends the request's (its value "" where it lacks
 		// one); HAProxy sends none: the name of a deletion then.
-		c.line("# the rules may leave the request without %s: then none reaches the server (header_up deletes the name this var holds)", name)
+		c.remark("the rules may leave the request without %s: then none reaches the server (header_up deletes the name this var holds)", name)
 		c.line("@lacks_%s header !%s", name, name)
 		c.line("vars @lacks_%s %s %s", name, lacksVar(name), name)
 	}
@@ -262,7 +262,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 	case u.header == "":
 		c.line("# no option forwardfor: reverse_proxy's X-Forwarded-* are not sent")
 	case !strings.EqualFold(u.header, "X-Forwarded-For"):
-		c.line("# option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", u.header)
+		c.remark("option forwardfor header %s: the client's address in it, after any the client sent; reverse_proxy's X-Forwarded-* are not sent", u.header)
 	case plain:
 		c.line("# option forwardfor: the client's address after any X-Forwarded-For the client sent, as HAProxy adds it (reverse_proxy trusting every peer's chain)")
 		c.line("trusted_proxies 0.0.0.0/0 ::/0")
@@ -293,7 +293,7 @@ func (be *backend) writeHeadersUp(c *caddyfile, fe *frontend) {
 		c.line("header_up +%s {remote_host}", c.name(u.header))
 	}
 	if h := fe.uniqueID.sentHeader(); h != "" {
-		c.line("# unique-id-header %s: Caddy's ID of the request (see the site)", c.name(h))
+		c.remark("unique-id-header %s: Caddy's ID of the request (see the site)", h)
 		c.line("header_up +%s {http.request.uuid}", c.name(h))
 	}
 	if be.tls.ssl {
@@ -330,7 +330,7 @@ func (be *backend) writeTransport(c *caddyfile) {
 		c.line("keepalive %s", be.keepAlive)
 	}
 	if be.tls.maxConn != "" {
-		c.line("# maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", be.tls.maxConn)
+		c.remark("maxconn: at most %s requests at once to each server, one per connection; the next waits for a free one", be.tls.maxConn)
 		c.line("# of the server the policy picked, until the client leaves (HAProxy: any server with room, else 503 after timeout queue)")
 		c.line("max_conns_per_host %s", be.tls.maxConn)
 	}
@@ -589,7 +589,7 @@ func (be *backend) writeChecked(c *caddyfile, addrs []string) {
 // system's resolver), again every hold valid.
 func (be *backend) writeResolve(c *caddyfile, addrs []string) {
 	res := be.resolving.resolvers
-	c.line("# server names resolved at run time, as HAProxy's resolvers %s does: each address found is a server, up to the count", c.plain(res.section.Name))
+	c.remark("server names resolved at run time, as HAProxy's resolvers %s does: each address found is a server, up to the count", res.section.Name)
 	for i, s := range be.servers {
 		c.line("resolve %s %d", addrs[i], max(s.slots, 1))
 	}

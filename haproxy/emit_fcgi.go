@@ -92,7 +92,7 @@ func (be *backend) writeFcgiLine(c *caddyfile, l Line) {
 		c.comment(l, "")
 		for _, p := range a.params {
 			if p.line.Pos == l.Pos {
-				c.line("env %s %s", c.name(p.name), c.composed(p.value, func(s string) string { return s }))
+				c.line("env %s %s", c.name(p.name), c.composed(p.value))
 			}
 		}
 	}

@@ -40,7 +40,7 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 		return ""
 	}
 	name := "@" + prefix + strconv.Itoa(h.line.Pos.Line)
-	c.line("%s expression `%s`", name, h.when.expression(c))
+	c.line("%s expression %s", name, c.expression(h.when.expression(c)))
 	return " " + name
 }
 
@@ -51,11 +51,11 @@ func (h headerRule) operation(c *caddyfile) string {
 	case "del-header":
 		return "-" + c.name(h.name)
 	case "set-header":
-		return c.name(h.name) + " " + c.composed(h.v, asWritten)
+		return c.name(h.name) + " " + c.composed(h.v)
 	case "replace-header":
 		return c.name(h.name) + " " + c.plain(h.find) + " " + c.literal(h.replace)
 	}
-	return "+" + c.name(h.name) + " " + c.composed(h.v, asWritten)
+	return "+" + c.name(h.name) + " " + c.composed(h.v)
 }
 
 // writeOp writes the rule as directive ("": a line of a header block),
@@ -66,9 +66,6 @@ func (h headerRule) writeOp(c *caddyfile, directive string) {
 	}
 	c.line("%s%s", directive, h.operation(c))
 }
-
-// asWritten composes a value of nothing but itself.
-func asWritten(v string) string { return v }
 
 // writeServers writes the servers option of each listener of the
 // frontend; global is the global section's maxconn, nil if none.
@@ -130,7 +127,7 @@ func (fe *frontend) writeSite(c *caddyfile) {
 	// A Caddy server is HTTP or HTTPS: a site for the binds without ssl,
 	// one for those with, each importing what the frontend does.
 	snippet := "haproxy_" + fe.section.Kind + "_" + fe.section.Name
-	c.line("# binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
+	c.remark("binds with and without ssl: a site for each (a Caddy server is HTTP or HTTPS), both importing (%s)", snippet)
 	c.open("(%s)", snippet)
 	fe.writeSiteBody(c, false)
 	c.close()
@@ -245,7 +242,7 @@ func (fe *frontend) writeTLS(c *caddyfile) {
 		c.note(n)
 	}
 	if len(certs.files) > 1 {
-		c.line("# %d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(certs.files))
+		c.remark("%d crt files: each a tls directive; Caddy picks the certificate by the client's SNI, as HAProxy does", len(certs.files))
 	}
 	if len(certs.dirs) > 0 {
 		// Every PEM bundle (certificate and key) in the directories.
@@ -327,7 +324,7 @@ func writeNotedCondition(c *caddyfile, n note, cond *Condition, when matcher, ki
 		return ""
 	}
 	name := "@" + kind + "_" + strconv.Itoa(n.line.Pos.Line)
-	c.line("%s expression `%s`", name, when.expression(c))
+	c.line("%s expression %s", name, c.expression(when.expression(c)))
 	return " " + name
 }
 
@@ -343,7 +340,7 @@ func (fe *frontend) writeRules(c *caddyfile) {
 		}
 		c.comment(r.line, r.note)
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("@%s expression `%s`", name, r.when.expression(c))
+		c.line("@%s expression %s", name, c.expression(r.when.expression(c)))
 		c.open("handle @%s", name)
 		r.backend.write(c, fe)
 		c.close()
@@ -411,7 +408,7 @@ func writeFormatMap(c *caddyfile, name string) {
 		return
 	}
 	m, _ := formatMapOf(name)
-	c.line("# {%s}, for the log-format samples of the rules below", name)
+	c.remark("{%s}, for the log-format samples of the rules below", name)
 	c.open("map %s {%s}", m.source, name)
 	for _, io := range m.cases {
 		c.line("%s %s", io[0], io[1])
@@ -482,15 +479,14 @@ func (p *statsPage) write(c *caddyfile) {
 		c.note(n)
 	}
 	if !slices.ContainsFunc(p.lines, func(n note) bool { return arg(n.line, 1) == "uri" }) {
-		c.line("# HAProxy's default stats uri: %s", defaultStatsURI)
+		c.remark("HAProxy's default stats uri: %s", defaultStatsURI)
 	}
 	if p.refresh == "off" {
 		c.line("# no stats refresh: the page does not reload itself, as in HAProxy")
 	}
 	// HAProxy tests the uri as a prefix of the path and query as sent
 	// (Caddy's {http.request.uri}), for GET, HEAD and POST only.
-	c.line("%s expression `{http.request.uri}.startsWith(%s) && ({http.request.method} == \"GET\" || {http.request.method} == \"HEAD\" || {http.request.method} == \"POST\")`",
-		p.matcher(), strconv.Quote(p.uri))
+	c.line("%s expression %s", p.matcher(), c.expression("{http.request.uri}.startsWith("+c.celOf(c.at, p.uri)+`) && ({http.request.method} == "GET" || {http.request.method} == "HEAD" || {http.request.method} == "POST")`))
 	c.open("handle %s", p.matcher())
 	if len(p.users) > 0 {
 		c.open("basic_auth bcrypt %s", c.plain(p.realm))
@@ -588,7 +584,7 @@ func writeLogSkips(c *caddyfile, skips []logSkip) {
 			continue
 		}
 		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
-		c.line("%s expression `%s`", name, s.when.expression(c))
+		c.line("%s expression %s", name, c.expression(s.when.expression(c)))
 		c.line("log_skip %s", name)
 	}
 }
@@ -620,7 +616,7 @@ func (fe *frontend) writeOwnLoggers(c *caddyfile) {
 	}
 	if pl.logsGlobal(fe.global) {
 		first := fe.global.loggers[0]
-		c.line("# log global: the access log of %s %s to the global section's first log line (line %d) too, which as Caddy's default logger gets none of a site's own logger's entries", fe.section.Kind, c.plain(fe.section.Name), first.line.Pos.Line)
+		c.remark("log global: the access log of %s %s to the global section's first log line (line %d) too, which as Caddy's default logger gets none of a site's own logger's entries", fe.section.Kind, fe.section.Name, first.line.Pos.Line)
 		first.writeLogger(c, name+"_global", tag, name)
 	}
 }
@@ -628,7 +624,7 @@ func (fe *frontend) writeOwnLoggers(c *caddyfile) {
 // writeOwnPage writes HAProxy's own page for status as the site's
 // handle_errors: what HAProxy sends without an errorfile.
 func writeOwnPage(c *caddyfile, status string, after []headerRule) {
-	c.line("# HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
+	c.remark("HAProxy's own page for %s (no errorfile), as HAProxy sends it", status)
 	c.open("handle_errors %s", status)
 	writeNoServerHeader(c)
 	writeAfterResponse(c, after)
@@ -689,7 +685,7 @@ func (fe *frontend) writeConnectionRules(c *caddyfile) {
 		}
 		c.note(note{line: r.line, what: connectionNote, approximated: true})
 		name := "@connection_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("%s expression `%s`", name, strings.Join(append([]string{parenthesized(e)}, accepted...), " && "))
+		c.line("%s expression %s", name, c.expression(strings.Join(append([]string{parenthesized(e)}, accepted...), " && ")))
 		c.line("abort %s", name)
 	}
 }
@@ -707,7 +703,7 @@ func (fe *frontend) writeMonitor(c *caddyfile) {
 	}
 	c.comment(*l, "HAProxy's own answer, before every rule")
 	uri := "{http.request.uri} == " + c.celOf(*l, l.Words[1])
-	c.line("@monitor_uri expression `%s`", uri)
+	c.line("@monitor_uri expression %s", c.expression(uri))
 	if len(fe.monitorFails) > 0 {
 		fails := make([]string, len(fe.monitorFails))
 		for i, f := range fe.monitorFails {
@@ -717,7 +713,7 @@ func (fe *frontend) writeMonitor(c *caddyfile) {
 			c.comment(f.line, "")
 			fails[i] = f.when.expression(c)
 		}
-		c.line("@monitor_fail expression `%s && %s`", uri, parenthesized(join(fails, " || ")))
+		c.line("@monitor_fail expression %s", c.expression(uri+" && "+parenthesized(join(fails, " || "))))
 		c.line("error @monitor_fail 503")
 	}
 	c.line("header @monitor_uri Content-Type text/html")

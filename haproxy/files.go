@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 )
@@ -29,6 +30,33 @@ func (c *Config) files() Files {
 		return osFiles{}
 	}
 	return c.Files
+}
+
+// The bounds of the files a configuration names, each read whole when
+// adapting.
+const (
+	maxErrorFile   = 64 << 10 // an errorfile, a return's file (HAProxy's own bound is its buffer size)
+	maxCrtList     = 1 << 20  // a crt-list: a line per certificate
+	maxCertificate = 1 << 20  // a PEM file: a certificate, its chain and key
+	maxPatternFile = 64 << 20 // an ACL's pattern file: a value per line, up to maxPatterns
+)
+
+// readBounded reads the file at path whole: a regular file of at most max
+// bytes, never a device or a FIFO, which could read forever (/dev/zero
+// until memory runs out) or block.
+func readBounded(files Files, path string, max int64) ([]byte, error) {
+	info, err := files.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() || info.Size() > max {
+		unit, n := "KiB", max>>10
+		if max >= 1<<20 {
+			unit, n = "MiB", max>>20
+		}
+		return nil, fmt.Errorf("%s is not a regular file of at most %d %s", path, n, unit)
+	}
+	return files.ReadFile(path)
 }
 
 // isDir reports whether path is a directory in files.

@@ -2,7 +2,9 @@ package haproxy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -140,5 +142,81 @@ func TestACLPatternFiles(t *testing.T) {
 	delete(cfg.Files.(mapFiles), "/etc/haproxy/more.lst")
 	if _, err = caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "p.cfg:6: acl api: -f /etc/haproxy/more.lst:") {
 		t.Errorf("a missing pattern file: %v, want a refusal at p.cfg:6", err)
+	}
+}
+
+// A file the configuration names is read only as a regular file of a
+// bounded size: a device (/dev/zero, which reads forever, ran the adapter
+// out of memory through an ACL's -f, a crt and a crt-list's certificate)
+// is refused at the line that names it, for every reader of the seam (a
+// default certificate that cannot be read is a note: Caddy reads it when
+// it starts).
+func TestFilesAreRegularAndBounded(t *testing.T) {
+	if info, err := (osFiles{}).Stat("/dev/zero"); err != nil || info.Mode().IsRegular() {
+		t.Skipf("no /dev/zero here: %v", err)
+	}
+	list := t.TempDir() + "/zero.list"
+	if err := os.WriteFile(list, []byte("/dev/zero zero.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const head = "defaults\n\tmode http\nfrontend f\n"
+	const tail = "\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct{ text, want string }{
+		{head + "\tbind :80\n\tacl bad src -f /dev/zero\n\thttp-request deny if bad\n" + tail, "b.cfg:5: acl bad: -f /dev/zero: /dev/zero is not a regular file of at most 64 MiB"},
+		{head + "\tbind :443 ssl crt /dev/zero\n" + tail, "(HAProxy's default certificate is its first crt, /dev/zero, which cannot be read here (/dev/zero is not a regular file of at most 1 MiB)"},
+		{head + "\tbind :443 ssl crt-list " + list + "\n" + tail, "b.cfg:4: bind :443: crt-list " + list + " line 1: /dev/zero with SNI filters: its names cannot be read to compare them with the filters (/dev/zero is not a regular file of at most 1 MiB)"},
+		{head + "\tbind :443 ssl crt-list /dev/zero\n" + tail, "b.cfg:4: bind :443: crt-list /dev/zero: /dev/zero is not a regular file of at most 1 MiB"},
+		{head + "\tbind :80\n\terrorfile 503 /dev/zero\n" + tail, "b.cfg:5: errorfile 503: /dev/zero is not a regular file of at most 64 KiB"},
+	} {
+		got, err := translateText(t, tt.text)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("%q: want %q in\n%s", tt.text, tt.want, got)
+		}
+	}
+}
+
+// A 1.x reqadd's or rspadd's value is sent as written: HAProxy 1.x read
+// no log-format in it, so a %[sample] or %ci is text (add-header, which
+// replaced it, reads it as a log-format: the client's address went out
+// where 1.x sent "%[src]").
+func TestLegacyHeaderAddIsText(t *testing.T) {
+	for rules, want := range map[string]string{
+		"\treqadd X-A:\\ %[src]\n\trspadd X-B:\\ %ci%%\n": "request_header +X-A %[src]; header_down +X-B %ci%%",
+		"\treqadd X-A:\\ 100%\n":                          "request_header +X-A 100%",
+	} {
+		out, err := translateText(t, "defaults\n\tmode http\nfrontend f\n\tbind :80\n"+rules+"\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n")
+		for _, w := range strings.Split(want, "; ") {
+			if err != nil || !strings.Contains(out, w) {
+				t.Errorf("%q: %v, the translation lacks %s:\n%s", rules, err, w, out)
+			}
+		}
+	}
+}
+
+// An ACL whose patterns make a CEL expression longer than Caddy's
+// expression matcher compiles (100,000 code points, its placeholders
+// expanded) is refused at the rule that tests it: it adapted, and Caddy
+// then refused to load the configuration.
+func TestACLPatternsPastCELsSize(t *testing.T) {
+	var list strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&list, "10.%d.%d.%d\n", i>>16&255, i>>8&255, i&255)
+	}
+	const text = "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl bad src -f /etc/haproxy/bad.lst\n\thttp-request deny if bad\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	cfg, err := Parse(strings.NewReader(text), "p.cfg", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Files = mapFiles{"/etc/haproxy/bad.lst": list.String()}
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "p.cfg:6: http-request deny: its condition is a CEL expression of ") {
+		t.Errorf("20,000 addresses: %v, want a refusal at p.cfg:6", err)
+	}
+	few := strings.Join(strings.SplitAfter(list.String(), "\n")[:1500], "")
+	cfg.Files = mapFiles{"/etc/haproxy/bad.lst": few}
+	if _, err := caddyfileOf(cfg); err != nil {
+		t.Errorf("1,500 addresses: %v", err)
 	}
 }

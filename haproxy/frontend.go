@@ -642,7 +642,7 @@ func replaceHeader(l Line, args []string) (headerRule, error) {
 		return h, err
 	}
 	var err error
-	h.replace, err = expandTemplate(args[2], l, headerValueByte, 1)
+	h.replace, err = expandTemplate(args[2], l, headerValueByte, 1, groupsOf(args[1]))
 	return h, err
 }
 

@@ -192,7 +192,9 @@ func (g *global) read(l Line) error {
 		if k != nil && k.status == refused && k.doc != "" {
 			return refuse(l, "%s", k.doc)
 		}
-		return errAt(l.Pos, "global %s is not translated yet", l.Words[0])
+		// As written: not the 2.x keyword a 1.x one is read as, nor a
+		// value of the environment.
+		return refuse(l, "not translated yet in the global section")
 	}
 	if k.status == ignored {
 		g.note(l, "ignored: "+k.doc)

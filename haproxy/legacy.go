@@ -126,10 +126,11 @@ func modernizedHeader(l Line) (Line, string) {
 	w := l.Words
 	if rule, ok := legacyHeaderAdds[w[0]]; ok && len(w) == 2 {
 		// reqadd "<name>: <value>" (its space escaped), a whole header
-		// line.
+		// line, its value taken as written: a % in it is text, which
+		// add-header's log-format writes %%.
 		name, value, found := strings.Cut(w[1], ":")
 		if found && name != "" && !strings.ContainsAny(name, " \t") {
-			l.Words = []string{rule, "add-header", name, strings.TrimLeft(value, " \t")}
+			l.Words = []string{rule, "add-header", name, strings.ReplaceAll(strings.TrimLeft(value, " \t"), "%", "%%")}
 			return l, "read as " + rule + " add-header " + name + ", which replaced " + w[0] + " (removed in HAProxy 2.1)"
 		}
 	}

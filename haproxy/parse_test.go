@@ -190,3 +190,30 @@ func TestParseFileEnvironment(t *testing.T) {
 		t.Fatalf("%v %+v", err, cfg)
 	}
 }
+
+// A section's name holds what HAProxy 2.6 lets it hold (letters, digits,
+// '.', '_', ':' and '-'), else it is refused as HAProxy refuses it: the
+// translation writes names into snippets', loggers' and comments' text,
+// where a resolvers' or a userlist's name with a newline wrote the rest
+// of it as a Caddyfile directive (respond, for every request). A
+// defaults', a cache's and a program's name HAProxy takes as they are:
+// they reach comments alone.
+func TestSectionNamesAsHAProxyTakesThem(t *testing.T) {
+	for _, tt := range []struct{ text, want string }{
+		{"resolvers \"dns\\nrespond 299 #\"\n\tnameserver a 127.0.0.11:53\n", "n.cfg:1: resolvers \"dns\\nrespond 299 #\": character '\\n' is not permitted in a resolvers name (HAProxy refuses it too)"},
+		{"userlist \"u\\nrespond 299 #\"\n\tuser a insecure-password x\n", "n.cfg:1: userlist \"u\\nrespond 299 #\": character '\\n' is not permitted"},
+		{"frontend \"f x\"\n\tbind :80\n", "n.cfg:1: frontend \"f x\": character ' ' is not permitted"},
+		{"backend b{x}\n", "n.cfg:1: backend \"b{x}\": character '{' is not permitted"},
+		{"defaults 'd {$x}'\n\tmode http\ncache \"c x\"\n\ttotal-max-size 4\nfrontend f.1:a_b-c\n\tbind :80\n", ""},
+	} {
+		_, err := Parse(strings.NewReader(tt.text), "n.cfg", lookup)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%q: %v, want %q", tt.text, err, tt.want)
+		}
+	}
+	// A defaults' name, written in a comment, stays in it.
+	out, err := translateText(t, "defaults \"d\\n}\\nrespond 299\\n{\\$HOME}\"\n\tmode http\nfrontend f\n\tbind :80\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n")
+	if err != nil || strings.Contains(out, "\nrespond") || strings.Contains(out, "{$HOME}") {
+		t.Errorf("a defaults' name: %v\n%s", err, out)
+	}
+}

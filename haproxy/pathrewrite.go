@@ -3,7 +3,6 @@ package haproxy
 import (
 	"cmp"
 	"maps"
-	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strconv"
@@ -121,7 +120,7 @@ func replacePath(l Line, expr, format string) (pathRewrite, error) {
 		}
 	}
 	var err error
-	r.replace, err = expandTemplate(format, l, pathByte, 1)
+	r.replace, err = expandTemplate(format, l, pathByte, 1, groupsOf(expr))
 	return r, err
 }
 
@@ -220,8 +219,8 @@ func setPath(l Line, format string) (pathRewrite, error) {
 	case s.fetch == "" && fetch == "url":
 		return setURIText(l, format)
 	case s.fetch == "":
-		// \0 the whole path, as in a replace-path
-		replace, err := expandTemplate(format, l, pathByte, 1)
+		// text alone: a backslash is text, as HAProxy sends it
+		replace, err := expandTemplate(format, l, pathByte, 1, -1)
 		return pathRewrite{find: "^(.*)$", replace: replace}, err
 	case s.fetch != fetch:
 		return pathRewrite{}, refuse(l, "%s: only %%[%s] and %%[%s,regsub(…)] are translated in %s", format, fetch, fetch, arg(l, 1))
@@ -244,7 +243,7 @@ func textAround(l Line, s pathFormat) (pathRewrite, error) {
 			return pathRewrite{}, refuse(l, "%s: only text and one %%[path] are translated here", text)
 		}
 		var err error
-		if replace[i], err = expandTemplate(text, l, pathByte, 1); err != nil {
+		if replace[i], err = expandTemplate(text, l, pathByte, 1, -1); err != nil {
 			return pathRewrite{}, err
 		}
 	}
@@ -366,11 +365,11 @@ func (r regsub) rewrite(l Line, ofURI bool) (pathRewrite, error) {
 	p.approx = strings.Join(notes, "; ")
 	if global {
 		p.find = "(" + expr + ")"
-		p.replace, err = expandTemplate(r.subst, l, pathByte, 1)
+		p.replace, err = expandTemplate(r.subst, l, pathByte, 1, groupsOf(r.expr))
 		return p, err
 	}
-	subst, err := expandTemplate(r.subst, l, pathByte, 2)
-	rest := regexp.MustCompile(r.expr).NumSubexp() + 3
+	subst, err := expandTemplate(r.subst, l, pathByte, 2, groupsOf(r.expr))
+	rest := groupsOf(r.expr) + 3
 	p.replace = "${1}" + subst + "${" + strconv.Itoa(rest) + "}"
 	return p, err
 }

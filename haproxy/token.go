@@ -78,9 +78,8 @@ func literalToken(v string, envs []envUse) (string, error) {
 
 // formatToken is f, a log-format read into literal text and Caddy's
 // placeholders, as one token: each text escaped as a literal (the values
-// of envs in it as {$NAME}), each placeholder as Caddy's, the whole made
-// into a value by compose (a redirect's target: before {uri}, say).
-func formatToken(f logFormat, envs []envUse, compose func(string) string) (string, error) {
+// of envs in it as {$NAME}), each placeholder as Caddy's.
+func formatToken(f logFormat, envs []envUse) (string, error) {
 	var b strings.Builder
 	for _, p := range f.parts {
 		if p.placeholder != "" {
@@ -99,7 +98,7 @@ func formatToken(f logFormat, envs []envUse, compose func(string) string) (strin
 		}
 		b.WriteString(s)
 	}
-	return quoteToken(compose(b.String()))
+	return quoteToken(b.String())
 }
 
 // plainToken is v, a value Caddy takes as written or whose handling of

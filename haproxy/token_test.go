@@ -192,8 +192,13 @@ func FuzzFormatToken(f *testing.F) {
 			parts = append(parts, formatPart{placeholder: name}, formatPart{text: after})
 			want.WriteString(value + after)
 		}
-		tok, err := formatToken(logFormat{parts: parts}, nil, asWritten)
+		tok, err := formatToken(logFormat{parts: parts}, nil)
 		if errors.Is(err, errBackslashSample) && (strings.HasSuffix(before, `\`) || strings.HasSuffix(after, `\`)) {
+			return
+		}
+		// Each text is checked on its own: two halves of a character
+		// are no UTF-8 each, though they join into one.
+		if errors.Is(err, errNotUTF8) && (!utf8.ValidString(before) || !utf8.ValidString(after)) {
 			return
 		}
 		if err != nil {

@@ -98,7 +98,7 @@ func TestTranslateRefuses(t *testing.T) {
 		}
 	}
 	cfg, _ := Parse(strings.NewReader("global\n\tdaemon\n\ttune.maxrewrite 1024\n"), "g.cfg", lookup)
-	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: global tune.maxrewrite is not translated yet") {
+	if _, err := caddyfileOf(cfg); err == nil || !strings.Contains(err.Error(), "g.cfg:3: tune.maxrewrite 1024: not translated yet in the global section") {
 		t.Errorf("global: %v", err)
 	}
 }
@@ -127,10 +127,10 @@ func TestTranslateRefusesRules(t *testing.T) {
 	for _, tt := range []struct{ from, to, want string }{
 		{"acl health path /health", "acl health base /health", "a.cfg:13: acl health: ACL fetch base is not translated yet"},
 		{"acl health path /health", "acl health path -m len 5", "a.cfg:13: acl health: ACL match method len is not translated"},
-		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: -f /etc/haproxy/paths.lst: open /etc/haproxy/paths.lst: no such file or directory (HAProxy refuses a pattern file it cannot read too)"},
+		{"acl health path /health", "acl health path -f /etc/haproxy/paths.lst", "a.cfg:13: acl health: -f /etc/haproxy/paths.lst: stat /etc/haproxy/paths.lst: no such file or directory (HAProxy refuses a pattern file it cannot read too)"},
 		{"acl health path /health", "acl health req.hdr(X-Key) -m found yes", "a.cfg:13: acl health: -m found takes no value"},
 		{"acl health path /health", "acl health hdr(X-Key,2) x", "a.cfg:13: acl health: ACL fetch hdr(X-Key,2) is not translated yet"},
-		{"acl health path /health", "acl health hdr_reg(host) (a", "a.cfg:13: acl health: hdr_reg(host) (a: not a regular expression RE2 reads"},
+		{"acl health path /health", "acl health hdr_reg(host) (a", "a.cfg:13: acl health: (a: not a regular expression Go's RE2 reads"},
 		{"if health", "if healthy", "a.cfg:16: http-request return: ACL healthy is not defined before this line"},
 		{"deny_status 429", "deny_status 99", "a.cfg:15: http-request deny: status 99"},
 		{"code 301", "code 305", "a.cfg:18: http-request redirect: code 305"},

@@ -35,7 +35,7 @@ func TestGlobalTuning(t *testing.T) {
 
 // dst_port, the port the connection came in on, is Caddy's
 // {http.request.local.port} compared as a number: a port, a range, an
-// operator and a number.
+// operator and a number, each number as CEL reads it.
 func TestDstPort(t *testing.T) {
 	fe := "defaults\n\tmode http\nfrontend f\n\tbind :9000\n\tbind :9001\n\tacl console %s\n\tuse_backend c if console\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\nbackend c\n\tserver s 10.0.0.2:80\n"
 	for _, tt := range []struct{ acl, want, has string }{
@@ -46,6 +46,32 @@ func TestDstPort(t *testing.T) {
 		{"dst_port -i 9001", "k.cfg:6: acl console: dst_port takes no -i", ""},
 		{"dst_port http", "k.cfg:6: acl console: dst_port http: want a whole number", ""},
 		{"dst_port :", "k.cfg:6: acl console: dst_port :: want a whole number", ""},
+		// Written as CEL reads them: no '+' (a syntax error when Caddy
+		// compiles the expression), no overflow past CEL's int range.
+		{"dst_port +9001 0443:", "", "({http.request.local.port} == 9001 || {http.request.local.port} >= 443)"},
+		{"dst_port gt 9223372036854775807", "k.cfg:6: acl console: dst_port gt 9223372036854775807: want a whole number", ""},
+		{"dst_port lt -9223372036854775808", "k.cfg:6: acl console: dst_port lt -9223372036854775808: want a whole number", ""},
+	} {
+		text := fmt.Sprintf(fe, tt.acl)
+		out, err := translateK(t, text)
+		var has []string
+		if tt.has != "" {
+			has = []string{tt.has}
+		}
+		checkOutcome(t, text, out, err, tt.want, has...)
+	}
+}
+
+// An ACL's values compare as HAProxy's do: -i folds ASCII letters alone,
+// as strncasecmp (and CEL's lowerAscii() of the subject) do, so a value
+// with Ä keeps it, and the Kelvin sign is no k; a regular expression that
+// PCRE reads otherwise than RE2 (\v: any vertical space, a vertical tab
+// in RE2) is refused, as in every other place an expression is read.
+func TestACLValuesAsHAProxyCompares(t *testing.T) {
+	fe := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tacl a %s\n\thttp-request deny if a\n\tdefault_backend b\nbackend b\n\tserver s 10.0.0.1:80\n"
+	for _, tt := range []struct{ acl, want, has string }{
+		{"hdr_beg(host) -i WWW.Ä.EXAMPLE \u212a", "", `({http.request.hostport}.lowerAscii().startsWith("www.Ä.example") || {http.request.hostport}.lowerAscii().startsWith("` + "\u212a" + `"))`},
+		{`path_reg ^/a\v`, `k.cfg:5: acl a: ^/a\v: \v reads otherwise in PCRE (HAProxy's) than in Go's RE2`, ""},
 	} {
 		text := fmt.Sprintf(fe, tt.acl)
 		out, err := translateK(t, text)
