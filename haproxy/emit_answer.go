@@ -67,7 +67,7 @@ func (z rateZone) writeKey(c *caddyfile) {
 		if tr.cond != nil {
 			c.comment(tr.line, "")
 			c.open("match")
-			c.line("expression %s", c.expression(tr.when.expression(c)))
+			writeMatcher(c, "", tr.when)
 			c.close()
 		}
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer

@@ -40,7 +40,7 @@ func (h headerRule) head(c *caddyfile, prefix string) string {
 		return ""
 	}
 	name := "@" + prefix + strconv.Itoa(h.line.Pos.Line)
-	c.line("%s expression %s", name, c.expression(h.when.expression(c)))
+	writeMatcher(c, name, h.when)
 	return " " + name
 }
 
@@ -324,7 +324,7 @@ func writeNotedCondition(c *caddyfile, n note, cond *Condition, when matcher, ki
 		return ""
 	}
 	name := "@" + kind + "_" + strconv.Itoa(n.line.Pos.Line)
-	c.line("%s expression %s", name, c.expression(when.expression(c)))
+	writeMatcher(c, name, when)
 	return " " + name
 }
 
@@ -340,7 +340,7 @@ func (fe *frontend) writeRules(c *caddyfile) {
 		}
 		c.comment(r.line, r.note)
 		name := "use_backend_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("@%s expression %s", name, c.expression(r.when.expression(c)))
+		writeMatcher(c, "@"+name, r.when)
 		c.open("handle @%s", name)
 		r.backend.write(c, fe)
 		c.close()
@@ -584,7 +584,7 @@ func writeLogSkips(c *caddyfile, skips []logSkip) {
 			continue
 		}
 		name := "@log_skip_" + strconv.Itoa(s.line.Pos.Line)
-		c.line("%s expression %s", name, c.expression(s.when.expression(c)))
+		writeMatcher(c, name, s.when)
 		c.line("log_skip %s", name)
 	}
 }

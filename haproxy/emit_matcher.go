@@ -35,6 +35,41 @@ func (m matcher) expression(c *caddyfile) string {
 	return e
 }
 
+// writeMatcher writes m as the named matcher name (inside a match
+// block: name ""): Caddy's remote_ip matcher where m tests the
+// connection's peer alone (a block list's thousands of addresses, past
+// the code points an expression compiles), else an expression.
+func writeMatcher(c *caddyfile, name string, m matcher) {
+	prefix := strings.TrimPrefix(name+" ", " ")
+	if ranges, not, ok := m.peerRanges(c); ok {
+		if not {
+			prefix += "not "
+		}
+		c.line("%sremote_ip %s", prefix, strings.Join(ranges, " "))
+		return
+	}
+	c.line("%sexpression %s", prefix, c.expression(m.expression(c)))
+}
+
+// peerRanges are the addresses and ranges of m's one term when it is src
+// ACLs alone, as remote_ip takes them, and whether m holds where the peer
+// is not among them; ok false for another condition.
+func (m matcher) peerRanges(c *caddyfile) (ranges []string, not, ok bool) {
+	if m.always || len(m.any) != 1 || len(m.any[0]) != 1 {
+		return nil, false, false
+	}
+	t := m.any[0][0]
+	for _, a := range t.alts {
+		if !a.src || a.never {
+			return nil, false, false
+		}
+		for _, v := range a.values {
+			ranges = append(ranges, c.plainOf(a.line, v))
+		}
+	}
+	return ranges, t.not != m.unless, len(ranges) > 0
+}
+
 // expression is the ACL's test as CEL: true if any value matches.
 func (a acl) expression(c *caddyfile) string {
 	switch {

@@ -27,8 +27,3 @@ func Config(lines, perLine int) string {
 	b.WriteString("    http-request deny if blocked\n    default_backend app\nbackend app\n    server a 127.0.0.1:9000\n")
 	return b.String()
 }
-
-// Refusal is what the adapter's refusal of such a list says: the whole
-// list read and written, its expression is past the 100,000 code points
-// Caddy's expression matcher compiles (from about 7,000 addresses).
-const Refusal = "Caddy's expression matcher compiles"
