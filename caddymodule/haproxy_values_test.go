@@ -113,28 +113,35 @@ func haproxyWord(v string) string {
 }
 
 // A block list of 20,000 addresses in one ACL is Caddy's remote_ip
-// matcher, which Caddy loads and which denies the listed peer alone: as
-// an expression it was past the 100,000 code points Caddy's expression
+// matcher, which Caddy loads and which denies (http-request deny) or
+// drops (tcp-request connection reject) the listed peer alone: as an
+// expression it was past the 100,000 code points Caddy's expression
 // matcher compiles (it adapted, then did not load; then it was refused).
 func TestHAProxyBlockListLoads(t *testing.T) {
 	app := startRecordingServer(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app") })
-	addr := loopback.FreeAddr()
-	cfg := strings.NewReplacer("127.0.0.1:8080", addr, "127.0.0.1:9000", app.addr,
-		"    http-request deny", "    acl blocked src 127.0.0.2\n    http-request deny").Replace(blocklist.Config(400, 50))
-	_, caddyfileText := runHAProxyConfig(t, cfg)
-	if !strings.Contains(caddyfileText, " remote_ip 10.0.0.0 10.0.0.1 ") {
-		t.Errorf("the block list is no remote_ip matcher:\n%.2000s", caddyfileText)
-	}
-	for from, want := range map[string]int{"127.0.0.1": http.StatusOK, "127.0.0.2": http.StatusForbidden} {
-		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
-		resp, err := client.Get("http://" + addr + "/")
-		if err != nil {
-			t.Fatal(err)
+	for _, rule := range []string{"http-request deny if blocked", "tcp-request connection reject if blocked"} {
+		addr := loopback.FreeAddr()
+		cfg := strings.NewReplacer("127.0.0.1:8080", addr, "127.0.0.1:9000", app.addr,
+			"    http-request deny if blocked", "    acl blocked src 127.0.0.2\n    "+rule).Replace(blocklist.Config(400, 50))
+		_, caddyfileText, _ := runHAProxyConfigWarned(t, cfg) // tcp-request connection's warning: Caddy reads a request first
+		if !strings.Contains(caddyfileText, " remote_ip 10.0.0.0 10.0.0.1 ") {
+			t.Errorf("%s: the block list is no remote_ip matcher:\n%.2000s", rule, caddyfileText)
 		}
-		resp.Body.Close()
-		if resp.StatusCode != want {
-			t.Errorf("from %s: %d, want %d", from, resp.StatusCode, want)
+		for _, from := range []string{"127.0.0.1", "127.0.0.2"} {
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+			client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+			status := 0
+			if resp, err := client.Get("http://" + addr + "/"); err == nil {
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+			want := map[string]int{"127.0.0.1": http.StatusOK, "127.0.0.2": http.StatusForbidden}[from]
+			if from == "127.0.0.2" && strings.HasPrefix(rule, "tcp-request") {
+				want = 0 // no answer: the connection closed
+			}
+			if status != want {
+				t.Errorf("%s: from %s: %d, want %d (0: no answer)", rule, from, status, want)
+			}
 		}
 	}
 }

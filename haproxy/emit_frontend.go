@@ -685,7 +685,11 @@ func (fe *frontend) writeConnectionRules(c *caddyfile) {
 		}
 		c.note(note{line: r.line, what: connectionNote, approximated: true})
 		name := "@connection_" + strconv.Itoa(r.line.Pos.Line)
-		c.line("%s expression %s", name, c.expression(strings.Join(append([]string{parenthesized(e)}, accepted...), " && ")))
+		if r.cond != nil && len(accepted) == 0 {
+			writeMatcher(c, name, r.when) // a block list's: remote_ip
+		} else {
+			c.line("%s expression %s", name, c.expression(strings.Join(append([]string{parenthesized(e)}, accepted...), " && ")))
+		}
 		c.line("abort %s", name)
 	}
 }
