@@ -305,26 +305,7 @@ func TestCheckedUpstreamsThroughCaddy(t *testing.T) {
 // that skips verification finds them up; a trust pool file that does not
 // exist, a handshake_timeout, fail at load time.
 func TestCheckedUpstreamsOverTLS(t *testing.T) {
-	ca, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _, err := ca.Issue("app.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	caFile, otherFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
-	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
-		if err := os.WriteFile(file, pem, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	serving := &tls.Config{Certificates: []tls.Certificate{cert}}
+	serving, caFile, otherFile := appInternalTLS(t)
 	a, b := newTLSCheckedBackend(t, "a", serving), newTLSCheckedBackend(t, "b", serving)
 	site := func(checkTLS string) string {
 		return fmt.Sprintf(`reverse_proxy {
@@ -371,7 +352,7 @@ func TestCheckedUpstreamsOverTLS(t *testing.T) {
 		t.Error("no check failure logged its certificate error")
 	}
 
-	missing := "tls\n\t\t\ttls_trust_pool file " + filepath.Join(dir, "missing.pem")
+	missing := "tls\n\t\t\ttls_trust_pool file " + filepath.Join(t.TempDir(), "missing.pem")
 	if err := tc.tryLoad(nil, "", site(missing)); err == nil || !strings.Contains(err.Error(), "dynamic checked: tls cannot be loaded") || !strings.Contains(err.Error(), "missing.pem: no such file") {
 		t.Errorf("a trust pool file that does not exist: %v", err)
 	}
@@ -519,26 +500,7 @@ func TestHAProxyDifferentialServerChecks(t *testing.T) {
 // completes a handshake, so a ca-file of another CA takes every server
 // out of both (503).
 func TestHAProxyDifferentialServerChecksOverTLS(t *testing.T) {
-	ca, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _, err := ca.Issue("app.internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := fakecluster.NewCA(time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	caFile, otherFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
-	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
-		if err := os.WriteFile(file, pem, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	serving := &tls.Config{Certificates: []tls.Certificate{cert}}
+	serving, caFile, otherFile := appInternalTLS(t)
 	verified := func(caFile string) string {
 		return " ssl ca-file " + caFile + " verifyhost app.internal check-sni app.internal sni str(app.internal)"
 	}
@@ -788,4 +750,31 @@ func TestCheckedUpstreamsResolve(t *testing.T) {
 	ns.SetSRV("_app._tcp.service.test", target(c), target(b))
 	tc.load(nil, "", strings.Replace(strings.Replace(site, "check tcp", "check none", 1), "resolve _app._tcp.service.test 2", "resolve _app._tcp.service.test 3", 1))
 	waitForTurns(t, "check none", ask, "c", "status 502")
+}
+
+// appInternalTLS is a server's TLS with a certificate for app.internal,
+// the file of the CA that issued it, and the file of another CA.
+func appInternalTLS(t *testing.T) (serving *tls.Config, caFile, otherFile string) {
+	t.Helper()
+	ca, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _, err := ca.Issue("app.internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := fakecluster.NewCA(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile, otherFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "other.pem")
+	for file, pem := range map[string][]byte{caFile: ca.PEM, otherFile: other.PEM} {
+		if err := os.WriteFile(file, pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serving = &tls.Config{Certificates: []tls.Certificate{cert}}
+	return serving, caFile, otherFile
 }
