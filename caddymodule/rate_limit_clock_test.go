@@ -112,8 +112,14 @@ func testWindowsFollowTheStoresClock(t *testing.T, st storeUnderTest) {
 				})
 			}
 			allowed, ambiguous := windowCounts(t, []string{a.url("/"), b.url("/")}, window, 6)
-			var over int
+			// Windows that let more than the limit through, beyond doubt:
+			// one whose certain passes alone exceed it with its uncertain
+			// ones, or all of them together (each window's certain passes
+			// are at most the limit where windows are shared; a loaded
+			// machine's slow round trips make many uncertain).
+			var over, total int
 			for w, n := range allowed {
+				total += n
 				if n > events+ambiguous[w] {
 					over++
 				}
@@ -122,7 +128,7 @@ func testWindowsFollowTheStoresClock(t *testing.T, st storeUnderTest) {
 				}
 			}
 			t.Logf("allowed per window %v, ambiguous %v", allowed, ambiguous)
-			if !tt.exact && over == 0 {
+			if !tt.exact && over == 0 && total <= events*len(allowed) {
 				t.Error("with skewed local clocks no window let more than the limit through: the test proves nothing")
 			}
 		})
