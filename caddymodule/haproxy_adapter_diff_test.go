@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -966,7 +967,9 @@ func TestHAProxyDifferentialWeights(t *testing.T) {
 // A rate limit per API key (haproxy/testdata/ratelimit-key.cfg: a string
 // stick-table, track-sc1 req.hdr(X-API-Key) for /api, a deny over counter
 // 1), beside HAProxy 2.6: each key gets its limit, requests without the
-// key or off /api are never counted nor denied (issue 28).
+// key or off /api are never counted nor denied (issue 28). Of a key sent
+// with several values (on one line with commas, or on two lines), both
+// count its last: a client varying the others does not escape the limit.
 func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	text, err := os.ReadFile("../haproxy/testdata/ratelimit-key.cfg")
 	if err != nil {
@@ -980,19 +983,22 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
 		for _, tt := range []struct {
-			key, path string
-			want      []int
+			keys []string // the values sent, with the request's number for %d
+			path string
+			want []int
 		}{
-			{"alpha", "/api/items", []int{200, 200, 200, 429, 429}},
-			{"beta", "/api/items", []int{200, 200, 200, 429, 429}},
-			{"alpha", "/other", []int{200, 200, 200, 200, 200}}, // not tracked here
-			{"", "/api/items", []int{200, 200, 200, 200, 200}},  // no key: nothing tracked
+			{[]string{"alpha"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"beta"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"alpha"}, "/other", []int{200, 200, 200, 200, 200}}, // not tracked here
+			{nil, "/api/items", []int{200, 200, 200, 200, 200}},           // no key: nothing tracked
+			{[]string{"forged%d, gamma"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"forged%d", "delta"}, "/api/items", []int{200, 200, 200, 429, 429}},
 		} {
 			var statuses []int
-			for range len(tt.want) {
+			for i := range len(tt.want) {
 				req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+tt.path, nil)
-				if tt.key != "" {
-					req.Header.Set("X-API-Key", tt.key)
+				for _, k := range tt.keys {
+					req.Header.Add("X-API-Key", strings.ReplaceAll(k, "%d", strconv.Itoa(i)))
 				}
 				resp, err := client.Do(req)
 				if err != nil {
@@ -1002,7 +1008,7 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 				statuses = append(statuses, resp.StatusCode)
 			}
 			if !slices.Equal(statuses, tt.want) {
-				t.Errorf("%s: key %q to %s: %v, want %v", p.name, tt.key, tt.path, statuses, tt.want)
+				t.Errorf("%s: keys %q to %s: %v, want %v", p.name, tt.keys, tt.path, statuses, tt.want)
 			}
 		}
 	}

@@ -75,11 +75,18 @@ func (z rateZone) writeKey(c *caddyfile) {
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
 		return
 	}
-	key := "{http.request.header." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
-	if tr.key.kind == "cookie" {
-		key = "{http.request.cookie." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
+	key := "{http.request.cookie." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
+	sent := key // what tells that the request has one
+	if tr.key.kind == "header" {
+		// Its last value, as HAProxy tracks it: a map's (resolveFormatMaps),
+		// of the header as sent.
+		p := headerPlaceholder(c.placeholderNameOf(tr.line, tr.key.name))
+		key, sent = "{"+p+"}", "{"+p+"}"
+		if m, ok := formatMapOf(p); ok {
+			sent = m.source
+		}
 	}
-	has := key + ` != ""`
+	has := sent + ` != ""`
 	if tr.cond != nil {
 		has += " && " + parenthesized(tr.when.expression(c))
 	}

@@ -195,8 +195,7 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 	case "src":
 		fe.note(l, fe.stickTable.srcTrackNote())
 	case "header":
-		fe.notes = append(fe.notes, note{line: l, approximated: true,
-			what: "the edge_rate_limit below counts each value of the header, of the requests that have one; of a header with several values (sent more than once, or with commas) HAProxy tracks the last, Caddy's key is all of them"})
+		fe.note(l, "the edge_rate_limit below counts each last value of the header (what follows its last comma, of its last line, as HAProxy tracks it), of the requests that have one")
 	default:
 		fe.note(l, "the edge_rate_limit below counts each value of the cookie, of the requests that have one")
 	}
