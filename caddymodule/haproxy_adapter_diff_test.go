@@ -969,7 +969,8 @@ func TestHAProxyDifferentialWeights(t *testing.T) {
 // 1), beside HAProxy 2.6: each key gets its limit, requests without the
 // key or off /api are never counted nor denied (issue 28). Of a key sent
 // with several values (on one line with commas, or on two lines), both
-// count its last: a client varying the others does not escape the limit.
+// count its last: a client varying the others does not escape the limit;
+// a key sent empty is counted, as the key "".
 func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	text, err := os.ReadFile("../haproxy/testdata/ratelimit-key.cfg")
 	if err != nil {
@@ -993,6 +994,7 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 			{nil, "/api/items", []int{200, 200, 200, 200, 200}},           // no key: nothing tracked
 			{[]string{"forged%d, gamma"}, "/api/items", []int{200, 200, 200, 429, 429}},
 			{[]string{"forged%d", "delta"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{""}, "/api/items", []int{200, 200, 200, 429, 429}}, // sent empty: the key ""
 		} {
 			var statuses []int
 			for i := range len(tt.want) {

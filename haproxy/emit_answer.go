@@ -75,18 +75,15 @@ func (z rateZone) writeKey(c *caddyfile) {
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
 		return
 	}
-	key := "{http.request.cookie." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
-	sent := key // what tells that the request has one
+	name := c.placeholderNameOf(tr.line, tr.key.name)
+	key := "{http.request.cookie." + name + "}"
+	has := key + ` != ""`
 	if tr.key.kind == "header" {
-		// Its last value, as HAProxy tracks it: a map's (resolveFormatMaps),
-		// of the header as sent.
-		p := headerPlaceholder(c.placeholderNameOf(tr.line, tr.key.name))
-		key, sent = "{"+p+"}", "{"+p+"}"
-		if m, ok := formatMapOf(p); ok {
-			sent = m.source
-		}
+		// Its last value, as HAProxy tracks it, a map's (resolveFormatMaps),
+		// of a request that has the header, sent empty too (the key "").
+		key = "{" + headerPlaceholder(name) + "}"
+		has = "header({'" + name + "': ['*']})"
 	}
-	has := sent + ` != ""`
 	if tr.cond != nil {
 		has += " && " + parenthesized(tr.when.expression(c))
 	}
