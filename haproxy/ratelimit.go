@@ -215,17 +215,24 @@ func (t *stickTable) srcTrackNote() string {
 }
 
 // readTrackKey reads a tracked sample: src, or a header's (req.hdr, hdr)
-// or a cookie's (req.cook, cook) value without converters, as a table of
-// keyType keys.
+// last value (of the occurrence -1 or none: HAProxy 2.6 tracks the last
+// of either) or a cookie's (req.cook, cook) value, without converters, as
+// a table of keyType keys.
 func readTrackKey(sample, keyType string, l Line) (trackKey, error) {
 	if sample == "src" {
 		return trackKey{kind: "src"}, nil
 	}
 	fetch, name, ok := strings.Cut(strings.TrimSuffix(sample, ")"), "(")
 	kind := trackSamples[fetch]
+	if n, occ, found := strings.Cut(name, ","); found && kind == "header" {
+		if occ != "-1" {
+			return trackKey{}, refuse(l, "track %s: occurrence %s is not translated: the last, -1 (what req.hdr(<name>) tracks too), is", sample, occ)
+		}
+		name = n
+	}
 	switch {
 	case !ok || !strings.HasSuffix(sample, ")") || kind == "" || name == "" || strings.ContainsAny(name, ",()"):
-		return trackKey{}, refuse(l, "track %s: only src, req.hdr(<name>) and req.cook(<name>), without an occurrence or converters, are translated", sample)
+		return trackKey{}, refuse(l, "track %s: only src, req.hdr(<name>[,-1]) and req.cook(<name>), without converters, are translated", sample)
 	case keyType != "string":
 		return trackKey{}, refuse(l, "track %s: a table of type %s keeps addresses: track src, or keep the %s in a table of type string", sample, keyType, kind)
 	}

@@ -285,3 +285,39 @@ func TestTranslateRefusesConnCur(t *testing.T) {
 		}
 	}
 }
+
+// track-sc<n> req.hdr(<name>,-1) tracks what req.hdr(<name>) does, the
+// header's last value (HAProxy 2.6): the same edge_rate_limit. Another
+// occurrence is refused with its line.
+func TestTranslateTrackLastOccurrence(t *testing.T) {
+	base, err := os.ReadFile("testdata/ratelimit-key.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	translate := func(text string) (string, error) {
+		cfg, err := Parse(strings.NewReader(text), "r.cfg", lookup)
+		if err != nil {
+			return "", err
+		}
+		return caddyfileOf(cfg)
+	}
+	want, err := translate(string(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fetch := range []string{"req.hdr(X-API-Key,-1)", "hdr(X-API-Key,-1)"} {
+		got, err := translate(strings.Replace(string(base), "req.hdr(X-API-Key)", fetch, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != strings.ReplaceAll(want, "req.hdr(X-API-Key)", fetch) {
+			t.Errorf("track %s translates otherwise than req.hdr(X-API-Key):\n%s", fetch, got)
+		}
+	}
+	for _, occ := range []string{"1", "-2", "x"} {
+		_, err := translate(strings.Replace(string(base), "req.hdr(X-API-Key)", "req.hdr(X-API-Key,"+occ+")", 1))
+		if w := "r.cfg:12: http-request track-sc1: track req.hdr(X-API-Key," + occ + "): occurrence " + occ + " is not translated"; err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("occurrence %s: error %v, want %s", occ, err, w)
+		}
+	}
+}
