@@ -467,7 +467,9 @@ func TestRateLimitByKey(t *testing.T) {
 	}{
 		{"\thttp-request track-sc0 req.cook(session)\n" + deny, "", []string{"key {http.request.cookie.session}", "expression `{http.request.cookie.session} != \"\"`"}},
 		{"\thttp-request track-sc0 src\n" + deny, "", []string{"key {remote_host}"}},
-		{"\thttp-request track-sc0 req.hdr(X-Key,-1)\n" + deny, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key,-1): only src, req.hdr(<name>) and req.cook(<name>)", nil},
+		{"\thttp-request track-sc0 req.hdr(X-Key,-1)\n" + deny, "", []string{"key {haproxy.hdr.x-key}", "map {http.request.header.x-key} {haproxy.hdr.x-key}"}},
+		{"\thttp-request track-sc0 req.hdr(X-Key,2)\n" + deny, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key,2): occurrence 2 is not translated: the last, -1 (what req.hdr(<name>) tracks too), is", nil},
+		{"\thttp-request track-sc0 req.cook(a,b)\n" + deny, "k.cfg:6: http-request track-sc0: track req.cook(a,b): only src, req.hdr(<name>[,-1]) and req.cook(<name>)", nil},
 		{"\thttp-request track-sc0 src table other\n" + deny, "k.cfg:6: http-request track-sc0: only track-sc<n> <sample> is translated", nil},
 		{"\thttp-request track-sc0 src\n" + deny + deny, "k.cfg:8: http-request deny: a second deny over counter 0", nil},
 		{"\thttp-request track-sc1 src\n" + deny, "k.cfg:7: http-request deny: sc_http_req_rate(0) without http-request track-sc0 before it", nil},
