@@ -65,6 +65,9 @@ func (a answer) write(c *caddyfile, matcher string) {
 // key and that the condition takes, as HAProxy tracks them.
 func (z rateZone) writeKey(c *caddyfile) {
 	tr := z.track
+	for _, l := range tr.when.acls { // of the condition, kept above its rule
+		c.comment(l, "")
+	}
 	if tr.key.kind == "src" {
 		if tr.cond != nil {
 			c.comment(tr.line, "")
