@@ -1113,3 +1113,68 @@ func TestHAProxyDifferentialRuledForwardingHeaders(t *testing.T) {
 		}
 	}
 }
+
+// Brute-force protection on a login form (haproxy/testdata/corpus/
+// ratelimit-login-path.cfg: track-sc2 req.hdr(X-Forwarded-For,-1) of the
+// POSTs to /login, a deny over sc_http_req_rate(2),sub(txn.limit) gt 0
+// with txn.limit int(10)), beside HAProxy 2.6: from one last
+// X-Forwarded-For value the 11th POST /login is answered 429 and never
+// reaches the server; a GET of /login or a POST elsewhere is never
+// limited, nor a POST without the header; a client varying the values
+// before the last (on one line, or on lines before it) does not escape
+// the limit (issue 28).
+func TestHAProxyDifferentialRateLimitLogin(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/corpus/ratelimit-login-path.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int64
+	addr := httptestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer("127.0.0.1:8000", addr, "bind :8080", "bind "+hapAddr).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	passed := func(n int) []int { return slices.Repeat([]int{200}, n) }
+	limited := append(passed(10), 429, 429)
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		poll.Until(t, 10*time.Second, p.name+" to pass GET / to its server", func() bool {
+			resp, err := client.Get("http://" + p.addr + "/")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == 200
+		})
+		for _, tt := range []struct {
+			method, path string
+			xff          []string // the X-Forwarded-For lines sent, with the request's number for %d
+			want         []int
+		}{
+			{"POST", "/login", []string{"198.51.100.7"}, limited},
+			{"GET", "/login", []string{"198.51.100.7"}, passed(3)}, // over the limit, but not a POST
+			{"POST", "/other", []string{"198.51.100.7"}, passed(3)},
+			{"POST", "/login", nil, passed(12)}, // no header: not tracked
+			{"POST", "/login", []string{"10.0.0.%d, 198.51.100.8"}, limited},
+			{"POST", "/login", []string{"10.0.0.%d", "198.51.100.9"}, limited},
+		} {
+			before := reached.Load()
+			var statuses []int
+			for i := range len(tt.want) {
+				req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+				for _, v := range tt.xff {
+					req.Header.Add("X-Forwarded-For", strings.ReplaceAll(v, "%d", strconv.Itoa(i)))
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				statuses = append(statuses, resp.StatusCode)
+			}
+			passedN := int64(len(slices.DeleteFunc(slices.Clone(tt.want), func(s int) bool { return s != 200 })))
+			if !slices.Equal(statuses, tt.want) || reached.Load()-before != passedN {
+				t.Errorf("%s: %s %s with X-Forwarded-For %q: %v, %d reached the server; want %v, %d", p.name, tt.method, tt.path, tt.xff, statuses, reached.Load()-before, tt.want, passedN)
+			}
+		}
+	}
+}
