@@ -1120,7 +1120,7 @@ func TestHAProxyDifferentialRuledForwardingHeaders(t *testing.T) {
 // with txn.limit int(10)), beside HAProxy 2.6: from one last
 // X-Forwarded-For value the 11th POST /login is answered 429 and never
 // reaches the server; a GET of /login or a POST elsewhere is never
-// limited, nor a POST without the header; a client varying the values
+// limited nor counted, nor a POST without the header; a client varying the values
 // before the last (on one line, or on lines before it) does not escape
 // the limit (issue 28).
 func TestHAProxyDifferentialRateLimitLogin(t *testing.T) {
@@ -1154,6 +1154,8 @@ func TestHAProxyDifferentialRateLimitLogin(t *testing.T) {
 			{"GET", "/login", []string{"198.51.100.7"}, passed(3)}, // over the limit, but not a POST
 			{"POST", "/other", []string{"198.51.100.7"}, passed(3)},
 			{"POST", "/login", nil, passed(12)}, // no header: not tracked
+			{"GET", "/login", []string{"198.51.100.10"}, passed(12)},
+			{"POST", "/login", []string{"198.51.100.10"}, limited}, // the GETs were not counted
 			{"POST", "/login", []string{"10.0.0.%d, 198.51.100.8"}, limited},
 			{"POST", "/login", []string{"10.0.0.%d", "198.51.100.9"}, limited},
 		} {
