@@ -995,6 +995,9 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 			{[]string{"forged%d, gamma"}, "/api/items", []int{200, 200, 200, 429, 429}},
 			{[]string{"forged%d", "delta"}, "/api/items", []int{200, 200, 200, 429, 429}},
 			{[]string{""}, "/api/items", []int{200, 200, 200, 429, 429}}, // sent empty: the key ""
+			// A comma between double quotes is not a separator: each a key of its own.
+			{[]string{`a, "q%d,z"`}, "/api/items", []int{200, 200, 200, 200, 200}},
+			{[]string{`"r,z" , "a\",b"`}, "/api/items", []int{200, 200, 200, 429, 429}},
 		} {
 			var statuses []int
 			for i := range len(tt.want) {

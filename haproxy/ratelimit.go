@@ -195,7 +195,7 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 	case "src":
 		fe.note(l, fe.stickTable.srcTrackNote())
 	case "header":
-		fe.note(l, "the edge_rate_limit below counts each last value of the header (what follows its last comma, of its last line, as HAProxy tracks it), of the requests that have one")
+		fe.note(l, "the edge_rate_limit below counts each last value of the header (what follows its last comma outside double quotes, of its last line, as HAProxy tracks it), of the requests that have one")
 	default:
 		fe.note(l, "the edge_rate_limit below counts each value of the cookie, of the requests that have one")
 	}
