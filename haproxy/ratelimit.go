@@ -291,10 +291,7 @@ func (fe *frontend) counterTestOf(c *Condition, data string, l Line) (counterTes
 	}
 	terms := c.Any[0]
 	for i, t := range terms {
-		words, named := t.Anon, (*Line)(nil)
-		if alts := fe.acls[t.ACL]; t.ACL != "" && len(alts) == 1 {
-			words, named = alts[0].counterTest, &alts[0].line
-		}
+		words, named := fe.termWords(t, l)
 		if t.Not || len(words) != 3 {
 			continue
 		}
@@ -318,6 +315,19 @@ func (fe *frontend) counterTestOf(c *Condition, data string, l Line) (counterTes
 		return counterTest{counter: counter, limit: limit, rest: slices.Delete(slices.Clone(terms), i, i+1), acl: named}, true, nil
 	}
 	return counterTest{}, false, nil
+}
+
+// termWords are a term's ACL's words: an anonymous one's, or a named
+// one's counter test (of one line, that the rule l sees: else
+// conditionMatcher refuses it) and its line.
+func (fe *frontend) termWords(t Term, l Line) ([]string, *Line) {
+	if t.ACL == "" {
+		return t.Anon, nil
+	}
+	if alts, err := fe.visibleACL(t.ACL, l); err == nil && len(alts) == 1 {
+		return alts[0].counterTest, &alts[0].line
+	}
+	return nil, nil
 }
 
 // subtracted is what a counter's converter, sub(<var>) of a variable set
