@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -966,7 +967,10 @@ func TestHAProxyDifferentialWeights(t *testing.T) {
 // A rate limit per API key (haproxy/testdata/ratelimit-key.cfg: a string
 // stick-table, track-sc1 req.hdr(X-API-Key) for /api, a deny over counter
 // 1), beside HAProxy 2.6: each key gets its limit, requests without the
-// key or off /api are never counted nor denied (issue 28).
+// key or off /api are never counted nor denied (issue 28). Of a key sent
+// with several values (on one line with commas, or on two lines), both
+// count its last: a client varying the others does not escape the limit;
+// a key sent empty is counted, as the key "".
 func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	text, err := os.ReadFile("../haproxy/testdata/ratelimit-key.cfg")
 	if err != nil {
@@ -980,19 +984,26 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
 		for _, tt := range []struct {
-			key, path string
-			want      []int
+			keys []string // the values sent, with the request's number for %d
+			path string
+			want []int
 		}{
-			{"alpha", "/api/items", []int{200, 200, 200, 429, 429}},
-			{"beta", "/api/items", []int{200, 200, 200, 429, 429}},
-			{"alpha", "/other", []int{200, 200, 200, 200, 200}}, // not tracked here
-			{"", "/api/items", []int{200, 200, 200, 200, 200}},  // no key: nothing tracked
+			{[]string{"alpha"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"beta"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"alpha"}, "/other", []int{200, 200, 200, 200, 200}}, // not tracked here
+			{nil, "/api/items", []int{200, 200, 200, 200, 200}},           // no key: nothing tracked
+			{[]string{"forged%d, gamma"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{"forged%d", "delta"}, "/api/items", []int{200, 200, 200, 429, 429}},
+			{[]string{""}, "/api/items", []int{200, 200, 200, 429, 429}}, // sent empty: the key ""
+			// A comma between double quotes is not a separator: each a key of its own.
+			{[]string{`a, "q%d,z"`}, "/api/items", []int{200, 200, 200, 200, 200}},
+			{[]string{`"r,z" , "a\",b"`}, "/api/items", []int{200, 200, 200, 429, 429}},
 		} {
 			var statuses []int
-			for range len(tt.want) {
+			for i := range len(tt.want) {
 				req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+tt.path, nil)
-				if tt.key != "" {
-					req.Header.Set("X-API-Key", tt.key)
+				for _, k := range tt.keys {
+					req.Header.Add("X-API-Key", strings.ReplaceAll(k, "%d", strconv.Itoa(i)))
 				}
 				resp, err := client.Do(req)
 				if err != nil {
@@ -1002,7 +1013,7 @@ func TestHAProxyDifferentialRateLimitByKey(t *testing.T) {
 				statuses = append(statuses, resp.StatusCode)
 			}
 			if !slices.Equal(statuses, tt.want) {
-				t.Errorf("%s: key %q to %s: %v, want %v", p.name, tt.key, tt.path, statuses, tt.want)
+				t.Errorf("%s: keys %q to %s: %v, want %v", p.name, tt.keys, tt.path, statuses, tt.want)
 			}
 		}
 	}
@@ -1102,6 +1113,73 @@ func TestHAProxyDifferentialRuledForwardingHeaders(t *testing.T) {
 		mu.Unlock()
 		if got := [2][]string{h.Values("X-Forwarded-Proto"), h.Values("X-Forwarded-Host")}; !slices.Equal(got[0], []string{"https"}) || !slices.Equal(got[1], []string{"edge.example"}) {
 			t.Errorf("%s: the server saw X-Forwarded-Proto %q and X-Forwarded-Host %q, want the rules' https and edge.example", p.name, got[0], got[1])
+		}
+	}
+}
+
+// Brute-force protection on a login form (haproxy/testdata/corpus/
+// ratelimit-login-path.cfg: track-sc2 req.hdr(X-Forwarded-For,-1) of the
+// POSTs to /login, a deny over sc_http_req_rate(2),sub(txn.limit) gt 0
+// with txn.limit int(10)), beside HAProxy 2.6: from one last
+// X-Forwarded-For value the 11th POST /login is answered 429 and never
+// reaches the server; a GET of /login or a POST elsewhere is never
+// limited nor counted, nor a POST without the header; a client varying the values
+// before the last (on one line, or on lines before it) does not escape
+// the limit (issue 28).
+func TestHAProxyDifferentialRateLimitLogin(t *testing.T) {
+	text, err := os.ReadFile("../haproxy/testdata/corpus/ratelimit-login-path.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached atomic.Int64
+	addr := httptestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	hapAddr, caddyAddr := loopback.FreeAddr(), loopback.FreeAddr()
+	cfg := strings.NewReplacer("127.0.0.1:8000", addr, "bind :8080", "bind "+hapAddr).Replace(string(text))
+	startHAProxy(t, cfg, hapAddr)
+	runHAProxyConfig(t, strings.ReplaceAll(cfg, hapAddr, caddyAddr))
+	client := &http.Client{Timeout: 10 * time.Second}
+	passed := func(n int) []int { return slices.Repeat([]int{200}, n) }
+	limited := append(passed(10), 429, 429)
+	for _, p := range []struct{ name, addr string }{{"haproxy", hapAddr}, {"caddy-ha", caddyAddr}} {
+		poll.Until(t, 10*time.Second, p.name+" to pass GET / to its server", func() bool {
+			resp, err := client.Get("http://" + p.addr + "/")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err == nil && resp.StatusCode == 200
+		})
+		for _, tt := range []struct {
+			method, path string
+			xff          []string // the X-Forwarded-For lines sent, with the request's number for %d
+			want         []int
+		}{
+			{"POST", "/login", []string{"198.51.100.7"}, limited},
+			{"GET", "/login", []string{"198.51.100.7"}, passed(3)}, // over the limit, but not a POST
+			{"POST", "/other", []string{"198.51.100.7"}, passed(3)},
+			{"POST", "/login", nil, passed(12)}, // no header: not tracked
+			{"GET", "/login", []string{"198.51.100.10"}, passed(12)},
+			{"POST", "/login", []string{"198.51.100.10"}, limited}, // the GETs were not counted
+			{"POST", "/login", []string{"10.0.0.%d, 198.51.100.8"}, limited},
+			{"POST", "/login", []string{"10.0.0.%d", "198.51.100.9"}, limited},
+		} {
+			before := reached.Load()
+			var statuses []int
+			for i := range len(tt.want) {
+				req, _ := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+				for _, v := range tt.xff {
+					req.Header.Add("X-Forwarded-For", strings.ReplaceAll(v, "%d", strconv.Itoa(i)))
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				statuses = append(statuses, resp.StatusCode)
+			}
+			passedN := int64(len(slices.DeleteFunc(slices.Clone(tt.want), func(s int) bool { return s != 200 })))
+			if !slices.Equal(statuses, tt.want) || reached.Load()-before != passedN {
+				t.Errorf("%s: %s %s with X-Forwarded-For %q: %v, %d reached the server; want %v, %d", p.name, tt.method, tt.path, tt.xff, statuses, reached.Load()-before, tt.want, passedN)
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 // haproxy/testdata/logformat.cfg run by HAProxy and by caddy-ha: the
 // headers its log-format values make (the client's address and port, the
 // frontend's, Host, method, URL, query, %%, the machine's name, a header
-// of the request, sent twice and with commas, the URL encoded) reach the server as the same bytes, the header rules
+// of the request, sent twice and with commas, in double quotes too, the URL encoded) reach the server as the same bytes, the header rules
 // with a condition apply to the same requests in the order written, and
 // the redirects built of samples send the client to the same Location.
 // The client's port and the frontend's, which differ between the two,
@@ -101,6 +101,10 @@ func TestHAProxyDifferentialLogFormat(t *testing.T) {
 		{"web", "POST", "www.example", "/form?", map[string]string{"X-Secret": "s3", "X-Method-Seen": "client"}, true},
 		{"web", "POST", "www.example", "/api/new", map[string]string{"X-Tag": " a , b "}, true},
 		{"web", "GET", "www.example", "/tags", map[string]string{"X-Tag": "a, b\nc,d ,\te"}, true},
+		// A comma between double quotes does not separate.
+		{"web", "GET", "www.example", "/tags", map[string]string{"X-Tag": `a, "b,c"`}, true},
+		{"web", "GET", "www.example", "/tags", map[string]string{"X-Tag": `x` + "\n" + `a, "d\",e" `}, true},
+		{"web", "GET", "www.example", "/tags", map[string]string{"X-Tag": `a, "open,x`}, true},
 		{"web", "HEAD", "www.example", "/p%61th/x%2Fy", map[string]string{"X-Secret": "s3"}, true},
 		{"web", "GET", "shop.example", "/secure/cart?id=7", nil, false},
 		{"web", "GET", "shop.example:81", "/v1/list?q=a%20b", nil, false},

@@ -28,6 +28,7 @@ const (
 	varSubject                        // a variable's sample (variables.go)
 	portSubject                       // the port the connection came in on (dst_port)
 	countSubject                      // how many of a backend's servers are usable (nbsrv(<backend>))
+	constSubject                      // a constant of set-var (int(<n>), str(<s>), bool(<b>)): its value
 )
 
 // aclFetches are the fetches an ACL may test against values (src aside),
@@ -100,6 +101,9 @@ type acl struct {
 	// are counted (resolved with the rule's condition).
 	counted string
 	count   *serverCount
+	// A counter's test (sc_<data>(<n>)[,sub(<var>)] <op> <n>), which only
+	// a deny over it reads (counterTestOf): its words.
+	counterTest []string
 }
 
 // readACL reads an ACL's words: a fetch, its flags, its values. The flags
@@ -108,6 +112,10 @@ type acl struct {
 // configuration is read, as HAProxy reads it at its start) and --.
 func readACL(words []string, l Line, files Files) (acl, error) {
 	a := acl{line: l, fetch: words[0]}
+	if isCounterFetch(a.fetch) {
+		a.counterTest = words
+		return a, nil
+	}
 	values := words[1:]
 	if valueless, err := a.readValueless(values); valueless || err != nil {
 		return a, err
@@ -487,6 +495,9 @@ func (s *aclScope) termACLs(t Term, l Line) ([]acl, error) {
 		alts[0], err = s.readScopedACL(t.Anon, l)
 	}
 	for i := range alts {
+		if err == nil && alts[i].counterTest != nil {
+			err = refuse(l, "%s: a counter's test is translated as the condition of a deny_status 429 (edge_rate_limit) or of a deny over conn_cur (in_flight), { sc_<data>(<n>)[,sub(<var>)] gt|ge <n> } and the track rule's condition, only", alts[i].fetch)
+		}
 		if err == nil && alts[i].variable != "" {
 			err = s.resolveVariable(&alts[i], l)
 		}

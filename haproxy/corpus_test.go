@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ var corpusOutcomes = map[string]struct {
 	"proxy-protocol-behind-nlb.cfg":  {},
 	"rabbitmq-management.cfg":        {10, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): liste"},
 	"ratelimit-api.cfg":              {},
-	"ratelimit-login-path.cfg":       {20, "http-request set-var(txn.limit): sample fetch int(10) is not translated"},
+	"ratelimit-login-path.cfg":       {},
 	"redis-sentinel.cfg":             {13, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
 	"security-headers-after.cfg":     {},
 	"sni-passthrough-plus-http.cfg":  {16, "mode tcp: only mode http is translated (Caddy's layer-4 proxying is another module): front"},
@@ -467,13 +468,40 @@ func TestRateLimitByKey(t *testing.T) {
 	}{
 		{"\thttp-request track-sc0 req.cook(session)\n" + deny, "", []string{"key {http.request.cookie.session}", "expression `{http.request.cookie.session} != \"\"`"}},
 		{"\thttp-request track-sc0 src\n" + deny, "", []string{"key {remote_host}"}},
-		{"\thttp-request track-sc0 req.hdr(X-Key,-1)\n" + deny, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key,-1): only src, req.hdr(<name>) and req.cook(<name>)", nil},
+		{"\thttp-request track-sc0 req.hdr(X-Key,-1)\n" + deny, "", []string{"key {haproxy.hdr.x-key}", "map {http.request.header.x-key} {haproxy.hdr.x-key}"}},
+		{"\thttp-request track-sc0 req.hdr(X-Key,2)\n" + deny, "k.cfg:6: http-request track-sc0: track req.hdr(X-Key,2): occurrence 2 is not translated: the last, -1 (what req.hdr(<name>) tracks too), is", nil},
+		{"\thttp-request track-sc0 req.cook(a,b)\n" + deny, "k.cfg:6: http-request track-sc0: track req.cook(a,b): only src, req.hdr(<name>[,-1]) and req.cook(<name>)", nil},
 		{"\thttp-request track-sc0 src table other\n" + deny, "k.cfg:6: http-request track-sc0: only track-sc<n> <sample> is translated", nil},
 		{"\thttp-request track-sc0 src\n" + deny + deny, "k.cfg:8: http-request deny: a second deny over counter 0", nil},
 		{"\thttp-request track-sc1 src\n" + deny, "k.cfg:7: http-request deny: sc_http_req_rate(0) without http-request track-sc0 before it", nil},
 	} {
 		out, err := translateK(t, fe+tt.rules)
 		checkOutcome(t, tt.rules, out, err, tt.want, tt.has...)
+	}
+	// A limit in a variable of a constant, subtracted (sub): count - 10
+	// gt 0 is count gt 10; the deny's other terms are the track rule's.
+	login := "\thttp-request set-var(txn.limit) int(10)\n\thttp-request track-sc2 req.hdr(X-Key,-1) if { path /login } { method POST }\n\tacl over sc_http_req_rate(2),sub(txn.limit) %s\n\thttp-request deny deny_status 429 if %s\n"
+	for _, tt := range []struct{ test, cond, want string }{
+		{"gt 0", "{ method POST } over { path /login }", ""},
+		{"ge 1", "over { path /login } { method POST }", ""},
+		{"gt -10", "{ path /login } { method POST } over", "k.cfg:9: http-request deny: a rate of 0 denies every request"},
+		{"gt 0", "{ path /login } over", "k.cfg:9: http-request deny: the deny's other terms must be the track rule's condition (line 7), as written"},
+		{"gt 0", "over { path /login } !{ method POST }", "k.cfg:9: http-request deny: the deny's other terms must be the track rule's condition"},
+		{"lt 0", "over", "k.cfg:9: http-request deny: sc_http_req_rate(2),sub(txn.limit) lt 0: a counter's test is gt or ge a whole number"},
+	} {
+		text := fe + fmt.Sprintf(login, tt.test, tt.cond)
+		out, err := translateK(t, text)
+		checkOutcome(t, text, out, err, tt.want, "events 10", "# k.cfg:8: acl over sc_http_req_rate(2),sub(txn.limit) "+tt.test+"\n")
+	}
+	for _, tt := range []struct{ from, to, want string }{
+		{"int(10)", "req.hdr(X-Limit)", "k.cfg:9: http-request deny: sc_http_req_rate(2),sub(txn.limit): sub(txn.limit) is translated of a variable that an http-request set-var(txn.limit) int(<n>) before this rule sets"},
+		{"sub(txn.limit)", "sub(txn.other)", "k.cfg:9: http-request deny: sc_http_req_rate(2),sub(txn.other): sub(txn.other) is translated of a variable"},
+		{"sub(txn.limit)", "mul(txn.limit)", "k.cfg:9: http-request deny: sc_http_req_rate(2),mul(txn.limit): of a counter's converters, only sub(<variable>) of a constant is translated"},
+		{"deny deny_status 429 if", "return status 200 if", "k.cfg:9: http-request return: sc_http_req_rate(2),sub(txn.limit): a counter's test is translated as the condition of a deny_status 429"},
+	} {
+		text := fe + strings.Replace(fmt.Sprintf(login, "gt 0", "{ path /login } { method POST } over"), tt.from, tt.to, 1)
+		_, err := translateK(t, text)
+		checkOutcome(t, text, "", err, tt.want)
 	}
 	ipTable := "defaults\n\tmode http\nfrontend f\n\tbind :80\n\tstick-table type ip store http_req_rate(10s)\n\thttp-request track-sc0 req.hdr(X-Key)\n"
 	_, err := translateK(t, ipTable)

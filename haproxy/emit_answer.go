@@ -63,6 +63,9 @@ func (a answer) write(c *caddyfile, matcher string) {
 // key and that the condition takes, as HAProxy tracks them.
 func (z rateZone) writeKey(c *caddyfile) {
 	tr := z.track
+	for _, l := range tr.when.acls { // of the condition, kept above its rule
+		c.comment(l, "")
+	}
 	if tr.key.kind == "src" {
 		if tr.cond != nil {
 			c.comment(tr.line, "")
@@ -73,11 +76,15 @@ func (z rateZone) writeKey(c *caddyfile) {
 		c.line("key {remote_host}") // HAProxy's src: the connection's peer
 		return
 	}
-	key := "{http.request.header." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
-	if tr.key.kind == "cookie" {
-		key = "{http.request.cookie." + c.placeholderNameOf(tr.line, tr.key.name) + "}"
-	}
+	name := c.placeholderNameOf(tr.line, tr.key.name)
+	key := "{http.request.cookie." + name + "}"
 	has := key + ` != ""`
+	if tr.key.kind == "header" {
+		// Its last value, as HAProxy tracks it, a map's (resolveFormatMaps),
+		// of a request that has the header, sent empty too (the key "").
+		key = "{" + headerPlaceholder(name) + "}"
+		has = "header({'" + name + "': ['*']})"
+	}
 	if tr.cond != nil {
 		has += " && " + parenthesized(tr.when.expression(c))
 	}

@@ -402,13 +402,14 @@ func (fe *frontend) removedByAll() []string {
 }
 
 // writeFormatMap writes the map that makes the placeholder name of a
-// log-format sample: Caddy evaluates it where the placeholder is read.
+// sample (of a log-format, or a rate limit's key): Caddy evaluates it where
+// the placeholder is read.
 func writeFormatMap(c *caddyfile, name string) {
 	if !placeholderKey.MatchString(name) { // its rule's formatToken refuses it
 		return
 	}
 	m, _ := formatMapOf(name)
-	c.remark("{%s}, for the log-format samples of the rules below", name)
+	c.remark("{%s}, for the samples of the rules below", name)
 	c.open("map %s {%s}", m.source, name)
 	for _, io := range m.cases {
 		c.line("%s %s", io[0], io[1])

@@ -183,6 +183,9 @@ func fetchExpression(c *caddyfile, l Line, subject fetchSubject, arg string) str
 // header's last value (after its last comma, trimmed), then each
 // converter in turn.
 func (s sample) expression(c *caddyfile, l Line) string {
+	if s.subject == constSubject {
+		return c.celOf(l, s.arg)
+	}
 	e := fetchExpression(c, l, s.subject, s.arg)
 	if s.subject == headerSubject {
 		e += `.substring(` + e + `.lastIndexOf(",") + 1).trim()`

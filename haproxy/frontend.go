@@ -542,18 +542,9 @@ func (fe *frontend) readFilter(l Line) error {
 // the tracked conn_cur: in_flight.
 func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	op := arg(l, 1)
-	if counter, limit, ok := counterLimit(cond, "conn_cur"); ok && op == "deny" {
-		return fe.readInFlightDeny(l, args, cond, counter, limit)
-	}
-	for _, rate := range rateData {
-		if counter, limit, ok := counterLimit(cond, rate); ok && op == "deny" {
-			a, err := fe.rateLimitAnswer(args, rate, counter, limit, l)
-			if err != nil {
-				return err
-			}
-			fe.answers = append(fe.answers, answerRule{line: l, answer: a})
-			fe.rateLimited = &l
-			return nil
+	if op == "deny" {
+		if read, err := fe.readCounterDeny(l, args, cond); read || err != nil {
+			return err
 		}
 	}
 	a, err := answerReaders[op](args, l, fe.cfg.files())
@@ -562,6 +553,39 @@ func (fe *frontend) readAnswer(l Line, args []string, cond *Condition) error {
 	}
 	fe.answers = append(fe.answers, answerRule{line: l, cond: cond, answer: a})
 	return nil
+}
+
+// readCounterDeny reads a deny over a counter's test (counterTestOf): of
+// conn_cur, an in_flight; of a rate, an edge_rate_limit. It tells whether
+// the deny's condition is one.
+func (fe *frontend) readCounterDeny(l Line, args []string, cond *Condition) (bool, error) {
+	for _, data := range append([]string{"conn_cur"}, rateData...) {
+		t, ok, err := fe.counterTestOf(cond, data, l)
+		switch {
+		case err != nil || !ok:
+			if err != nil {
+				return true, err
+			}
+			continue
+		case data == "conn_cur" && len(t.rest) > 0:
+			return true, refuse(l, "a deny over conn_cur with other terms is not translated: in_flight counts every request from the deny's place")
+		case data == "conn_cur":
+			return true, fe.readInFlightDeny(l, args, cond, t.counter, t.limit)
+		}
+		a, err := fe.rateLimitAnswer(args, data, t, l)
+		if err != nil {
+			return true, err
+		}
+		r := answerRule{line: l, answer: a}
+		if t.acl != nil { // kept above the rule, as a condition's
+			r.when.acls = []Line{*t.acl}
+			fe.usedACLs[t.acl.Pos] = true
+		}
+		fe.answers = append(fe.answers, r)
+		fe.rateLimited = &l
+		return true, nil
+	}
+	return false, nil
 }
 
 // answerReaders read each answering action (a return's file through

@@ -115,11 +115,19 @@ const headerMapPrefix = "haproxy.hdr."
 // spaces), of Caddy's all joined by commas.
 func formatMapOf(name string) (formatMap, bool) {
 	if header, ok := strings.CutPrefix(name, headerMapPrefix); ok {
-		return formatMap{source: "{http.request.header." + header + "}", cases: [][2]string{{`"~^(?:.*,)?[ \t]*(.*?)[ \t]*$"`, "${1}"}}}, true
+		return formatMap{source: "{http.request.header." + header + "}", cases: [][2]string{{lastHeaderValue, "${1}"}}}, true
 	}
 	m, ok := formatMaps[name]
 	return m, ok
 }
+
+// lastHeaderValue is the regular expression of the map of a header's last
+// value: the values before it, each of characters but a comma or a double
+// quote and of double-quoted strings (whose commas do not separate, and
+// where a backslash escapes the next character, as HAProxy 2.6 reads
+// them), then the last, which a string unterminated may end, trimmed.
+// A double quote is \x22: a quote would end the Caddyfile's token.
+const lastHeaderValue = `"~^(?:(?:[^,\x22]|\x22(?:[^\x22\\]|\\.)*\x22)*,)*[ \t]*((?:[^,\x22]|\x22(?:[^\x22\\]|\\.)*(?:\x22|\\?$))*?)[ \t]*$"`
 
 // formatFetches are the sample fetches of %[…]; formatVariables the
 // log-format variables. docs/haproxy.md's table is written from them.
@@ -128,7 +136,7 @@ var formatFetches = map[string]formatEntry{
 	"src_port":        {placeholder: placeholder("http.request.remote.port"), doc: "the client's port"},
 	"dst":             {placeholder: placeholder("http.request.local.host"), doc: "the address the client connected to"},
 	"dst_port":        {placeholder: placeholder("http.request.local.port"), doc: "the port the client connected to"},
-	"hdr":             {placeholder: headerPlaceholder, takesName: true, doc: "the header's last value (what follows its last comma, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
+	"hdr":             {placeholder: headerPlaceholder, takesName: true, doc: "the header's last value (what follows its last comma outside double quotes, of its last line): a `map` of `{http.request.header.<name>}`; Host's, with its port, is `{http.request.hostport}`"},
 	"req.hdr":         {placeholder: headerPlaceholder, takesName: true, doc: "as `hdr`"},
 	"query":           {placeholder: placeholder("http.request.uri.query"), doc: "the query string as sent, without `?`"},
 	"url":             {placeholder: placeholder("http.request.uri"), doc: "the path and query as sent"},

@@ -195,8 +195,7 @@ func (fe *frontend) readTrack(l Line, args []string, cond *Condition) error {
 	case "src":
 		fe.note(l, fe.stickTable.srcTrackNote())
 	case "header":
-		fe.notes = append(fe.notes, note{line: l, approximated: true,
-			what: "the edge_rate_limit below counts each value of the header, of the requests that have one; of a header with several values (sent more than once, or with commas) HAProxy tracks the last, Caddy's key is all of them"})
+		fe.note(l, "the edge_rate_limit below counts each last value of the header (what follows its last comma outside double quotes, of its last line, as HAProxy tracks it), of the requests that have one")
 	default:
 		fe.note(l, "the edge_rate_limit below counts each value of the cookie, of the requests that have one")
 	}
@@ -216,17 +215,24 @@ func (t *stickTable) srcTrackNote() string {
 }
 
 // readTrackKey reads a tracked sample: src, or a header's (req.hdr, hdr)
-// or a cookie's (req.cook, cook) value without converters, as a table of
-// keyType keys.
+// last value (of the occurrence -1 or none: HAProxy 2.6 tracks the last
+// of either) or a cookie's (req.cook, cook) value, without converters, as
+// a table of keyType keys.
 func readTrackKey(sample, keyType string, l Line) (trackKey, error) {
 	if sample == "src" {
 		return trackKey{kind: "src"}, nil
 	}
 	fetch, name, ok := strings.Cut(strings.TrimSuffix(sample, ")"), "(")
 	kind := trackSamples[fetch]
+	if n, occ, found := strings.Cut(name, ","); found && kind == "header" {
+		if occ != "-1" {
+			return trackKey{}, refuse(l, "track %s: occurrence %s is not translated: the last, -1 (what req.hdr(<name>) tracks too), is", sample, occ)
+		}
+		name = n
+	}
 	switch {
 	case !ok || !strings.HasSuffix(sample, ")") || kind == "" || name == "" || strings.ContainsAny(name, ",()"):
-		return trackKey{}, refuse(l, "track %s: only src, req.hdr(<name>) and req.cook(<name>), without an occurrence or converters, are translated", sample)
+		return trackKey{}, refuse(l, "track %s: only src, req.hdr(<name>[,-1]) and req.cook(<name>), without converters, are translated", sample)
 	case keyType != "string":
 		return trackKey{}, refuse(l, "track %s: a table of type %s keeps addresses: track src, or keep the %s in a table of type string", sample, keyType, kind)
 	}
@@ -265,28 +271,107 @@ func storedRatePeriod(v string, l Line) (rate, period string, err error) {
 	return rate, d, nil
 }
 
-// counterLimit tells whether a condition is { sc_<data>(<n>) gt|ge N }
-// (or sc<n>_<data>), the counter it reads, and the most it lets through:
-// the condition holds over limit.
-func counterLimit(c *Condition, data string) (counter, limit int, ok bool) {
-	if c == nil || c.Unless || len(c.Any) != 1 || len(c.Any[0]) != 1 {
-		return 0, 0, false
+// counterTest is a condition's test of a tracked counter's data,
+// { sc_<data>(<n>) gt|ge N } (or sc<n>_<data>), maybe through sub(<var>)
+// of a constant variable: the counter, the most it lets through (the
+// condition holds over limit), and the condition's other terms, which
+// must hold too.
+type counterTest struct {
+	counter, limit int
+	rest           []Term
+	acl            *Line // the named ACL of the test, if it is one
+}
+
+// counterTestOf tells whether a condition, of one set of terms, tests a
+// counter's data (an anonymous ACL or a named one of one line), and
+// reads it.
+func (fe *frontend) counterTestOf(c *Condition, data string, l Line) (counterTest, bool, error) {
+	if c == nil || c.Unless || len(c.Any) != 1 {
+		return counterTest{}, false, nil
 	}
-	t := c.Any[0][0]
-	if t.Not || len(t.Anon) != 3 {
-		return 0, 0, false
+	terms := c.Any[0]
+	for i, t := range terms {
+		words, named := fe.termWords(t, l)
+		if t.Not || len(words) != 3 {
+			continue
+		}
+		fetch, conv, _ := strings.Cut(words[0], ",")
+		counter := counterOf(fetch, data)
+		if counter < 0 {
+			continue
+		}
+		offset, err := fe.subtracted(conv, words[0], l)
+		if err != nil {
+			return counterTest{}, false, err
+		}
+		n, err := strconv.Atoi(words[2])
+		if err != nil || (words[1] != "gt" && words[1] != "ge") {
+			return counterTest{}, false, refuse(l, "%s %s %s: a counter's test is gt or ge a whole number", words[0], words[1], words[2])
+		}
+		limit := n + offset // the count includes this request: over limit it holds
+		if words[1] == "ge" {
+			limit--
+		}
+		return counterTest{counter: counter, limit: limit, rest: slices.Delete(slices.Clone(terms), i, i+1), acl: named}, true, nil
 	}
-	counter = counterOf(t.Anon[0], data)
-	n, err := strconv.Atoi(t.Anon[2])
-	switch {
-	case counter < 0 || err != nil || n < 0:
-		return 0, 0, false
-	case t.Anon[1] == "gt": // the count includes this request: N pass
-		return counter, n, true
-	case t.Anon[1] == "ge" && n > 0:
-		return counter, n - 1, true
+	return counterTest{}, false, nil
+}
+
+// termWords are a term's ACL's words: an anonymous one's, or a named
+// one's counter test (of one line, that the rule l sees: else
+// conditionMatcher refuses it) and its line.
+func (fe *frontend) termWords(t Term, l Line) ([]string, *Line) {
+	if t.ACL == "" {
+		return t.Anon, nil
 	}
-	return 0, 0, false
+	if alts, err := fe.visibleACL(t.ACL, l); err == nil && len(alts) == 1 {
+		return alts[0].counterTest, &alts[0].line
+	}
+	return nil, nil
+}
+
+// subtracted is what a counter's converter, sub(<var>) of a variable set
+// to a constant integer (int(<n>)) before the rule, takes from its count:
+// HAProxy's sub is a signed 64-bit subtraction, so count - v gt N is count
+// gt N + v.
+func (fe *frontend) subtracted(conv, fetch string, l Line) (int, error) {
+	if conv == "" {
+		return 0, nil
+	}
+	name, ok := strings.CutPrefix(conv, "sub(")
+	name = strings.TrimSuffix(name, ")")
+	v, set := fe.vars[name]
+	if !ok || !strings.HasSuffix(conv, ")") || strings.Contains(name, ",") {
+		return 0, refuse(l, "%s: of a counter's converters, only sub(<variable>) of a constant is translated", fetch)
+	}
+	n, err := strconv.Atoi(v.sample.arg)
+	if !set || v.sample.subject != constSubject || err != nil || n < -1<<31 || n > 1<<31 {
+		return 0, refuse(l, "%s: sub(%s) is translated of a variable that an http-request set-var(%s) int(<n>) before this rule sets", fetch, name, name)
+	}
+	return n, nil
+}
+
+// sameTerms tells whether terms are all those of the condition c, of one
+// set of terms, in any order.
+func sameTerms(terms []Term, c *Condition) bool {
+	if c == nil || c.Unless || len(c.Any) != 1 || len(c.Any[0]) != len(terms) {
+		return false
+	}
+	for _, t := range terms {
+		if !slices.ContainsFunc(c.Any[0], func(u Term) bool {
+			return u.Not == t.Not && u.ACL == t.ACL && slices.Equal(u.Anon, t.Anon)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// isCounterFetch tells whether an ACL's fetch reads a tracked counter's
+// data (counterOf), maybe through converters.
+func isCounterFetch(fetch string) bool {
+	fetch, _, _ = strings.Cut(fetch, ",")
+	return slices.ContainsFunc(append(slices.Clone(rateData), "conn_cur"), func(data string) bool { return counterOf(fetch, data) >= 0 })
 }
 
 // counterOf is the counter a fetch reads data of (sc_<data>(<n>) or
@@ -315,7 +400,8 @@ type rateZone struct {
 // answers (with Retry-After). One deny reads a counter: each
 // edge_rate_limit counts, and a request the first denies would not reach
 // the second.
-func (fe *frontend) rateLimitAnswer(words []string, rate string, counter, limit int, l Line) (answer, error) {
+func (fe *frontend) rateLimitAnswer(words []string, rate string, t counterTest, l Line) (answer, error) {
+	counter, limit := t.counter, t.limit
 	tr := fe.trackers[counter]
 	if tr == nil { // then the frontend may have no table
 		return answer{}, refuse(l, "sc_%s(%d) without http-request track-sc%d before it", rate, counter, counter)
@@ -328,8 +414,10 @@ func (fe *frontend) rateLimitAnswer(words []string, rate string, counter, limit 
 		return answer{}, refuse(l, "a second deny over counter %d: each edge_rate_limit counts, so one deny a counter is translated", counter)
 	case len(words) != 2 || words[0] != "deny_status" || words[1] != "429":
 		return answer{}, refuse(l, "a rate limit's deny must be deny_status 429, which edge_rate_limit answers")
-	case limit == 0:
+	case limit <= 0:
 		return answer{}, refuse(l, "a rate of 0 denies every request: write http-request deny")
+	case len(t.rest) > 0 && !sameTerms(t.rest, tr.cond):
+		return answer{}, refuse(l, "the deny's other terms must be the track rule's condition (line %d), as written: edge_rate_limit denies among the requests it counts", tr.line.Pos.Line)
 	case strings.Trim(fe.section.Name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "":
 		return answer{}, refuse(l, "the edge_rate_limit zone is named after the frontend, %q, and a zone's name takes letters, digits, '_' and '-' only", fe.section.Name)
 	}
@@ -364,7 +452,7 @@ func (fe *frontend) readInFlightDeny(l Line, args []string, cond *Condition, cou
 		return refuse(l, "conn_cur of a track rule with a condition (line %d): in_flight counts every request from the deny's place, not translated", tr.line.Pos.Line)
 	case tr.inFlight != nil:
 		return refuse(l, "a second deny over counter %d's conn_cur (line %d): each in_flight counts, so one deny a counter is translated", counter, tr.inFlight.Pos.Line)
-	case limit == 0:
+	case limit <= 0:
 		return refuse(l, "the count includes the request itself, so this denies every request: write http-request deny")
 	}
 	a, err := denyAnswer(args, l, fe.cfg.files())

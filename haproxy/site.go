@@ -332,7 +332,8 @@ func mayLeaveOut(rules []headerRule) map[string]bool {
 }
 
 // resolveFormatMaps settles the map-made placeholders (formatMaps) that
-// the log-format values of the site's rules and its backends' use.
+// the log-format values of the site's rules and its backends' use, and
+// its rate limits' keys.
 func (fe *frontend) resolveFormatMaps() {
 	headers := slices.Concat(fe.headers, fe.responseHeaders)
 	var names []string
@@ -354,6 +355,13 @@ func (fe *frontend) resolveFormatMaps() {
 	for _, a := range slices.Concat(fe.answers, fe.redirects) {
 		for _, f := range a.answer.formats() {
 			names = append(names, f.maps()...)
+		}
+	}
+	for _, tr := range fe.trackers {
+		if tr != nil && tr.used && tr.key.kind == "header" {
+			if p := headerPlaceholder(tr.key.name); strings.HasPrefix(p, headerMapPrefix) {
+				names = append(names, p) // the rate limit's key (rateZone.writeKey)
+			}
 		}
 	}
 	slices.Sort(names)

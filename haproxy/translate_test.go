@@ -285,3 +285,32 @@ func TestTranslateRefusesConnCur(t *testing.T) {
 		}
 	}
 }
+
+// track-sc<n> req.hdr(<name>,-1) tracks what req.hdr(<name>) does, the
+// header's last value (HAProxy 2.6): the same edge_rate_limit.
+func TestTranslateTrackLastOccurrence(t *testing.T) {
+	base, err := os.ReadFile("testdata/ratelimit-key.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	translate := func(text string) (string, error) {
+		cfg, err := Parse(strings.NewReader(text), "r.cfg", lookup)
+		if err != nil {
+			return "", err
+		}
+		return caddyfileOf(cfg)
+	}
+	want, err := translate(string(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fetch := range []string{"req.hdr(X-API-Key,-1)", "hdr(X-API-Key,-1)"} {
+		got, err := translate(strings.Replace(string(base), "req.hdr(X-API-Key)", fetch, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != strings.ReplaceAll(want, "req.hdr(X-API-Key)", fetch) {
+			t.Errorf("track %s translates otherwise than req.hdr(X-API-Key):\n%s", fetch, got)
+		}
+	}
+}

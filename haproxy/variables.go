@@ -46,6 +46,21 @@ var sampleFetches = map[string]fetchSubject{
 	"path": pathSubject, "url": urlSubject, "query": querySubject, "method": methodSubject, "ssl_fc_sni": sniSubject,
 }
 
+// constantFetches are the fetches of a constant, each reading its
+// argument as HAProxy 2.6 does into the value a string of it is: a
+// variable of one is known when the configuration is read.
+var constantFetches = map[string]func(arg string) (string, bool){
+	"int": func(arg string) (string, bool) {
+		n, err := strconv.ParseInt(arg, 10, 64)
+		return strconv.FormatInt(n, 10), err == nil
+	},
+	"str": func(arg string) (string, bool) { return arg, !strings.ContainsAny(arg, "(),") },
+	"bool": func(arg string) (string, bool) {
+		v, ok := map[string]string{"0": "0", "1": "1", "false": "0", "true": "1"}[arg]
+		return v, ok
+	},
+}
+
 // variableScopes are the scopes of a variable translated: the
 // transaction's and the request's, which a request's rules set and
 // read; a session's outlives the request, and the process's every
@@ -79,7 +94,11 @@ func (fe *frontend) readSetVar(l Line, args []string, _ *Condition) error {
 		fe.vars = map[string]variable{}
 	}
 	fe.vars[name] = variable{line: l, sample: s}
-	fe.notes = append(fe.notes, note{line: l, what: "each ACL of var(" + name + ") tests this sample itself"})
+	what := "each ACL of var(" + name + ") tests this sample itself"
+	if s.subject == constSubject {
+		what = "a constant, known here: each ACL of var(" + name + ") and each converter of it reads " + strconv.Quote(s.arg)
+	}
+	fe.notes = append(fe.notes, note{line: l, what: what})
 	return nil
 }
 
@@ -97,6 +116,14 @@ func readSample(expr string, l Line) (sample, error) {
 	}
 	s.fetch = parts[0]
 	name, arg, _ := strings.Cut(strings.TrimSuffix(parts[0], ")"), "(")
+	if read, ok := constantFetches[name]; ok {
+		v, ok := read(arg)
+		if !ok || len(parts) > 1 || !strings.HasSuffix(parts[0], ")") {
+			return s, refuse(l, "sample fetch %s: int(<whole number>), str(<text>) and bool(<0, 1, true or false>) are translated, without converters", expr)
+		}
+		s.subject, s.arg = constSubject, v
+		return s, nil
+	}
 	subject, ok := sampleFetches[name]
 	if !ok || (subject == headerSubject) != (arg != "") || strings.Contains(arg, ",") {
 		return s, refuse(l, "sample fetch %s is not translated (%s are, of a header without an occurrence)", parts[0], "hdr(<name>), req.hdr(<name>), path, url, query, method and ssl_fc_sni")
