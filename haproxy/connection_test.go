@@ -39,9 +39,12 @@ func TestConnectionRules(t *testing.T) {
 	if err != nil || !strings.Contains(tr.Caddyfile, "@connection_7 expression `(true)`\n\t\tabort @connection_7") {
 		t.Errorf("a reject without a condition: %v\n%s", err, tr.Caddyfile)
 	}
-	// Without an accept before it, a block list's reject is remote_ip
-	// itself, which takes any number of ranges.
-	tr, err = translate("\ttcp-request connection reject if bad\n\ttcp-request connection reject unless ok\n")
+}
+
+// Without an accept before it, a reject of src ACLs alone (a block
+// list's) is remote_ip itself, which takes any number of ranges.
+func TestConnectionRejectOfPeersIsRemoteIP(t *testing.T) {
+	tr, err := connectionRules(t)("\ttcp-request connection reject if bad\n\ttcp-request connection reject unless ok\n")
 	if err != nil || !strings.Contains(tr.Caddyfile, "@connection_7 remote_ip 10.0.0.0/8\n\t\tabort @connection_7") ||
 		!strings.Contains(tr.Caddyfile, "@connection_8 not remote_ip 10.1.0.0/16\n\t\tabort @connection_8") {
 		t.Errorf("rejects of src ACLs: %v\n%s", err, tr.Caddyfile)
