@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,8 +29,16 @@ import (
 // listen on it without an error, and the kernel would share the
 // connections out between them.
 func FreeAddr() string {
+	lo, hi := listenPorts()
 	for range maxTries {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		port := 0 // the kernel's choice, where the range below is too small
+		if hi-lo >= minPorts {
+			port = lo + rand.IntN(hi-lo)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil && port != 0 {
+			continue // taken: another
+		}
 		if err != nil {
 			panic(err)
 		}
@@ -51,6 +60,28 @@ func FreePort() int {
 }
 
 const maxTries = 1000
+
+// listenPorts are the ports FreeAddr picks among, lo to hi-1: those below
+// the kernel's ephemeral range (ip_local_port_range), whence each
+// connection's local end takes its port. A port from that range, free
+// when FreeAddr checked it, could be a connection's before the caller
+// listened on it (bind: address already in use, seen in make test beside
+// a busy machine's connections); below it, only a listener takes one.
+func listenPorts() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil {
+				hi = start
+			}
+		}
+	}
+	return lo, hi
+}
+
+// minPorts is the fewest ports listenPorts may give for FreeAddr to pick
+// among them.
+const minPorts = 1000
 
 // reservations is where each reserved port is a file holding the pid of
 // the process that reserved it.

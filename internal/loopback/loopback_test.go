@@ -65,3 +65,18 @@ func TestListening(t *testing.T) {
 		t.Errorf("closed: %d", n)
 	}
 }
+
+// FreeAddr's ports are below the kernel's ephemeral range, which no
+// connection's local end takes them from.
+func TestFreeAddrBelowEphemeralPorts(t *testing.T) {
+	lo, hi := listenPorts()
+	if hi-lo < minPorts {
+		t.Skipf("ephemeral ports from %d: too few below them", hi)
+	}
+	for range 50 {
+		_, port, _ := net.SplitHostPort(FreeAddr())
+		if n, _ := strconv.Atoi(port); n < lo || n >= hi {
+			t.Fatalf("port %d, want one in [%d, %d)", n, lo, hi)
+		}
+	}
+}
