@@ -689,13 +689,12 @@ func (be *backend) resolve() error {
 	if err := be.checkMaxConns(); err != nil {
 		return err
 	}
-	switch be.tls.alpn {
-	case "", "http/1.1":
-		be.versions = "1.1"
-	case "h2,http/1.1", "http/1.1,h2":
-		be.versions = "1.1 2"
-	default:
-		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	if be.tls.proto == "h2" {
+		if err := be.settleH2C(); err != nil {
+			return err
+		}
+	} else if err := be.settleALPN(); err != nil {
+		return err
 	}
 	if err := be.settleStick(); err != nil {
 		return err
@@ -709,6 +708,38 @@ func (be *backend) resolve() error {
 	}
 	be.selection, err = be.readSelection(p)
 	return err
+}
+
+// settleALPN settles the transport's versions by the servers' alpn.
+func (be *backend) settleALPN() error {
+	switch be.tls.alpn {
+	case "", "http/1.1":
+		be.versions = "1.1"
+	case "h2,http/1.1", "http/1.1,h2":
+		be.versions = "1.1 2"
+	default:
+		return refuse(be.servers[0].line, "alpn %s is not translated yet", be.tls.alpn)
+	}
+	return nil
+}
+
+// settleH2C settles proto h2: HAProxy speaks HTTP/2 to the servers from
+// the first byte, as versions h2c alone has Go's transport do in clear.
+// Over TLS that transport offers h2 and http/1.1 by ALPN and speaks what
+// the server picks, where HAProxy speaks HTTP/2 whatever ALPN says;
+// transport pinned and dynamic checked's HTTP checks speak HTTP/1.1 only
+// (HAProxy 2.6 checks such a server over HTTP/2).
+func (be *backend) settleH2C() error {
+	switch {
+	case be.tls.ssl:
+		return refuse(be.servers[0].line, "proto h2 with ssl is not translated: HAProxy speaks HTTP/2 over TLS whatever ALPN says, Caddy's transport speaks HTTP/1.1 to a server that picks it (versions h2c is HTTP/2 in clear only)")
+	case be.transport == "pinned":
+		return refuse(*be.reuse, "http-reuse never with proto h2 servers is not translated: transport pinned speaks HTTP/1.1 only")
+	case be.checked == "http":
+		return refuse(be.check[0], "this HTTP check of proto h2 servers is not translated: dynamic checked checks over HTTP/1.1, HAProxy over HTTP/2 (a check alone, a TCP connect check, is translated, and so is option httpchk with one http-check expect status)")
+	}
+	be.versions = "h2c"
+	return nil
 }
 
 // checkCheckedAddrs refuses two servers of one address among dynamic

@@ -211,10 +211,11 @@ func (be *backend) readUseFcgiApp(l Line) error {
 	return nil
 }
 
-// readProto reads a server's proto: fcgi only.
+// readProto reads a server's proto: fcgi (FastCGI) or h2 (HTTP/2 in
+// clear, settleH2C).
 func (r *serverReading) proto(v string, at Line) error {
-	if v != "fcgi" {
-		return refuse(at, "proto %s is not translated (proto fcgi is)", v)
+	if v != "fcgi" && v != "h2" {
+		return refuse(at, "proto %s is not translated (proto fcgi and proto h2 are)", v)
 	}
 	r.tls.proto = v
 	return nil

@@ -81,8 +81,9 @@ func TestFcgiAppRefusals(t *testing.T) {
 		{root, "\tuse-fcgi-app other\n\tserver fpm 10.0.0.5:9000 proto fcgi\n", "f.cfg:9: use-fcgi-app other: no fcgi-app section other"},
 		{root, "\tuse-fcgi-app app\n\tserver fpm 10.0.0.5:9000\n", "f.cfg:9: use-fcgi-app app: its servers do not speak FastCGI"},
 		{root, "\tserver fpm 10.0.0.5:9000 proto fcgi\n", "f.cfg:9: server fpm: proto fcgi without use-fcgi-app"},
-		{root, "\tserver fpm 10.0.0.5:9000 proto h2\n", "f.cfg:9: server fpm: proto h2 is not translated"},
-		{root, fcgiServer + "\tserver fpm2 10.0.0.6:9000 check\n", "its TLS or check options differ from fpm's"},
+		{root, "\tserver fpm 10.0.0.5:9000 proto h1\n", "f.cfg:9: server fpm: proto h1 is not translated (proto fcgi and proto h2 are)"},
+		{root, "\tuse-fcgi-app app\n\tserver fpm 10.0.0.5:9000 proto h2\n", "f.cfg:9: use-fcgi-app app: its servers do not speak FastCGI"},
+		{root, fcgiServer + "\tserver fpm2 10.0.0.6:9000 check\n", "f.cfg:11: server fpm2: no proto (HTTP/1.1), where fpm has proto fcgi"},
 		{root, "\tuse-fcgi-app app\n\tserver fpm 10.0.0.5:9000 proto fcgi maxconn 10\n", "maxconn, send-proxy and alpn of a FastCGI server are not translated"},
 		{root, "\tuse-fcgi-app app\n\toption httpchk GET /ping\n\thttp-check expect status 200\n\tserver fpm 10.0.0.5:9000 proto fcgi check\n", "f.cfg:10: option httpchk: an HTTP check of a FastCGI server is not translated"},
 	} {

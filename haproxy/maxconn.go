@@ -91,7 +91,7 @@ func (be *backend) checkMaxConns() error {
 	switch {
 	case be.transport == "pinned":
 		return refuse(at, "maxconn with http-reuse never is not translated: transport pinned gives each signed-in client a connection of its own, which max_conns_per_host does not bound (max_pinned bounds the pins of the pool, not the requests of a server)")
-	case be.tls.alpn != "" && be.tls.alpn != "http/1.1":
+	case be.tls.alpn != "" && be.tls.alpn != "http/1.1", be.tls.proto == "h2":
 		return refuse(at, "maxconn over HTTP/2 is not translated: max_conns_per_host bounds connections, and one carries many requests")
 	}
 	return nil

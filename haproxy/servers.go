@@ -140,7 +140,7 @@ var serverOptionTable = []serverOption{
 	{name: "namespace", value: true, status: refused, doc: namespaceRefusal, read: refusedOption("namespace", namespaceRefusal)},
 	{name: "addr", value: true, status: refused, doc: addrRefusal, read: refusedOption("addr", addrRefusal)},
 	{name: "source", value: true, status: refused, doc: sourceRefusal, read: refusedOption("source", sourceRefusal)},
-	{name: "proto", value: true, status: translated, doc: "`fcgi`: the servers of a backend with `use-fcgi-app` speak FastCGI (`transport fastcgi`, see `fcgi-app`); another protocol is refused", read: (*serverReading).proto},
+	{name: "proto", value: true, status: translated, doc: "`fcgi`: the servers of a backend with `use-fcgi-app` speak FastCGI (`transport fastcgi`, see `fcgi-app`); `h2`: HTTP/2 in clear by prior knowledge (gRPC), the transport's `versions h2c`, every server of the backend alike, without `ssl`, `maxconn`, `http-reuse never` or an HTTP check of dynamic checked (which checks over HTTP/1.1); another protocol is refused", read: (*serverReading).proto},
 	{name: "send-proxy", status: approximated, doc: sendProxyDoc + "v1`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 	{name: "send-proxy-v2", status: approximated, doc: sendProxyDoc + "v2`" + sendProxyDiffers, read: (*serverReading).sendProxy},
 }
@@ -242,7 +242,7 @@ type tlsOptions struct {
 	// proxyProtocol is send-proxy's (v1) or send-proxy-v2's (v2): the
 	// transport's proxy_protocol.
 	proxyProtocol string
-	proto         string // proto fcgi: the servers speak FastCGI
+	proto         string // proto fcgi: the servers speak FastCGI; proto h2: HTTP/2 in clear
 }
 
 // leaderOptions are the check settings of lb_policy leader (and of the
@@ -279,6 +279,9 @@ func (be *backend) readServers() error {
 		}
 		if i > 0 && r.tls.maxConn != be.tls.maxConn {
 			return refuse(s.line, "maxconn %q, where %s has %q: one transport limits every server alike", r.tls.maxConn, be.servers[0].name, be.tls.maxConn)
+		}
+		if i > 0 && r.tls.proto != be.tls.proto {
+			return refuse(s.line, "%s, where %s has %s: HAProxy speaks each server's own protocol, but one reverse_proxy has one transport for every server", protoName(r.tls.proto), be.servers[0].name, protoName(be.tls.proto))
 		}
 		if i > 0 && (r.tls != be.tls || r.check != be.checkOpts) {
 			return refuse(s.line, "its TLS or check options differ from %s's: one reverse_proxy has one transport and one policy", be.servers[0].name)
@@ -478,6 +481,14 @@ func (r *serverReading) serverName(v string, at Line) error {
 func (r *serverReading) checkSNI(v string, at Line) error {
 	r.checkSNIAt = &at
 	return r.serverName(v, at)
+}
+
+// protoName names a server's proto as its line says it ("": none).
+func protoName(proto string) string {
+	if proto == "" {
+		return "no proto (HTTP/1.1)"
+	}
+	return "proto " + proto
 }
 
 func (r *serverReading) alpn(v string, _ Line) error {

@@ -41,14 +41,25 @@ type Backends struct {
 // NewBackends makes an empty set; Start adds to it, Close ends them all.
 func NewBackends() *Backends { return &Backends{seen: map[string][]Seen{}} }
 
-// Start listens on a loopback port for the server id and returns its
-// address.
-func (b *Backends) Start(id string) (string, error) {
+// Start listens on a loopback port for the server id, speaking HTTP/1.1,
+// and returns its address.
+func (b *Backends) Start(id string) (string, error) { return b.start(id, nil) }
+
+// StartH2C is Start for a server that speaks HTTP/2 in clear only, by
+// prior knowledge (HAProxy's proto h2; a gRPC server without TLS).
+func (b *Backends) StartH2C(id string) (string, error) {
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	return b.start(id, &h2c)
+}
+
+// start is Start with the protocols the server speaks (nil: HTTP/1.1).
+func (b *Backends) start(id string, protocols *http.Protocols) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Protocols: protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n := r.Header.Get(RequestHeader); n != "" {
 			h := r.Header.Clone()
 			h.Set("Host", r.Host) // Go's server keeps it apart
