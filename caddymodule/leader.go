@@ -101,10 +101,8 @@ type LeaderSelection struct {
 
 	pool        *leaderPool
 	poolKey     string
-	triedKey    string // per instance: another proxy in the same request has its own
-	attemptKey  string // the request's *attemptTrace
+	requestKey  string // the request's *leaderRequest; per instance: another proxy in the same request has its own
 	timeouts    transportTimeouts
-	answeredKey string        // set once this request was answered "no leader"
 	holdFor     time.Duration // hold, or the reverse_proxy's longer try_duration
 	leaderPaths caddyhttp.MatchPath
 	replayLimit int64 // the handler's request_buffers; -1: unlimited
@@ -337,9 +335,7 @@ func (s *LeaderSelection) Provision(ctx caddy.Context) error {
 	}
 	s.pool = val.(*leaderPool)
 	s.pool.holdNs.Store(int64(s.holdFor)) // the newest config's
-	s.triedKey = fmt.Sprintf("ha.leader.tried.%p", s)
-	s.attemptKey = fmt.Sprintf("ha.leader.attempt.%p", s)
-	s.answeredKey = fmt.Sprintf("ha.leader.answered.%p", s)
+	s.requestKey = fmt.Sprintf("ha.leader.request.%p", s)
 	s.readsAny = s.Reads == "any"
 	s.retryAfter = retryAfterValue(time.Duration(s.RetryAfter))
 
@@ -473,7 +469,7 @@ func (s *LeaderSelection) Cleanup() error {
 func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	ctx := r.Context()
 	mon := s.pool.mon
-	tried, _ := caddyhttp.GetVar(ctx, s.triedKey).(*healthcheck.Node)
+	tried := s.requestOf(ctx).triedNode()
 	if tried == nil {
 		if s.readsAny && !s.changesState(r) {
 			if n := mon.Readable(); n != nil {
@@ -517,11 +513,47 @@ func (s *LeaderSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 	return s.pick(pool, n, r)
 }
 
+// leaderRequest is what a request's attempts through one leader policy
+// share: one value of the request's vars, set at its first attempt, before
+// any dial. Later attempts change its fields, never the vars map, which a
+// dial of an earlier attempt may still be reading: http.Transport dials in
+// a goroutine of its own that outlives a cancelled attempt, and Caddy's
+// dial reads the vars (a write to the map on a retry raced with it).
+type leaderRequest struct {
+	tried    *healthcheck.Node // the node of the last attempt
+	attempt  *attemptTrace     // a replayable request's attempts
+	answered bool              // answered "no leader" once
+}
+
+// request is the request's leaderRequest, made at its first attempt.
+func (s *LeaderSelection) request(ctx context.Context) *leaderRequest {
+	lr := s.requestOf(ctx)
+	if lr == nil {
+		lr = new(leaderRequest)
+		caddyhttp.SetVar(ctx, s.requestKey, lr)
+	}
+	return lr
+}
+
+// requestOf is the request's leaderRequest, nil before its first attempt.
+func (s *LeaderSelection) requestOf(ctx context.Context) *leaderRequest {
+	lr, _ := caddyhttp.GetVar(ctx, s.requestKey).(*leaderRequest)
+	return lr
+}
+
+// triedNode is the node of the request's last attempt, nil before it.
+func (lr *leaderRequest) triedNode() *healthcheck.Node {
+	if lr == nil {
+		return nil
+	}
+	return lr.tried
+}
+
 // noLeader makes Caddy answer 503 (no upstream) with Retry-After, counted
 // and logged once per request however often Caddy's loop asks again.
 func (s *LeaderSelection) noLeader(ctx context.Context, w http.ResponseWriter) *reverseproxy.Upstream {
-	if answered, _ := caddyhttp.GetVar(ctx, s.answeredKey).(bool); !answered {
-		caddyhttp.SetVar(ctx, s.answeredKey, true)
+	if lr := s.request(ctx); !lr.answered {
+		lr.answered = true
 		s.pool.obs.answeredNoLeader(s.holdFor)
 	}
 	w.Header().Set("Retry-After", s.retryAfter)
@@ -534,14 +566,14 @@ func (s *LeaderSelection) noLeader(ctx context.Context, w http.ResponseWriter) *
 func (s *LeaderSelection) pick(pool reverseproxy.UpstreamPool, n *healthcheck.Node, r *http.Request) *reverseproxy.Upstream {
 	for _, u := range pool {
 		if u.Dial == n.Addr {
-			caddyhttp.SetVar(r.Context(), s.triedKey, n)
+			lr := s.request(r.Context())
+			lr.tried = n
 			if s.isReplayable(r) {
-				if at, _ := caddyhttp.GetVar(r.Context(), s.attemptKey).(*attemptTrace); at != nil {
-					at.reset()
+				if lr.attempt != nil {
+					lr.attempt.reset()
 				} else {
-					at = new(attemptTrace)
-					caddyhttp.SetVar(r.Context(), s.attemptKey, at)
-					traceAttempts(r, at)
+					lr.attempt = new(attemptTrace)
+					traceAttempts(r, lr.attempt)
 				}
 			}
 			return u

@@ -36,7 +36,7 @@ func (m followerRefusal) MatchWithError(r *http.Request) (bool, error) {
 	if status, _ := repl.Get("http.reverse_proxy.status_code"); status != http.StatusServiceUnavailable {
 		return false, nil
 	}
-	tried, _ := caddyhttp.GetVar(r.Context(), m.s.triedKey).(*healthcheck.Node)
+	tried := m.s.requestOf(r.Context()).triedNode()
 	if tried == nil {
 		return false, nil
 	}
@@ -71,7 +71,7 @@ type plannedStopClose struct{ s *LeaderSelection }
 // MatchWithError reports whether the request's transport error is a
 // connection a planned stop closed before it executed.
 func (m plannedStopClose) MatchWithError(r *http.Request) (bool, error) {
-	tried, _ := caddyhttp.GetVar(r.Context(), m.s.triedKey).(*healthcheck.Node)
+	tried := m.s.requestOf(r.Context()).triedNode()
 	if tried == nil {
 		return false, nil
 	}
@@ -100,7 +100,10 @@ func (m plannedStopClose) Match(r *http.Request) bool {
 func (s *LeaderSelection) closedByPlannedStop(r *http.Request, tried *healthcheck.Node) bool {
 	mon := s.pool.mon
 	mon.Doubt(tried, "a request to it failed")
-	at, _ := caddyhttp.GetVar(r.Context(), s.attemptKey).(*attemptTrace)
+	var at *attemptTrace
+	if lr := s.requestOf(r.Context()); lr != nil {
+		at = lr.attempt
+	}
 	if at == nil || !s.isReplayable(r) || !at.connClosedUnderRequest(time.Now(), s.timeouts) {
 		return false
 	}
